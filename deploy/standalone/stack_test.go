@@ -1,0 +1,179 @@
+package standalone
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pinion-health/pinion/pkg/config"
+)
+
+// The suite runs against one real stack: embedded NATS and FerretDB, every
+// service, and the gateway on a loopback port.
+var (
+	base   string
+	stack  *Stack
+	saID   = "pinion-test-superadmin"
+	saSec  = strings.Repeat("s3cr3t-", 6)
+	client = &http.Client{Timeout: 30 * time.Second}
+)
+
+func testConfig(dir string, extra map[string]string) *config.Config {
+	env := map[string]string{
+		"PINION_ADDR":                     "127.0.0.1:0",
+		"PINION_DATA_DIR":                 dir,
+		"PINION_SUPERADMIN_CLIENT_ID":     saID,
+		"PINION_SUPERADMIN_CLIENT_SECRET": saSec,
+		"PINION_AUTH_RATE_LIMIT":          "0",
+		"PINION_MAX_BODY_BYTES":           "65536",
+		"PINION_LOG_LEVEL":                "warn",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	cfg, err := config.LoadFrom(func(k string) string { return env[k] })
+	if err != nil {
+		panic(err)
+	}
+	return cfg
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pinion-stack-")
+	if err != nil {
+		panic(err)
+	}
+	cfg := testConfig(dir, nil)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	stack, err = Start(ctx, cfg, log)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start stack:", err)
+		os.Exit(1)
+	}
+	// The base URL in tokens is the configured one; requests go to the real port.
+	base = "http://" + stack.Addr + "/"
+	waitReady()
+	code := m.Run()
+	stack.Close()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func waitReady() {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := client.Get(base + "readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	panic("stack not ready")
+}
+
+// response is a decoded HTTP answer.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r *response) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("body is not JSON (%d): %s", r.status, r.body)
+	}
+	return m
+}
+
+// outcomeText is the first issue's details text of an OperationOutcome body.
+func (r *response) outcomeText(t *testing.T) string {
+	t.Helper()
+	m := r.json(t)
+	if m["resourceType"] != "OperationOutcome" {
+		t.Fatalf("not an OperationOutcome: %s", r.body)
+	}
+	issue := m["issue"].([]any)[0].(map[string]any)
+	d, _ := issue["details"].(map[string]any)
+	s, _ := d["text"].(string)
+	return s
+}
+
+func do(t *testing.T, method, path, token, contentType string, body []byte, hdr ...string) *response {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return &response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func expect(t *testing.T, r *response, status int) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
+	}
+}
+
+// clientToken gets an access token with client credentials.
+func clientToken(t *testing.T, id, secret string) string {
+	t.Helper()
+	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {secret}}
+	r := do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode()))
+	expect(t, r, 200)
+	return r.json(t)["access_token"].(string)
+}
+
+func superToken(t *testing.T) string { return clientToken(t, saID, saSec) }
+
+// project creates a project and a client in it, and returns the project id
+// and a token of that client (a member without admin rights).
+func project(t *testing.T, name string) (string, string) {
+	t.Helper()
+	su := superToken(t)
+	r := do(t, "POST", "admin/Project", su, "application/json", mustJSON(map[string]any{"resourceType": "Project", "name": name}))
+	expect(t, r, 201)
+	pid := r.json(t)["id"].(string)
+	r = do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": name + " client"}))
+	expect(t, r, 201)
+	c := r.json(t)
+	return pid, clientToken(t, c["id"].(string), c["secret"].(string))
+}

@@ -1,0 +1,197 @@
+// Package standalone runs all of Pinion in one process: an embedded NATS
+// server with JetStream, an embedded FerretDB (the MongoDB wire protocol on
+// SQLite files, or on PostgreSQL), the four services and the gateway.
+// Setting PINION_NATS_URL or PINION_MONGODB_URI uses external servers
+// instead of the embedded ones.
+package standalone
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/pinion-health/pinion/gateway"
+	"github.com/pinion-health/pinion/pkg/config"
+	"github.com/pinion-health/pinion/pkg/embedded"
+	"github.com/pinion-health/pinion/pkg/infra"
+	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/botexec"
+	"github.com/pinion-health/pinion/services/fhir"
+	"github.com/pinion-health/pinion/services/identity"
+	"github.com/pinion-health/pinion/services/membership"
+)
+
+// Stack is a running standalone Pinion.
+type Stack struct {
+	// Addr is where the gateway listens.
+	Addr string
+	// SuperAdmin is the super-admin client; Secret is set only when this
+	// start generated it.
+	SuperAdmin identity.Bootstrap
+
+	log      *slog.Logger
+	ns       *server.Server
+	ferret   *embedded.FerretDB
+	conns    *infra.Conns
+	view     *session.View
+	stoppers []func(context.Context) error
+	cancel   context.CancelFunc
+	done     chan error
+}
+
+// Start brings the whole stack up and returns once the gateway listens.
+func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack, err error) {
+	st := &Stack{log: log, done: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			st.shutdown()
+		}
+	}()
+	// Take the port first: a taken port is the most common start-up failure.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (PINION_ADDR): %w", cfg.Addr, err)
+	}
+	st.Addr = ln.Addr().String()
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
+	}
+
+	natsURL := cfg.NATSURL
+	var inProc nats.InProcessConnProvider
+	if natsURL == "" {
+		st.ns, err = embedded.StartNATS(embedded.NATSOptions{
+			Dir:        filepath.Join(cfg.DataDir, "nats"),
+			Addr:       cfg.NATSListen,
+			NoListen:   cfg.NATSListen == "",
+			MaxPayload: int32(cfg.MaxBodyBytes + 1<<20),
+			// Flush JetStream to disk every second rather than NATS's default
+			// two minutes: an acknowledged invite step survives a power cut
+			// with at most a second of exposure.
+			SyncInterval: time.Second,
+		})
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		inProc = st.ns
+		natsURL = st.ns.ClientURL()
+		if cfg.NATSListen == "" {
+			natsURL = "nats://in-process"
+		}
+	}
+	mongoURI := cfg.MongoURI
+	if mongoURI == "" {
+		st.ferret, err = embedded.StartFerretDB(embedded.FerretOptions{
+			Dir:           filepath.Join(cfg.DataDir, "db"),
+			PostgreSQLURL: cfg.FerretPostgreSQLURL,
+			Addr:          cfg.FerretListen,
+		})
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		mongoURI = st.ferret.URI
+	}
+	st.conns, err = infra.Open(ctx, infra.Options{
+		NATSURL: natsURL, InProcess: inProc, Name: "pinion-standalone",
+		MongoURI: mongoURI, Database: cfg.MongoDatabase, Log: log,
+	})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	c := st.conns
+
+	id := identity.New(identity.Config{
+		BaseURL: cfg.BaseURL, DataDir: cfg.DataDir,
+		SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret,
+		TokenLifetime: cfg.AccessTokenLifetime,
+	}, c.NC, c.DB, c.Repo, c.Sessions, log)
+	fs := fhir.New(fhir.Config{BaseURL: cfg.BaseURL}, c.NC, c.Repo, log)
+	ms := membership.New(membership.Config{BaseURL: cfg.BaseURL}, c.NC, c.Repo, c.Sessions, log)
+	bs := botexec.New(botexec.Config{BaseURL: cfg.BaseURL}, c.NC, c.Repo, log)
+	for _, s := range []interface {
+		Start(context.Context) error
+		Stop(context.Context) error
+	}{fs, id, ms, bs} {
+		if err := s.Start(ctx); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		st.stoppers = append(st.stoppers, s.Stop)
+	}
+	st.SuperAdmin = id.SuperAdmin
+
+	if st.view, err = c.Sessions.Watch(ctx); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("session view: %w", err)
+	}
+	gw := gateway.New(gateway.Config{
+		Addr: cfg.Addr, BaseURL: cfg.BaseURL, MaxBodyBytes: cfg.MaxBodyBytes,
+		RequestTimeout: cfg.RequestTimeout, AuthRateLimit: cfg.AuthRateLimit,
+	}, c.NC, st.view, log)
+	gctx, cancel := context.WithCancel(context.Background())
+	st.cancel = cancel
+	go func() { st.done <- gw.Listen(gctx, ln) }()
+	return st, nil
+}
+
+// Wait blocks until the gateway stops or ctx ends, then shuts down.
+func (st *Stack) Wait(ctx context.Context) error {
+	var err error
+	select {
+	case err = <-st.done:
+	case <-ctx.Done():
+	}
+	st.shutdown()
+	return err
+}
+
+// Close shuts the stack down: gateway first, then services, then servers.
+func (st *Stack) Close() { st.shutdown() }
+
+func (st *Stack) shutdown() {
+	if st.cancel != nil {
+		st.cancel()
+		select {
+		case <-st.done:
+		case <-time.After(15 * time.Second):
+		}
+		st.cancel = nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := len(st.stoppers) - 1; i >= 0; i-- {
+		if err := st.stoppers[i](ctx); err != nil && !errors.Is(err, context.Canceled) {
+			st.log.Warn("service stop", "err", err)
+		}
+	}
+	st.stoppers = nil
+	if st.view != nil {
+		st.view.Close()
+		st.view = nil
+	}
+	if st.conns != nil {
+		st.conns.Close()
+		st.conns = nil
+	}
+	if st.ferret != nil {
+		st.ferret.Close()
+		st.ferret = nil
+	}
+	if st.ns != nil {
+		st.ns.Shutdown()
+		st.ns.WaitForShutdown()
+		st.ns = nil
+	}
+}

@@ -1,0 +1,177 @@
+package standalone
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/pinion-health/pinion/pkg/auth"
+)
+
+func TestTokenClientCredentials(t *testing.T) {
+	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {saID}, "client_secret": {saSec}}
+	r := do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode()))
+	expect(t, r, 200)
+	body := r.json(t)
+	for _, k := range []string{"access_token", "token_type", "expires_in", "scope", "project", "profile", "id_token"} {
+		if body[k] == nil {
+			t.Errorf("token response lacks %s: %s", k, r.body)
+		}
+	}
+	if body["refresh_token"] != nil {
+		t.Error("super admin got a refresh token")
+	}
+	// HTTP Basic works the same.
+	basic := base64.StdEncoding.EncodeToString([]byte(saID + ":" + saSec))
+	r = do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte("grant_type=client_credentials"), "Authorization", "Basic "+basic)
+	expect(t, r, 200)
+
+	me := do(t, "GET", "auth/me", body["access_token"].(string), "", nil)
+	expect(t, me, 200)
+	m := me.json(t)
+	if m["profile"].(map[string]any)["resourceType"] != "ClientApplication" || m["project"].(map[string]any)["superAdmin"] != true {
+		t.Fatalf("auth/me: %s", me.body)
+	}
+}
+
+func TestTokenErrors(t *testing.T) {
+	form := func(kv ...string) []byte {
+		v := url.Values{}
+		for i := 0; i < len(kv); i += 2 {
+			v.Set(kv[i], kv[i+1])
+		}
+		return []byte(v.Encode())
+	}
+	const ct = "application/x-www-form-urlencoded"
+	cases := []struct {
+		name, contentType string
+		body              []byte
+		hdr               []string
+		want              string
+	}{
+		{"json body", "application/json", []byte(`{"grant_type":"client_credentials"}`), nil, "Unsupported content type"},
+		{"missing grant", ct, form(), nil, "Missing grant_type"},
+		{"unknown grant", ct, form("grant_type", "password"), nil, "Unsupported grant_type"},
+		{"missing client", ct, form("grant_type", "client_credentials"), nil, "Missing client_id"},
+		{"missing secret", ct, form("grant_type", "client_credentials", "client_id", saID), nil, "Missing client_secret"},
+		{"unknown client", ct, form("grant_type", "client_credentials", "client_id", "nope", "client_secret", "x"), nil, "Invalid client"},
+		{"bad client id syntax", ct, form("grant_type", "client_credentials", "client_id", "../x", "client_secret", "x"), nil, "Invalid client"},
+		{"wrong secret", ct, form("grant_type", "client_credentials", "client_id", saID, "client_secret", saSec+"x"), nil, "Invalid secret"},
+		{"bearer header", ct, form("grant_type", "client_credentials"), []string{"Authorization", "Bearer x"}, "Invalid authorization header"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := do(t, "POST", "oauth2/token", "", tc.contentType, tc.body, tc.hdr...)
+			expect(t, r, 400)
+			if got := r.json(t)["error_description"]; got != tc.want {
+				t.Fatalf("error_description %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// serverKey reads the real signing key from the store, to make tokens that
+// are validly signed but wrong in another way.
+func serverKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	var d struct {
+		Kid string `bson:"kid"`
+		PEM string `bson:"pem"`
+	}
+	err := stack.conns.DB.Collection("credentials").FindOne(context.Background(), bson.D{{Key: "_id", Value: "signing-key"}}).Decode(&d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := auth.ParsePrivate(d.Kid, d.PEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.Private
+}
+
+func TestForgedTokensAreRefused(t *testing.T) {
+	good := superToken(t)
+	expect(t, do(t, "GET", "auth/me", good, "", nil), 200)
+
+	parts := strings.Split(good, ".")
+	payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	claims := jwt.MapClaims{}
+	tok, _, err := jwt.NewParser().ParseUnverified(good, claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdrKid, _ := tok.Header["kid"].(string)
+	server := serverKey(t)
+
+	// The server's public key, from JWKS, as an attacker would fetch it.
+	jwks := do(t, "GET", ".well-known/jwks.json", "", "", nil)
+	expect(t, jwks, 200)
+	k := jwks.json(t)["keys"].([]any)[0].(map[string]any)
+	x, _ := base64.RawURLEncoding.DecodeString(k["x"].(string))
+	y, _ := base64.RawURLEncoding.DecodeString(k["y"].(string))
+	pubDER, _ := x509.MarshalPKIXPublicKey(&ecdsa.PublicKey{Curve: elliptic.P256(), X: newInt(x), Y: newInt(y)})
+	attacker, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+
+	sign := func(m jwt.SigningMethod, key any, c jwt.MapClaims, kid string) string {
+		tok := jwt.NewWithClaims(m, c)
+		if kid != "" {
+			tok.Header["kid"] = kid
+		}
+		s, err := tok.SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	with := func(k string, v any) jwt.MapClaims {
+		c := jwt.MapClaims{}
+		for kk, vv := range claims {
+			c[kk] = vv
+		}
+		c[k] = v
+		return c
+	}
+	tampered := parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(strings.Replace(string(payload), `"scope":"openid"`, `"scope":"openid admin"`, 1))) + "." + parts[2]
+	cases := map[string]string{
+		"alg none":                 sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, claims, hdrKid),
+		"HS256 with public key":    sign(jwt.SigningMethodHS256, pubDER, claims, hdrKid),
+		"attacker key, server kid": sign(jwt.SigningMethodES256, attacker, claims, hdrKid),
+		"attacker key, other kid":  sign(jwt.SigningMethodES256, attacker, claims, "attacker"),
+		"no kid":                   sign(jwt.SigningMethodES256, attacker, claims, ""),
+		"expired":                  sign(jwt.SigningMethodES256, server, with("exp", time.Now().Add(-time.Hour).Unix()), hdrKid),
+		"not yet valid":            sign(jwt.SigningMethodES256, server, with("nbf", time.Now().Add(time.Hour).Unix()), hdrKid),
+		"wrong issuer":             sign(jwt.SigningMethodES256, server, with("iss", "http://evil.example/"), hdrKid),
+		"wrong audience":           sign(jwt.SigningMethodES256, server, with("aud", "http://evil.example/"), hdrKid),
+		"unknown login":            sign(jwt.SigningMethodES256, server, with("login_id", "00000000-0000-0000-0000-000000000000"), hdrKid),
+		"real key, RS-style alg":   strings.Replace(sign(jwt.SigningMethodES256, server, claims, hdrKid), parts[0], base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"ES384","kid":"`+hdrKid+`","typ":"JWT"}`)), 1),
+		"tampered payload":         tampered,
+		"truncated signature":      good[:len(good)-4],
+		"not a JWT":                "hello",
+	}
+	for name, tok := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := do(t, "GET", "auth/me", tok, "", nil)
+			expect(t, r, 401)
+			if r.header.Get("WWW-Authenticate") == "" {
+				t.Error("401 without WWW-Authenticate")
+			}
+			if got := r.outcomeText(t); got != "Unauthorized" {
+				t.Errorf("text %q", got)
+			}
+		})
+	}
+	t.Run("missing header", func(t *testing.T) { expect(t, do(t, "GET", "fhir/R4/Patient", "", "", nil), 401) })
+	t.Run("basic scheme", func(t *testing.T) {
+		expect(t, do(t, "GET", "fhir/R4/Patient", "", "", nil, "Authorization", "Basic eDp5"), 401)
+	})
+}

@@ -1,0 +1,264 @@
+// Package gateway is Pinion's only HTTP entry: it verifies bearer tokens,
+// enforces body-size and rate limits, and forwards each route to the service
+// that owns it over NATS request/reply.
+package gateway
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/limiter"
+	"github.com/google/uuid"
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/nats-io/nats.go"
+
+	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/session"
+)
+
+// Version is reported by /healthcheck; set at build time.
+var Version = "dev"
+
+// Config is what the gateway needs to know.
+type Config struct {
+	Addr           string
+	BaseURL        string
+	MaxBodyBytes   int
+	RequestTimeout time.Duration
+	AuthRateLimit  int // per IP per minute; 0 = off
+}
+
+// Gateway is the HTTP front door.
+type Gateway struct {
+	cfg      Config
+	nc       *nats.Conn
+	sessions *session.View
+	log      *slog.Logger
+	app      *fiber.App
+	verifier *auth.Verifier
+
+	keysMu      sync.RWMutex
+	keys        map[string]*ecdsa.PublicKey
+	keysFetched time.Time
+	ready       atomic.Bool
+
+	// tokens caches verified claims by token, so the signature is checked
+	// once per token rather than once per request.
+	tokens *lru.Cache[string, *auth.Claims]
+}
+
+// New builds the gateway. sessions is the watched view of logins and memberships.
+func New(cfg Config, nc *nats.Conn, sessions *session.View, log *slog.Logger) *Gateway {
+	if log == nil {
+		log = slog.Default()
+	}
+	tc, _ := lru.New[string, *auth.Claims](100_000)
+	g := &Gateway{cfg: cfg, nc: nc, sessions: sessions, log: log.With("component", "gateway"), keys: map[string]*ecdsa.PublicKey{}, tokens: tc}
+	g.verifier = &auth.Verifier{Issuer: cfg.BaseURL, Audience: cfg.BaseURL, Keys: g.key}
+	g.app = fiber.New(fiber.Config{
+		BodyLimit:             cfg.MaxBodyBytes,
+		DisableStartupMessage: true,
+		ErrorHandler:          g.onError,
+		ReadTimeout:           cfg.RequestTimeout + 10*time.Second,
+		IdleTimeout:           2 * time.Minute,
+		// Requests carry no server state; keep the pool small and predictable.
+		ReadBufferSize: 16 << 10,
+	})
+	g.routes()
+	return g
+}
+
+// App exposes the Fiber app (tests drive it over a real listener).
+func (g *Gateway) App() *fiber.App { return g.app }
+
+func (g *Gateway) routes() {
+	a := g.app
+	a.Use(g.requestID)
+	a.Get("/livez", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"ok": true}) })
+	a.Get("/readyz", g.readyz)
+	a.Get("/healthcheck", g.readyz)
+	var limit fiber.Handler
+	if g.cfg.AuthRateLimit > 0 {
+		limit = limiter.New(limiter.Config{
+			Max:               g.cfg.AuthRateLimit,
+			Expiration:        time.Minute,
+			LimiterMiddleware: limiter.SlidingWindow{},
+			LimitReached: func(c *fiber.Ctx) error {
+				return fhir.TooManyRequests()
+			},
+		})
+	}
+	for _, r := range routes {
+		h := []fiber.Handler{}
+		if r.limited && limit != nil {
+			h = append(h, limit)
+		}
+		h = append(h, g.forward(r))
+		a.Add(r.method, r.path, h...)
+	}
+	a.Use(func(c *fiber.Ctx) error { return fhir.NotFound() })
+}
+
+// Listen serves HTTP on the configured address until ctx ends, then drains.
+func (g *Gateway) Listen(ctx context.Context, ln net.Listener) error {
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", g.cfg.Addr); err != nil {
+			return fmt.Errorf("gateway listen %s: %w", g.cfg.Addr, err)
+		}
+	}
+	go g.loadKeys(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- g.app.Listener(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return g.app.ShutdownWithTimeout(g.cfg.RequestTimeout)
+	}
+}
+
+func (g *Gateway) requestID(c *fiber.Ctx) error {
+	id := c.Get("X-Request-Id")
+	if id == "" || len(id) > 128 {
+		id = uuid.NewString()
+	}
+	c.Locals("rid", id)
+	c.Set("X-Request-Id", id)
+	return c.Next()
+}
+
+func (g *Gateway) readyz(c *fiber.Ctx) error {
+	if !g.ready.Load() || !g.nc.IsConnected() {
+		return c.Status(503).JSON(fiber.Map{"ok": false})
+	}
+	return c.JSON(fiber.Map{"ok": true, "version": Version})
+}
+
+// forward turns the HTTP request into a bus request for the route's service.
+func (g *Gateway) forward(r route) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		req := &bus.Request{
+			Method:    c.Method(),
+			Path:      c.Path(),
+			RawQuery:  string(c.Request().URI().QueryString()),
+			Header:    map[string]string{},
+			Body:      c.Body(),
+			RequestID: c.Locals("rid").(string),
+			Remote:    c.IP(),
+			Trace:     c.Get(bus.TraceParent),
+		}
+		if ps := c.AllParams(); len(ps) > 0 {
+			req.Params = make(map[string]string, len(ps))
+			for k, v := range ps {
+				// Fiber hands back path parameters still percent-encoded.
+				req.Params[k] = unescape(v)
+			}
+		}
+		for _, h := range bus.ForwardedHeaders {
+			if v := c.Get(h); v != "" {
+				req.Header[h] = v
+			}
+		}
+		if !r.public {
+			p, err := g.authenticate(c)
+			if err != nil {
+				return err
+			}
+			req.Principal = p
+		}
+		ctx, cancel := context.WithTimeout(c.UserContext(), g.cfg.RequestTimeout)
+		defer cancel()
+		resp, err := bus.Call(ctx, g.nc, r.subject, req)
+		if err != nil {
+			var fe *fhir.Error
+			if !errors.As(err, &fe) {
+				g.log.Error("forward", "subject", r.subject, "request_id", req.RequestID, "err", err)
+			}
+			return err
+		}
+		for k, v := range resp.Header {
+			c.Set(k, v)
+		}
+		return c.Status(resp.Status).Send(resp.Body)
+	}
+}
+
+func unescape(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && ishex(s[i+1]) && ishex(s[i+2]) {
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func ishex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0'
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10
+	default:
+		return c - 'A' + 10
+	}
+}
+
+// onError writes every error as an OperationOutcome — the one place the
+// gateway turns errors into responses.
+func (g *Gateway) onError(c *fiber.Ctx, err error) error {
+	var fe *fhir.Error
+	var ferr *fiber.Error
+	switch {
+	case errors.As(err, &fe):
+	case errors.As(err, &ferr):
+		switch ferr.Code {
+		case http.StatusNotFound, http.StatusMethodNotAllowed:
+			fe = fhir.NotFound()
+		case http.StatusRequestEntityTooLarge:
+			fe = fhir.TooLarge("Request body too large")
+		case http.StatusBadRequest:
+			fe = fhir.BadRequest(ferr.Message)
+		case http.StatusRequestTimeout:
+			fe = fhir.Timeout("Request timeout")
+		default:
+			g.log.Warn("http error", "code", ferr.Code, "msg", ferr.Message)
+			fe = fhir.Internal()
+		}
+	default:
+		g.log.Error("unhandled", "path", c.Path(), "err", err)
+		fe = fhir.Internal()
+	}
+	for k, v := range fe.Header {
+		c.Set(k, v)
+	}
+	// Requests refused before the middleware ran (413) still get an id.
+	if c.Locals("rid") == nil {
+		c.Set("X-Request-Id", uuid.NewString())
+	}
+	c.Set("Content-Type", bus.FHIRContentType)
+	return c.Status(fe.Status).Send(fe.JSON())
+}

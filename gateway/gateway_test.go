@@ -1,0 +1,134 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/embedded"
+	"github.com/pinion-health/pinion/pkg/infra"
+)
+
+// startGateway runs a gateway on a real NATS server, with a JWKS responder
+// standing in for the identity service.
+func startGateway(t *testing.T, timeout time.Duration) (string, *nats.Conn) {
+	t.Helper()
+	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	ctx := context.Background()
+	c, err := infra.Open(ctx, infra.Options{NATSURL: ns.ClientURL(), Name: "gateway-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	key, _ := auth.GenerateKey()
+	svc, err := micro.AddService(c.NC, micro.Config{Name: "jwks", Version: "0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = svc.AddEndpoint("jwks", micro.HandlerFunc(func(r micro.Request) {
+		b, _ := json.Marshal(map[string]any{"keys": []auth.JWK{key.PublicJWK()}})
+		_ = r.Respond(b, micro.WithHeaders(micro.Headers(bus.EncodeResponse(&bus.Response{Status: 200}))))
+	}), micro.WithEndpointSubject(bus.SubjJWKS))
+	view, err := c.Sessions.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(view.Close)
+	g := New(Config{Addr: "127.0.0.1:0", BaseURL: "http://localhost:8103/", MaxBodyBytes: 4096, RequestTimeout: timeout},
+		c.NC, view, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go g.Listen(gctx, ln)
+	base := "http://" + ln.Addr().String() + "/"
+	for i := 0; i < 200 && !g.ready.Load(); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return base, c.NC
+}
+
+func get(t *testing.T, method, url, body string) (int, map[string]any, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/fhir+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	b, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(b, &m)
+	return resp.StatusCode, m, resp.Header
+}
+
+func TestGatewayErrors(t *testing.T) {
+	base, nc := startGateway(t, 300*time.Millisecond)
+
+	if st, _, _ := get(t, "GET", base+"livez", ""); st != 200 {
+		t.Fatalf("livez %d", st)
+	}
+	if st, _, _ := get(t, "GET", base+"readyz", ""); st != 200 {
+		t.Fatalf("readyz %d", st)
+	}
+	cases := []struct {
+		name   string
+		setup  func()
+		method string
+		path   string
+		body   string
+		status int
+	}{
+		{"unknown route", nil, "GET", "nothing/here", "", 404},
+		{"unknown method on a route", nil, "DELETE", "oauth2/token", "", 404},
+		{"no service answers", nil, "GET", "fhir/R4/metadata", "", 503},
+		{"service too slow", func() {
+			_, _ = nc.Subscribe(bus.SubjMetadata, func(m *nats.Msg) {
+				time.Sleep(time.Second)
+				_ = m.Respond(nil)
+			})
+			_ = nc.Flush()
+		}, "GET", "fhir/R4/metadata", "", 504},
+		{"body too large", nil, "POST", "oauth2/token", strings.Repeat("x", 5000), 413},
+		{"no token", nil, "GET", "fhir/R4/Patient", "", 401},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.setup != nil {
+				tc.setup()
+			}
+			start := time.Now()
+			st, body, hdr := get(t, tc.method, base+tc.path, tc.body)
+			if st != tc.status {
+				t.Fatalf("status %d, want %d (%v)", st, tc.status, body)
+			}
+			if body["resourceType"] != "OperationOutcome" {
+				t.Fatalf("not an OperationOutcome: %v", body)
+			}
+			if hdr.Get("X-Request-Id") == "" {
+				t.Error("no request id")
+			}
+			if time.Since(start) > 5*time.Second {
+				t.Error("answer took too long")
+			}
+		})
+	}
+}

@@ -1,0 +1,40 @@
+package gateway
+
+import "github.com/pinion-health/pinion/pkg/bus"
+
+// route maps one HTTP route to the service subject that answers it.
+type route struct {
+	method  string
+	path    string
+	subject string
+	// public routes need no token.
+	public bool
+	// limited routes count against the per-IP sign-in rate limit.
+	limited bool
+}
+
+// routes is the whole HTTP surface. More specific paths come first: Fiber
+// matches in registration order.
+var routes = []route{
+	{"GET", "/.well-known/jwks.json", bus.SubjJWKS, true, false},
+	{"GET", "/.well-known/openid-configuration", bus.SubjDiscovery, true, false},
+	{"GET", "/.well-known/oauth-authorization-server", bus.SubjDiscovery, true, false},
+	{"GET", "/.well-known/smart-configuration", bus.SubjDiscovery, true, false},
+	{"GET", "/fhir/R4/.well-known/smart-configuration", bus.SubjDiscovery, true, false},
+	{"POST", "/oauth2/token", bus.SubjToken, true, true},
+	{"GET", "/auth/me", bus.SubjMe, false, true},
+
+	{"POST", "/admin/Project", bus.SubjProjectCreate, false, false},
+	{"POST", "/admin/projects/:projectId/client", bus.SubjClientNew, false, false},
+
+	{"GET", "/fhir/R4/metadata", bus.SubjMetadata, true, false},
+	{"GET", "/fhir/R4/:type", bus.SubjSearch, false, false},
+	{"POST", "/fhir/R4/:type/_search", bus.SubjSearch, false, false},
+	{"POST", "/fhir/R4/:type", bus.SubjCreate, false, false},
+	{"GET", "/fhir/R4/:type/:id/_history/:vid", bus.SubjVRead, false, false},
+	{"GET", "/fhir/R4/:type/:id/_history", bus.SubjHistory, false, false},
+	{"GET", "/fhir/R4/:type/:id", bus.SubjRead, false, false},
+	{"PUT", "/fhir/R4/:type/:id", bus.SubjUpdate, false, false},
+	{"PATCH", "/fhir/R4/:type/:id", bus.SubjPatch, false, false},
+	{"DELETE", "/fhir/R4/:type/:id", bus.SubjDelete, false, false},
+}

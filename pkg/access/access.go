@@ -1,0 +1,78 @@
+// Package access decides who may do what to which resources: the rules of
+// the interface and of API.md that hold whatever a membership's access
+// policy says, checked in one place for every interaction.
+package access
+
+import (
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+)
+
+// Interaction is a FHIR interaction.
+type Interaction string
+
+// The interactions an access policy can name.
+const (
+	Read    Interaction = "read"
+	VRead   Interaction = "vread"
+	History Interaction = "history"
+	Search  Interaction = "search"
+	Create  Interaction = "create"
+	Update  Interaction = "update"
+	Patch   Interaction = "patch"
+	Delete  Interaction = "delete"
+)
+
+// IsWrite reports whether the interaction changes data.
+func (i Interaction) IsWrite() bool {
+	return i == Create || i == Update || i == Patch || i == Delete
+}
+
+// protectedTypes are for super admins only.
+var protectedTypes = map[string]bool{"Login": true, "JsonWebKey": true, "DomainConfiguration": true}
+
+// adminTypes are the project-administration types: never reachable by
+// non-admins, whatever their policy says.
+var adminTypes = map[string]bool{"Project": true, "ProjectMembership": true, "User": true, "UserSecurityRequest": true}
+
+// Check decides an interaction on a resource type; nil means allowed (an
+// access policy may still narrow it). It returns 401 for anonymous callers
+// and 403 otherwise.
+func Check(p *bus.Principal, typ string, i Interaction) error {
+	if p == nil {
+		return fhir.Unauthorized()
+	}
+	if p.SuperAdmin {
+		return nil
+	}
+	if protectedTypes[typ] {
+		return fhir.Forbidden()
+	}
+	if adminTypes[typ] {
+		if !p.Admin {
+			return fhir.Forbidden()
+		}
+		// Admins read these; membership changes go through /admin, and a
+		// Project is created only by super admins.
+		if i.IsWrite() {
+			return fhir.Forbidden()
+		}
+	}
+	return nil
+}
+
+// ProjectAdmin allows the /admin/projects/:projectId routes: to that
+// project's admins and to super admins. An admin naming another project is
+// refused (Medplum silently uses the caller's own project; we don't).
+func ProjectAdmin(p *bus.Principal, projectID string) error {
+	if p == nil {
+		return fhir.Unauthorized()
+	}
+	if p.SuperAdmin {
+		return nil
+	}
+	if !p.Admin || p.Project != projectID {
+		return fhir.Forbidden()
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+// Package auth issues and verifies Pinion's access tokens (ES256 JWTs) and
+// hashes the secrets people and programs sign in with.
+package auth
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
+)
+
+// Claims are the claims of a Pinion access token, named as Medplum names them.
+type Claims struct {
+	jwt.RegisteredClaims
+	LoginID  string `json:"login_id,omitempty"`
+	Username string `json:"username,omitempty"`
+	Profile  string `json:"profile,omitempty"`
+	Scope    string `json:"scope,omitempty"`
+	ClientID string `json:"client_id,omitempty"`
+	// Refresh tokens carry the secret that rotates on each use.
+	RefreshSecret string `json:"refresh_secret,omitempty"`
+	// ID tokens name the profile as fhirUser.
+	FHIRUser string `json:"fhirUser,omitempty"`
+	Nonce    string `json:"nonce,omitempty"`
+}
+
+// Key is a signing key with its id.
+type Key struct {
+	ID      string
+	Private *ecdsa.PrivateKey
+}
+
+// GenerateKey makes a new P-256 signing key.
+func GenerateKey() (*Key, error) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	return &Key{ID: uuid.NewString(), Private: k}, nil
+}
+
+// MarshalPrivate encodes the private key as PKCS#8 PEM for storage.
+func (k *Key) MarshalPrivate() (string, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(k.Private)
+	if err != nil {
+		return "", err
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})), nil
+}
+
+// ParsePrivate decodes a PEM key written by MarshalPrivate.
+func ParsePrivate(id, p string) (*Key, error) {
+	b, _ := pem.Decode([]byte(p))
+	if b == nil {
+		return nil, errors.New("signing key: not PEM")
+	}
+	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("signing key: %w", err)
+	}
+	ek, ok := k.(*ecdsa.PrivateKey)
+	if !ok || ek.Curve != elliptic.P256() {
+		return nil, errors.New("signing key: not an EC P-256 key")
+	}
+	return &Key{ID: id, Private: ek}, nil
+}
+
+// JWK is one public key as published at /.well-known/jwks.json.
+type JWK struct {
+	Kid string `json:"kid"`
+	Alg string `json:"alg"`
+	Kty string `json:"kty"`
+	Use string `json:"use"`
+	Crv string `json:"crv"`
+	X   string `json:"x"`
+	Y   string `json:"y"`
+}
+
+// PublicJWK is the key's public half as a JWK.
+func (k *Key) PublicJWK() JWK {
+	pub := k.Private.PublicKey
+	ecdh, _ := pub.ECDH()
+	raw := ecdh.Bytes() // 0x04 || X || Y, 32 bytes each
+	return JWK{
+		Kid: k.ID, Alg: "ES256", Kty: "EC", Use: "sig", Crv: "P-256",
+		X: base64.RawURLEncoding.EncodeToString(raw[1:33]),
+		Y: base64.RawURLEncoding.EncodeToString(raw[33:65]),
+	}
+}
+
+// PublicKey decodes a published JWK.
+func (j JWK) PublicKey() (*ecdsa.PublicKey, error) {
+	if j.Kty != "EC" || j.Crv != "P-256" {
+		return nil, fmt.Errorf("jwk %s: unsupported key type %s/%s", j.Kid, j.Kty, j.Crv)
+	}
+	x, err1 := base64.RawURLEncoding.DecodeString(j.X)
+	y, err2 := base64.RawURLEncoding.DecodeString(j.Y)
+	if err1 != nil || err2 != nil || len(x) != 32 || len(y) != 32 {
+		return nil, fmt.Errorf("jwk %s: bad coordinates", j.Kid)
+	}
+	pub := &ecdsa.PublicKey{Curve: elliptic.P256(), X: new(big.Int).SetBytes(x), Y: new(big.Int).SetBytes(y)}
+	if _, err := pub.ECDH(); err != nil {
+		return nil, fmt.Errorf("jwk %s: point not on curve", j.Kid)
+	}
+	return pub, nil
+}
+
+// Signer issues tokens with one key.
+type Signer struct {
+	Key    *Key
+	Issuer string
+}
+
+// Sign fills iss, iat, nbf, exp and jti and signs the claims.
+func (s *Signer) Sign(c *Claims, lifetime time.Duration) (string, error) {
+	now := time.Now()
+	c.Issuer = s.Issuer
+	c.IssuedAt = jwt.NewNumericDate(now)
+	c.NotBefore = jwt.NewNumericDate(now.Add(-time.Second))
+	c.ExpiresAt = jwt.NewNumericDate(now.Add(lifetime))
+	if c.ID == "" {
+		c.ID = uuid.NewString()
+	}
+	t := jwt.NewWithClaims(jwt.SigningMethodES256, c)
+	t.Header["kid"] = s.Key.ID
+	return t.SignedString(s.Key.Private)
+}
+
+// ErrInvalidToken is every verification failure; the reason stays in logs.
+var ErrInvalidToken = errors.New("invalid token")
+
+// Verifier checks tokens against the published keys.
+type Verifier struct {
+	Issuer   string
+	Audience string
+	// Keys finds a public key by kid; nil means unknown.
+	Keys func(kid string) *ecdsa.PublicKey
+}
+
+// Verify checks algorithm (ES256 only), kid, signature, issuer, audience and
+// the time claims, and returns the claims.
+func (v *Verifier) Verify(token string) (*Claims, error) {
+	c := &Claims{}
+	opts := []jwt.ParserOption{
+		jwt.WithValidMethods([]string{"ES256"}),
+		jwt.WithIssuer(v.Issuer),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(5 * time.Second),
+	}
+	if v.Audience != "" {
+		opts = append(opts, jwt.WithAudience(v.Audience))
+	}
+	_, err := jwt.ParseWithClaims(token, c, func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		if kid == "" {
+			return nil, errors.New("missing kid")
+		}
+		k := v.Keys(kid)
+		if k == nil {
+			return nil, fmt.Errorf("unknown kid %q", kid)
+		}
+		return k, nil
+	}, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,204 @@
+// Package bus is the one place that knows how an HTTP request travels over
+// NATS: the envelope (request and response as NATS messages), the service
+// subjects, connecting, and serving endpoints as nats.go micro services.
+package bus
+
+import (
+	"encoding/json"
+	"net/url"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pinion-health/pinion/pkg/fhir"
+)
+
+// Header names of the envelope. HTTP headers a service may need travel as
+// "H-<canonical name>"; everything else is Pinion's own.
+const (
+	hMethod    = "Pinion-Method"
+	hPath      = "Pinion-Path"
+	hQuery     = "Pinion-Query"
+	hParams    = "Pinion-Params"
+	hPrincipal = "Pinion-Principal"
+	hRequestID = "Pinion-Request-Id"
+	hRemote    = "Pinion-Remote-Addr"
+	hStatus    = "Pinion-Status"
+	hHTTP      = "H-"
+	// TraceParent is the W3C trace context header, carried as is.
+	TraceParent = "traceparent"
+)
+
+// ForwardedHeaders are the HTTP request headers the gateway passes on.
+var ForwardedHeaders = []string{
+	"Content-Type", "Accept", "If-Match", "If-None-Exist", "If-None-Match",
+	"Prefer", "Authorization", "Origin", "X-Medplum", "User-Agent", "Cookie",
+}
+
+// Principal is who makes a request, as the gateway verified it. Services
+// trust it because only the gateway may publish on service subjects.
+type Principal struct {
+	LoginID      string `json:"login"`
+	User         string `json:"user"`    // User/<id> or ClientApplication/<id> or Bot/<id>
+	Profile      string `json:"profile"` // e.g. Practitioner/<id>
+	Project      string `json:"project"` // project id
+	Membership   string `json:"membership"`
+	ClientID     string `json:"client,omitempty"`
+	Scope        string `json:"scope,omitempty"`
+	Admin        bool   `json:"admin,omitempty"`
+	SuperAdmin   bool   `json:"superAdmin,omitempty"`
+	AccessPolicy bool   `json:"accessPolicy,omitempty"` // the membership names at least one policy
+}
+
+// Request is an HTTP request as a service sees it.
+type Request struct {
+	Method    string
+	Path      string            // URL path, e.g. /fhir/R4/Patient/123
+	Query     url.Values        // decoded query
+	RawQuery  string            // the query as sent
+	Params    map[string]string // route parameters, e.g. type and id
+	Header    map[string]string // forwarded HTTP headers, canonical names
+	Body      []byte
+	Principal *Principal // nil for anonymous requests
+	RequestID string
+	Remote    string // client IP
+	Trace     string // traceparent
+}
+
+// Param returns a route parameter.
+func (r *Request) Param(name string) string { return r.Params[name] }
+
+// Get returns a forwarded HTTP header.
+func (r *Request) Get(name string) string { return r.Header[name] }
+
+// Response is what a service answers.
+type Response struct {
+	Status int
+	Header map[string]string
+	Body   []byte
+}
+
+// FHIRContentType is the content type of every FHIR JSON response.
+const FHIRContentType = "application/fhir+json; charset=utf-8"
+
+// JSONContentType is for plain JSON answers (OAuth endpoints, admin extras).
+const JSONContentType = "application/json; charset=utf-8"
+
+// FHIR makes a FHIR JSON response with the given status.
+func FHIR(status int, body []byte) *Response {
+	return &Response{Status: status, Header: map[string]string{"Content-Type": FHIRContentType}, Body: body}
+}
+
+// JSON marshals v as a plain JSON response.
+func JSON(status int, v any) *Response {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return Outcome(fhir.Internal())
+	}
+	return &Response{Status: status, Header: map[string]string{"Content-Type": JSONContentType}, Body: b}
+}
+
+// Outcome turns an error into its OperationOutcome response.
+func Outcome(e *fhir.Error) *Response {
+	r := FHIR(e.Status, e.JSON())
+	for k, v := range e.Header {
+		r.Header[k] = v
+	}
+	return r
+}
+
+// EncodeRequest builds the NATS message for a request on subject.
+func EncodeRequest(subject string, r *Request) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Data = r.Body
+	h := m.Header
+	h.Set(hMethod, r.Method)
+	h.Set(hPath, r.Path)
+	if r.RawQuery != "" {
+		h.Set(hQuery, r.RawQuery)
+	}
+	if len(r.Params) > 0 {
+		b, _ := json.Marshal(r.Params)
+		h.Set(hParams, string(b))
+	}
+	for k, v := range r.Header {
+		h.Set(hHTTP+k, v)
+	}
+	if r.Principal != nil {
+		b, _ := json.Marshal(r.Principal)
+		h.Set(hPrincipal, string(b))
+	}
+	if r.RequestID != "" {
+		h.Set(hRequestID, r.RequestID)
+	}
+	if r.Remote != "" {
+		h.Set(hRemote, r.Remote)
+	}
+	if r.Trace != "" {
+		h.Set(TraceParent, r.Trace)
+	}
+	return m
+}
+
+// DecodeRequest reads a request from NATS headers and data.
+func DecodeRequest(h nats.Header, data []byte) (*Request, error) {
+	r := &Request{
+		Method:    h.Get(hMethod),
+		Path:      h.Get(hPath),
+		RawQuery:  h.Get(hQuery),
+		Body:      data,
+		RequestID: h.Get(hRequestID),
+		Remote:    h.Get(hRemote),
+		Trace:     h.Get(TraceParent),
+		Header:    map[string]string{},
+	}
+	q, err := url.ParseQuery(r.RawQuery)
+	if err != nil {
+		return nil, fhir.BadRequest("Invalid query string: " + err.Error())
+	}
+	r.Query = q
+	if p := h.Get(hParams); p != "" {
+		if err := json.Unmarshal([]byte(p), &r.Params); err != nil {
+			return nil, err
+		}
+	}
+	for k, v := range h {
+		if len(k) > len(hHTTP) && k[:len(hHTTP)] == hHTTP && len(v) > 0 {
+			r.Header[k[len(hHTTP):]] = v[0]
+		}
+	}
+	if p := h.Get(hPrincipal); p != "" {
+		r.Principal = &Principal{}
+		if err := json.Unmarshal([]byte(p), r.Principal); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// EncodeResponse writes a response's status and headers into NATS headers.
+func EncodeResponse(r *Response) nats.Header {
+	h := nats.Header{}
+	h.Set(hStatus, strconv.Itoa(r.Status))
+	for k, v := range r.Header {
+		h.Set(hHTTP+k, v)
+	}
+	return h
+}
+
+// DecodeResponse reads a service's answer.
+func DecodeResponse(m *nats.Msg) *Response {
+	r := &Response{Header: map[string]string{}, Body: m.Data}
+	st, err := strconv.Atoi(m.Header.Get(hStatus))
+	if err != nil {
+		// A micro framework error (no handler, panic) carries no status.
+		return Outcome(fhir.Internal())
+	}
+	r.Status = st
+	for k, v := range m.Header {
+		if len(k) > len(hHTTP) && k[:len(hHTTP)] == hHTTP && len(v) > 0 {
+			r.Header[k[len(hHTTP):]] = v[0]
+		}
+	}
+	return r
+}

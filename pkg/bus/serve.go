@@ -1,0 +1,146 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/pinion-health/pinion/pkg/fhir"
+)
+
+// QueueGroup is the queue group every service instance joins, so that the
+// gateway needs no addresses and instances share the load.
+const QueueGroup = "pinion"
+
+// hDeadline carries the caller's deadline (Unix milliseconds), so a service
+// stops working on a request nobody waits for any more.
+const hDeadline = "Pinion-Deadline"
+
+// Handler serves one endpoint. An error is answered as its OperationOutcome
+// (any error that is not a *fhir.Error is a 500 and is logged).
+type Handler func(ctx context.Context, r *Request) (*Response, error)
+
+// Service is a running micro service.
+type Service struct {
+	svc      micro.Service
+	log      *slog.Logger
+	inflight sync.WaitGroup
+}
+
+// Serve registers the endpoints (subject → handler) as a micro service in
+// the shared queue group. Each request runs in its own goroutine: NATS calls
+// a subscription's handler serially, and a slow request must not hold up
+// the others.
+func Serve(nc *nats.Conn, name, version string, endpoints map[string]Handler, log *slog.Logger) (*Service, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	ms, err := micro.AddService(nc, micro.Config{Name: name, Version: version, QueueGroup: QueueGroup})
+	if err != nil {
+		return nil, fmt.Errorf("service %s: %w", name, err)
+	}
+	s := &Service{svc: ms, log: log.With("service", name)}
+	for subject, h := range endpoints {
+		h := h
+		subject := subject
+		// Endpoint names may not contain dots; the subject keeps them.
+		err := ms.AddEndpoint(strings.ReplaceAll(subject, ".", "_"), micro.HandlerFunc(func(mr micro.Request) {
+			s.inflight.Add(1)
+			go func() {
+				defer s.inflight.Done()
+				s.handle(subject, h, mr)
+			}()
+		}), micro.WithEndpointSubject(subject),
+			// Generous pending limits: bursts queue here instead of being dropped.
+			micro.WithEndpointPendingLimits(1<<16, 256<<20))
+		if err != nil {
+			_ = ms.Stop()
+			return nil, fmt.Errorf("service %s endpoint %s: %w", name, subject, err)
+		}
+	}
+	return s, nil
+}
+
+func (s *Service) handle(subject string, h Handler, mr micro.Request) {
+	ctx := context.Background()
+	var cancel context.CancelFunc
+	if d, err := strconv.ParseInt(mr.Headers().Get(hDeadline), 10, 64); err == nil {
+		ctx, cancel = context.WithDeadline(ctx, time.UnixMilli(d))
+	} else {
+		ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+	}
+	defer cancel()
+	resp := s.run(ctx, subject, h, mr)
+	if err := mr.Respond(resp.Body, micro.WithHeaders(micro.Headers(EncodeResponse(resp)))); err != nil {
+		s.log.Warn("respond failed", "subject", subject, "err", err)
+	}
+}
+
+func (s *Service) run(ctx context.Context, subject string, h Handler, mr micro.Request) (resp *Response) {
+	req, err := DecodeRequest(nats.Header(mr.Headers()), mr.Data())
+	if err != nil {
+		return Outcome(fhir.AsError(err))
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("handler panic", "subject", subject, "request_id", req.RequestID, "panic", p, "stack", string(debug.Stack()))
+			resp = Outcome(fhir.Internal())
+		}
+	}()
+	resp, err = h(ctx, req)
+	if err != nil {
+		var fe *fhir.Error
+		if !errors.As(err, &fe) {
+			s.log.Error("request failed", "subject", subject, "request_id", req.RequestID, "err", err)
+		}
+		return Outcome(fhir.AsError(err))
+	}
+	if resp == nil {
+		return Outcome(fhir.OK())
+	}
+	return resp
+}
+
+// Stop leaves the queue group, then waits (up to the context) for the
+// requests already taken to be answered.
+func (s *Service) Stop(ctx context.Context) error {
+	err := s.svc.Stop()
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return err
+}
+
+// Call sends a request to a service subject and waits for its answer until
+// ctx's deadline. A missing service is 503, a late one 504: a caller never
+// hangs.
+func Call(ctx context.Context, nc *nats.Conn, subject string, r *Request) (*Response, error) {
+	m := EncodeRequest(subject, r)
+	if d, ok := ctx.Deadline(); ok {
+		m.Header.Set(hDeadline, strconv.FormatInt(d.UnixMilli(), 10))
+	}
+	reply, err := nc.RequestMsgWithContext(ctx, m)
+	switch {
+	case err == nil:
+		return DecodeResponse(reply), nil
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, fhir.Unavailable("Service unavailable")
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return nil, fhir.Timeout("")
+	default:
+		return nil, fmt.Errorf("request %s: %w", subject, err)
+	}
+}

@@ -1,0 +1,36 @@
+package bus
+
+// Service subjects. The gateway's route table maps each HTTP route to one
+// of these; each service registers handlers for its own. Grep a subject to
+// go from a route to its handler.
+const (
+	// identity
+	SubjToken     = "pinion.identity.token"
+	SubjMe        = "pinion.identity.me"
+	SubjJWKS      = "pinion.identity.jwks"
+	SubjDiscovery = "pinion.identity.discovery"
+	SubjClientNew = "pinion.identity.client.create"
+
+	// membership
+	SubjProjectCreate = "pinion.membership.project.create"
+
+	// fhir
+	SubjMetadata = "pinion.fhir.metadata"
+	SubjRead     = "pinion.fhir.read"
+	SubjVRead    = "pinion.fhir.vread"
+	SubjHistory  = "pinion.fhir.history"
+	SubjSearch   = "pinion.fhir.search"
+	SubjCreate   = "pinion.fhir.create"
+	SubjUpdate   = "pinion.fhir.update"
+	SubjPatch    = "pinion.fhir.patch"
+	SubjDelete   = "pinion.fhir.delete"
+)
+
+// Resource change events are published on EventSubject(type, id) after a
+// write; every repository instance listens to invalidate its read cache.
+const EventPrefix = "pinion.events.resource."
+
+// EventSubject is the subject of a change of one resource.
+func EventSubject(resourceType, id string) string {
+	return EventPrefix + resourceType + "." + id
+}

@@ -1,0 +1,164 @@
+// Package config reads Pinion's settings from PINION_* environment
+// variables. Every variable, its default and its meaning is in Vars — the
+// one table the README mirrors (a test keeps them in step).
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Var is one setting.
+type Var struct {
+	Name    string
+	Default string
+	Doc     string
+}
+
+// Vars lists every setting with its default.
+var Vars = []Var{
+	{"PINION_ADDR", "127.0.0.1:8103", "HTTP address of the gateway."},
+	{"PINION_BASE_URL", "http://localhost:8103/", "Public base URL: token issuer, links in e-mails and Bundles."},
+	{"PINION_DATA_DIR", "./data", "Standalone: where the embedded NATS and FerretDB keep their files, and superadmin.json."},
+	{"PINION_SUPERADMIN_CLIENT_ID", "", "Super-admin client id; generated on first start when empty."},
+	{"PINION_SUPERADMIN_CLIENT_SECRET", "", "Super-admin client secret (at least 32 characters); generated when empty."},
+	{"PINION_MONGODB_URI", "", "External MongoDB; when set, FerretDB is not embedded."},
+	{"PINION_MONGODB_DATABASE", "pinion", "Database name."},
+	{"PINION_NATS_URL", "", "External NATS with JetStream; when set, NATS is not embedded."},
+	{"PINION_NATS_LISTEN", "", "Standalone: also expose the embedded NATS on this address (for separate service processes); in-process only when empty."},
+	{"PINION_FERRETDB_POSTGRESQL_URL", "", "Run the embedded FerretDB on this PostgreSQL server instead of SQLite."},
+	{"PINION_FERRETDB_LISTEN", "127.0.0.1:0", "Standalone: address of the embedded FerretDB's MongoDB listener."},
+	{"PINION_SMTP_URL", "", "SMTP server for invitation e-mails (smtp://user:pass@host:port); empty writes .eml files under the data directory."},
+	{"PINION_AUTH_RATE_LIMIT", "160", "Requests per minute per IP on /auth and /oauth2; 0 turns the limit off."},
+	{"PINION_MAX_BODY_BYTES", "8388608", "Largest request body accepted (413 above)."},
+	{"PINION_REQUEST_TIMEOUT", "30s", "How long the gateway waits for a service before answering 504."},
+	{"PINION_ACCESS_TOKEN_LIFETIME", "1h", "Lifetime of access tokens."},
+	{"PINION_LOG_LEVEL", "info", "debug, info, warn or error."},
+	{"PINION_LOG_FORMAT", "text", "text or json."},
+}
+
+// Config is the parsed settings.
+type Config struct {
+	Addr                string
+	BaseURL             string
+	DataDir             string
+	SuperAdminClientID  string
+	SuperAdminSecret    string
+	MongoURI            string
+	MongoDatabase       string
+	NATSURL             string
+	NATSListen          string
+	FerretPostgreSQLURL string
+	FerretListen        string
+	SMTPURL             string
+	AuthRateLimit       int
+	MaxBodyBytes        int
+	RequestTimeout      time.Duration
+	AccessTokenLifetime time.Duration
+	LogLevel            string
+	LogFormat           string
+}
+
+// Load reads the environment; any invalid setting is an error naming it.
+func Load() (*Config, error) { return LoadFrom(os.Getenv) }
+
+// LoadFrom reads settings through get (os.Getenv, or a map in tests).
+func LoadFrom(get func(string) string) (*Config, error) {
+	v := func(name string) string {
+		if s := get(name); s != "" {
+			return s
+		}
+		for _, d := range Vars {
+			if d.Name == name {
+				return d.Default
+			}
+		}
+		panic("config: undeclared variable " + name)
+	}
+	c := &Config{
+		Addr:                v("PINION_ADDR"),
+		BaseURL:             v("PINION_BASE_URL"),
+		DataDir:             v("PINION_DATA_DIR"),
+		SuperAdminClientID:  v("PINION_SUPERADMIN_CLIENT_ID"),
+		SuperAdminSecret:    v("PINION_SUPERADMIN_CLIENT_SECRET"),
+		MongoURI:            v("PINION_MONGODB_URI"),
+		MongoDatabase:       v("PINION_MONGODB_DATABASE"),
+		NATSURL:             v("PINION_NATS_URL"),
+		NATSListen:          v("PINION_NATS_LISTEN"),
+		FerretPostgreSQLURL: v("PINION_FERRETDB_POSTGRESQL_URL"),
+		FerretListen:        v("PINION_FERRETDB_LISTEN"),
+		SMTPURL:             v("PINION_SMTP_URL"),
+		LogLevel:            v("PINION_LOG_LEVEL"),
+		LogFormat:           v("PINION_LOG_FORMAT"),
+	}
+	var err error
+	if _, _, err = net.SplitHostPort(c.Addr); err != nil {
+		return nil, fmt.Errorf("PINION_ADDR: %q is not host:port", c.Addr)
+	}
+	u, err := url.Parse(c.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("PINION_BASE_URL: %q is not an http(s) URL", c.BaseURL)
+	}
+	if !strings.HasSuffix(c.BaseURL, "/") {
+		c.BaseURL += "/"
+	}
+	if (c.SuperAdminClientID == "") != (c.SuperAdminSecret == "") {
+		return nil, fmt.Errorf("PINION_SUPERADMIN_CLIENT_ID and PINION_SUPERADMIN_CLIENT_SECRET must be set together")
+	}
+	if c.SuperAdminSecret != "" && len(c.SuperAdminSecret) < 32 {
+		return nil, fmt.Errorf("PINION_SUPERADMIN_CLIENT_SECRET: must be at least 32 characters")
+	}
+	if c.SuperAdminClientID != "" && !validID(c.SuperAdminClientID) {
+		return nil, fmt.Errorf("PINION_SUPERADMIN_CLIENT_ID: must be 1-64 characters of A-Z, a-z, 0-9, '-' and '.'")
+	}
+	if c.AuthRateLimit, err = strconv.Atoi(v("PINION_AUTH_RATE_LIMIT")); err != nil || c.AuthRateLimit < 0 {
+		return nil, fmt.Errorf("PINION_AUTH_RATE_LIMIT: want a number >= 0")
+	}
+	if c.MaxBodyBytes, err = strconv.Atoi(v("PINION_MAX_BODY_BYTES")); err != nil || c.MaxBodyBytes < 1024 || c.MaxBodyBytes > 64<<20 {
+		return nil, fmt.Errorf("PINION_MAX_BODY_BYTES: want a number between 1024 and 67108864")
+	}
+	if c.RequestTimeout, err = time.ParseDuration(v("PINION_REQUEST_TIMEOUT")); err != nil || c.RequestTimeout <= 0 {
+		return nil, fmt.Errorf("PINION_REQUEST_TIMEOUT: want a positive duration such as 30s")
+	}
+	if c.AccessTokenLifetime, err = time.ParseDuration(v("PINION_ACCESS_TOKEN_LIFETIME")); err != nil || c.AccessTokenLifetime < time.Minute {
+		return nil, fmt.Errorf("PINION_ACCESS_TOKEN_LIFETIME: want a duration of at least 1m")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return nil, fmt.Errorf("PINION_LOG_LEVEL: want debug, info, warn or error")
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return nil, fmt.Errorf("PINION_LOG_FORMAT: want text or json")
+	}
+	return c, nil
+}
+
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// Logger builds the structured logger the settings ask for.
+func (c *Config) Logger() *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.LogLevel))
+	o := &slog.HandlerOptions{Level: lvl}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, o))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, o))
+}

@@ -1,0 +1,50 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// The README's configuration table must list every variable with its default.
+func TestREADMEListsEveryVariable(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for _, v := range Vars {
+		def := "(empty)"
+		if v.Default != "" {
+			def = "`" + v.Default + "`"
+		}
+		if !strings.Contains(readme, "| `"+v.Name+"` | "+def+" |") {
+			t.Errorf("README lacks %s with default %s", v.Name, def)
+		}
+	}
+}
+
+func TestLoadRefusesBadSettings(t *testing.T) {
+	cases := map[string]map[string]string{
+		"short secret":    {"PINION_SUPERADMIN_CLIENT_ID": "a", "PINION_SUPERADMIN_CLIENT_SECRET": "short"},
+		"id without key":  {"PINION_SUPERADMIN_CLIENT_ID": "a"},
+		"bad id":          {"PINION_SUPERADMIN_CLIENT_ID": "a/b", "PINION_SUPERADMIN_CLIENT_SECRET": strings.Repeat("x", 32)},
+		"bad addr":        {"PINION_ADDR": "8103"},
+		"bad base":        {"PINION_BASE_URL": "ftp://x"},
+		"bad rate":        {"PINION_AUTH_RATE_LIMIT": "-1"},
+		"bad timeout":     {"PINION_REQUEST_TIMEOUT": "soon"},
+		"bad log level":   {"PINION_LOG_LEVEL": "loud"},
+		"tiny body limit": {"PINION_MAX_BODY_BYTES": "10"},
+	}
+	for name, env := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := LoadFrom(func(k string) string { return env[k] }); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+	c, err := LoadFrom(func(string) string { return "" })
+	if err != nil || c.Addr != "127.0.0.1:8103" || c.BaseURL != "http://localhost:8103/" || c.AuthRateLimit != 160 {
+		t.Fatalf("defaults: %+v %v", c, err)
+	}
+}

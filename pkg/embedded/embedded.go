@@ -1,0 +1,179 @@
+// Package embedded starts the servers Pinion needs inside the current
+// process: a NATS server with JetStream and FerretDB, which speaks the
+// MongoDB wire protocol. The standalone process and the integration tests
+// use it, so both run against real servers over real sockets.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/FerretDB/FerretDB/ferretdb"
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// NATSOptions configures the embedded NATS server.
+type NATSOptions struct {
+	// Dir is where JetStream keeps its files.
+	Dir string
+	// Addr is host:port to listen on; port 0 picks a free one.
+	Addr string
+	// MaxPayload bounds one message; it must hold the largest request body.
+	MaxPayload int32
+	// SyncInterval is how often JetStream fsyncs; "always" syncs every write.
+	SyncInterval time.Duration
+	SyncAlways   bool
+	// NoListen serves only in-process connections: nothing else on the
+	// machine can reach the bus.
+	NoListen bool
+}
+
+// StartNATS starts a NATS server with JetStream and waits until it accepts
+// connections. The caller shuts it down with Shutdown and WaitForShutdown.
+func StartNATS(o NATSOptions) (*server.Server, error) {
+	host, port, err := splitAddr(o.Addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("nats store: %w", err)
+	}
+	opts := &server.Options{
+		ServerName:         "pinion",
+		Host:               host,
+		Port:               port,
+		JetStream:          true,
+		StoreDir:           o.Dir,
+		NoSigs:             true,
+		NoLog:              true,
+		MaxPayload:         o.MaxPayload,
+		SyncInterval:       o.SyncInterval,
+		SyncAlways:         o.SyncAlways,
+		JetStreamMaxMemory: 256 << 20,
+		DontListen:         o.NoListen,
+	}
+	if opts.MaxPayload == 0 {
+		opts.MaxPayload = 9 << 20
+	}
+	// Pending buffers must hold a few maximal messages.
+	opts.MaxPending = int64(opts.MaxPayload) * 8
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("nats: %w", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(15 * time.Second) {
+		ns.Shutdown()
+		return nil, errors.New("nats: not ready after 15s (is the port taken?)")
+	}
+	return ns, nil
+}
+
+// FerretDB is a running embedded FerretDB.
+type FerretDB struct {
+	URI    string
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// FerretOptions configures the embedded FerretDB.
+type FerretOptions struct {
+	// Dir holds the SQLite files (ignored with PostgreSQLURL).
+	Dir string
+	// PostgreSQLURL switches the backend from SQLite to a PostgreSQL server.
+	PostgreSQLURL string
+	// Addr is host:port to listen on; port 0 picks a free one.
+	Addr   string
+	Logger *slog.Logger
+}
+
+// StartFerretDB starts FerretDB and returns its MongoDB URI.
+func StartFerretDB(o FerretOptions) (*FerretDB, error) {
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:0"
+	}
+	cfg := &ferretdb.Config{
+		Listener: ferretdb.ListenerConfig{TCP: o.Addr},
+		Logger:   o.Logger,
+	}
+	if cfg.Logger == nil {
+		// FerretDB logs every connection at info and every command it lacks
+		// (such as the driver's endSessions) at warn; only its errors matter.
+		cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
+	if o.PostgreSQLURL != "" {
+		cfg.Handler = "postgresql"
+		cfg.PostgreSQLURL = o.PostgreSQLURL
+	} else {
+		dir, err := filepath.Abs(o.Dir)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("ferretdb store: %w", err)
+		}
+		cfg.Handler = "sqlite"
+		cfg.SQLiteURL = "file:" + dir + "/"
+	}
+	f, err := ferretdb.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ferretdb: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = f.Run(ctx)
+	}()
+	uri := f.MongoDBURI()
+	// Wait until the listener accepts connections.
+	u := uri[len("mongodb://"):]
+	u = u[:len(u)-1]
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", u, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			return nil, fmt.Errorf("ferretdb: not listening on %s: %w", u, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return &FerretDB{URI: uri, cancel: cancel, done: done}, nil
+}
+
+// Close stops FerretDB and waits for it to release its files.
+func (f *FerretDB) Close() {
+	f.cancel()
+	select {
+	case <-f.done:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+func splitAddr(addr string) (string, int, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("address %q: %w", addr, err)
+	}
+	var port int
+	if _, err := fmt.Sscanf(p, "%d", &port); err != nil {
+		return "", 0, fmt.Errorf("address %q: bad port", addr)
+	}
+	if port == 0 {
+		port = -1 // nats-server: -1 picks a random port
+	}
+	return host, port, nil
+}

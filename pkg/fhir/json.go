@@ -1,0 +1,110 @@
+package fhir
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+)
+
+// MaxDepth bounds JSON nesting: deeper documents are refused before they
+// cost anything to walk.
+const MaxDepth = 64
+
+// Decode parses a JSON object keeping numbers exact (json.Number), as FHIR
+// decimals require. Bad JSON is 400 "Content could not be parsed".
+func Decode(b []byte) (map[string]any, error) {
+	if err := checkDepth(b); err != nil {
+		return nil, err
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil || m == nil {
+		return nil, BadRequest("Content could not be parsed")
+	}
+	if _, err := d.Token(); !errors.Is(err, io.EOF) {
+		return nil, BadRequest("Content could not be parsed")
+	}
+	return m, nil
+}
+
+// checkDepth scans brackets outside strings; it is cheap and runs first.
+func checkDepth(b []byte) error {
+	depth, inStr, esc := 0, false, false
+	for _, c := range b {
+		switch {
+		case inStr:
+			if esc {
+				esc = false
+			} else if c == '\\' {
+				esc = true
+			} else if c == '"' {
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '{' || c == '[':
+			depth++
+			if depth > MaxDepth {
+				return BadRequest("Content could not be parsed: nested too deeply")
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return nil
+}
+
+// Reference is a FHIR reference.
+type Reference struct {
+	Reference string `json:"reference,omitempty"`
+	Display   string `json:"display,omitempty"`
+}
+
+// SplitReference splits "Type/id" (ignoring any base URL or version).
+func SplitReference(ref string) (typ, id string, ok bool) {
+	if i := strings.Index(ref, "/_history/"); i >= 0 {
+		ref = ref[:i]
+	}
+	parts := strings.Split(ref, "/")
+	if len(parts) < 2 {
+		return "", "", false
+	}
+	typ, id = parts[len(parts)-2], parts[len(parts)-1]
+	return typ, id, typ != "" && id != ""
+}
+
+// Bundle is a FHIR Bundle with raw resources.
+type Bundle struct {
+	ResourceType string        `json:"resourceType"`
+	ID           string        `json:"id,omitempty"`
+	Type         string        `json:"type"`
+	Total        *int          `json:"total,omitempty"`
+	Link         []BundleLink  `json:"link,omitempty"`
+	Entry        []BundleEntry `json:"entry,omitempty"`
+}
+
+// BundleLink is one Bundle.link.
+type BundleLink struct {
+	Relation string `json:"relation"`
+	URL      string `json:"url"`
+}
+
+// BundleEntry is one Bundle.entry.
+type BundleEntry struct {
+	FullURL  string          `json:"fullUrl,omitempty"`
+	Resource json.RawMessage `json:"resource,omitempty"`
+	Search   *struct {
+		Mode string `json:"mode"`
+	} `json:"search,omitempty"`
+	Request *struct {
+		Method string `json:"method"`
+		URL    string `json:"url"`
+	} `json:"request,omitempty"`
+	Response *struct {
+		Status       string `json:"status"`
+		LastModified string `json:"lastModified,omitempty"`
+	} `json:"response,omitempty"`
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// defsDir is where tools/fhirdefs installs the definitions (npm ci).
+var defsDir = filepath.Join("..", "..", "..", "..", "tools", "fhirdefs", "node_modules", "@medplum", "definitions", "dist", "fhir", "r4")
+
+func generate(t *testing.T) []byte {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(defsDir, "profiles-resources.json")); err != nil {
+		t.Skipf("definitions not installed (%v); run: cd tools/fhirdefs && npm ci", err)
+	}
+	var buf bytes.Buffer
+	if err := Generate(defsDir, &buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestSchemaIsUpToDate fails when schema.txt is not what the generator
+// makes of the installed definitions: edit the generator, not the table.
+func TestSchemaIsUpToDate(t *testing.T) {
+	got := generate(t)
+	want, err := os.ReadFile(filepath.Join("..", "..", "schema.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("schema.txt is stale; run: cd pkg && go generate ./fhirschema")
+	}
+	if again := generate(t); !bytes.Equal(again, got) {
+		t.Fatal("generator output is not deterministic")
+	}
+}
+
+func TestGeneratedTableContents(t *testing.T) {
+	out := string(generate(t))
+	for _, want := range []string{
+		"\nresource Patient\n\tid 0..1 id\n",
+		"\tdeceased[x] 0..1 boolean,dateTime\n",
+		"\nbackbone Questionnaire.item\n",
+		"\titem 0..* Questionnaire.item\n",     // contentReference
+		"\tlink 0..* Bundle.link\n",            // contentReference from Bundle.entry
+		"\toutcome 0..1 OperationOutcome\n",    // Medplum's typed Bundle.entry.response.outcome
+		"\tlow 0..1 Quantity:SimpleQuantity\n", // profiled type
+		"\textension 0..0 Extension array\n",   // xhtml
+		"\nresource ProjectMembership\n",       // Medplum's own resources
+		"\turl 1..1 uri\n",                     // Extension.url, a FHIRPath System.String
+		"\tgender 0..1 code binding=http://hl7.org/fhir/ValueSet/administrative-gender|4.0.1\n",
+		"\nvalueset http://hl7.org/fhir/ValueSet/administrative-gender\n\thttp://hl7.org/fhir/administrative-gender male female other unknown\n",
+		"\thttps://medplum.com/fhir/CodeSystem/resource-types AccessPolicy ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{
+		"\nresource DomainResource\n", "\ncomplex Element\n", "ViewDefinition", "MetadataResource",
+		"valueset http://hl7.org/fhir/ValueSet/ucum-units", // UCUM is a grammar, not a list
+		"valueset http://hl7.org/fhir/ValueSet/mimetypes",  // not enumerable
+		"http://hl7.org/fhirpath/System.",
+	} {
+		if strings.Contains(out, unwanted) {
+			t.Errorf("table holds %q", unwanted)
+		}
+	}
+}
+
+func TestExpand(t *testing.T) {
+	term := newTerminology()
+	term.systems["s"] = &codeSystem{URL: "s", Content: "complete", Concept: []concept{{Code: "a", Concept: []concept{{Code: "a1"}}}, {Code: "b"}}}
+	term.systems["frag"] = &codeSystem{URL: "frag", Content: "fragment", Concept: []concept{{Code: "x"}}}
+	term.valueSets["all"] = &valueSet{URL: "all", Compose: &compose{Include: []composeRule{{System: "s"}}, Exclude: []composeRule{{System: "s", Concept: []concept{{Code: "b"}}}}}}
+	term.valueSets["listed"] = &valueSet{URL: "listed", Compose: &compose{Include: []composeRule{{System: "t", Concept: []concept{{Code: "z"}}}, {ValueSet: []string{"all|1.0"}}}}}
+	term.valueSets["filtered"] = &valueSet{URL: "filtered", Compose: &compose{Include: []composeRule{{System: "s", Filter: []any{"is-a"}}}}}
+	term.valueSets["fragment"] = &valueSet{URL: "fragment", Compose: &compose{Include: []composeRule{{System: "frag"}}}}
+
+	gs, err := term.expand("listed", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ""
+	for _, g := range gs {
+		got += g.system + ":" + strings.Join(g.codes, ",") + ";"
+	}
+	if got != "t:z;s:a,a1;" {
+		t.Errorf("expansion %q", got)
+	}
+	for _, url := range []string{"filtered", "fragment", "missing"} {
+		if _, err := term.expand(url, 0); err == nil {
+			t.Errorf("%s expanded", url)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+// Package infra connects a Pinion process to its NATS and MongoDB and opens
+// what every service shares (the repository, the session buckets, the
+// resource-event stream), so each main stays a few lines of wiring.
+package infra
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/session"
+)
+
+// Conns are a process's connections and the shared handles built on them.
+type Conns struct {
+	NC       *nats.Conn
+	JS       jetstream.JetStream
+	Mongo    *mongo.Client
+	DB       *mongo.Database
+	Repo     *repo.Repo
+	Sessions *session.Store
+}
+
+// Options says where to connect.
+type Options struct {
+	NATSURL   string
+	InProcess nats.InProcessConnProvider
+	Name      string
+	MongoURI  string
+	Database  string
+	Log       *slog.Logger
+}
+
+// ResourceStream keeps resource-change events for consumers that must not
+// miss one (bots triggered by subscriptions).
+const ResourceStream = "PINION_RESOURCES"
+
+// Open connects to NATS and MongoDB and opens the shared handles.
+func Open(ctx context.Context, o Options) (*Conns, error) {
+	nc, err := bus.Connect(o.NATSURL, o.Name, o.InProcess)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conns{NC: nc}
+	if c.JS, err = jetstream.New(nc); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if _, err = c.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:       ResourceStream,
+		Subjects:   []string{bus.EventPrefix + ">"},
+		Storage:    jetstream.FileStorage,
+		MaxAge:     7 * 24 * time.Hour,
+		Duplicates: 10 * time.Minute,
+	}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("stream %s: %w", ResourceStream, err)
+	}
+	if c.Sessions, err = session.Open(ctx, c.JS); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if o.MongoURI != "" {
+		// Majority writes with journaling: an acknowledged write survives a
+		// primary failover. FerretDB accepts and ignores these.
+		mo := options.Client().ApplyURI(o.MongoURI).SetAppName(o.Name).
+			SetWriteConcern(writeconcern.Majority()).
+			SetReadConcern(readconcern.Majority()).
+			SetMaxPoolSize(64).
+			SetTimeout(30 * time.Second)
+		if c.Mongo, err = mongo.Connect(mo); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("mongodb: %w", err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err = c.Mongo.Ping(pctx, nil)
+		cancel()
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("mongodb ping: %w", err)
+		}
+		c.DB = c.Mongo.Database(o.Database)
+		if c.Repo, err = repo.New(c.DB, nc, repo.Options{Log: o.Log}); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Close closes everything that was opened.
+func (c *Conns) Close() {
+	if c.Repo != nil {
+		c.Repo.Close()
+	}
+	if c.Mongo != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = c.Mongo.Disconnect(ctx)
+		cancel()
+	}
+	if c.NC != nil {
+		_ = c.NC.Drain()
+	}
+}

@@ -1,0 +1,50 @@
+package infra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/pinion-health/pinion/pkg/config"
+)
+
+// Service is what a separately run service offers its main.
+type Service interface {
+	Run(ctx context.Context) error
+}
+
+// RunService is the whole main of a service run as its own process: read
+// the settings, connect to the external NATS and MongoDB, build the service
+// with build, and run it until SIGINT or SIGTERM. It exits the process.
+func RunService(name string, build func(cfg *config.Config, c *Conns) (Service, error)) {
+	fail := func(code int, err error) {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(code)
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		fail(2, err)
+	}
+	if cfg.NATSURL == "" || cfg.MongoURI == "" {
+		fail(2, errors.New("PINION_NATS_URL and PINION_MONGODB_URI must be set (use the pinion command for the standalone stack)"))
+	}
+	log := cfg.Logger().With("process", name)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	c, err := Open(ctx, Options{NATSURL: cfg.NATSURL, Name: name, MongoURI: cfg.MongoURI, Database: cfg.MongoDatabase, Log: log})
+	if err != nil {
+		fail(1, err)
+	}
+	defer c.Close()
+	s, err := build(cfg, c)
+	if err != nil {
+		fail(1, err)
+	}
+	log.Info("started")
+	if err := s.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		fail(1, err)
+	}
+}

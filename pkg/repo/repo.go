@@ -1,0 +1,480 @@
+// Package repo is the resource repository every service writes and reads
+// through: FHIR resources over MongoDB with versions, history, project
+// isolation, validation, search and a read cache that change events keep
+// honest across instances.
+package repo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/nats-io/nats.go"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/fhirschema"
+	"github.com/pinion-health/pinion/pkg/search"
+)
+
+// Stored document fields. Search fields (s_*) sit beside them, top level.
+const (
+	fID      = "_id"
+	fVersion = "v"
+	fTime    = "ts"
+	fProject = "project"
+	fDeleted = "deleted"
+	fJSON    = "r"
+)
+
+// Resource is one version of a resource as stored.
+type Resource struct {
+	Type        string
+	ID          string
+	VersionID   string
+	LastUpdated time.Time
+	Project     string
+	Deleted     bool
+	// JSON is the complete resource, id and meta included.
+	JSON []byte
+}
+
+// Decode parses the resource JSON (numbers kept exact).
+func (r *Resource) Decode() (map[string]any, error) {
+	return fhir.Decode(r.JSON)
+}
+
+// Scope confines an operation to a project; a super admin sees all.
+type Scope struct {
+	Project    string
+	SuperAdmin bool
+}
+
+// System is the scope of the services' own bookkeeping.
+var System = Scope{SuperAdmin: true}
+
+func (s Scope) allows(project string) bool { return s.SuperAdmin || s.Project == project }
+
+// Event is published after every write.
+type Event struct {
+	Op        string `json:"op"` // create, update, delete
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	VersionID string `json:"v"`
+	Project   string `json:"project"`
+}
+
+// Repo is the repository. It is safe for concurrent use.
+type Repo struct {
+	db    *mongo.Database
+	nc    *nats.Conn
+	log   *slog.Logger
+	cache *lru.Cache[string, *Resource]
+	// gens guards the cache against a slow read putting back a version that
+	// a concurrent write has already replaced: a read caches its result only
+	// if its key's stripe saw no invalidation meanwhile.
+	gens    [256]atomic.Uint64
+	indexed sync.Map // resource type → struct{}: indexes ensured
+	sub     *nats.Subscription
+}
+
+// Options configures New.
+type Options struct {
+	// CacheSize is the number of resources kept for reads by id.
+	CacheSize int
+	Log       *slog.Logger
+}
+
+// New opens the repository. With nc set, writes publish events and the cache
+// follows other instances' writes.
+func New(db *mongo.Database, nc *nats.Conn, o Options) (*Repo, error) {
+	if o.CacheSize <= 0 {
+		o.CacheSize = 100_000
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	c, _ := lru.New[string, *Resource](o.CacheSize)
+	r := &Repo{db: db, nc: nc, log: o.Log, cache: c}
+	if nc != nil {
+		sub, err := nc.Subscribe(bus.EventPrefix+">", r.onEvent)
+		if err != nil {
+			return nil, fmt.Errorf("repo events: %w", err)
+		}
+		sub.SetPendingLimits(1<<20, 256<<20)
+		r.sub = sub
+	}
+	return r, nil
+}
+
+// Close stops following events.
+func (r *Repo) Close() {
+	if r.sub != nil {
+		_ = r.sub.Unsubscribe()
+	}
+}
+
+func cacheKey(typ, id string) string { return typ + "/" + id }
+
+func (r *Repo) stripe(key string) *atomic.Uint64 {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return &r.gens[h.Sum32()%uint32(len(r.gens))]
+}
+
+func (r *Repo) onEvent(m *nats.Msg) {
+	var ev Event
+	if json.Unmarshal(m.Data, &ev) != nil {
+		return
+	}
+	key := cacheKey(ev.Type, ev.ID)
+	if cur, ok := r.cache.Peek(key); ok && cur.VersionID == ev.VersionID {
+		return // our own write, already cached
+	}
+	r.stripe(key).Add(1)
+	r.cache.Remove(key)
+}
+
+func (r *Repo) coll(typ string) *mongo.Collection { return r.db.Collection(typ) }
+
+func (r *Repo) history(typ string) *mongo.Collection { return r.db.Collection(typ + "_history") }
+
+// Read returns the current version of a resource: 404 if absent or in
+// another project, 410 if deleted.
+func (r *Repo) Read(ctx context.Context, sc Scope, typ, id string) (*Resource, error) {
+	res, err := r.readAny(ctx, typ, id)
+	if err != nil {
+		return nil, err
+	}
+	if !sc.allows(res.Project) {
+		return nil, fhir.NotFound()
+	}
+	if res.Deleted {
+		return nil, fhir.Gone()
+	}
+	return res, nil
+}
+
+// readAny reads the current document, deleted or not, through the cache.
+func (r *Repo) readAny(ctx context.Context, typ, id string) (*Resource, error) {
+	if !fhirschema.IsResourceType(typ) {
+		return nil, fhir.BadRequest("Unknown resource type: "+typ, "resourceType")
+	}
+	if !validID(id) {
+		return nil, fhir.NotFound()
+	}
+	key := cacheKey(typ, id)
+	if res, ok := r.cache.Get(key); ok {
+		return res, nil
+	}
+	gen := r.stripe(key).Load()
+	var doc bson.Raw
+	err := r.coll(typ).FindOne(ctx, bson.D{{Key: fID, Value: id}},
+		options.FindOne().SetProjection(bson.D{{Key: fVersion, Value: 1}, {Key: fTime, Value: 1}, {Key: fProject, Value: 1}, {Key: fDeleted, Value: 1}, {Key: fJSON, Value: 1}})).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, fhir.NotFound()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s/%s: %w", typ, id, err)
+	}
+	res := fromDoc(typ, doc)
+	if r.stripe(key).Load() == gen {
+		r.cache.Add(key, res)
+	}
+	return res, nil
+}
+
+func fromDoc(typ string, doc bson.Raw) *Resource {
+	res := &Resource{Type: typ}
+	res.ID, _ = doc.Lookup(fID).StringValueOK()
+	res.VersionID, _ = doc.Lookup(fVersion).StringValueOK()
+	if dt, ok := doc.Lookup(fTime).DateTimeOK(); ok {
+		res.LastUpdated = time.UnixMilli(dt).UTC()
+	}
+	res.Project, _ = doc.Lookup(fProject).StringValueOK()
+	res.Deleted, _ = doc.Lookup(fDeleted).BooleanOK()
+	if s, ok := doc.Lookup(fJSON).StringValueOK(); ok {
+		res.JSON = []byte(s)
+	}
+	return res
+}
+
+// VRead returns one version from the history.
+func (r *Repo) VRead(ctx context.Context, sc Scope, typ, id, vid string) (*Resource, error) {
+	if _, err := r.Read(ctx, sc, typ, id); err != nil && !isGone(err) {
+		return nil, err
+	}
+	var doc bson.Raw
+	err := r.history(typ).FindOne(ctx, bson.D{{Key: fID, Value: id + "/" + vid}}).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, fhir.NotFound()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("vread %s/%s/%s: %w", typ, id, vid, err)
+	}
+	res := fromDoc(typ, doc)
+	res.ID = id
+	if !sc.allows(res.Project) {
+		return nil, fhir.NotFound()
+	}
+	if res.Deleted {
+		return nil, fhir.Gone()
+	}
+	return res, nil
+}
+
+// History lists every version of a resource, newest first.
+func (r *Repo) History(ctx context.Context, sc Scope, typ, id string) ([]*Resource, error) {
+	if _, err := r.Read(ctx, sc, typ, id); err != nil && !isGone(err) {
+		return nil, err
+	}
+	cur, err := r.history(typ).Find(ctx, bson.D{{Key: "id", Value: id}},
+		options.Find().SetSort(bson.D{{Key: fTime, Value: -1}}).SetLimit(1000))
+	if err != nil {
+		return nil, fmt.Errorf("history %s/%s: %w", typ, id, err)
+	}
+	defer cur.Close(ctx)
+	var out []*Resource
+	for cur.Next(ctx) {
+		res := fromDoc(typ, cur.Current)
+		res.ID = id
+		out = append(out, res)
+	}
+	return out, cur.Err()
+}
+
+func isGone(err error) bool {
+	var fe *fhir.Error
+	return errors.As(err, &fe) && fe.Status == 410
+}
+
+// WriteOptions are the caller's choices for a create or update.
+type WriteOptions struct {
+	// Project stamps meta.project on a new resource (create only).
+	Project string
+	// ID asks for this id on create (idempotent steps pick their own ids).
+	ID string
+	// IfMatch is the expected current version (update only): 412 otherwise.
+	IfMatch string
+	// Author is the reference recorded as meta.author.
+	Author string
+	// Strict validates with the project's strictMode rules.
+	Strict bool
+}
+
+// Create stores a new resource.
+func (r *Repo) Create(ctx context.Context, sc Scope, res map[string]any, o WriteOptions) (*Resource, error) {
+	typ, _ := res["resourceType"].(string)
+	if err := fhirschema.Validate(withoutMeta(res), fhirschema.Options{Strict: o.Strict}); err != nil {
+		return nil, err
+	}
+	id := o.ID
+	if id == "" {
+		id = uuid.NewString()
+	} else if !validID(id) {
+		return nil, fhir.BadRequest("Invalid id", "id")
+	}
+	project := o.Project
+	if project == "" {
+		project = sc.Project
+	}
+	out, err := r.write(ctx, typ, id, project, res, o.Author, "")
+	if err != nil {
+		return nil, err
+	}
+	r.publish("create", out)
+	return out, nil
+}
+
+// Update replaces the current version. An identical resource (ignoring
+// meta) is returned unchanged, with no new version.
+func (r *Repo) Update(ctx context.Context, sc Scope, res map[string]any, o WriteOptions) (*Resource, error) {
+	typ, _ := res["resourceType"].(string)
+	id, _ := res["id"].(string)
+	if err := fhirschema.Validate(withoutMeta(res), fhirschema.Options{Strict: o.Strict}); err != nil {
+		return nil, err
+	}
+	cur, err := r.Read(ctx, sc, typ, id)
+	if err != nil {
+		return nil, err
+	}
+	if o.IfMatch != "" && o.IfMatch != cur.VersionID {
+		return nil, fhir.PreconditionFailed()
+	}
+	if same, err := sameContent(cur, res); err != nil {
+		return nil, err
+	} else if same {
+		return cur, nil
+	}
+	out, err := r.write(ctx, typ, id, cur.Project, res, o.Author, cur.VersionID)
+	if err != nil {
+		return nil, err
+	}
+	r.publish("update", out)
+	return out, nil
+}
+
+// Delete marks a resource deleted; reads then answer 410.
+func (r *Repo) Delete(ctx context.Context, sc Scope, typ, id string) error {
+	cur, err := r.Read(ctx, sc, typ, id)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	vid := uuid.NewString()
+	hist := bson.D{{Key: fID, Value: id + "/" + vid}, {Key: "id", Value: id}, {Key: fVersion, Value: vid},
+		{Key: fTime, Value: now}, {Key: fProject, Value: cur.Project}, {Key: fDeleted, Value: true}}
+	if _, err := r.history(typ).InsertOne(ctx, hist); err != nil {
+		return fmt.Errorf("delete %s/%s history: %w", typ, id, err)
+	}
+	doc := bson.D{{Key: fID, Value: id}, {Key: fVersion, Value: vid}, {Key: fTime, Value: now},
+		{Key: fProject, Value: cur.Project}, {Key: fDeleted, Value: true}}
+	if err := r.replace(ctx, typ, id, cur.VersionID, doc); err != nil {
+		return err
+	}
+	out := &Resource{Type: typ, ID: id, VersionID: vid, LastUpdated: now, Project: cur.Project, Deleted: true}
+	key := cacheKey(typ, id)
+	r.stripe(key).Add(1)
+	r.cache.Add(key, out)
+	r.publish("delete", out)
+	return nil
+}
+
+// write stores a new version: history first (so every current version is
+// in the history), then the current document, conditional on prevVersion.
+func (r *Repo) write(ctx context.Context, typ, id, project string, res map[string]any, author, prevVersion string) (*Resource, error) {
+	if err := r.ensureIndexes(ctx, typ); err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	vid := uuid.NewString()
+	res["id"] = id
+	meta, _ := res["meta"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta["versionId"] = vid
+	meta["lastUpdated"] = now.Format("2006-01-02T15:04:05.000Z")
+	if project != "" {
+		meta["project"] = project
+	} else {
+		delete(meta, "project")
+	}
+	if author != "" {
+		meta["author"] = map[string]any{"reference": author}
+	}
+	res["meta"] = meta
+	body, err := json.Marshal(res)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s/%s: %w", typ, id, err)
+	}
+	hist := bson.D{{Key: fID, Value: id + "/" + vid}, {Key: "id", Value: id}, {Key: fVersion, Value: vid},
+		{Key: fTime, Value: now}, {Key: fProject, Value: project}, {Key: fDeleted, Value: false}, {Key: fJSON, Value: string(body)}}
+	if _, err := r.history(typ).InsertOne(ctx, hist); err != nil {
+		return nil, fmt.Errorf("write %s/%s history: %w", typ, id, err)
+	}
+	doc := bson.D{{Key: fID, Value: id}, {Key: fVersion, Value: vid}, {Key: fTime, Value: now},
+		{Key: fProject, Value: project}, {Key: fDeleted, Value: false}, {Key: fJSON, Value: string(body)}}
+	for k, v := range search.Fields(typ, res) {
+		doc = append(doc, bson.E{Key: k, Value: v})
+	}
+	if prevVersion == "" {
+		if _, err := r.coll(typ).InsertOne(ctx, doc); err != nil {
+			if mongo.IsDuplicateKeyError(err) {
+				return nil, fhir.Conflict("Resource already exists: " + typ + "/" + id)
+			}
+			return nil, fmt.Errorf("write %s/%s: %w", typ, id, err)
+		}
+	} else if err := r.replace(ctx, typ, id, prevVersion, doc); err != nil {
+		return nil, err
+	}
+	out := &Resource{Type: typ, ID: id, VersionID: vid, LastUpdated: now, Project: project, JSON: body}
+	key := cacheKey(typ, id)
+	r.stripe(key).Add(1)
+	r.cache.Add(key, out)
+	return out, nil
+}
+
+// replace swaps the current document if it is still at prevVersion.
+func (r *Repo) replace(ctx context.Context, typ, id, prevVersion string, doc bson.D) error {
+	res, err := r.coll(typ).ReplaceOne(ctx, bson.D{{Key: fID, Value: id}, {Key: fVersion, Value: prevVersion}}, doc)
+	if err != nil {
+		return fmt.Errorf("write %s/%s: %w", typ, id, err)
+	}
+	if res.MatchedCount == 0 {
+		r.cache.Remove(cacheKey(typ, id))
+		return fhir.Conflict("Resource was changed by another request; retry with the current version")
+	}
+	return nil
+}
+
+func (r *Repo) publish(op string, res *Resource) {
+	if r.nc == nil {
+		return
+	}
+	b, _ := json.Marshal(Event{Op: op, Type: res.Type, ID: res.ID, VersionID: res.VersionID, Project: res.Project})
+	if err := r.nc.Publish(bus.EventSubject(res.Type, res.ID), b); err != nil {
+		r.log.Warn("publish resource event", "type", res.Type, "id", res.ID, "err", err)
+	}
+}
+
+// sameContent reports whether res equals the stored resource, meta aside.
+func sameContent(cur *Resource, res map[string]any) (bool, error) {
+	old, err := cur.Decode()
+	if err != nil {
+		return false, err
+	}
+	a, _ := json.Marshal(withoutMeta(old))
+	b, _ := json.Marshal(withoutMeta(res))
+	return bytes.Equal(a, b), nil
+}
+
+// withoutMeta is a shallow copy without the server-managed meta fields, for
+// validation and comparison.
+func withoutMeta(res map[string]any) map[string]any {
+	out := make(map[string]any, len(res))
+	for k, v := range res {
+		out[k] = v
+	}
+	if m, ok := res["meta"].(map[string]any); ok {
+		mm := make(map[string]any, len(m))
+		for k, v := range m {
+			switch k {
+			case "versionId", "lastUpdated", "project", "author", "account", "compartment":
+			default:
+				mm[k] = v
+			}
+		}
+		if len(mm) == 0 {
+			delete(out, "meta")
+		} else {
+			out["meta"] = mm
+		}
+	}
+	return out
+}
+
+// validID checks the FHIR id syntax, which also keeps ids safe as keys.
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,57 @@
+package search
+
+import (
+	"errors"
+	"net/url"
+	"testing"
+
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// FuzzParse feeds arbitrary query strings to Parse: it must never panic,
+// must fail only with a 400 *fhir.Error, and must build filters the driver
+// can encode.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"",
+		"name=smi&_count=5&_sort=-_lastUpdated",
+		"profile-type:not=ClientApplication,Bot&_total=accurate",
+		"identifier=http://h|123,|abc&birthdate=ge2000-01-01T10:00:00+02:00",
+		"_lastUpdated=ap2020&_summary=count&_elements=id,name",
+		"value-quantity=gt5.4|http://unitsofmeasure.org|mg&date=sa2021-05",
+		`name:exact=a\,b&user:User=u1&_id=x,y&_offset=3`,
+		"profile=https://h/fhir/R4/Patient/1/_history/2&active:missing=true",
+		"birthdate=2000-02-30&_count=1001",
+	} {
+		f.Add(s)
+	}
+	types := []string{"Patient", "ProjectMembership", "Observation", "Bot", "NoSuchType"}
+	f.Fuzz(func(t *testing.T, s string) {
+		q, err := url.ParseQuery(s)
+		if err != nil {
+			return
+		}
+		for _, typ := range types {
+			query, err := Parse(typ, q)
+			if err != nil {
+				var fe *fhir.Error
+				if !errors.As(err, &fe) || fe.Status != 400 {
+					t.Fatalf("Parse(%s, %q): %v, want a 400 *fhir.Error", typ, s, err)
+				}
+				continue
+			}
+			if query.Count < 0 || query.Count > MaxCount || query.Offset < 0 {
+				t.Fatalf("Parse(%s, %q): count %d offset %d", typ, s, query.Count, query.Offset)
+			}
+			if _, err := bson.Marshal(query.Filter); err != nil {
+				t.Fatalf("Parse(%s, %q): filter does not encode: %v", typ, s, err)
+			}
+			if len(query.Sort) > 0 {
+				if _, err := bson.Marshal(query.Sort); err != nil {
+					t.Fatalf("Parse(%s, %q): sort does not encode: %v", typ, s, err)
+				}
+			}
+		}
+	})
+}

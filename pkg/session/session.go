@@ -1,0 +1,243 @@
+// Package session keeps the state a token depends on — is its login still
+// good, is its membership still active, what may it do — in two NATS
+// key-value buckets. Identity and membership write them; the gateway keeps a
+// local view by watching them, so checking a token needs no database query
+// and no network round trip, and a revocation reaches every gateway at once.
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Bucket names.
+const (
+	LoginsBucket      = "pinion_logins"
+	MembershipsBucket = "pinion_memberships"
+)
+
+// Login is one sign-in: the membership it acts as, and whether it still counts.
+type Login struct {
+	Membership string `json:"m"`
+	User       string `json:"u"` // User/<id> or ClientApplication/<id>
+	Client     string `json:"c,omitempty"`
+	Scope      string `json:"s,omitempty"`
+	Revoked    bool   `json:"r,omitempty"`
+}
+
+// Membership is what a token may do in its project.
+type Membership struct {
+	Project      string `json:"p"`
+	User         string `json:"u"`
+	Profile      string `json:"pr"`
+	Admin        bool   `json:"a,omitempty"`
+	SuperAdmin   bool   `json:"sa,omitempty"`
+	Active       bool   `json:"ac"`
+	AccessPolicy bool   `json:"ap,omitempty"`
+}
+
+// Store writes and reads the buckets.
+type Store struct {
+	logins, memberships jetstream.KeyValue
+}
+
+// Open creates the buckets if needed (file storage: they survive a restart).
+func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
+	open := func(name string) (jetstream.KeyValue, error) {
+		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:  name,
+			History: 1,
+			Storage: jetstream.FileStorage,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("kv bucket %s: %w", name, err)
+		}
+		return kv, nil
+	}
+	l, err := open(LoginsBucket)
+	if err != nil {
+		return nil, err
+	}
+	m, err := open(MembershipsBucket)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{logins: l, memberships: m}, nil
+}
+
+// PutLogin records a login and returns the bucket revision written.
+func (s *Store) PutLogin(ctx context.Context, id string, l Login) (uint64, error) {
+	b, _ := json.Marshal(l)
+	return s.logins.Put(ctx, id, b)
+}
+
+// PutMembership records a membership's current rights.
+func (s *Store) PutMembership(ctx context.Context, id string, m Membership) (uint64, error) {
+	b, _ := json.Marshal(m)
+	return s.memberships.Put(ctx, id, b)
+}
+
+// DeleteMembership forgets a membership: its tokens stop working.
+func (s *Store) DeleteMembership(ctx context.Context, id string) error {
+	err := s.memberships.Delete(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	return err
+}
+
+// GetLogin reads one login from the bucket.
+func (s *Store) GetLogin(ctx context.Context, id string) (*Login, error) {
+	e, err := s.logins.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	l := &Login{}
+	return l, json.Unmarshal(e.Value(), l)
+}
+
+// GetMembership reads one membership from the bucket.
+func (s *Store) GetMembership(ctx context.Context, id string) (*Membership, error) {
+	e, err := s.memberships.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	m := &Membership{}
+	return m, json.Unmarshal(e.Value(), m)
+}
+
+// View is a local copy of both buckets, kept current by watchers.
+type View struct {
+	store       *Store
+	mu          sync.RWMutex
+	logins      map[string]*Login
+	memberships map[string]*Membership
+	cancel      context.CancelFunc
+}
+
+// Watch starts the watchers and returns once the initial values are loaded.
+func (s *Store) Watch(ctx context.Context) (*View, error) {
+	wctx, cancel := context.WithCancel(context.Background())
+	v := &View{store: s, logins: map[string]*Login{}, memberships: map[string]*Membership{}, cancel: cancel}
+	lw, err := s.logins.WatchAll(wctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	mw, err := s.memberships.WatchAll(wctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	ready := make(chan struct{}, 2)
+	go watch(wctx, lw, ready, func(k string, b []byte) {
+		var l *Login
+		if b != nil {
+			l = &Login{}
+			if json.Unmarshal(b, l) != nil {
+				l = nil
+			}
+		}
+		v.mu.Lock()
+		if l == nil {
+			delete(v.logins, k)
+		} else {
+			v.logins[k] = l
+		}
+		v.mu.Unlock()
+	})
+	go watch(wctx, mw, ready, func(k string, b []byte) {
+		var m *Membership
+		if b != nil {
+			m = &Membership{}
+			if json.Unmarshal(b, m) != nil {
+				m = nil
+			}
+		}
+		v.mu.Lock()
+		if m == nil {
+			delete(v.memberships, k)
+		} else {
+			v.memberships[k] = m
+		}
+		v.mu.Unlock()
+	})
+	for i := 0; i < 2; i++ {
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			cancel()
+			return nil, ctx.Err()
+		}
+	}
+	return v, nil
+}
+
+func watch(ctx context.Context, w jetstream.KeyWatcher, ready chan<- struct{}, apply func(string, []byte)) {
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil { // end of the initial values
+				ready <- struct{}{}
+				continue
+			}
+			if e.Operation() == jetstream.KeyValuePut {
+				apply(e.Key(), e.Value())
+			} else {
+				apply(e.Key(), nil)
+			}
+		}
+	}
+}
+
+// Close stops the watchers.
+func (v *View) Close() { v.cancel() }
+
+// ErrInactive means the token's login or membership no longer counts.
+var ErrInactive = errors.New("login or membership not active")
+
+// Lookup returns a live login and its membership. A login not yet seen by
+// the watcher (issued a moment ago) is read from the bucket directly.
+func (v *View) Lookup(ctx context.Context, loginID string) (*Login, string, *Membership, error) {
+	v.mu.RLock()
+	l := v.logins[loginID]
+	v.mu.RUnlock()
+	if l == nil {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		var err error
+		if l, err = v.store.GetLogin(ctx, loginID); err != nil {
+			return nil, "", nil, ErrInactive
+		}
+	}
+	if l.Revoked {
+		return nil, "", nil, ErrInactive
+	}
+	v.mu.RLock()
+	m := v.memberships[l.Membership]
+	v.mu.RUnlock()
+	if m == nil {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		var err error
+		if m, err = v.store.GetMembership(ctx, l.Membership); err != nil {
+			return nil, "", nil, ErrInactive
+		}
+	}
+	if !m.Active {
+		return nil, "", nil, ErrInactive
+	}
+	return l, l.Membership, m, nil
+}

@@ -1,0 +1,78 @@
+// Package fhir is the FHIR service: create, read, vread, update, patch,
+// delete, history and search of every resource type over the shared
+// repository, confined to the caller's project.
+package fhir
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/repo"
+)
+
+// Config is what the FHIR service needs to know.
+type Config struct {
+	BaseURL string
+}
+
+// Service is the FHIR service.
+type Service struct {
+	cfg      Config
+	nc       *nats.Conn
+	repo     *repo.Repo
+	log      *slog.Logger
+	svc      *bus.Service
+	metadata []byte
+}
+
+// New wires the service.
+func New(cfg Config, nc *nats.Conn, r *repo.Repo, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{cfg: cfg, nc: nc, repo: r, log: log.With("service", "fhir")}
+}
+
+// Start creates indexes and starts answering requests.
+func (s *Service) Start(ctx context.Context) error {
+	if err := s.repo.EnsureIndexes(ctx); err != nil {
+		return err
+	}
+	s.metadata = capabilityStatement(s.cfg.BaseURL)
+	var err error
+	s.svc, err = bus.Serve(s.nc, "fhir", "1.0.0", map[string]bus.Handler{
+		bus.SubjMetadata: s.capabilities,
+		bus.SubjRead:     s.read,
+		bus.SubjVRead:    s.vread,
+		bus.SubjHistory:  s.history,
+		bus.SubjSearch:   s.search,
+		bus.SubjCreate:   s.create,
+		bus.SubjUpdate:   s.update,
+		bus.SubjPatch:    s.patch,
+		bus.SubjDelete:   s.delete,
+	}, s.log)
+	return err
+}
+
+// Stop drains in-flight requests.
+func (s *Service) Stop(ctx context.Context) error {
+	if s.svc == nil {
+		return nil
+	}
+	return s.svc.Stop(ctx)
+}
+
+// Run starts the service and serves until ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return s.Stop(sctx)
+}

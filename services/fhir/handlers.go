@@ -1,0 +1,388 @@
+package fhir
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+
+	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/fhirschema"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/search"
+)
+
+// target checks the path's resource type and the caller's right to the
+// interaction, and returns the repository scope to use.
+func target(r *bus.Request, i access.Interaction) (string, repo.Scope, error) {
+	typ := r.Param("type")
+	if err := access.Check(r.Principal, typ, i); err != nil {
+		return "", repo.Scope{}, err
+	}
+	if !fhirschema.IsResourceType(typ) {
+		return "", repo.Scope{}, fhir.NotFound()
+	}
+	return typ, repo.Scope{Project: r.Principal.Project, SuperAdmin: r.Principal.SuperAdmin}, nil
+}
+
+// resourceResponse sends one resource with its version headers.
+func resourceResponse(status int, res *repo.Resource) *bus.Response {
+	resp := bus.FHIR(status, res.JSON)
+	resp.Header["ETag"] = `W/"` + res.VersionID + `"`
+	resp.Header["Last-Modified"] = res.LastUpdated.UTC().Format(http.TimeFormat)
+	return resp
+}
+
+func (s *Service) read(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	typ, sc, err := target(r, access.Read)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.repo.Read(ctx, sc, typ, r.Param("id"))
+	if err != nil {
+		return nil, err
+	}
+	return resourceResponse(200, res), nil
+}
+
+func (s *Service) vread(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	typ, sc, err := target(r, access.VRead)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.repo.VRead(ctx, sc, typ, r.Param("id"), r.Param("vid"))
+	if err != nil {
+		return nil, err
+	}
+	return resourceResponse(200, res), nil
+}
+
+func (s *Service) history(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	typ, sc, err := target(r, access.History)
+	if err != nil {
+		return nil, err
+	}
+	versions, err := s.repo.History(ctx, sc, typ, r.Param("id"))
+	if err != nil {
+		return nil, err
+	}
+	total := len(versions)
+	b := fhir.Bundle{ResourceType: "Bundle", Type: "history", Total: &total}
+	for _, v := range versions {
+		e := fhir.BundleEntry{FullURL: s.cfg.BaseURL + "fhir/R4/" + typ + "/" + v.ID}
+		e.Request = &struct {
+			Method string `json:"method"`
+			URL    string `json:"url"`
+		}{Method: "PUT", URL: typ + "/" + v.ID}
+		e.Response = &struct {
+			Status       string `json:"status"`
+			LastModified string `json:"lastModified,omitempty"`
+		}{Status: "200", LastModified: v.LastUpdated.Format("2006-01-02T15:04:05.000Z")}
+		if v.Deleted {
+			e.Request.Method = "DELETE"
+			e.Response.Status = "410"
+		} else {
+			e.Resource = v.JSON
+		}
+		b.Entry = append(b.Entry, e)
+	}
+	out, err := json.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	return bus.FHIR(200, out), nil
+}
+
+func (s *Service) search(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	typ, sc, err := target(r, access.Search)
+	if err != nil {
+		return nil, err
+	}
+	params := r.Query
+	if r.Method == "POST" {
+		// POST _search: the parameters come as a form body, plus any in the URL.
+		if !isMediaType(r.Get("Content-Type"), "application/x-www-form-urlencoded") {
+			return nil, fhir.UnsupportedMediaType()
+		}
+		form, err := url.ParseQuery(string(r.Body))
+		if err != nil {
+			return nil, fhir.BadRequest("Invalid form body")
+		}
+		for k, v := range r.Query {
+			form[k] = append(form[k], v...)
+		}
+		params = form
+	}
+	q, err := search.Parse(typ, params)
+	if err != nil {
+		return nil, err
+	}
+	page, err := s.repo.Search(ctx, sc, typ, q)
+	if err != nil {
+		return nil, err
+	}
+	b := fhir.Bundle{ResourceType: "Bundle", Type: "searchset"}
+	if page.Total >= 0 {
+		t := page.Total
+		b.Total = &t
+	}
+	self := s.cfg.BaseURL + "fhir/R4/" + typ
+	if enc := q.Canonical.Encode(); enc != "" {
+		self += "?" + enc
+	}
+	b.Link = append(b.Link, fhir.BundleLink{Relation: "self", URL: self})
+	if page.More {
+		next := url.Values{}
+		for k, v := range q.Canonical {
+			next[k] = v
+		}
+		next.Set("_offset", strconv.Itoa(q.Offset+q.Count))
+		next.Set("_count", strconv.Itoa(q.Count))
+		b.Link = append(b.Link, fhir.BundleLink{Relation: "next", URL: s.cfg.BaseURL + "fhir/R4/" + typ + "?" + next.Encode()})
+	}
+	for _, res := range page.Resources {
+		body := res.JSON
+		if len(q.Elements) > 0 || q.Summary == "text" || q.Summary == "data" {
+			if body, err = subset(body, q); err != nil {
+				return nil, err
+			}
+		}
+		e := fhir.BundleEntry{FullURL: s.cfg.BaseURL + "fhir/R4/" + typ + "/" + res.ID, Resource: body}
+		e.Search = &struct {
+			Mode string `json:"mode"`
+		}{Mode: "match"}
+		b.Entry = append(b.Entry, e)
+	}
+	out, err := json.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	return bus.FHIR(200, out), nil
+}
+
+// subset applies _elements and _summary=text|data to one resource.
+func subset(body []byte, q *search.Query) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, err
+	}
+	keep := func(k string) bool {
+		switch k {
+		case "resourceType", "id", "meta":
+			return true
+		}
+		if q.Summary == "text" {
+			return k == "text"
+		}
+		if q.Summary == "data" {
+			return k != "text"
+		}
+		for _, e := range q.Elements {
+			if e == k {
+				return true
+			}
+		}
+		return false
+	}
+	for k := range m {
+		if !keep(k) {
+			delete(m, k)
+		}
+	}
+	return json.Marshal(m)
+}
+
+// isMediaType compares a Content-Type header's media type, ignoring parameters.
+func isMediaType(header string, want ...string) bool {
+	mt, _, err := mime.ParseMediaType(header)
+	if err != nil {
+		return false
+	}
+	for _, w := range want {
+		if mt == w {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeBody checks the content type and parses a resource body.
+func decodeBody(r *bus.Request, typ string) (map[string]any, error) {
+	if !isMediaType(r.Get("Content-Type"), "application/fhir+json", "application/json") {
+		return nil, fhir.UnsupportedMediaType()
+	}
+	res, err := fhir.Decode(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	if rt, _ := res["resourceType"].(string); rt != typ {
+		return nil, fhir.BadRequest("Incorrect resource type", "resourceType")
+	}
+	// meta.project and friends are the server's to set; a forged value is dropped.
+	if meta, ok := res["meta"].(map[string]any); ok {
+		for _, k := range []string{"versionId", "lastUpdated", "project", "author", "account", "compartment"} {
+			delete(meta, k)
+		}
+		if len(meta) == 0 {
+			delete(res, "meta")
+		}
+	}
+	return res, nil
+}
+
+// strict reports whether the caller's project validates strictly.
+func (s *Service) strict(ctx context.Context, project string) bool {
+	if project == "" {
+		return true
+	}
+	p, err := s.repo.Read(ctx, repo.System, "Project", project)
+	if err != nil {
+		return true
+	}
+	var v struct {
+		StrictMode *bool `json:"strictMode"`
+	}
+	_ = json.Unmarshal(p.JSON, &v)
+	return v.StrictMode == nil || *v.StrictMode
+}
+
+func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	typ, sc, err := target(r, access.Create)
+	if err != nil {
+		return nil, err
+	}
+	res, err := decodeBody(r, typ)
+	if err != nil {
+		return nil, err
+	}
+	delete(res, "id") // the server names new resources
+	out, err := s.repo.Create(ctx, sc, res, repo.WriteOptions{Author: r.Principal.Profile, Strict: s.strict(ctx, sc.Project)})
+	if err != nil {
+		return nil, err
+	}
+	resp := resourceResponse(201, out)
+	resp.Header["Location"] = s.cfg.BaseURL + "fhir/R4/" + typ + "/" + out.ID + "/_history/" + out.VersionID
+	return resp, nil
+}
+
+// ifMatch reads the version from an If-Match header (W/"v" or "v" or v).
+func ifMatch(h string) string {
+	h = strings.TrimPrefix(strings.TrimSpace(h), "W/")
+	return strings.Trim(h, `"`)
+}
+
+func (s *Service) update(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	typ, sc, err := target(r, access.Update)
+	if err != nil {
+		return nil, err
+	}
+	res, err := decodeBody(r, typ)
+	if err != nil {
+		return nil, err
+	}
+	if id, _ := res["id"].(string); id != r.Param("id") {
+		return nil, fhir.BadRequest("Incorrect ID", "id")
+	}
+	out, err := s.repo.Update(ctx, sc, res, repo.WriteOptions{
+		IfMatch: ifMatch(r.Get("If-Match")), Author: r.Principal.Profile, Strict: s.strict(ctx, sc.Project),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resourceResponse(200, out), nil
+}
+
+func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	typ, sc, err := target(r, access.Patch)
+	if err != nil {
+		return nil, err
+	}
+	if !isMediaType(r.Get("Content-Type"), "application/json-patch+json") {
+		return nil, fhir.UnsupportedMediaType()
+	}
+	ops, err := parsePatch(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := s.repo.Read(ctx, sc, typ, r.Param("id"))
+	if err != nil {
+		return nil, err
+	}
+	if v := ifMatch(r.Get("If-Match")); v != "" && v != cur.VersionID {
+		return nil, fhir.PreconditionFailed()
+	}
+	patched, err := ops.Apply(cur.JSON)
+	if err != nil {
+		return nil, fhir.BadRequest("Patch failed: " + err.Error())
+	}
+	res, err := fhir.Decode(patched)
+	if err != nil {
+		return nil, err
+	}
+	if rt, _ := res["resourceType"].(string); rt != typ {
+		return nil, fhir.BadRequest("Incorrect resource type", "resourceType")
+	}
+	if id, _ := res["id"].(string); id != cur.ID {
+		return nil, fhir.BadRequest("Incorrect ID", "id")
+	}
+	// The version read above is the one patched: a concurrent write is a conflict, not a lost update.
+	out, err := s.repo.Update(ctx, sc, res, repo.WriteOptions{IfMatch: cur.VersionID, Author: r.Principal.Profile, Strict: s.strict(ctx, sc.Project)})
+	if err != nil {
+		return nil, err
+	}
+	return resourceResponse(200, out), nil
+}
+
+// parsePatch checks a JSON Patch body the way Medplum reports its faults.
+func parsePatch(body []byte) (jsonpatch.Patch, error) {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		var anyv any
+		if json.Unmarshal(body, &anyv) != nil {
+			return nil, fhir.BadRequest("Content could not be parsed")
+		}
+		return nil, fhir.BadRequest("Patch body must be an array")
+	}
+	if len(raw) == 0 {
+		return nil, fhir.BadRequest("Empty patch body")
+	}
+	p, err := jsonpatch.DecodePatch(body)
+	if err != nil {
+		return nil, fhir.BadRequest("Invalid patch: " + err.Error())
+	}
+	for i, op := range p {
+		kind := op.Kind()
+		switch kind {
+		case "add", "remove", "replace", "move", "copy", "test":
+		default:
+			return nil, fhir.BadRequest("Invalid patch operation: "+kind, "["+strconv.Itoa(i)+"].op")
+		}
+		if _, err := op.Path(); err != nil {
+			return nil, fhir.BadRequest("Invalid patch path", "["+strconv.Itoa(i)+"].path")
+		}
+	}
+	return p, nil
+}
+
+func (s *Service) delete(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	typ, sc, err := target(r, access.Delete)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.repo.Delete(ctx, sc, typ, r.Param("id")); err != nil {
+		var fe *fhir.Error
+		if errors.As(err, &fe) && fe.Status == 410 {
+			return nil, fhir.Gone()
+		}
+		return nil, err
+	}
+	return bus.Outcome(fhir.OK()), nil
+}

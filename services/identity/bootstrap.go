@@ -1,0 +1,152 @@
+package identity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/session"
+)
+
+// Bootstrap is the super-admin client, and whether this start created its
+// secret (then Secret is set, to be shown once).
+type Bootstrap struct {
+	ClientID  string `json:"clientId"`
+	Secret    string `json:"clientSecret,omitempty"`
+	ProjectID string `json:"projectId"`
+	Created   bool   `json:"-"`
+}
+
+// Fixed ids make the bootstrap idempotent across restarts and instances.
+var (
+	idNamespace         = uuid.MustParse("6f1c2a0e-7a44-4d8e-9a55-3c1f0b2d9e11")
+	SuperAdminProjectID = uuid.NewSHA1(idNamespace, []byte("project:superadmin")).String()
+)
+
+func membershipIDFor(user string) string {
+	return uuid.NewSHA1(idNamespace, []byte("superadmin-membership:"+user)).String()
+}
+
+const superAdminFile = "superadmin.json"
+
+func (s *Service) bootstrap(ctx context.Context) (Bootstrap, error) {
+	b := Bootstrap{ProjectID: SuperAdminProjectID}
+	if err := s.ensure(ctx, "Project", SuperAdminProjectID, map[string]any{
+		"resourceType": "Project", "name": "Super Admin", "superAdmin": true, "strictMode": true,
+	}, SuperAdminProjectID); err != nil {
+		return b, err
+	}
+
+	b.ClientID, b.Secret = s.cfg.SuperAdminClientID, s.cfg.SuperAdminSecret
+	path := ""
+	if s.cfg.DataDir != "" {
+		path = filepath.Join(s.cfg.DataDir, superAdminFile)
+	}
+	if b.ClientID == "" && path != "" {
+		if data, err := os.ReadFile(path); err == nil {
+			var saved Bootstrap
+			if json.Unmarshal(data, &saved) == nil && saved.ClientID != "" {
+				b.ClientID = saved.ClientID
+			}
+		}
+	}
+	generated := false
+	if b.ClientID == "" {
+		b.ClientID = uuid.NewString()
+		b.Secret = auth.NewSecret()
+		generated = true
+	}
+	if err := s.ensure(ctx, "ClientApplication", b.ClientID, map[string]any{
+		"resourceType": "ClientApplication", "name": "Super Admin Client",
+		"description": "Created at first start; its membership is in the super-admin project.",
+	}, SuperAdminProjectID); err != nil {
+		return b, err
+	}
+	if b.Secret != "" {
+		// A configured secret always wins: changing the variable rotates it.
+		if err := s.setClientSecret(ctx, b.ClientID, b.Secret); err != nil {
+			return b, err
+		}
+	}
+	ref := "ClientApplication/" + b.ClientID
+	mid := membershipIDFor(ref)
+	if err := s.ensure(ctx, "ProjectMembership", mid, map[string]any{
+		"resourceType": "ProjectMembership",
+		"project":      map[string]any{"reference": "Project/" + SuperAdminProjectID, "display": "Super Admin"},
+		"user":         map[string]any{"reference": ref, "display": "Super Admin Client"},
+		"profile":      map[string]any{"reference": ref, "display": "Super Admin Client"},
+		"admin":        true,
+	}, SuperAdminProjectID); err != nil {
+		return b, err
+	}
+	if _, err := s.sessions.PutMembership(ctx, mid, session.Membership{
+		Project: SuperAdminProjectID, User: ref, Profile: ref, Admin: true, SuperAdmin: true, Active: true,
+	}); err != nil {
+		return b, fmt.Errorf("session membership: %w", err)
+	}
+	if generated {
+		b.Created = true
+		if path != "" {
+			data, _ := json.MarshalIndent(b, "", "  ")
+			if err := os.WriteFile(path, append(data, '\n'), 0o600); err != nil {
+				return b, fmt.Errorf("write %s: %w", path, err)
+			}
+		}
+	}
+	return b, nil
+}
+
+// ensure creates a resource with a fixed id unless it already exists.
+func (s *Service) ensure(ctx context.Context, typ, id string, res map[string]any, project string) error {
+	_, err := s.repo.Read(ctx, repo.System, typ, id)
+	var fe *fhir.Error
+	if err == nil {
+		return nil
+	}
+	if !errors.As(err, &fe) || fe.Status != 404 {
+		return err
+	}
+	_, err = s.repo.Create(ctx, repo.System, res, repo.WriteOptions{ID: id, Project: project})
+	if errors.As(err, &fe) && fe.Status == 409 {
+		return nil // another instance created it first
+	}
+	return err
+}
+
+// clientCred is the stored digest of a client's secret.
+type clientCred struct {
+	ID     string `bson:"_id"`
+	Digest string `bson:"digest"`
+}
+
+func credID(clientID string) string { return "ClientApplication/" + clientID }
+
+func (s *Service) setClientSecret(ctx context.Context, clientID, secret string) error {
+	_, err := s.creds.ReplaceOne(ctx, bson.D{{Key: "_id", Value: credID(clientID)}},
+		clientCred{ID: credID(clientID), Digest: auth.SecretDigest(secret)}, options.Replace().SetUpsert(true))
+	if err != nil {
+		return fmt.Errorf("store client secret: %w", err)
+	}
+	s.forgetClient(clientID)
+	return nil
+}
+
+func (s *Service) clientDigest(ctx context.Context, clientID string) (string, error) {
+	var c clientCred
+	err := s.creds.FindOne(ctx, bson.D{{Key: "_id", Value: credID(clientID)}}).Decode(&c)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return "", nil
+	}
+	return c.Digest, err
+}

@@ -1,0 +1,110 @@
+// Package identity is the identity service: signing keys and JWKS, the
+// OAuth2 token endpoint, /auth/me, discovery documents, client credentials
+// and the super-admin bootstrap.
+package identity
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/session"
+)
+
+// Config is what the identity service needs to know.
+type Config struct {
+	BaseURL string
+	// DataDir, when set, receives superadmin.json with generated credentials.
+	DataDir            string
+	SuperAdminClientID string
+	SuperAdminSecret   string
+	TokenLifetime      time.Duration
+}
+
+// Service is the identity service.
+type Service struct {
+	cfg      Config
+	nc       *nats.Conn
+	repo     *repo.Repo
+	creds    *mongo.Collection
+	sessions *session.Store
+	log      *slog.Logger
+	signer   *auth.Signer
+	svc      *bus.Service
+
+	clientsMu sync.Mutex
+	clients   map[string]*clientEntry
+	evSub     *nats.Subscription
+
+	// SuperAdmin holds the bootstrap result, for the standalone to print.
+	SuperAdmin Bootstrap
+}
+
+// New wires the service; Start or Run brings it up.
+func New(cfg Config, nc *nats.Conn, db *mongo.Database, r *repo.Repo, sessions *session.Store, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.TokenLifetime == 0 {
+		cfg.TokenLifetime = time.Hour
+	}
+	return &Service{
+		cfg: cfg, nc: nc, repo: r, creds: db.Collection("credentials"), sessions: sessions,
+		log: log.With("service", "identity"), clients: map[string]*clientEntry{},
+	}
+}
+
+// Start loads or creates the signing key, bootstraps the super admin and
+// starts answering requests.
+func (s *Service) Start(ctx context.Context) error {
+	key, err := s.signingKey(ctx)
+	if err != nil {
+		return err
+	}
+	s.signer = &auth.Signer{Key: key, Issuer: s.cfg.BaseURL}
+	if s.SuperAdmin, err = s.bootstrap(ctx); err != nil {
+		return fmt.Errorf("super-admin bootstrap: %w", err)
+	}
+	// A changed client or membership may change what a client token means.
+	if s.evSub, err = s.nc.Subscribe(bus.EventPrefix+"*.*", s.onResourceEvent); err != nil {
+		return err
+	}
+	s.svc, err = bus.Serve(s.nc, "identity", "1.0.0", map[string]bus.Handler{
+		bus.SubjToken:     s.token,
+		bus.SubjMe:        s.me,
+		bus.SubjJWKS:      s.jwks,
+		bus.SubjDiscovery: s.discovery,
+		bus.SubjClientNew: s.createClient,
+	}, s.log)
+	return err
+}
+
+// Stop drains in-flight requests.
+func (s *Service) Stop(ctx context.Context) error {
+	if s.evSub != nil {
+		_ = s.evSub.Unsubscribe()
+	}
+	if s.svc == nil {
+		return nil
+	}
+	return s.svc.Stop(ctx)
+}
+
+// Run starts the service and serves until ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return s.Stop(sctx)
+}

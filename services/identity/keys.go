@@ -1,0 +1,81 @@
+package identity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/bus"
+)
+
+// signingKeyDoc is the credentials document holding the signing key. Its
+// fixed id makes creation race-free: of two instances starting at once, one
+// inserts and the other reads what it inserted.
+const signingKeyDoc = "signing-key"
+
+type keyDoc struct {
+	ID      string    `bson:"_id"`
+	Kid     string    `bson:"kid"`
+	PEM     string    `bson:"pem"`
+	Created time.Time `bson:"created"`
+}
+
+func (s *Service) signingKey(ctx context.Context) (*auth.Key, error) {
+	var d keyDoc
+	err := s.creds.FindOne(ctx, bson.D{{Key: "_id", Value: signingKeyDoc}}).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		k, err := auth.GenerateKey()
+		if err != nil {
+			return nil, err
+		}
+		pem, err := k.MarshalPrivate()
+		if err != nil {
+			return nil, err
+		}
+		d = keyDoc{ID: signingKeyDoc, Kid: k.ID, PEM: pem, Created: time.Now().UTC()}
+		if _, err := s.creds.InsertOne(ctx, d); err != nil {
+			if mongo.IsDuplicateKeyError(err) {
+				return s.signingKey(ctx)
+			}
+			return nil, fmt.Errorf("store signing key: %w", err)
+		}
+		s.log.Info("generated signing key", "kid", k.ID)
+		return k, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load signing key: %w", err)
+	}
+	return auth.ParsePrivate(d.Kid, d.PEM)
+}
+
+func (s *Service) jwks(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	return bus.JSON(200, map[string]any{"keys": []auth.JWK{s.signer.Key.PublicJWK()}}), nil
+}
+
+func (s *Service) discovery(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	b := s.cfg.BaseURL
+	doc := map[string]any{
+		"issuer":                                b,
+		"authorization_endpoint":                b + "oauth2/authorize",
+		"token_endpoint":                        b + "oauth2/token",
+		"userinfo_endpoint":                     b + "oauth2/userinfo",
+		"jwks_uri":                              b + ".well-known/jwks.json",
+		"id_token_signing_alg_values_supported": []string{"ES256"},
+		"grant_types_supported":                 []string{"client_credentials", "authorization_code", "refresh_token"},
+		"response_types_supported":              []string{"code"},
+		"subject_types_supported":               []string{"public"},
+		"scopes_supported":                      []string{"openid", "profile", "email", "offline_access"},
+		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
+		"code_challenge_methods_supported":      []string{"S256", "plain"},
+	}
+	if len(r.Path) >= len("smart-configuration") && r.Path[len(r.Path)-len("smart-configuration"):] == "smart-configuration" {
+		doc["capabilities"] = []string{"client-confidential-symmetric", "context-standalone-patient", "permission-offline", "permission-patient", "permission-user", "sso-openid-connect"}
+		doc["revocation_endpoint"] = b + "oauth2/logout"
+	}
+	return bus.JSON(200, doc), nil
+}

@@ -1,0 +1,219 @@
+package identity
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/nats-io/nats.go"
+
+	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/search"
+	"github.com/pinion-health/pinion/pkg/session"
+)
+
+// tokenError is an OAuth2 error body, with Medplum's texts.
+func tokenError(code, desc string) *bus.Response {
+	return bus.JSON(400, map[string]string{"error": code, "error_description": desc})
+}
+
+// clientEntry caches what issuing a client token needs, so that issuance
+// costs no database query once a client is warm.
+type clientEntry struct {
+	digest     string
+	membership string
+	member     session.Membership
+	loginID    string
+	fetched    time.Time
+}
+
+// clientTTL bounds how long a cached client is trusted without events.
+const clientTTL = time.Minute
+
+func (s *Service) token(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	ct := r.Get("Content-Type")
+	if !strings.HasPrefix(strings.ToLower(ct), "application/x-www-form-urlencoded") {
+		return tokenError("invalid_request", "Unsupported content type"), nil
+	}
+	form, err := url.ParseQuery(string(r.Body))
+	if err != nil {
+		return tokenError("invalid_request", "Could not parse form"), nil
+	}
+	switch gt := form.Get("grant_type"); gt {
+	case "":
+		return tokenError("invalid_request", "Missing grant_type"), nil
+	case "client_credentials":
+		return s.clientCredentials(ctx, r, form)
+	default:
+		return tokenError("invalid_request", "Unsupported grant_type"), nil
+	}
+}
+
+// clientAuth reads client id and secret from HTTP Basic or the form.
+func clientAuth(r *bus.Request, form url.Values) (id, secret string, bad *bus.Response) {
+	if h := r.Get("Authorization"); h != "" {
+		enc, ok := strings.CutPrefix(h, "Basic ")
+		if !ok {
+			return "", "", tokenError("invalid_request", "Invalid authorization header")
+		}
+		raw, err := base64.StdEncoding.DecodeString(enc)
+		if err != nil {
+			return "", "", tokenError("invalid_request", "Invalid authorization header")
+		}
+		id, secret, _ = strings.Cut(string(raw), ":")
+		id, _ = url.QueryUnescape(id)
+		secret, _ = url.QueryUnescape(secret)
+		return id, secret, nil
+	}
+	return form.Get("client_id"), form.Get("client_secret"), nil
+}
+
+func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form url.Values) (*bus.Response, error) {
+	id, secret, bad := clientAuth(r, form)
+	if bad != nil {
+		return bad, nil
+	}
+	if id == "" {
+		return tokenError("invalid_request", "Missing client_id"), nil
+	}
+	if secret == "" {
+		return tokenError("invalid_request", "Missing client_secret"), nil
+	}
+	c, err := s.client(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil || c.digest == "" || c.membership == "" {
+		return tokenError("invalid_request", "Invalid client"), nil
+	}
+	if !auth.SecretMatches(c.digest, secret) {
+		return tokenError("invalid_request", "Invalid secret"), nil
+	}
+	scope := form.Get("scope")
+	if scope == "" {
+		scope = "openid"
+	}
+	ref := "ClientApplication/" + id
+	claims := &auth.Claims{LoginID: c.loginID, Username: id, Profile: ref, Scope: scope, ClientID: id}
+	claims.Subject = id
+	claims.Audience = jwt.ClaimStrings{s.cfg.BaseURL}
+	access, err := s.signer.Sign(claims, s.cfg.TokenLifetime)
+	if err != nil {
+		return nil, fmt.Errorf("sign: %w", err)
+	}
+	body := map[string]any{
+		"token_type":   "Bearer",
+		"expires_in":   int(s.cfg.TokenLifetime.Seconds()),
+		"scope":        scope,
+		"access_token": access,
+		"project":      fhir.Reference{Reference: "Project/" + c.member.Project},
+		"profile":      fhir.Reference{Reference: ref},
+	}
+	if strings.Contains(" "+scope+" ", " openid ") {
+		idc := &auth.Claims{LoginID: c.loginID, FHIRUser: ref, ClientID: id}
+		idc.Subject = id
+		idc.Audience = jwt.ClaimStrings{id}
+		if body["id_token"], err = s.signer.Sign(idc, s.cfg.TokenLifetime); err != nil {
+			return nil, fmt.Errorf("sign: %w", err)
+		}
+	}
+	resp := bus.JSON(200, body)
+	resp.Header["Cache-Control"] = "no-store"
+	resp.Header["Pragma"] = "no-cache"
+	return resp, nil
+}
+
+// client returns the cached client, loading it on a miss. nil means no such
+// client (or one without a membership).
+func (s *Service) client(ctx context.Context, id string) (*clientEntry, error) {
+	s.clientsMu.Lock()
+	c := s.clients[id]
+	s.clientsMu.Unlock()
+	if c != nil && time.Since(c.fetched) < clientTTL {
+		return c, nil
+	}
+	if _, err := s.repo.Read(ctx, repo.System, "ClientApplication", id); err != nil {
+		var fe *fhir.Error
+		if errors.As(err, &fe) && fe.Status < 500 {
+			return nil, nil
+		}
+		return nil, err
+	}
+	digest, err := s.clientDigest(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c = &clientEntry{digest: digest, fetched: time.Now()}
+	ref := "ClientApplication/" + id
+	q, err := search.Parse("ProjectMembership", url.Values{"user": {ref}, "_count": {"2"}})
+	if err != nil {
+		return nil, err
+	}
+	page, err := s.repo.Search(ctx, repo.System, "ProjectMembership", q)
+	if err != nil {
+		return nil, err
+	}
+	if len(page.Resources) > 0 {
+		pm := page.Resources[0]
+		var m struct {
+			Project      fhir.Reference   `json:"project"`
+			Profile      fhir.Reference   `json:"profile"`
+			Admin        bool             `json:"admin"`
+			Active       *bool            `json:"active"`
+			AccessPolicy *fhir.Reference  `json:"accessPolicy"`
+			Access       []map[string]any `json:"access"`
+		}
+		if err := json.Unmarshal(pm.JSON, &m); err != nil {
+			return nil, err
+		}
+		_, project, _ := fhir.SplitReference(m.Project.Reference)
+		c.membership = pm.ID
+		c.member = session.Membership{
+			Project: project, User: ref, Profile: m.Profile.Reference, Admin: m.Admin,
+			SuperAdmin: project == SuperAdminProjectID, Active: m.Active == nil || *m.Active,
+			AccessPolicy: m.AccessPolicy != nil || len(m.Access) > 0,
+		}
+		// One login per client: client tokens are cheap to issue and all of
+		// them stop together when the client or its membership goes.
+		c.loginID = uuid.NewSHA1(idNamespace, []byte("client-login:"+id+":"+pm.ID)).String()
+		if _, err := s.sessions.PutLogin(ctx, c.loginID, session.Login{Membership: pm.ID, User: ref, Client: id}); err != nil {
+			return nil, fmt.Errorf("session login: %w", err)
+		}
+	}
+	s.clientsMu.Lock()
+	s.clients[id] = c
+	s.clientsMu.Unlock()
+	return c, nil
+}
+
+func (s *Service) forgetClient(id string) {
+	s.clientsMu.Lock()
+	delete(s.clients, id)
+	s.clientsMu.Unlock()
+}
+
+// onResourceEvent drops cached clients when clients or memberships change.
+func (s *Service) onResourceEvent(m *nats.Msg) {
+	var ev repo.Event
+	if json.Unmarshal(m.Data, &ev) != nil {
+		return
+	}
+	switch ev.Type {
+	case "ClientApplication":
+		s.forgetClient(ev.ID)
+	case "ProjectMembership":
+		s.clientsMu.Lock()
+		clear(s.clients)
+		s.clientsMu.Unlock()
+	}
+}

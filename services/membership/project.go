@@ -1,0 +1,146 @@
+package membership
+
+import (
+	"context"
+	"encoding/json"
+	"mime"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/session"
+)
+
+// createProject is E1, POST /admin/Project: super admins create projects.
+func (s *Service) createProject(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	if r.Principal == nil {
+		return nil, fhir.Unauthorized()
+	}
+	if !r.Principal.SuperAdmin {
+		return nil, fhir.Forbidden()
+	}
+	mt, _, _ := mime.ParseMediaType(r.Get("Content-Type"))
+	if mt != "application/json" && mt != "application/fhir+json" {
+		return nil, fhir.UnsupportedMediaType()
+	}
+	body, err := fhir.Decode(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	if rt, _ := body["resourceType"].(string); rt != "Project" {
+		return nil, fhir.BadRequest("Incorrect resource type", "resourceType")
+	}
+	if name, _ := body["name"].(string); strings.TrimSpace(name) == "" {
+		return nil, fhir.BadRequest("Project name is required", "name")
+	}
+	if _, ok := body["strictMode"]; !ok {
+		body["strictMode"] = true
+	}
+	delete(body, "id")
+	delete(body, "meta")
+
+	// The owner, if named, must be a server-scoped User: checked before any write.
+	var owner *userInfo
+	if o, ok := body["owner"].(map[string]any); ok {
+		ref, _ := o["reference"].(string)
+		if owner, err = s.ownerUser(ctx, ref); err != nil {
+			return nil, err
+		}
+	} else if _, present := body["owner"]; present {
+		return nil, fhir.BadRequest("Invalid owner", "owner")
+	}
+
+	id := uuid.NewString()
+	// A project belongs to itself: its admins see it through their project scope.
+	p, err := s.repo.Create(ctx, repo.System, body, repo.WriteOptions{ID: id, Project: id, Author: r.Principal.Profile, Strict: true})
+	if err != nil {
+		return nil, err
+	}
+	if owner != nil {
+		if err := s.addOwner(ctx, id, body["name"].(string), owner, r.Principal.User); err != nil {
+			return nil, err
+		}
+	}
+	resp := bus.FHIR(201, p.JSON)
+	resp.Header["Location"] = s.cfg.BaseURL + "fhir/R4/Project/" + id
+	return resp, nil
+}
+
+type userInfo struct {
+	Ref       string
+	FirstName string `json:"firstName"`
+	LastName  string `json:"lastName"`
+	Email     string `json:"email"`
+	Project   *fhir.Reference
+}
+
+func (s *Service) ownerUser(ctx context.Context, ref string) (*userInfo, error) {
+	typ, id, ok := fhir.SplitReference(ref)
+	if !ok || typ != "User" {
+		return nil, fhir.BadRequest("Only Users are permitted to be the owner of a new Project", "owner")
+	}
+	res, err := s.repo.Read(ctx, repo.System, "User", id)
+	if err != nil {
+		return nil, fhir.BadRequest("Owner not found", "owner")
+	}
+	u := &userInfo{Ref: "User/" + id}
+	var raw struct {
+		FirstName string          `json:"firstName"`
+		LastName  string          `json:"lastName"`
+		Email     string          `json:"email"`
+		Project   *fhir.Reference `json:"project"`
+	}
+	if err := json.Unmarshal(res.JSON, &raw); err != nil {
+		return nil, err
+	}
+	if raw.Project != nil {
+		return nil, fhir.BadRequest("Project owner must not belong to another Project", "owner")
+	}
+	u.FirstName, u.LastName, u.Email = raw.FirstName, raw.LastName, raw.Email
+	return u, nil
+}
+
+// addOwner gives the owner a Practitioner profile and an admin membership.
+func (s *Service) addOwner(ctx context.Context, projectID, projectName string, u *userInfo, invitedBy string) error {
+	prof := map[string]any{"resourceType": "Practitioner"}
+	name := map[string]any{}
+	if u.FirstName != "" {
+		name["given"] = []any{u.FirstName}
+	}
+	if u.LastName != "" {
+		name["family"] = u.LastName
+	}
+	if len(name) > 0 {
+		prof["name"] = []any{name}
+	}
+	if u.Email != "" {
+		prof["telecom"] = []any{map[string]any{"system": "email", "use": "work", "value": u.Email}}
+	}
+	sc := repo.Scope{Project: projectID}
+	pr, err := s.repo.Create(ctx, sc, prof, repo.WriteOptions{Project: projectID})
+	if err != nil {
+		return err
+	}
+	profileRef := "Practitioner/" + pr.ID
+	m := map[string]any{
+		"resourceType": "ProjectMembership",
+		"project":      map[string]any{"reference": "Project/" + projectID, "display": projectName},
+		"user":         map[string]any{"reference": u.Ref},
+		"profile":      map[string]any{"reference": profileRef},
+		"admin":        true,
+	}
+	if invitedBy != "" {
+		m["invitedBy"] = map[string]any{"reference": invitedBy}
+	}
+	pm, err := s.repo.Create(ctx, sc, m, repo.WriteOptions{Project: projectID})
+	if err != nil {
+		return err
+	}
+	_, err = s.sessions.PutMembership(ctx, pm.ID, session.Membership{
+		Project: projectID, User: u.Ref, Profile: profileRef, Admin: true, Active: true,
+	})
+	return err
+}
