@@ -20,8 +20,9 @@ import (
 // The suite runs against one real stack: embedded NATS and FerretDB, every
 // service, and the gateway on a loopback port.
 var (
-	base   string
-	stack  *Stack
+	base    string
+	stack   *Stack
+	dataDir string
 	saID   = "pinion-test-superadmin"
 	saSec  = strings.Repeat("s3cr3t-", 6)
 	client = &http.Client{Timeout: 30 * time.Second}
@@ -52,6 +53,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	dataDir = dir
 	cfg := testConfig(dir, nil)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -22,6 +22,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/embedded"
 	"github.com/pinion-health/pinion/pkg/infra"
+	"github.com/pinion-health/pinion/pkg/mail"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/botexec"
 	"github.com/pinion-health/pinion/services/fhir"
@@ -42,7 +43,7 @@ type Stack struct {
 	ferret   *embedded.FerretDB
 	conns    *infra.Conns
 	view     *session.View
-	stoppers []func(context.Context) error
+	services map[string]*service
 	cancel   context.CancelFunc
 	done     chan error
 }
@@ -112,23 +113,32 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 	}
 	c := st.conns
 
-	id := identity.New(identity.Config{
-		BaseURL: cfg.BaseURL, DataDir: cfg.DataDir,
-		SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret,
-		TokenLifetime: cfg.AccessTokenLifetime,
-	}, c.NC, c.DB, c.Repo, c.Sessions, log)
-	fs := fhir.New(fhir.Config{BaseURL: cfg.BaseURL}, c.NC, c.Repo, log)
-	ms := membership.New(membership.Config{BaseURL: cfg.BaseURL}, c.NC, c.Repo, c.Sessions, log)
-	bs := botexec.New(botexec.Config{BaseURL: cfg.BaseURL}, c.NC, c.Repo, log)
-	for _, s := range []interface {
-		Start(context.Context) error
-		Stop(context.Context) error
-	}{fs, id, ms, bs} {
-		if err := s.Start(ctx); err != nil {
+	mailer, err := mail.FromConfig(cfg.SMTPURL, cfg.DataDir)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	var id *identity.Service
+	st.services = map[string]*service{
+		"fhir": {build: func() lifecycle { return fhir.New(fhir.Config{BaseURL: cfg.BaseURL}, c.NC, c.JS, c.Repo, log) }},
+		"identity": {build: func() lifecycle {
+			id = identity.New(identity.Config{
+				BaseURL: cfg.BaseURL, DataDir: cfg.DataDir,
+				SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret,
+				TokenLifetime: cfg.AccessTokenLifetime,
+			}, c.NC, c.JS, c.DB, c.Repo, c.Sessions, log)
+			return id
+		}},
+		"membership": {build: func() lifecycle {
+			return membership.New(membership.Config{BaseURL: cfg.BaseURL, Mailer: mailer}, c.NC, c.JS, c.Repo, c.Sessions, log)
+		}},
+		"botexec": {build: func() lifecycle { return botexec.New(botexec.Config{BaseURL: cfg.BaseURL}, c.NC, c.Repo, log) }},
+	}
+	for _, name := range serviceOrder {
+		if err := st.StartService(ctx, name); err != nil {
 			ln.Close()
 			return nil, err
 		}
-		st.stoppers = append(st.stoppers, s.Stop)
 	}
 	st.SuperAdmin = id.SuperAdmin
 
@@ -169,14 +179,11 @@ func (st *Stack) shutdown() {
 		}
 		st.cancel = nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for i := len(st.stoppers) - 1; i >= 0; i-- {
-		if err := st.stoppers[i](ctx); err != nil && !errors.Is(err, context.Canceled) {
-			st.log.Warn("service stop", "err", err)
+	for i := len(serviceOrder) - 1; i >= 0; i-- {
+		if err := st.StopService(serviceOrder[i]); err != nil && !errors.Is(err, context.Canceled) {
+			st.log.Warn("service stop", "service", serviceOrder[i], "err", err)
 		}
 	}
-	st.stoppers = nil
 	if st.view != nil {
 		st.view.Close()
 		st.view = nil
@@ -194,4 +201,50 @@ func (st *Stack) shutdown() {
 		st.ns.WaitForShutdown()
 		st.ns = nil
 	}
+}
+
+// lifecycle is what the stack needs of a service.
+type lifecycle interface {
+	Start(context.Context) error
+	Stop(context.Context) error
+}
+
+// service is one of the stack's services: how to build it, and the running
+// instance if any.
+type service struct {
+	build   func() lifecycle
+	running lifecycle
+}
+
+// serviceOrder starts fhir first: the others' bootstrap writes resources
+// the fhir service's indexes serve.
+var serviceOrder = []string{"fhir", "identity", "membership", "botexec"}
+
+// StartService builds and starts a service (again, after StopService: the
+// crash tests use this to show that sagas resume).
+func (st *Stack) StartService(ctx context.Context, name string) error {
+	s := st.services[name]
+	if s == nil || s.running != nil {
+		return fmt.Errorf("service %s: unknown or already running", name)
+	}
+	inst := s.build()
+	if err := inst.Start(ctx); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	s.running = inst
+	return nil
+}
+
+// StopService stops a running service, leaving its queue-group seat and its
+// durable consumers' pending steps for the next instance.
+func (st *Stack) StopService(name string) error {
+	s := st.services[name]
+	if s == nil || s.running == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := s.running.Stop(ctx)
+	s.running = nil
+	return err
 }

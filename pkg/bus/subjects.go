@@ -10,9 +10,20 @@ const (
 	SubjJWKS      = "pinion.identity.jwks"
 	SubjDiscovery = "pinion.identity.discovery"
 	SubjClientNew = "pinion.identity.client.create"
+	SubjLogin     = "pinion.identity.login"
+	SubjProfile   = "pinion.identity.profile"
+	SubjSetPass   = "pinion.identity.setpassword"
+	SubjResetPass = "pinion.identity.resetpassword"
+	SubjLogout    = "pinion.identity.logout"
 
 	// membership
 	SubjProjectCreate = "pinion.membership.project.create"
+	SubjInvite        = "pinion.membership.invite"
+	SubjMemberGet     = "pinion.membership.member.get"
+	SubjMemberUpdate  = "pinion.membership.member.update"
+	SubjMemberPatch   = "pinion.membership.member.patch"
+	SubjMemberDelete  = "pinion.membership.member.delete"
+	SubjProjectGet    = "pinion.membership.project.get"
 
 	// fhir
 	SubjMetadata = "pinion.fhir.metadata"

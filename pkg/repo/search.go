@@ -29,14 +29,16 @@ func (r *Repo) Search(ctx context.Context, sc Scope, typ string, q *search.Query
 	if !fhirschema.IsResourceType(typ) {
 		return nil, fhir.BadRequest("Unknown resource type: "+typ, "resourceType")
 	}
-	filter := bson.D{{Key: fDeleted, Value: false}}
+	conds := []bson.E{{Key: fDeleted, Value: false}}
 	if !sc.SuperAdmin {
-		filter = append(filter, bson.E{Key: fProject, Value: sc.Project})
+		conds = append(conds, bson.E{Key: fProject, Value: sc.Project})
 	}
-	filter = append(filter, q.Filter...)
 	for _, e := range extra {
-		filter = append(filter, e...)
+		conds = append(conds, e...)
 	}
+	// Scoped keeps each field once at the top level (a query may name
+	// project itself), so the conditions AND as they should.
+	filter := q.Scoped(conds...)
 	page := &Page{Total: -1}
 	if q.Summary == "count" {
 		n, err := r.coll(typ).CountDocuments(ctx, filter)

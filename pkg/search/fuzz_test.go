@@ -1,8 +1,10 @@
 package search
 
 import (
+	"encoding/json"
 	"errors"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
@@ -51,6 +53,34 @@ func FuzzParse(f *testing.F) {
 				if _, err := bson.Marshal(query.Sort); err != nil {
 					t.Fatalf("Parse(%s, %q): sort does not encode: %v", typ, s, err)
 				}
+			}
+		}
+	})
+}
+
+// FuzzFields feeds arbitrary JSON to Fields: it must never panic, and what
+// it returns must encode as BSON.
+func FuzzFields(f *testing.F) {
+	for _, s := range []string{
+		`{}`,
+		benchPatient,
+		`{"profile":{"reference":"https://h/Patient/1/_history/2"},"access":[{"policy":{"reference":"/"}}]}`,
+		`{"name":[{"given":"notalist","family":7}],"birthDate":"2000-02-30","telecom":[null,{"value":true}]}`,
+		`{"effectivePeriod":{"start":"2020","end":"2019"},"valueQuantity":{"value":"x"},"subject":{"reference":"#a"}}`,
+	} {
+		f.Add(s)
+	}
+	types := []string{"Patient", "ProjectMembership", "Observation", "Bot"}
+	f.Fuzz(func(t *testing.T, s string) {
+		d := json.NewDecoder(strings.NewReader(s))
+		d.UseNumber()
+		var res map[string]any
+		if d.Decode(&res) != nil {
+			return
+		}
+		for _, typ := range types {
+			if _, err := bson.Marshal(Fields(typ, res)); err != nil {
+				t.Fatalf("Fields(%s, %s) does not encode: %v", typ, s, err)
 			}
 		}
 	})

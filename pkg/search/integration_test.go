@@ -58,10 +58,16 @@ type fixture struct {
 	id, lastUpdated, json string
 }
 
-// store writes resources in the repository's layout, search fields from Fields.
+// store writes resources in the repository's layout, search fields from
+// Fields, into the collection named after their type.
 func store(t *testing.T, ctx context.Context, resourceType string, fixtures []fixture) *mongo.Collection {
 	t.Helper()
-	coll := db.Collection(resourceType)
+	return storeIn(t, ctx, resourceType, resourceType, fixtures)
+}
+
+func storeIn(t *testing.T, ctx context.Context, collection, resourceType string, fixtures []fixture) *mongo.Collection {
+	t.Helper()
+	coll := db.Collection(collection)
 	if err := coll.Drop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -397,5 +403,38 @@ func TestIndexKeysCreate(t *testing.T) {
 	}
 	if len(names) != len(models) || !strings.Contains(strings.Join(names, ","), "s_profile_type") {
 		t.Errorf("created %v", names)
+	}
+}
+
+// TestScopedOnFerretDB runs filters with the repository's scoping added.
+func TestScopedOnFerretDB(t *testing.T) {
+	ctx := testContext(t)
+	coll := storeIn(t, ctx, "Patient_scoped", "Patient", []fixture{
+		{"p1", "2024-01-01T00:00:00Z", `{"gender":"female","name":[{"family":"Smith"}]}`},
+		{"p2", "2024-01-02T00:00:00Z", `{"gender":"female","name":[{"family":"Smithers"}]}`},
+		{"p3", "2024-01-03T00:00:00Z", `{"gender":"male"}`},
+	})
+	tests := []struct {
+		name, query, project string
+		want                 []string
+	}{
+		{"own project", "gender=female", "proj1", []string{"p1", "p2"}},
+		{"other project", "gender=female", "proj2", nil},
+		{"_project agreeing", "_project=proj1&name=smith&name=smithe", "proj1", []string{"p2"}},
+		{"_project disagreeing", "_project=proj2", "proj1", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q, err := Parse("Patient", mustQuery(t, tc.query))
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.Filter = q.Scoped(bson.E{Key: "project", Value: tc.project}, bson.E{Key: "deleted", Value: false})
+			got := find(t, ctx, coll, q)
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
+				t.Errorf("%s: got %v, want %v (filter %s)", tc.query, got, tc.want, extJSON(t, q.Filter))
+			}
+		})
 	}
 }

@@ -121,6 +121,8 @@ func Parse(resourceType string, q url.Values) (*Query, error) {
 
 		var err error
 		switch {
+		case code == "":
+			return nil, fhir.BadRequest("Search parameter without a name", key)
 		case strings.Contains(code, "."):
 			return nil, fhir.BadRequest("Chained search is not supported: "+clip(key), key)
 		case code == "_id":
@@ -339,6 +341,26 @@ func (f *filter) done() bson.D {
 		d = append(d, bson.E{Key: "$and", Value: f.more})
 	}
 	return d
+}
+
+// Scoped returns the filter with the repository's own conditions (project, deleted) first, each field still once at the top level.
+//
+// A condition on a field the query also constrains, such as project when
+// _project was given, joins the trailing $and rather than repeating a key,
+// which MongoDB would not read as AND.
+func (q *Query) Scoped(conds ...bson.E) bson.D {
+	var f filter
+	for _, c := range conds {
+		f.add(c.Key, c.Value)
+	}
+	for _, e := range q.Filter {
+		if more, ok := e.Value.(bson.A); ok && e.Key == "$and" {
+			f.more = append(f.more, more...)
+			continue
+		}
+		f.add(e.Key, e.Value)
+	}
+	return f.done()
 }
 
 // oneOf is an equality on field with any of values.

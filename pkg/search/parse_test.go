@@ -66,6 +66,7 @@ func TestParseFilters(t *testing.T) {
 		{"string exact", "Patient", "family:exact=Smith", `{"s_family_exact":"Smith"}`, ""},
 		{"string contains", "Patient", "given:contains=an", `{"s_given":{"$regex":"an"}}`, ""},
 		{"string escaped comma", "Patient", `name=a\,b`, `{"s_name":{"$regex":"^a,b"}}`, ""},
+		{"string with a NUL byte", "Patient", "name=a%00b", `{"s_name":{"$regex":"^a\\x00b"}}`, ""},
 		{"string repeated is AND", "Patient", "name=jo&name=sm",
 			`{"s_name":{"$regex":"^jo"},"$and":[{"s_name":{"$regex":"^sm"}}]}`, ""},
 		{"token code", "Patient", "identifier=123", `{"s_identifier":"123"}`, ""},
@@ -197,6 +198,7 @@ func TestParseErrors(t *testing.T) {
 		{"parameter of another type", "ProjectMembership", "birthdate=2000", "Unknown search parameter: birthdate", "birthdate"},
 		{"left-out parameter", "Patient", "phonetic=smith", "Unknown search parameter: phonetic", "phonetic"},
 		{"unknown special", "Patient", "_foo=1", "Unknown search parameter: _foo", "_foo"},
+		{"no name", "Patient", ":exact=1", "Search parameter without a name", ":exact"},
 		{"unsupported special", "Patient", "_include=Patient:organization", "Unsupported search parameter: _include", "_include"},
 		{"chained", "Observation", "subject.name=x", "Chained search is not supported: subject.name", "subject.name"},
 		{"count too large", "Patient", "_count=1001", "Invalid _count: must be an integer from 0 to 1000", "_count"},
@@ -247,6 +249,31 @@ func TestParseErrors(t *testing.T) {
 			}
 			if got := fe.Outcome.Issue[0].Expression; !reflect.DeepEqual(got, []string{tc.expr}) {
 				t.Errorf("expression %v, want [%s]", got, tc.expr)
+			}
+		})
+	}
+}
+
+func TestScoped(t *testing.T) {
+	tests := []struct {
+		name  string
+		query string
+		want  string
+	}{
+		{"no conditions of its own", "", `{"project":"p1","deleted":false}`},
+		{"other fields", "name=jo", `{"project":"p1","deleted":false,"s_name":{"$regex":"^jo"}}`},
+		{"_project joins the $and", "_project=p2&name=jo&name=sm",
+			`{"project":"p1","deleted":false,"s_name":{"$regex":"^jo"},"$and":[{"project":"p2"},{"s_name":{"$regex":"^sm"}}]}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q, err := Parse("Patient", mustQuery(t, tc.query))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := extJSON(t, q.Scoped(bson.E{Key: "project", Value: "p1"}, bson.E{Key: "deleted", Value: false}))
+			if got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
 		})
 	}

@@ -29,6 +29,16 @@ type Login struct {
 	Client     string `json:"c,omitempty"`
 	Scope      string `json:"s,omitempty"`
 	Revoked    bool   `json:"r,omitempty"`
+
+	// The sign-in flow's state, used by identity only.
+	CodeDigest      string `json:"cd,omitempty"`
+	Challenge       string `json:"ch,omitempty"`
+	ChallengeMethod string `json:"chm,omitempty"`
+	Granted         bool   `json:"g,omitempty"`
+	RefreshDigest   string `json:"rd,omitempty"`
+	Nonce           string `json:"n,omitempty"`
+	AuthTime        int64  `json:"at,omitempty"`
+	Project         string `json:"p,omitempty"` // the project asked for at sign-in
 }
 
 // Membership is what a token may do in its project.
@@ -90,6 +100,35 @@ func (s *Store) DeleteMembership(ctx context.Context, id string) error {
 		return nil
 	}
 	return err
+}
+
+// UpdateLogin applies f to a login and stores it only if no one changed it
+// meanwhile (compare-and-set on the bucket revision), so a code or refresh
+// token is spent exactly once even when two requests race.
+func (s *Store) UpdateLogin(ctx context.Context, id string, f func(*Login) error) (*Login, error) {
+	for i := 0; i < 10; i++ {
+		e, err := s.logins.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		l := &Login{}
+		if err := json.Unmarshal(e.Value(), l); err != nil {
+			return nil, err
+		}
+		if err := f(l); err != nil {
+			return nil, err
+		}
+		b, _ := json.Marshal(l)
+		if _, err := s.logins.Update(ctx, id, b, e.Revision()); err != nil {
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+				continue
+			}
+			return nil, err
+		}
+		return l, nil
+	}
+	return nil, errors.New("login: too many concurrent updates")
 }
 
 // GetLogin reads one login from the bucket.

@@ -9,9 +9,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/saga"
 )
 
 // Config is what the FHIR service needs to know.
@@ -23,6 +26,9 @@ type Config struct {
 type Service struct {
 	cfg      Config
 	nc       *nats.Conn
+	js       jetstream.JetStream
+	invites  *invite.Store
+	stopSaga func()
 	repo     *repo.Repo
 	log      *slog.Logger
 	svc      *bus.Service
@@ -30,11 +36,11 @@ type Service struct {
 }
 
 // New wires the service.
-func New(cfg Config, nc *nats.Conn, r *repo.Repo, log *slog.Logger) *Service {
+func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{cfg: cfg, nc: nc, repo: r, log: log.With("service", "fhir")}
+	return &Service{cfg: cfg, nc: nc, js: js, repo: r, log: log.With("service", "fhir")}
 }
 
 // Start creates indexes and starts answering requests.
@@ -44,6 +50,12 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.metadata = capabilityStatement(s.cfg.BaseURL)
 	var err error
+	if s.invites, err = invite.Open(ctx, s.js); err != nil {
+		return err
+	}
+	if s.stopSaga, err = saga.Consume(ctx, s.js, "fhir-invite-profile", invite.SubjProfile, s.inviteProfile, s.profileFailed, s.log); err != nil {
+		return err
+	}
 	s.svc, err = bus.Serve(s.nc, "fhir", "1.0.0", map[string]bus.Handler{
 		bus.SubjMetadata: s.capabilities,
 		bus.SubjRead:     s.read,
@@ -60,6 +72,9 @@ func (s *Service) Start(ctx context.Context) error {
 
 // Stop drains in-flight requests.
 func (s *Service) Stop(ctx context.Context) error {
+	if s.stopSaga != nil {
+		s.stopSaga()
+	}
 	if s.svc == nil {
 		return nil
 	}

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
-
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
@@ -308,7 +306,7 @@ func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if !isMediaType(r.Get("Content-Type"), "application/json-patch+json") {
 		return nil, fhir.UnsupportedMediaType()
 	}
-	ops, err := parsePatch(r.Body)
+	ops, err := fhir.ParsePatch(r.Body)
 	if err != nil {
 		return nil, err
 	}
@@ -319,9 +317,9 @@ func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if v := ifMatch(r.Get("If-Match")); v != "" && v != cur.VersionID {
 		return nil, fhir.PreconditionFailed()
 	}
-	patched, err := ops.Apply(cur.JSON)
+	patched, err := fhir.ApplyPatch(ops, cur.JSON)
 	if err != nil {
-		return nil, fhir.BadRequest("Patch failed: " + err.Error())
+		return nil, err
 	}
 	res, err := fhir.Decode(patched)
 	if err != nil {
@@ -341,41 +339,26 @@ func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, err
 	return resourceResponse(200, out), nil
 }
 
-// parsePatch checks a JSON Patch body the way Medplum reports its faults.
-func parsePatch(body []byte) (jsonpatch.Patch, error) {
-	var raw []json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		var anyv any
-		if json.Unmarshal(body, &anyv) != nil {
-			return nil, fhir.BadRequest("Content could not be parsed")
-		}
-		return nil, fhir.BadRequest("Patch body must be an array")
-	}
-	if len(raw) == 0 {
-		return nil, fhir.BadRequest("Empty patch body")
-	}
-	p, err := jsonpatch.DecodePatch(body)
-	if err != nil {
-		return nil, fhir.BadRequest("Invalid patch: " + err.Error())
-	}
-	for i, op := range p {
-		kind := op.Kind()
-		switch kind {
-		case "add", "remove", "replace", "move", "copy", "test":
-		default:
-			return nil, fhir.BadRequest("Invalid patch operation: "+kind, "["+strconv.Itoa(i)+"].op")
-		}
-		if _, err := op.Path(); err != nil {
-			return nil, fhir.BadRequest("Invalid patch path", "["+strconv.Itoa(i)+"].path")
-		}
-	}
-	return p, nil
-}
-
 func (s *Service) delete(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	typ, sc, err := target(r, access.Delete)
 	if err != nil {
 		return nil, err
+	}
+	switch typ {
+	case "Patient", "Practitioner", "RelatedPerson":
+		// Deleting a member's profile would break their sign-in for good
+		// (Medplum only logs a warning); refuse and say what to do.
+		cur, err := s.repo.Read(ctx, sc, typ, r.Param("id"))
+		if err != nil {
+			return nil, err
+		}
+		mid, err := s.memberOf(ctx, cur.Project, typ+"/"+cur.ID)
+		if err != nil {
+			return nil, err
+		}
+		if mid != "" {
+			return nil, fhir.Conflict("Resource is the profile of ProjectMembership/" + mid + "; remove the member first")
+		}
 	}
 	if err := s.repo.Delete(ctx, sc, typ, r.Param("id")); err != nil {
 		var fe *fhir.Error

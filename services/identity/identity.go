@@ -11,11 +11,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/saga"
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
@@ -33,6 +36,10 @@ type Config struct {
 type Service struct {
 	cfg      Config
 	nc       *nats.Conn
+	js       jetstream.JetStream
+	invites  *invite.Store
+	limiter  *signinLimiter
+	stopSaga func()
 	repo     *repo.Repo
 	creds    *mongo.Collection
 	sessions *session.Store
@@ -49,7 +56,7 @@ type Service struct {
 }
 
 // New wires the service; Start or Run brings it up.
-func New(cfg Config, nc *nats.Conn, db *mongo.Database, r *repo.Repo, sessions *session.Store, log *slog.Logger) *Service {
+func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, db *mongo.Database, r *repo.Repo, sessions *session.Store, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -57,7 +64,7 @@ func New(cfg Config, nc *nats.Conn, db *mongo.Database, r *repo.Repo, sessions *
 		cfg.TokenLifetime = time.Hour
 	}
 	return &Service{
-		cfg: cfg, nc: nc, repo: r, creds: db.Collection("credentials"), sessions: sessions,
+		cfg: cfg, nc: nc, js: js, repo: r, limiter: newSigninLimiter(), creds: db.Collection("credentials"), sessions: sessions,
 		log: log.With("service", "identity"), clients: map[string]*clientEntry{},
 	}
 }
@@ -73,6 +80,12 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.SuperAdmin, err = s.bootstrap(ctx); err != nil {
 		return fmt.Errorf("super-admin bootstrap: %w", err)
 	}
+	if s.invites, err = invite.Open(ctx, s.js); err != nil {
+		return err
+	}
+	if s.stopSaga, err = saga.Consume(ctx, s.js, "identity-invite-user", invite.SubjUser, s.inviteUser, s.inviteFailed, s.log); err != nil {
+		return err
+	}
 	// A changed client or membership may change what a client token means.
 	if s.evSub, err = s.nc.Subscribe(bus.EventPrefix+"*.*", s.onResourceEvent); err != nil {
 		return err
@@ -83,6 +96,11 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.SubjJWKS:      s.jwks,
 		bus.SubjDiscovery: s.discovery,
 		bus.SubjClientNew: s.createClient,
+		bus.SubjLogin:     s.login,
+		bus.SubjProfile:   s.chooseProfile,
+		bus.SubjSetPass:   s.setPassword,
+		bus.SubjResetPass: s.resetPassword,
+		bus.SubjLogout:    s.logout,
 	}, s.log)
 	return err
 }
@@ -91,6 +109,9 @@ func (s *Service) Start(ctx context.Context) error {
 func (s *Service) Stop(ctx context.Context) error {
 	if s.evSub != nil {
 		_ = s.evSub.Unsubscribe()
+	}
+	if s.stopSaga != nil {
+		s.stopSaga()
 	}
 	if s.svc == nil {
 		return nil
@@ -107,4 +128,9 @@ func (s *Service) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return s.Stop(sctx)
+}
+
+// inviteFailed marks an invite failed when its user step cannot succeed.
+func (s *Service) inviteFailed(ctx context.Context, data []byte, err error) {
+	invite.Fail(ctx, s.invites, s.nc, data, invite.StepUser, err, s.log)
 }

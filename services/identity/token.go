@@ -54,6 +54,10 @@ func (s *Service) token(ctx context.Context, r *bus.Request) (*bus.Response, err
 		return tokenError("invalid_request", "Missing grant_type"), nil
 	case "client_credentials":
 		return s.clientCredentials(ctx, r, form)
+	case "authorization_code":
+		return s.authorizationCode(ctx, form)
+	case "refresh_token":
+		return s.refreshToken(ctx, form)
 	default:
 		return tokenError("invalid_request", "Unsupported grant_type"), nil
 	}

@@ -8,21 +8,31 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/invite"
+	"github.com/pinion-health/pinion/pkg/mail"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/saga"
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
 // Config is what the membership service needs to know.
 type Config struct {
 	BaseURL string
+	// Mailer sends e-mails from the queue (SMTP, or .eml files).
+	Mailer mail.Sender
 }
 
 // Service is the membership service.
 type Service struct {
 	cfg      Config
 	nc       *nats.Conn
+	js       jetstream.JetStream
+	invites  *invite.Store
+	mailer   mail.Sender
+	stops    []func()
 	repo     *repo.Repo
 	sessions *session.Store
 	log      *slog.Logger
@@ -30,24 +40,50 @@ type Service struct {
 }
 
 // New wires the service.
-func New(cfg Config, nc *nats.Conn, r *repo.Repo, sessions *session.Store, log *slog.Logger) *Service {
+func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessions *session.Store, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{cfg: cfg, nc: nc, repo: r, sessions: sessions, log: log.With("service", "membership")}
+	return &Service{cfg: cfg, nc: nc, js: js, mailer: cfg.Mailer, repo: r, sessions: sessions, log: log.With("service", "membership")}
 }
 
 // Start starts answering requests.
 func (s *Service) Start(ctx context.Context) error {
 	var err error
+	if s.invites, err = invite.Open(ctx, s.js); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name, subject string
+		h             saga.Handler
+		dead          saga.DeadLetter
+	}{
+		{"membership-invite-membership", invite.SubjMembership, s.inviteMembership, s.membershipFailed},
+		{"membership-mail", mail.Subject, s.sendMail, s.mailFailed},
+	} {
+		stop, err := saga.Consume(ctx, s.js, c.name, c.subject, c.h, c.dead, s.log)
+		if err != nil {
+			return err
+		}
+		s.stops = append(s.stops, stop)
+	}
 	s.svc, err = bus.Serve(s.nc, "membership", "1.0.0", map[string]bus.Handler{
 		bus.SubjProjectCreate: s.createProject,
+		bus.SubjProjectGet:    s.getProject,
+		bus.SubjInvite:        s.invite,
+		bus.SubjMemberGet:     s.getMember,
+		bus.SubjMemberUpdate:  s.updateMember,
+		bus.SubjMemberPatch:   s.patchMember,
+		bus.SubjMemberDelete:  s.deleteMember,
 	}, s.log)
 	return err
 }
 
 // Stop drains in-flight requests.
 func (s *Service) Stop(ctx context.Context) error {
+	for _, stop := range s.stops {
+		stop()
+	}
 	if s.svc == nil {
 		return nil
 	}

@@ -408,9 +408,9 @@ func compilePath(sch *schema, paramType, root string, ops rawPath) (string, erro
 	if len(ops) == 0 {
 		return "", errors.New("path selects the resource itself")
 	}
-	cur := []alt{{typ: root}}
+	cur := []alt{{}} // a resource type without a StructureDefinition is unknown
 	if td, ok := sch.types[root]; ok {
-		cur[0].sd, cur[0].path = root, td.root
+		cur[0] = alt{typ: root, sd: root, path: td.root}
 	}
 	var steps []step
 	var pending []alt // the last member step, which ofType may still narrow
@@ -572,12 +572,12 @@ func indexable(paramType, t string) bool {
 	return false
 }
 
-// prune drops the known alternatives that have no element called name.
+// prune drops the alternatives of known type that have no element called name.
 func prune(sch *schema, alts []alt, name string) []alt {
 	var kept []alt
 	for _, a := range alts {
 		td := sch.types[a.sd]
-		if td == nil || td.elems[a.path+"."+name] != nil {
+		if (td == nil && a.typ == "") || (td != nil && td.elems[a.path+"."+name] != nil) {
 			kept = append(kept, a)
 		}
 	}
@@ -594,7 +594,9 @@ func member(sch *schema, cur []alt, name string) ([]alt, error) {
 	for _, c := range cur {
 		td := sch.types[c.sd]
 		if td == nil {
-			unknown = true
+			// An element of unknown type may have any member; one of a
+			// known type without a definition (a primitive) has none.
+			unknown = unknown || c.typ == ""
 			continue
 		}
 		ed := td.elems[c.path+"."+name]

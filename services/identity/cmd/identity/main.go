@@ -14,6 +14,6 @@ func main() {
 			SuperAdminClientID: cfg.SuperAdminClientID,
 			SuperAdminSecret:   cfg.SuperAdminSecret,
 			TokenLifetime:      cfg.AccessTokenLifetime,
-		}, c.NC, c.DB, c.Repo, c.Sessions, nil), nil
+		}, c.NC, c.JS, c.DB, c.Repo, c.Sessions, nil), nil
 	})
 }

@@ -1,0 +1,72 @@
+package standalone
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A service that stops in the middle of an invite saga: the HTTP call
+// answers 504 with the invite id, and once the service is back the saga
+// completes with exactly one user, one profile and one membership.
+func TestInviteSurvivesServiceOutage(t *testing.T) {
+	for _, svc := range []string{"identity", "fhir"} {
+		t.Run(svc, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := testConfig(dir, map[string]string{"PINION_REQUEST_TIMEOUT": "3s"})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			st, err := Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			saved := base
+			base = "http://" + st.Addr + "/"
+			defer func() { base = saved }()
+			waitReadyAt(t, base)
+			pid, su := adminProject(t, "Outage "+svc)
+
+			if err := st.StopService(svc); err != nil {
+				t.Fatal(err)
+			}
+			email := svc + "-outage@example.com"
+			r := do(t, "POST", "admin/projects/"+pid+"/invite", su, "application/json",
+				inviteBody("resourceType", "Practitioner", "firstName", "Out", "lastName", "Age", "email", email, "sendEmail", false))
+			expect(t, r, 504)
+			issue := r.json(t)["issue"].([]any)[0].(map[string]any)
+			if d, _ := issue["diagnostics"].(string); !strings.HasPrefix(d, "invite/") {
+				t.Fatalf("504 without the invite id: %s", r.body)
+			}
+			if err := st.StartService(ctx, svc); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				r = do(t, "GET", "fhir/R4/ProjectMembership?_project="+pid+"&profile-type=Practitioner", su, "", nil)
+				expect(t, r, 200)
+				if e, _ := r.json(t)["entry"].([]any); len(e) == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("saga did not complete: %s", r.body)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			for _, q := range []string{"User?email=" + email, "Practitioner?email=" + email + "&_project=" + pid} {
+				r = do(t, "GET", "fhir/R4/"+q, su, "", nil)
+				expect(t, r, 200)
+				if e, _ := r.json(t)["entry"].([]any); len(e) != 1 {
+					t.Errorf("%s: %d results, want 1: %s", q, len(e), r.body)
+				}
+			}
+			// The same invite again is now a plain conflict.
+			r = do(t, "POST", "admin/projects/"+pid+"/invite", su, "application/json",
+				inviteBody("resourceType", "Practitioner", "firstName", "Out", "lastName", "Age", "email", email, "sendEmail", false))
+			expect(t, r, 409)
+		})
+	}
+}

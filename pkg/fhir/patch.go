@@ -1,0 +1,50 @@
+package fhir
+
+import (
+	"encoding/json"
+	"strconv"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+)
+
+// ParsePatch checks a JSON Patch (RFC 6902) body, reporting faults the way
+// Medplum does. evanphx/json-patch applies it: it is the maintained Go
+// implementation of the RFC, and handles test, move and copy.
+func ParsePatch(body []byte) (jsonpatch.Patch, error) {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		var v any
+		if json.Unmarshal(body, &v) != nil {
+			return nil, BadRequest("Content could not be parsed")
+		}
+		return nil, BadRequest("Patch body must be an array")
+	}
+	if len(raw) == 0 {
+		return nil, BadRequest("Empty patch body")
+	}
+	p, err := jsonpatch.DecodePatch(body)
+	if err != nil {
+		return nil, BadRequest("Invalid patch: " + err.Error())
+	}
+	for i, op := range p {
+		switch kind := op.Kind(); kind {
+		case "add", "remove", "replace", "move", "copy", "test":
+		default:
+			return nil, BadRequest("Invalid patch operation: "+kind, "["+strconv.Itoa(i)+"].op")
+		}
+		if _, err := op.Path(); err != nil {
+			return nil, BadRequest("Invalid patch path", "["+strconv.Itoa(i)+"].path")
+		}
+	}
+	return p, nil
+}
+
+// ApplyPatch applies a parsed patch to a resource's JSON; a failing
+// operation (a failed test, a missing path) is a 400.
+func ApplyPatch(p jsonpatch.Patch, doc []byte) ([]byte, error) {
+	out, err := p.Apply(doc)
+	if err != nil {
+		return nil, BadRequest("Patch failed: " + err.Error())
+	}
+	return out, nil
+}

@@ -1,0 +1,215 @@
+// Package invite is the shared model of the invite saga (endpoint E2): the
+// request, the record of its progress kept in a NATS key-value bucket, and
+// the step subjects. Membership orchestrates; identity creates the User,
+// fhir the profile, membership the ProjectMembership and the e-mail.
+package invite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/saga"
+)
+
+// Step subjects, in saga order.
+const (
+	SubjUser       = saga.SubjectPrefix + "invite.user"
+	SubjProfile    = saga.SubjectPrefix + "invite.profile"
+	SubjMembership = saga.SubjectPrefix + "invite.membership"
+	SubjEmail      = saga.SubjectPrefix + "invite.email"
+)
+
+// Step names, as they appear in Record.Steps.
+const (
+	StepUser       = "user"
+	StepProfile    = "profile"
+	StepMembership = "membership"
+	StepEmail      = "email"
+)
+
+// DoneSubject is where the end of an invite is announced (core NATS), for
+// the HTTP request waiting on it.
+func DoneSubject(id string) string { return "pinion.invite.done." + id }
+
+// Bucket keeps invite records.
+const Bucket = "pinion_invites"
+
+// Request is a validated invite.
+type Request struct {
+	ProjectID     string `json:"projectId"`
+	ProjectName   string `json:"projectName"`
+	ResourceType  string `json:"resourceType"`
+	FirstName     string `json:"firstName"`
+	LastName      string `json:"lastName"`
+	Email         string `json:"email,omitempty"`
+	ExternalID    string `json:"externalId,omitempty"`
+	ProjectScoped bool   `json:"projectScoped"`
+	// PasswordHash is the argon2id hash of an initial password, if one was given.
+	PasswordHash       string         `json:"passwordHash,omitempty"`
+	SendEmail          bool           `json:"sendEmail"`
+	Membership         map[string]any `json:"membership"` // template: admin, access, accessPolicy, externalId, invitedBy
+	Profile            string         `json:"profile,omitempty"`
+	Upsert             bool           `json:"upsert,omitempty"`
+	ForceNewMembership bool           `json:"forceNewMembership,omitempty"`
+	InvitedBy          string         `json:"invitedBy,omitempty"`
+}
+
+// StepState is one step's progress.
+type StepState struct {
+	State    string    `json:"state"` // pending, done, failed, skipped
+	Attempts int       `json:"attempts,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	At       time.Time `json:"at,omitempty"`
+}
+
+// Failure is why an invite failed, as the HTTP answer will say it.
+type Failure struct {
+	Status int    `json:"status"`
+	Text   string `json:"text"`
+}
+
+// Record is an invite's state.
+type Record struct {
+	ID         string               `json:"id"`
+	Request    Request              `json:"request"`
+	Status     string               `json:"status"` // pending, done, failed
+	Steps      map[string]StepState `json:"steps"`
+	UserID     string               `json:"userId,omitempty"`
+	NewUser    bool                 `json:"newUser,omitempty"`
+	ProfileRef string               `json:"profile,omitempty"`
+	// ProfileCreated says the profile is this invite's own, to undo on failure.
+	ProfileCreated bool      `json:"profileCreated,omitempty"`
+	MembershipID   string    `json:"membershipId,omitempty"`
+	Failure        *Failure  `json:"failure,omitempty"`
+	Created        time.Time `json:"created"`
+	Updated        time.Time `json:"updated"`
+}
+
+// Message is the payload of a step.
+type Message struct {
+	InviteID string `json:"invite"`
+	// SetPasswordURL travels from the user step to the e-mail step for a new
+	// user; it is never written to the record.
+	SetPasswordURL string `json:"setPasswordUrl,omitempty"`
+}
+
+// Store reads and writes invite records.
+type Store struct {
+	kv jetstream.KeyValue
+	js jetstream.JetStream
+}
+
+// Open creates the bucket and the step stream if needed.
+func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
+	if err := saga.EnsureStream(ctx, js); err != nil {
+		return nil, err
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:  Bucket,
+		History: 1,
+		Storage: jetstream.FileStorage,
+		TTL:     30 * 24 * time.Hour,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kv bucket %s: %w", Bucket, err)
+	}
+	return &Store{kv: kv, js: js}, nil
+}
+
+// Create stores a new record.
+func (s *Store) Create(ctx context.Context, r *Record) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = s.kv.Create(ctx, r.ID, b)
+	return err
+}
+
+// Get reads a record.
+func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
+	e, err := s.kv.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	r := &Record{}
+	return r, json.Unmarshal(e.Value(), r)
+}
+
+// Update applies f to the current record and stores it if no one else
+// changed it meanwhile, retrying on a concurrent change.
+func (s *Store) Update(ctx context.Context, id string, f func(*Record) error) (*Record, error) {
+	for i := 0; i < 20; i++ {
+		e, err := s.kv.Get(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("invite %s: %w", id, err)
+		}
+		r := &Record{}
+		if err := json.Unmarshal(e.Value(), r); err != nil {
+			return nil, err
+		}
+		if err := f(r); err != nil {
+			return nil, err
+		}
+		r.Updated = time.Now().UTC()
+		b, _ := json.Marshal(r)
+		if _, err := s.kv.Update(ctx, id, b, e.Revision()); err != nil {
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+				continue
+			}
+			return nil, fmt.Errorf("invite %s: %w", id, err)
+		}
+		return r, nil
+	}
+	return nil, fmt.Errorf("invite %s: too many concurrent updates", id)
+}
+
+// Next publishes the step that follows, idempotently per invite and step.
+func (s *Store) Next(ctx context.Context, subject string, m Message) error {
+	b, _ := json.Marshal(m)
+	return saga.Publish(ctx, s.js, subject, b, m.InviteID+":"+subject)
+}
+
+// MarkStep records a step's state.
+func MarkStep(r *Record, step, state, errText string) {
+	st := r.Steps[step]
+	st.State, st.Error, st.At = state, errText, time.Now().UTC()
+	if state != "pending" {
+		st.Attempts++
+	}
+	r.Steps[step] = st
+}
+
+// Fail marks the invite of a dead step failed, with the step's error (a
+// *fhir.Error keeps its status and text; anything else is a 500), and
+// announces the end to whoever waits.
+func Fail(ctx context.Context, s *Store, nc *nats.Conn, data []byte, step string, cause error, log *slog.Logger) {
+	var m Message
+	if json.Unmarshal(data, &m) != nil {
+		return
+	}
+	f := &Failure{Status: 500, Text: "Internal server error"}
+	var fe *fhir.Error
+	if errors.As(cause, &fe) {
+		f = &Failure{Status: fe.Status, Text: fe.Message()}
+	}
+	if _, err := s.Update(ctx, m.InviteID, func(r *Record) error {
+		MarkStep(r, step, "failed", cause.Error())
+		if r.Status == "pending" {
+			r.Status, r.Failure = "failed", f
+		}
+		return nil
+	}); err != nil {
+		log.Error("mark invite failed", "invite", m.InviteID, "err", err)
+	}
+	_ = nc.Publish(DoneSubject(m.InviteID), nil)
+}

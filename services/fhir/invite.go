@@ -1,0 +1,110 @@
+package fhir
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/google/uuid"
+
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/invite"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/saga"
+	"github.com/pinion-health/pinion/pkg/search"
+)
+
+var idNamespace = uuid.MustParse("3c6b2a51-0f9d-4e27-9b1e-7d2e4f8a6c13")
+
+// inviteProfile is the saga's second step: reuse the project's profile of
+// that type with the invitee's e-mail, or create one.
+func (s *Service) inviteProfile(ctx context.Context, data []byte) error {
+	var m invite.Message
+	if err := json.Unmarshal(data, &m); err != nil {
+		return saga.Permanent(err)
+	}
+	rec, err := s.invites.Get(ctx, m.InviteID)
+	if err != nil {
+		return err
+	}
+	if rec.Status != "pending" {
+		return nil
+	}
+	if rec.Steps[invite.StepProfile].State == "done" {
+		return s.invites.Next(ctx, invite.SubjMembership, m)
+	}
+	req := rec.Request
+	ref, created := req.Profile, false
+	if ref == "" && req.Email != "" {
+		if ref, err = s.profileByEmail(ctx, req.ProjectID, req.ResourceType, req.Email); err != nil {
+			return err
+		}
+	}
+	if ref == "" {
+		id := uuid.NewSHA1(idNamespace, []byte("invite-profile:"+rec.ID)).String()
+		p := map[string]any{
+			"resourceType": req.ResourceType,
+			"name":         []any{map[string]any{"given": []any{req.FirstName}, "family": req.LastName}},
+		}
+		if req.Email != "" {
+			p["telecom"] = []any{map[string]any{"system": "email", "use": "work", "value": req.Email}}
+		}
+		_, err := s.repo.Create(ctx, repo.System, p, repo.WriteOptions{ID: id, Project: req.ProjectID})
+		var fe *fhir.Error
+		if err != nil && !(errors.As(err, &fe) && fe.Status == 409) {
+			if errors.As(err, &fe) && fe.Status < 500 {
+				return saga.Permanent(err)
+			}
+			return fmt.Errorf("create profile: %w", err)
+		}
+		ref, created = req.ResourceType+"/"+id, true
+	}
+	if _, err := s.invites.Update(ctx, rec.ID, func(r *invite.Record) error {
+		r.ProfileRef, r.ProfileCreated = ref, created
+		invite.MarkStep(r, invite.StepProfile, "done", "")
+		return nil
+	}); err != nil {
+		return err
+	}
+	return s.invites.Next(ctx, invite.SubjMembership, m)
+}
+
+// profileByEmail finds the project's one resource of the type with that
+// e-mail: "" if none, 412 if several.
+func (s *Service) profileByEmail(ctx context.Context, project, typ, email string) (string, error) {
+	q, err := search.Parse(typ, url.Values{"email": {email}, "_count": {"2"}})
+	if err != nil {
+		return "", err
+	}
+	page, err := s.repo.Search(ctx, repo.Scope{Project: project}, typ, q)
+	if err != nil {
+		return "", err
+	}
+	switch len(page.Resources) {
+	case 0:
+		return "", nil
+	case 1:
+		return typ + "/" + page.Resources[0].ID, nil
+	}
+	return "", saga.Permanent(fhir.MultipleMatches())
+}
+
+// profileFailed marks an invite failed when its profile step cannot succeed.
+func (s *Service) profileFailed(ctx context.Context, data []byte, err error) {
+	invite.Fail(ctx, s.invites, s.nc, data, invite.StepProfile, err, s.log)
+}
+
+// memberOf returns the id of a membership whose profile is ref, or "".
+func (s *Service) memberOf(ctx context.Context, project, ref string) (string, error) {
+	q, err := search.Parse("ProjectMembership", url.Values{"profile": {ref}, "_count": {"1"}})
+	if err != nil {
+		return "", err
+	}
+	page, err := s.repo.Search(ctx, repo.Scope{Project: project}, "ProjectMembership", q)
+	if err != nil || len(page.Resources) == 0 {
+		return "", err
+	}
+	return page.Resources[0].ID, nil
+}

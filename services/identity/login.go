@@ -1,0 +1,471 @@
+package identity
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"mime"
+	"net/mail"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/search"
+	"github.com/pinion-health/pinion/pkg/session"
+)
+
+// refreshLifetime is how long a refresh token is good (Medplum: two weeks).
+const refreshLifetime = 14 * 24 * time.Hour
+
+func decodeJSONBody(r *bus.Request, v any) error {
+	mt, _, _ := mime.ParseMediaType(r.Get("Content-Type"))
+	if mt != "application/json" && mt != "application/fhir+json" {
+		return fhir.UnsupportedMediaType()
+	}
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		return fhir.BadRequest("Content could not be parsed")
+	}
+	return nil
+}
+
+// memberChoice is one membership a user may sign in as.
+type memberChoice struct {
+	ID      string          `json:"id"`
+	Project *fhir.Reference `json:"project"`
+	Profile *fhir.Reference `json:"profile"`
+}
+
+// login is POST /auth/login: e-mail and password, with PKCE.
+func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	var in struct {
+		Email               string `json:"email"`
+		Password            string `json:"password"`
+		Scope               string `json:"scope"`
+		ProjectID           string `json:"projectId"`
+		ClientID            string `json:"clientId"`
+		Nonce               string `json:"nonce"`
+		CodeChallenge       string `json:"codeChallenge"`
+		CodeChallengeMethod string `json:"codeChallengeMethod"`
+	}
+	if err := decodeJSONBody(r, &in); err != nil {
+		return nil, err
+	}
+	var issues []fhir.Issue
+	if _, err := mail.ParseAddress(in.Email); err != nil || !strings.Contains(in.Email, "@") {
+		issues = append(issues, fhir.FieldIssue("email", "Valid email address is required"))
+	}
+	if len(in.Password) < 8 {
+		issues = append(issues, fhir.FieldIssue("password", "Invalid password, must be at least 8 characters"))
+	}
+	if in.CodeChallenge != "" && in.CodeChallengeMethod != "plain" && in.CodeChallengeMethod != "S256" {
+		issues = append(issues, fhir.FieldIssue("codeChallengeMethod", "Invalid code challenge method"))
+	}
+	if len(issues) > 0 {
+		return nil, fhir.Invalid(issues...)
+	}
+	if err := s.limiter.allow(r.Remote, strings.ToLower(in.Email)); err != nil {
+		return nil, err
+	}
+	email := strings.ToLower(in.Email)
+	userID := ""
+	var err error
+	if in.ProjectID != "" {
+		if userID, err = s.repo.ClaimOwner(ctx, repo.UserEmailKey(in.ProjectID, email)); err != nil {
+			return nil, err
+		}
+	}
+	if userID == "" {
+		if userID, err = s.repo.ClaimOwner(ctx, repo.UserEmailKey("", email)); err != nil {
+			return nil, err
+		}
+	}
+	if userID == "" {
+		s.limiter.failed(r.Remote, email)
+		return nil, fhir.BadRequest("User not found")
+	}
+	hash, err := s.passwordHash(ctx, userID)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	if hash != "" {
+		if ok, err = auth.CheckPassword(hash, in.Password); err != nil {
+			return nil, err
+		}
+	}
+	if !ok {
+		s.limiter.failed(r.Remote, email)
+		return nil, fhir.BadRequest("Email or password is invalid")
+	}
+	s.limiter.succeeded(email)
+	choices, err := s.memberships(ctx, "User/"+userID, in.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	if len(choices) == 0 {
+		return nil, fhir.BadRequest("User not found")
+	}
+	scope := in.Scope
+	if scope == "" {
+		scope = "openid"
+	}
+	l := session.Login{
+		User: "User/" + userID, Client: in.ClientID, Scope: scope, Nonce: in.Nonce,
+		Challenge: in.CodeChallenge, ChallengeMethod: in.CodeChallengeMethod,
+		AuthTime: time.Now().Unix(), Project: in.ProjectID,
+	}
+	loginID := uuid.NewString()
+	if len(choices) > 1 {
+		if _, err := s.sessions.PutLogin(ctx, loginID, l); err != nil {
+			return nil, err
+		}
+		return bus.JSON(200, map[string]any{"login": loginID, "memberships": choices}), nil
+	}
+	l.Membership = choices[0].ID
+	code := newCode(loginID, &l)
+	if _, err := s.sessions.PutLogin(ctx, loginID, l); err != nil {
+		return nil, err
+	}
+	return bus.JSON(200, map[string]any{"login": loginID, "code": code}), nil
+}
+
+// newCode makes an authorization code: the login id and a secret whose
+// digest the login keeps, so the code finds its login without a search.
+func newCode(loginID string, l *session.Login) string {
+	secret := auth.NewSecret()
+	l.CodeDigest = auth.SecretDigest(secret)
+	return loginID + "." + secret
+}
+
+// memberships lists the active memberships of a user (in one project, if given).
+func (s *Service) memberships(ctx context.Context, userRef, projectID string) ([]memberChoice, error) {
+	params := url.Values{"user": {userRef}, "_count": {"100"}}
+	if projectID != "" {
+		params.Set("project", "Project/"+projectID)
+	}
+	q, err := search.Parse("ProjectMembership", params)
+	if err != nil {
+		return nil, err
+	}
+	page, err := s.repo.Search(ctx, repo.System, "ProjectMembership", q)
+	if err != nil {
+		return nil, err
+	}
+	var out []memberChoice
+	for _, res := range page.Resources {
+		var m struct {
+			memberChoice
+			Active *bool `json:"active"`
+		}
+		if err := json.Unmarshal(res.JSON, &m); err != nil {
+			return nil, err
+		}
+		if m.Active != nil && !*m.Active {
+			continue
+		}
+		out = append(out, m.memberChoice)
+	}
+	return out, nil
+}
+
+// chooseProfile is POST /auth/profile: pick the membership of a login.
+func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	var in struct {
+		Login   string `json:"login"`
+		Profile string `json:"profile"`
+	}
+	if err := decodeJSONBody(r, &in); err != nil {
+		return nil, err
+	}
+	if in.Login == "" {
+		return nil, fhir.BadRequest("Missing login", "login")
+	}
+	if in.Profile == "" {
+		return nil, fhir.BadRequest("Missing profile", "profile")
+	}
+	var code string
+	_, err := s.sessions.UpdateLogin(ctx, in.Login, func(l *session.Login) error {
+		switch {
+		case l.Revoked:
+			return fhir.BadRequest("Login revoked")
+		case l.Granted:
+			return fhir.BadRequest("Login granted")
+		case l.Membership != "":
+			return fhir.BadRequest("Login profile already set")
+		}
+		choices, err := s.memberships(ctx, l.User, l.Project)
+		if err != nil {
+			return err
+		}
+		for _, c := range choices {
+			if c.ID == in.Profile {
+				l.Membership = c.ID
+				code = newCode(in.Login, l)
+				return nil
+			}
+		}
+		return fhir.BadRequest("Profile not found", "profile")
+	})
+	if err != nil {
+		var fe *fhir.Error
+		if !errors.As(err, &fe) {
+			return nil, fhir.NotFound()
+		}
+		return nil, err
+	}
+	return bus.JSON(200, map[string]any{"login": in.Login, "code": code}), nil
+}
+
+// authorizationCode redeems a code (once) for tokens, checking PKCE.
+func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.Response, error) {
+	code := form.Get("code")
+	if code == "" {
+		return tokenError("invalid_request", "Missing code"), nil
+	}
+	loginID, secret, ok := strings.Cut(code, ".")
+	if !ok {
+		return tokenError("invalid_request", "Invalid code"), nil
+	}
+	var terr *bus.Response
+	var refresh string
+	l, err := s.sessions.UpdateLogin(ctx, loginID, func(l *session.Login) error {
+		terr = nil
+		switch {
+		case !auth.SecretMatches(l.CodeDigest, secret):
+			terr = tokenError("invalid_request", "Invalid code")
+		case l.Revoked:
+			terr = tokenError("invalid_grant", "Token revoked")
+		case l.Granted:
+			// A code used twice is stolen or replayed: end the login.
+			l.Revoked = true
+			terr = tokenError("invalid_grant", "Token already granted")
+			return nil
+		case l.Membership == "":
+			terr = tokenError("invalid_request", "Invalid profile")
+		case l.Client != "" && form.Get("client_id") != "" && form.Get("client_id") != l.Client:
+			terr = tokenError("invalid_request", "Invalid client")
+		case l.Challenge == "":
+			terr = tokenError("invalid_request", "Missing verification context")
+		case form.Get("code_verifier") == "":
+			terr = tokenError("invalid_request", "Missing code verifier")
+		case !verifierMatches(l.Challenge, l.ChallengeMethod, form.Get("code_verifier")):
+			terr = tokenError("invalid_request", "Invalid code verifier")
+		}
+		if terr != nil {
+			return errStop
+		}
+		l.Granted = true
+		refresh = rotateRefresh(l)
+		return nil
+	})
+	if terr != nil {
+		return terr, nil
+	}
+	if err != nil {
+		return tokenError("invalid_request", "Invalid code"), nil
+	}
+	return s.userTokens(ctx, loginID, l, refresh)
+}
+
+// wantsRefresh reports whether the sign-in asked for a refresh token.
+func wantsRefresh(scope string) bool {
+	s := " " + scope + " "
+	return strings.Contains(s, " offline_access ") || strings.Contains(s, " offline ")
+}
+
+// rotateRefresh gives the login a new refresh secret (when it asked for
+// refresh tokens) and returns it; the old one stops working.
+func rotateRefresh(l *session.Login) string {
+	if !wantsRefresh(l.Scope) {
+		return ""
+	}
+	secret := auth.NewSecret()
+	l.RefreshDigest = auth.SecretDigest(secret)
+	return secret
+}
+
+var errStop = errors.New("stop")
+
+func verifierMatches(challenge, method, verifier string) bool {
+	want := verifier
+	if method == "S256" {
+		d := sha256.Sum256([]byte(verifier))
+		want = base64.RawURLEncoding.EncodeToString(d[:])
+	}
+	return subtle.ConstantTimeCompare([]byte(challenge), []byte(want)) == 1
+}
+
+// refreshToken rotates a refresh token; a spent one revokes the login.
+func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Response, error) {
+	raw := form.Get("refresh_token")
+	if raw == "" {
+		return tokenError("invalid_request", "Invalid refresh token"), nil
+	}
+	c, err := s.verifier().Verify(raw)
+	if err != nil || c.RefreshSecret == "" || c.LoginID == "" {
+		return tokenError("invalid_request", "Invalid refresh token"), nil
+	}
+	var terr *bus.Response
+	var refresh string
+	l, err := s.sessions.UpdateLogin(ctx, c.LoginID, func(l *session.Login) error {
+		terr = nil
+		switch {
+		case l.Revoked:
+			terr = tokenError("invalid_grant", "Token revoked")
+			return errStop
+		case !auth.SecretMatches(l.RefreshDigest, c.RefreshSecret):
+			// An old refresh token came back: someone holds a copy. End the chain.
+			l.Revoked = true
+			terr = tokenError("invalid_request", "Invalid token")
+			return nil
+		}
+		refresh = rotateRefresh(l)
+		return nil
+	})
+	if terr != nil {
+		return terr, nil
+	}
+	if err != nil {
+		return tokenError("invalid_request", "Invalid refresh token"), nil
+	}
+	return s.userTokens(ctx, c.LoginID, l, refresh)
+}
+
+// userTokens issues access and id tokens, and a refresh token carrying
+// refresh (the login's current refresh secret) when there is one.
+func (s *Service) userTokens(ctx context.Context, loginID string, l *session.Login, refresh string) (*bus.Response, error) {
+	m, err := s.sessions.GetMembership(ctx, l.Membership)
+	if err != nil || !m.Active {
+		return tokenError("access_denied", "Profile not active"), nil
+	}
+	_, uid, _ := fhir.SplitReference(l.User)
+	ac := &auth.Claims{LoginID: loginID, Username: uid, Profile: m.Profile, Scope: l.Scope, ClientID: l.Client}
+	ac.Subject = uid
+	ac.Audience = jwt.ClaimStrings{s.cfg.BaseURL}
+	access, err := s.signer.Sign(ac, s.cfg.TokenLifetime)
+	if err != nil {
+		return nil, err
+	}
+	idc := &auth.Claims{LoginID: loginID, FHIRUser: m.Profile, Nonce: l.Nonce, ClientID: l.Client}
+	idc.Subject = uid
+	idc.Audience = jwt.ClaimStrings{firstNonEmpty(l.Client, s.cfg.BaseURL)}
+	idTok, err := s.signer.Sign(idc, s.cfg.TokenLifetime)
+	if err != nil {
+		return nil, err
+	}
+	body := map[string]any{
+		"token_type": "Bearer", "expires_in": int(s.cfg.TokenLifetime.Seconds()), "scope": l.Scope,
+		"access_token": access, "id_token": idTok,
+		"project": fhir.Reference{Reference: "Project/" + m.Project},
+		"profile": fhir.Reference{Reference: m.Profile},
+	}
+	if strings.HasPrefix(m.Profile, "Patient/") {
+		_, pid, _ := fhir.SplitReference(m.Profile)
+		body["patient"] = pid
+	}
+	// Super admins never get refresh tokens (Medplum's rule).
+	if refresh != "" && !m.SuperAdmin {
+		rc := &auth.Claims{LoginID: loginID, RefreshSecret: refresh, ClientID: l.Client}
+		rc.Audience = jwt.ClaimStrings{s.cfg.BaseURL}
+		if body["refresh_token"], err = s.signer.Sign(rc, refreshLifetime); err != nil {
+			return nil, err
+		}
+	}
+	resp := bus.JSON(200, body)
+	resp.Header["Cache-Control"] = "no-store"
+	return resp, nil
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// verifier checks tokens this service signed (refresh tokens).
+func (s *Service) verifier() *auth.Verifier {
+	pub := &s.signer.Key.Private.PublicKey
+	return &auth.Verifier{Issuer: s.cfg.BaseURL, Audience: s.cfg.BaseURL, Keys: func(kid string) *ecdsa.PublicKey {
+		if kid == s.signer.Key.ID {
+			return pub
+		}
+		return nil
+	}}
+}
+
+// logout is POST /oauth2/logout: the caller's login ends.
+func (s *Service) logout(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	if r.Principal == nil {
+		return nil, fhir.Unauthorized()
+	}
+	if _, err := s.sessions.UpdateLogin(ctx, r.Principal.LoginID, func(l *session.Login) error {
+		l.Revoked = true
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return bus.Outcome(fhir.OK()), nil
+}
+
+// setPassword is POST /auth/setpassword: a one-time secret from an e-mail.
+func (s *Service) setPassword(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	var in struct {
+		ID       string `json:"id"`
+		Secret   string `json:"secret"`
+		Password string `json:"password"`
+	}
+	if err := decodeJSONBody(r, &in); err != nil {
+		return nil, err
+	}
+	var issues []fhir.Issue
+	if _, err := uuid.Parse(in.ID); err != nil {
+		issues = append(issues, fhir.FieldIssue("id", "Invalid request ID"))
+	}
+	if in.Secret == "" {
+		issues = append(issues, fhir.FieldIssue("secret", "Missing secret"))
+	}
+	if len(in.Password) < 8 {
+		issues = append(issues, fhir.FieldIssue("password", "Invalid password, must be at least 8 characters"))
+	}
+	if len(issues) > 0 {
+		return nil, fhir.Invalid(issues...)
+	}
+	var pr passwordRequest
+	if err := s.creds.FindOne(ctx, bson.D{{Key: "_id", Value: "pwreq:" + in.ID}}).Decode(&pr); err != nil {
+		return nil, fhir.NotFound()
+	}
+	switch {
+	case pr.Used:
+		return nil, fhir.BadRequest("Already used")
+	case time.Now().After(pr.Expires):
+		return nil, fhir.BadRequest("Request expired")
+	case !auth.SecretMatches(pr.Digest, in.Secret):
+		return nil, fhir.BadRequest("Incorrect secret")
+	}
+	// Spend the request first, conditionally: of two racing requests one wins.
+	res, err := s.creds.UpdateOne(ctx, bson.D{{Key: "_id", Value: "pwreq:" + in.ID}, {Key: "used", Value: false}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "used", Value: true}}}})
+	if err != nil {
+		return nil, err
+	}
+	if res.ModifiedCount == 0 {
+		return nil, fhir.BadRequest("Already used")
+	}
+	if err := s.setPasswordHash(ctx, pr.User, auth.HashPassword(in.Password)); err != nil {
+		return nil, err
+	}
+	return bus.Outcome(fhir.OK()), nil
+}

@@ -1,0 +1,178 @@
+package identity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/invite"
+	"github.com/pinion-health/pinion/pkg/mail"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/saga"
+)
+
+// inviteUser is the saga's first step: find the invitee's User or create
+// it. Ids derive from the invite id, so a redelivered step finds its own
+// earlier work instead of doing it twice.
+func (s *Service) inviteUser(ctx context.Context, data []byte) error {
+	var m invite.Message
+	if err := json.Unmarshal(data, &m); err != nil {
+		return saga.Permanent(err)
+	}
+	rec, err := s.invites.Get(ctx, m.InviteID)
+	if err != nil {
+		return err
+	}
+	if rec.Status != "pending" {
+		return nil
+	}
+	req := rec.Request
+	if rec.Steps[invite.StepUser].State == "done" {
+		return s.invites.Next(ctx, invite.SubjProfile, invite.Message{InviteID: rec.ID})
+	}
+	scope := ""
+	if req.ProjectScoped {
+		scope = req.ProjectID
+	}
+	candidate := uuid.NewSHA1(idNamespace, []byte("invite-user:"+rec.ID)).String()
+	userID, isNew := candidate, true
+	if req.Email != "" {
+		// An existing user with this e-mail in this scope is reused.
+		owner, err := s.repo.ClaimOwner(ctx, repo.UserEmailKey(scope, req.Email))
+		if err != nil {
+			return err
+		}
+		if owner != "" && owner != candidate {
+			userID, isNew = owner, false
+		}
+	}
+	if isNew {
+		if err := s.createUser(ctx, candidate, scope, req); err != nil {
+			return err
+		}
+		if req.Email != "" {
+			// The claim decides a race between two invites of one person:
+			// the loser drops the user it made and reuses the winner's.
+			owner, err := s.repo.Claim(ctx, repo.UserEmailKey(scope, req.Email), candidate)
+			if err != nil {
+				return err
+			}
+			if owner != candidate {
+				if err := s.repo.Delete(ctx, repo.System, "User", candidate); err != nil && !isGoneOrMissing(err) {
+					return err
+				}
+				userID, isNew = owner, false
+			}
+		}
+	}
+	next := invite.Message{InviteID: rec.ID}
+	if isNew && req.Email != "" && req.SendEmail {
+		if _, next.SetPasswordURL, err = s.newPasswordRequest(ctx, userID, "invite", rec.ID); err != nil {
+			return err
+		}
+	}
+	if _, err := s.invites.Update(ctx, rec.ID, func(r *invite.Record) error {
+		r.UserID, r.NewUser = userID, isNew
+		invite.MarkStep(r, invite.StepUser, "done", "")
+		return nil
+	}); err != nil {
+		return err
+	}
+	return s.invites.Next(ctx, invite.SubjProfile, next)
+}
+
+// createUser stores a User with a fixed id; an earlier attempt's user counts.
+func (s *Service) createUser(ctx context.Context, id, project string, req invite.Request) error {
+	u := map[string]any{"resourceType": "User", "firstName": req.FirstName, "lastName": req.LastName}
+	if req.Email != "" {
+		u["email"] = req.Email
+	}
+	if project != "" {
+		u["project"] = map[string]any{"reference": "Project/" + project}
+	}
+	_, err := s.repo.Create(ctx, repo.System, u, repo.WriteOptions{ID: id, Project: project})
+	var fe *fhir.Error
+	if errors.As(err, &fe) && fe.Status == 409 {
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("create user: %w", err)
+	}
+	if req.PasswordHash != "" {
+		return s.setPasswordHash(ctx, id, req.PasswordHash)
+	}
+	return nil
+}
+
+func isGoneOrMissing(err error) bool {
+	var fe *fhir.Error
+	return errors.As(err, &fe) && (fe.Status == 404 || fe.Status == 410)
+}
+
+// passwordDoc is a user's password hash, kept beside the other secrets.
+type passwordDoc struct {
+	ID   string `bson:"_id"`
+	Hash string `bson:"hash"`
+}
+
+func (s *Service) setPasswordHash(ctx context.Context, userID, hash string) error {
+	_, err := s.creds.ReplaceOne(ctx, bson.D{{Key: "_id", Value: "User/" + userID}},
+		passwordDoc{ID: "User/" + userID, Hash: hash}, options.Replace().SetUpsert(true))
+	return err
+}
+
+func (s *Service) passwordHash(ctx context.Context, userID string) (string, error) {
+	var d passwordDoc
+	err := s.creds.FindOne(ctx, bson.D{{Key: "_id", Value: "User/" + userID}}).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return "", nil
+	}
+	return d.Hash, err
+}
+
+// passwordRequest is a one-time, expiring secret to set a password with.
+type passwordRequest struct {
+	ID      string    `bson:"_id"`
+	User    string    `bson:"user"`
+	Type    string    `bson:"type"` // invite or reset
+	Digest  string    `bson:"digest"`
+	Expires time.Time `bson:"expires"`
+	Used    bool      `bson:"used"`
+}
+
+// passwordRequestTTL is how long a set-password link stays good.
+const passwordRequestTTL = 7 * 24 * time.Hour
+
+// newPasswordRequest stores a request and returns the link for the e-mail.
+// key makes it idempotent: a retried step gets a fresh secret for the same
+// request id, and only the last link sent works.
+func (s *Service) newPasswordRequest(ctx context.Context, userID, typ, key string) (id, link string, err error) {
+	id = uuid.NewSHA1(idNamespace, []byte("pwreq:"+typ+":"+key)).String()
+	if key == "" {
+		id = uuid.NewString()
+	}
+	secret := auth.NewSecret()
+	_, err = s.creds.ReplaceOne(ctx, bson.D{{Key: "_id", Value: "pwreq:" + id}}, passwordRequest{
+		ID: "pwreq:" + id, User: userID, Type: typ, Digest: auth.SecretDigest(secret),
+		Expires: time.Now().Add(passwordRequestTTL).UTC(),
+	}, options.Replace().SetUpsert(true))
+	if err != nil {
+		return "", "", fmt.Errorf("password request: %w", err)
+	}
+	return id, s.cfg.BaseURL + "setpassword/" + id + "/" + secret, nil
+}
+
+// queueMail puts an e-mail on the durable queue; membership sends it.
+func (s *Service) queueMail(ctx context.Context, m mail.Message) error {
+	b, _ := json.Marshal(m)
+	return saga.Publish(ctx, s.js, mail.Subject, b, "mail:"+m.ID)
+}

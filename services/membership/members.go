@@ -1,0 +1,275 @@
+package membership
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"mime"
+	"reflect"
+	"sort"
+
+	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/session"
+)
+
+// sessionOf derives what a membership allows, for the session bucket.
+func (s *Service) sessionOf(ctx context.Context, res *repo.Resource) (*session.Membership, error) {
+	var m struct {
+		Project      fhir.Reference   `json:"project"`
+		User         fhir.Reference   `json:"user"`
+		Profile      fhir.Reference   `json:"profile"`
+		Admin        bool             `json:"admin"`
+		Active       *bool            `json:"active"`
+		AccessPolicy *fhir.Reference  `json:"accessPolicy"`
+		Access       []map[string]any `json:"access"`
+	}
+	if err := json.Unmarshal(res.JSON, &m); err != nil {
+		return nil, err
+	}
+	_, projectID, _ := fhir.SplitReference(m.Project.Reference)
+	p, err := s.repo.Read(ctx, repo.System, "Project", projectID)
+	if err != nil {
+		return nil, err
+	}
+	var pj struct {
+		SuperAdmin bool `json:"superAdmin"`
+	}
+	_ = json.Unmarshal(p.JSON, &pj)
+	return &session.Membership{
+		Project: projectID, User: m.User.Reference, Profile: m.Profile.Reference, Admin: m.Admin,
+		SuperAdmin: pj.SuperAdmin, Active: m.Active == nil || *m.Active,
+		AccessPolicy: m.AccessPolicy != nil || len(m.Access) > 0,
+	}, nil
+}
+
+// member reads the membership named in the path, within the project.
+func (s *Service) member(ctx context.Context, r *bus.Request) (*repo.Resource, error) {
+	projectID := r.Param("projectId")
+	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
+		return nil, err
+	}
+	res, err := s.repo.Read(ctx, repo.Scope{Project: projectID}, "ProjectMembership", r.Param("membershipId"))
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (s *Service) getMember(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	res, err := s.member(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return bus.FHIR(200, res.JSON), nil
+}
+
+// changeableFields are what an admin may change on a membership (API.md).
+var changeableFields = map[string]bool{"admin": true, "accessPolicy": true, "access": true, "active": true, "meta": true}
+
+// updateMember is E3's replace form: POST the complete membership.
+func (s *Service) updateMember(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	cur, err := s.member(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	mt, _, _ := mime.ParseMediaType(r.Get("Content-Type"))
+	if mt != "application/json" && mt != "application/fhir+json" {
+		return nil, fhir.UnsupportedMediaType()
+	}
+	next, err := fhir.Decode(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	return s.saveMember(ctx, r, cur, next)
+}
+
+// patchMember is E3's patch form: a JSON Patch such as replace /admin.
+func (s *Service) patchMember(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	cur, err := s.member(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	mt, _, _ := mime.ParseMediaType(r.Get("Content-Type"))
+	if mt != "application/json-patch+json" {
+		return nil, fhir.UnsupportedMediaType()
+	}
+	ops, err := fhir.ParsePatch(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	patched, err := fhir.ApplyPatch(ops, cur.JSON)
+	if err != nil {
+		return nil, err
+	}
+	next, err := fhir.Decode(patched)
+	if err != nil {
+		return nil, err
+	}
+	return s.saveMember(ctx, r, cur, next)
+}
+
+// saveMember refuses any change outside changeableFields (naming the
+// field), checks the policies, stores, and updates the session bucket so
+// the member's next request sees the change.
+func (s *Service) saveMember(ctx context.Context, r *bus.Request, cur *repo.Resource, next map[string]any) (*bus.Response, error) {
+	old, err := cur.Decode()
+	if err != nil {
+		return nil, err
+	}
+	keys := map[string]bool{}
+	for k := range old {
+		keys[k] = true
+	}
+	for k := range next {
+		keys[k] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	for _, k := range sorted {
+		if changeableFields[k] {
+			continue
+		}
+		if !reflect.DeepEqual(normalize(old[k]), normalize(next[k])) {
+			return nil, fhir.BadRequest("Field "+k+" of a membership cannot be changed here; only admin, accessPolicy, access and active can", k)
+		}
+	}
+	if v, ok := next["admin"]; ok {
+		if _, isBool := v.(bool); !isBool {
+			return nil, fhir.BadRequest("admin must be a boolean", "admin")
+		}
+	}
+	if err := s.checkPolicies(ctx, cur.Project, next); err != nil {
+		return nil, err
+	}
+	next["meta"] = old["meta"]
+	out, err := s.repo.Update(ctx, repo.Scope{Project: cur.Project}, next, repo.WriteOptions{Author: r.Principal.Profile})
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.sessionOf(ctx, out)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.sessions.PutMembership(ctx, out.ID, *st); err != nil {
+		return nil, err
+	}
+	return bus.FHIR(200, out.JSON), nil
+}
+
+// normalize makes decoded JSON comparable (numbers as text).
+func normalize(v any) any {
+	b, _ := json.Marshal(v)
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+// deleteMember removes a member: the profile stays, the owner cannot be
+// removed, and the member's tokens stop working at once.
+func (s *Service) deleteMember(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	cur, err := s.member(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	var m struct {
+		User       fhir.Reference `json:"user"`
+		ExternalID string         `json:"externalId"`
+	}
+	if err := json.Unmarshal(cur.JSON, &m); err != nil {
+		return nil, err
+	}
+	project, err := s.repo.Read(ctx, repo.System, "Project", cur.Project)
+	if err != nil {
+		return nil, err
+	}
+	var pj struct {
+		Owner *fhir.Reference `json:"owner"`
+	}
+	_ = json.Unmarshal(project.JSON, &pj)
+	if pj.Owner != nil && pj.Owner.Reference == m.User.Reference {
+		return nil, fhir.BadRequest("Cannot delete the owner of the project")
+	}
+	// Tokens first: once the session entry is gone, no request gets through.
+	if err := s.sessions.DeleteMembership(ctx, cur.ID); err != nil {
+		return nil, err
+	}
+	if err := s.repo.Delete(ctx, repo.Scope{Project: cur.Project}, "ProjectMembership", cur.ID); err != nil {
+		return nil, err
+	}
+	if err := s.repo.Release(ctx, repo.MembershipKey(cur.Project, m.User.Reference), cur.ID); err != nil {
+		return nil, err
+	}
+	if m.ExternalID != "" {
+		if err := s.repo.Release(ctx, repo.ExternalIDKey(cur.Project, m.ExternalID), cur.ID); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.dropOrphanUser(ctx, cur.Project, m.User.Reference); err != nil {
+		return nil, err
+	}
+	return bus.Outcome(fhir.OK()), nil
+}
+
+// dropOrphanUser deletes a user scoped to this project once it has no
+// membership left in it (Medplum's fix for orphan users, PR #8451).
+func (s *Service) dropOrphanUser(ctx context.Context, projectID, userRef string) error {
+	typ, id, ok := fhir.SplitReference(userRef)
+	if !ok || typ != "User" {
+		return nil
+	}
+	u, err := s.repo.Read(ctx, repo.System, "User", id)
+	if err != nil {
+		if goneOrMissing(err) {
+			return nil
+		}
+		return err
+	}
+	if u.Project != projectID {
+		return nil
+	}
+	left, err := s.membershipsOfUser(ctx, projectID, userRef)
+	if err != nil || len(left) > 0 {
+		return err
+	}
+	var uj struct {
+		Email string `json:"email"`
+	}
+	_ = json.Unmarshal(u.JSON, &uj)
+	if err := s.repo.Delete(ctx, repo.System, "User", id); err != nil && !goneOrMissing(err) {
+		return err
+	}
+	if uj.Email != "" {
+		return s.repo.Release(ctx, repo.UserEmailKey(projectID, uj.Email), id)
+	}
+	return nil
+}
+
+// getProject is GET /admin/projects/:projectId.
+func (s *Service) getProject(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	projectID := r.Param("projectId")
+	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
+		return nil, err
+	}
+	res, err := s.repo.Read(ctx, repo.System, "Project", projectID)
+	if err != nil {
+		var fe *fhir.Error
+		if errors.As(err, &fe) && fe.Status < 500 {
+			return nil, fhir.NotFound()
+		}
+		return nil, err
+	}
+	var p struct {
+		ID     string `json:"id"`
+		Name   string `json:"name"`
+		Secret any    `json:"secret,omitempty"`
+		Site   any    `json:"site,omitempty"`
+	}
+	_ = json.Unmarshal(res.JSON, &p)
+	return bus.JSON(200, map[string]any{"project": p}), nil
+}

@@ -1,0 +1,276 @@
+package membership
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/invite"
+	"github.com/pinion-health/pinion/pkg/mail"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/saga"
+	"github.com/pinion-health/pinion/pkg/search"
+)
+
+var idNamespace = uuid.MustParse("0b8c5f6e-2f57-4c1e-8d0a-5a7d1c3e9f42")
+
+// inviteMembership is the saga's third step: create the membership, unless
+// the invitee already is a member (409, or an update with upsert).
+func (s *Service) inviteMembership(ctx context.Context, data []byte) error {
+	var m invite.Message
+	if err := json.Unmarshal(data, &m); err != nil {
+		return saga.Permanent(err)
+	}
+	rec, err := s.invites.Get(ctx, m.InviteID)
+	if err != nil {
+		return err
+	}
+	if rec.Status != "pending" {
+		return nil
+	}
+	req := rec.Request
+	userRef := "User/" + rec.UserID
+	if !req.ForceNewMembership && req.Email != "" {
+		// The same person at the other scope is already a member: Medplum's rule.
+		other := ""
+		if !req.ProjectScoped {
+			other = req.ProjectID
+		}
+		otherUser, err := s.repo.ClaimOwner(ctx, repo.UserEmailKey(other, req.Email))
+		if err != nil {
+			return err
+		}
+		if otherUser != "" && otherUser != rec.UserID {
+			held, err := s.repo.ClaimOwner(ctx, repo.MembershipKey(req.ProjectID, "User/"+otherUser))
+			if err != nil {
+				return err
+			}
+			if held != "" {
+				return s.conflict(ctx, rec, "User is already a member of this project")
+			}
+		}
+	}
+	candidate := uuid.NewSHA1(idNamespace, []byte("invite-membership:"+rec.ID)).String()
+	memberID := candidate
+	if !req.ForceNewMembership {
+		owner, err := s.repo.Claim(ctx, repo.MembershipKey(req.ProjectID, userRef), candidate)
+		if err != nil {
+			return err
+		}
+		if owner != candidate {
+			if !req.Upsert {
+				return s.conflict(ctx, rec, "User is already a member of this project")
+			}
+			if memberID, err = s.upsertMembership(ctx, rec, owner); err != nil {
+				return err
+			}
+		}
+	}
+	if memberID == candidate {
+		if req.ExternalID != "" {
+			owner, err := s.repo.Claim(ctx, repo.ExternalIDKey(req.ProjectID, req.ExternalID), candidate)
+			if err != nil {
+				return err
+			}
+			if owner != candidate {
+				_ = s.repo.Release(ctx, repo.MembershipKey(req.ProjectID, userRef), candidate)
+				return s.conflict(ctx, rec, "Membership with externalId "+req.ExternalID+" already exists")
+			}
+		}
+		pm := map[string]any{}
+		for k, v := range req.Membership {
+			pm[k] = v
+		}
+		pm["resourceType"] = "ProjectMembership"
+		pm["project"] = map[string]any{"reference": "Project/" + req.ProjectID, "display": req.ProjectName}
+		display := req.Email
+		if display == "" {
+			display = req.ExternalID
+		}
+		pm["user"] = map[string]any{"reference": userRef, "display": display}
+		pm["profile"] = map[string]any{"reference": rec.ProfileRef, "display": req.FirstName + " " + req.LastName}
+		_, err := s.repo.Create(ctx, repo.System, pm, repo.WriteOptions{ID: candidate, Project: req.ProjectID})
+		var fe *fhir.Error
+		if err != nil && !(errors.As(err, &fe) && fe.Status == 409) {
+			return fmt.Errorf("create membership: %w", err)
+		}
+	}
+	if err := s.publishMembership(ctx, memberID); err != nil {
+		return err
+	}
+	if _, err := s.invites.Update(ctx, rec.ID, func(r *invite.Record) error {
+		r.MembershipID = memberID
+		r.Status = "done"
+		invite.MarkStep(r, invite.StepMembership, "done", "")
+		return nil
+	}); err != nil {
+		return err
+	}
+	_ = s.nc.Publish(invite.DoneSubject(rec.ID), nil)
+	if rec.Steps[invite.StepEmail].State == "pending" {
+		return s.queueInviteMail(ctx, rec, m.SetPasswordURL)
+	}
+	return nil
+}
+
+// conflict ends an invite with 409, first undoing what it created: its
+// profile, and a user that exists only because of it.
+func (s *Service) conflict(ctx context.Context, rec *invite.Record, text string) error {
+	req := rec.Request
+	if rec.ProfileCreated {
+		if t, id, ok := fhir.SplitReference(rec.ProfileRef); ok {
+			if err := s.repo.Delete(ctx, repo.System, t, id); err != nil && !goneOrMissing(err) {
+				return err
+			}
+		}
+	}
+	if rec.NewUser {
+		scope := ""
+		if req.ProjectScoped {
+			scope = req.ProjectID
+		}
+		if err := s.repo.Delete(ctx, repo.System, "User", rec.UserID); err != nil && !goneOrMissing(err) {
+			return err
+		}
+		if req.Email != "" {
+			if err := s.repo.Release(ctx, repo.UserEmailKey(scope, req.Email), rec.UserID); err != nil {
+				return err
+			}
+		}
+	}
+	return saga.Permanent(fhir.Conflict(text))
+}
+
+func goneOrMissing(err error) bool {
+	var fe *fhir.Error
+	return errors.As(err, &fe) && (fe.Status == 404 || fe.Status == 410)
+}
+
+// upsertMembership applies the invite's template to the existing membership.
+func (s *Service) upsertMembership(ctx context.Context, rec *invite.Record, id string) (string, error) {
+	cur, err := s.repo.Read(ctx, repo.System, "ProjectMembership", id)
+	if err != nil {
+		return "", err
+	}
+	pm, err := cur.Decode()
+	if err != nil {
+		return "", err
+	}
+	if ref, _ := refOf(pm["profile"]); ref != rec.ProfileRef {
+		return "", saga.Permanent(fhir.Conflict("User is already a member of this project with a different profile"))
+	}
+	for k, v := range rec.Request.Membership {
+		pm[k] = v
+	}
+	if _, err := s.repo.Update(ctx, repo.System, pm, repo.WriteOptions{}); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// publishMembership writes a membership's rights to the session bucket,
+// from the stored resource, so the gateway honours them at once.
+func (s *Service) publishMembership(ctx context.Context, id string) error {
+	res, err := s.repo.Read(ctx, repo.System, "ProjectMembership", id)
+	if err != nil {
+		return err
+	}
+	st, err := s.sessionOf(ctx, res)
+	if err != nil {
+		return err
+	}
+	_, err = s.sessions.PutMembership(ctx, id, *st)
+	return err
+}
+
+// queueInviteMail puts the invitation e-mail on the durable mail queue.
+func (s *Service) queueInviteMail(ctx context.Context, rec *invite.Record, setPasswordURL string) error {
+	req := rec.Request
+	msg := mail.Message{ID: "invite-" + rec.ID, To: req.Email, InviteID: rec.ID}
+	if rec.NewUser && setPasswordURL != "" {
+		msg.Subject = "Welcome to Pinion"
+		msg.Text = fmt.Sprintf("Hello %s,\n\nYou were invited to %s.\n\nSet your password to sign in:\n%s\n\nThe link works once and expires in 7 days.\n",
+			req.FirstName, req.ProjectName, setPasswordURL)
+	} else {
+		msg.Subject = "Pinion: Welcome to " + req.ProjectName
+		msg.Text = fmt.Sprintf("Hello %s,\n\nYou were added to %s. You will see it the next time you sign in:\n%ssignin\n",
+			req.FirstName, req.ProjectName, s.cfg.BaseURL)
+	}
+	b, _ := json.Marshal(msg)
+	return saga.Publish(ctx, s.js, mail.Subject, b, "mail:"+msg.ID)
+}
+
+// sendMail is the e-mail queue's consumer. A failure is retried from the
+// queue; it never fails the invite, whose record shows the e-mail's state.
+func (s *Service) sendMail(ctx context.Context, data []byte) error {
+	var m mail.Message
+	if err := json.Unmarshal(data, &m); err != nil {
+		return saga.Permanent(err)
+	}
+	where, err := s.mailer.Send(ctx, m)
+	if err != nil {
+		if m.InviteID != "" {
+			_, _ = s.invites.Update(ctx, m.InviteID, func(r *invite.Record) error {
+				st := r.Steps[invite.StepEmail]
+				st.Attempts++
+				st.Error = err.Error()
+				r.Steps[invite.StepEmail] = st
+				return nil
+			})
+		}
+		return err
+	}
+	s.log.Info("e-mail sent", "to", m.To, "subject", m.Subject, "where", where)
+	if m.InviteID != "" {
+		if _, err := s.invites.Update(ctx, m.InviteID, func(r *invite.Record) error {
+			invite.MarkStep(r, invite.StepEmail, "done", "")
+			return nil
+		}); err != nil {
+			s.log.Warn("record e-mail sent", "invite", m.InviteID, "err", err)
+		}
+	}
+	return nil
+}
+
+// mailFailed records an e-mail that could not be sent after every retry.
+func (s *Service) mailFailed(ctx context.Context, data []byte, err error) {
+	var m mail.Message
+	if json.Unmarshal(data, &m) != nil || m.InviteID == "" {
+		s.log.Error("e-mail dropped after retries", "err", err)
+		return
+	}
+	_, _ = s.invites.Update(ctx, m.InviteID, func(r *invite.Record) error {
+		invite.MarkStep(r, invite.StepEmail, "failed", err.Error())
+		return nil
+	})
+}
+
+// membershipFailed marks an invite failed when its membership step cannot succeed.
+func (s *Service) membershipFailed(ctx context.Context, data []byte, err error) {
+	invite.Fail(ctx, s.invites, s.nc, data, invite.StepMembership, err, s.log)
+}
+
+// profileType is the resource type of a membership's profile reference.
+func profileType(ref string) string {
+	t, _, _ := strings.Cut(ref, "/")
+	return t
+}
+
+// membershipsOfUser lists a user's memberships in a project.
+func (s *Service) membershipsOfUser(ctx context.Context, projectID, userRef string) ([]*repo.Resource, error) {
+	q, err := search.Parse("ProjectMembership", url.Values{"user": {userRef}, "project": {"Project/" + projectID}, "_count": {"100"}})
+	if err != nil {
+		return nil, err
+	}
+	page, err := s.repo.Search(ctx, repo.System, "ProjectMembership", q)
+	if err != nil {
+		return nil, err
+	}
+	return page.Resources, nil
+}
