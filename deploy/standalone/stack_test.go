@@ -23,9 +23,9 @@ var (
 	base    string
 	stack   *Stack
 	dataDir string
-	saID   = "pinion-test-superadmin"
-	saSec  = strings.Repeat("s3cr3t-", 6)
-	client = &http.Client{Timeout: 30 * time.Second}
+	saID    = "pinion-test-superadmin"
+	saSec   = strings.Repeat("s3cr3t-", 6)
+	client  = &http.Client{Timeout: 30 * time.Second}
 )
 
 func testConfig(dir string, extra map[string]string) *config.Config {
