@@ -203,6 +203,27 @@ func TestInviteStory(t *testing.T) {
 	expect(t, do(t, "GET", "fhir/R4/"+peteProfile, admin, "", nil), 200)
 	expect(t, do(t, "GET", "admin/projects/"+pid+"/members/"+peteID, admin, "", nil), 410)
 
+	// Paging through members with next links.
+	next, pages, members := "fhir/R4/ProjectMembership?_count=1", 0, 0
+	for next != "" {
+		r = do(t, "GET", next, admin, "", nil)
+		expect(t, r, 200)
+		b := r.json(t)
+		e, _ := b["entry"].([]any)
+		members += len(e)
+		pages++
+		next = ""
+		for _, l := range b["link"].([]any) {
+			if l.(map[string]any)["relation"] == "next" {
+				u := l.(map[string]any)["url"].(string)
+				next = u[strings.Index(u, "fhir/R4/"):]
+			}
+		}
+	}
+	if members != 2 || pages < 2 {
+		t.Errorf("paged %d members over %d pages, want 2 over at least 2", members, pages)
+	}
+
 	// Refresh: rotation, and a spent refresh token ends the chain.
 	refresh := tok["refresh_token"].(string)
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}}

@@ -35,6 +35,7 @@ var (
 	clients  = flag.Int("c", 16, "concurrent clients")
 	only     = flag.String("only", "", "comma-separated operation names to run (default all)")
 	seedN    = flag.Int("patients", 1000, "patients to seed")
+	membersN = flag.Int("members", 200, "members to seed by invitation")
 )
 
 // result is one operation's figures.
@@ -170,6 +171,7 @@ func main() {
 	b := &bench{base: "http://" + st.Addr + "/", hc: newClient()}
 	b.waitReady()
 	b.seed(*seedN)
+	b.seedMembers(*membersN)
 	b.run()
 }
 

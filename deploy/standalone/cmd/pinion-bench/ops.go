@@ -10,6 +10,7 @@ import (
 
 // bench holds the stack under test and the data seeded into it.
 type bench struct {
+	project  string
 	base     string
 	hc       *httpClient
 	super    string
@@ -59,6 +60,7 @@ func (b *bench) seed(n int) {
 	p := b.mustJSON("POST", "admin/Project", b.super, "application/json", map[string]any{"resourceType": "Project", "name": "bench"}, 201)
 	c := b.mustJSON("POST", "admin/projects/"+p["id"].(string)+"/client", b.super, "application/json", map[string]any{"name": "bench client"}, 201)
 	b.clientID, b.secret = c["id"].(string), c["secret"].(string)
+	b.project = p["id"].(string)
 	b.token = b.tokenFor(b.clientID, b.secret)
 	t0 := time.Now()
 	for i := 0; i < n; i++ {
@@ -68,6 +70,24 @@ func (b *bench) seed(n int) {
 			fmt.Printf("  seeded %d/%d patients (%.0f/s)\n", i+1, n, float64(i+1)/time.Since(t0).Seconds())
 		}
 	}
+}
+
+// seedMembers invites n members (half Patients), one with a password for the sign-in benchmark.
+func (b *bench) seedMembers(n int) {
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		typ := "Practitioner"
+		if i%2 == 0 {
+			typ = "Patient"
+		}
+		body := map[string]any{"resourceType": typ, "firstName": "Member", "lastName": fmt.Sprint(i),
+			"email": fmt.Sprintf("member%d@bench.example", i), "sendEmail": false}
+		if i == 1 {
+			body["password"] = "bench password"
+		}
+		b.mustJSON("POST", "admin/projects/"+b.project+"/invite", b.super, "application/json", body, 200)
+	}
+	fmt.Printf("  seeded %d members (%.0f invites/s)\n", n, float64(n)/time.Since(t0).Seconds())
 }
 
 func patientBody(i int) map[string]any {
@@ -113,6 +133,36 @@ func (b *bench) run() {
 			st, _ := b.hc.do("PUT", b.base+"fhir/R4/Patient/"+id, b.token, "application/fhir+json", body)
 			// 409: two clients raced on one patient; the losing write is refused, not lost.
 			return st == 200 || st == 409
+		})
+	}
+	if wanted("members") {
+		drive("GET ProjectMembership?profile-type=Patient&_count=20", c, func(int, int) bool {
+			return b.hc.get(b.base+"fhir/R4/ProjectMembership?profile-type=Patient&_count=20", b.super) == 200
+		})
+	}
+	if wanted("invite") {
+		drive("POST admin/projects/<id>/invite", c, func(w, i int) bool {
+			body, _ := json.Marshal(map[string]any{"resourceType": "Practitioner", "firstName": "Load", "lastName": "Test",
+				"email": fmt.Sprintf("load-%d-%d-%d@bench.example", time.Now().UnixNano()%1e6, w, i), "sendEmail": false})
+			st, _ := b.hc.do("POST", b.base+"admin/projects/"+b.project+"/invite", b.super, "application/json", body)
+			return st == 200
+		})
+	}
+	if wanted("signin") {
+		login, _ := json.Marshal(map[string]any{"email": "member1@bench.example", "password": "bench password",
+			"codeChallenge": "bench-verifier-0123456789012345678901234567890", "codeChallengeMethod": "plain"})
+		drive("POST auth/login + oauth2/token", c, func(int, int) bool {
+			st, body := b.hc.do("POST", b.base+"auth/login", "", "application/json", login)
+			if st != 200 {
+				return false
+			}
+			var l struct {
+				Code string `json:"code"`
+			}
+			_ = json.Unmarshal(body, &l)
+			form := url.Values{"grant_type": {"authorization_code"}, "code": {l.Code}, "code_verifier": {"bench-verifier-0123456789012345678901234567890"}}
+			st, _ = b.hc.do("POST", b.base+"oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode()))
+			return st == 200
 		})
 	}
 	if wanted("search") {
