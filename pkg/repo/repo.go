@@ -85,7 +85,13 @@ type Repo struct {
 	// gens guards the cache against a slow read putting back a version that
 	// a concurrent write has already replaced: a read caches its result only
 	// if its key's stripe saw no invalidation meanwhile.
-	gens    [256]atomic.Uint64
+	gens [256]atomic.Uint64
+	// locks serialise writes to one resource within this process. MongoDB's
+	// conditional replace already lets one of two racing writers win, but
+	// FerretDB's is not atomic (it finds, then writes): measured, two
+	// writers could both succeed. Across processes on FerretDB that race
+	// remains; on MongoDB it does not.
+	locks   [256]sync.Mutex
 	indexed sync.Map // resource type → struct{}: indexes ensured
 	sub     *nats.Subscription
 }
@@ -128,10 +134,19 @@ func (r *Repo) Close() {
 
 func cacheKey(typ, id string) string { return typ + "/" + id }
 
-func (r *Repo) stripe(key string) *atomic.Uint64 {
+func slot(key string) uint32 {
 	h := fnv.New32a()
 	h.Write([]byte(key))
-	return &r.gens[h.Sum32()%uint32(len(r.gens))]
+	return h.Sum32() % 256
+}
+
+func (r *Repo) stripe(key string) *atomic.Uint64 { return &r.gens[slot(key)] }
+
+// lock takes the write lock of one resource.
+func (r *Repo) lock(typ, id string) func() {
+	m := &r.locks[slot(cacheKey(typ, id))]
+	m.Lock()
+	return m.Unlock
 }
 
 func (r *Repo) onEvent(m *nats.Msg) {
@@ -306,6 +321,7 @@ func (r *Repo) Update(ctx context.Context, sc Scope, res map[string]any, o Write
 	if err := fhirschema.Validate(withoutMeta(res), fhirschema.Options{Strict: o.Strict}); err != nil {
 		return nil, err
 	}
+	defer r.lock(typ, id)()
 	cur, err := r.Read(ctx, sc, typ, id)
 	if err != nil {
 		return nil, err
@@ -328,6 +344,7 @@ func (r *Repo) Update(ctx context.Context, sc Scope, res map[string]any, o Write
 
 // Delete marks a resource deleted; reads then answer 410.
 func (r *Repo) Delete(ctx context.Context, sc Scope, typ, id string) error {
+	defer r.lock(typ, id)()
 	cur, err := r.Read(ctx, sc, typ, id)
 	if err != nil {
 		return err

@@ -1,0 +1,254 @@
+package repo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/pinion-health/pinion/pkg/embedded"
+	"github.com/pinion-health/pinion/pkg/fhir"
+)
+
+var (
+	db      *mongo.Database
+	natsURL string
+)
+
+func TestMain(m *testing.M) {
+	dir, _ := os.MkdirTemp("", "pinion-repo-")
+	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: dir + "/nats"})
+	if err != nil {
+		panic(err)
+	}
+	f, err := embedded.StartFerretDB(embedded.FerretOptions{Dir: dir + "/db"})
+	if err != nil {
+		panic(err)
+	}
+	c, err := mongo.Connect(options.Client().ApplyURI(f.URI))
+	if err != nil {
+		panic(err)
+	}
+	db = c.Database("repo_test")
+	natsURL = ns.ClientURL()
+	code := m.Run()
+	_ = c.Disconnect(context.Background())
+	f.Close()
+	ns.Shutdown()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// instance is one repository as one service process would have it.
+func instance(t *testing.T) *Repo {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	r, err := New(db, nc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+func statusOf(err error) int {
+	var fe *fhir.Error
+	if errors.As(err, &fe) {
+		return fe.Status
+	}
+	return 0
+}
+
+func patient(family string) map[string]any {
+	return map[string]any{"resourceType": "Patient", "name": []any{map[string]any{"family": family}}}
+}
+
+func TestVersionsAndScope(t *testing.T) {
+	ctx := context.Background()
+	r := instance(t)
+	a := Scope{Project: "project-a"}
+	res, err := r.Create(ctx, a, patient("One"), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Project != "project-a" {
+		t.Fatalf("project %q", res.Project)
+	}
+	if _, err := r.Read(ctx, Scope{Project: "project-b"}, "Patient", res.ID); statusOf(err) != 404 {
+		t.Fatalf("other project read: %v", err)
+	}
+	if _, err := r.Read(ctx, System, "Patient", res.ID); err != nil {
+		t.Fatalf("system read: %v", err)
+	}
+	m, _ := res.Decode()
+	m["gender"] = "female"
+	if _, err := r.Update(ctx, a, m, WriteOptions{IfMatch: "stale"}); statusOf(err) != 412 {
+		t.Fatalf("stale If-Match: %v", err)
+	}
+	v2, err := r.Update(ctx, a, m, WriteOptions{IfMatch: res.VersionID})
+	if err != nil || v2.VersionID == res.VersionID {
+		t.Fatalf("update: %v", err)
+	}
+	same, err := r.Update(ctx, a, m, WriteOptions{})
+	if err != nil || same.VersionID != v2.VersionID {
+		t.Fatalf("identical update made a version: %v", err)
+	}
+	if old, err := r.VRead(ctx, a, "Patient", res.ID, res.VersionID); err != nil || old.VersionID != res.VersionID {
+		t.Fatalf("vread: %v", err)
+	}
+	if err := r.Delete(ctx, a, "Patient", res.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Read(ctx, a, "Patient", res.ID); statusOf(err) != 410 {
+		t.Fatalf("read after delete: %v", err)
+	}
+	h, err := r.History(ctx, a, "Patient", res.ID)
+	if err != nil || len(h) != 3 || !h[0].Deleted {
+		t.Fatalf("history: %d entries, %v", len(h), err)
+	}
+	if _, err := r.Create(ctx, a, map[string]any{"resourceType": "Patient", "bogus": 1}, WriteOptions{}); statusOf(err) != 400 {
+		t.Fatalf("invalid resource stored: %v", err)
+	}
+}
+
+// Two instances share the database; a write through one must not leave the
+// other answering its cached, older version.
+func TestCacheFollowsOtherInstances(t *testing.T) {
+	ctx := context.Background()
+	r1, r2 := instance(t), instance(t)
+	sc := Scope{Project: "p"}
+	res, err := r1.Create(ctx, sc, patient("Before"), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r2.Read(ctx, sc, "Patient", res.ID); err != nil { // now cached in r2
+		t.Fatal(err)
+	}
+	m, _ := res.Decode()
+	m["name"] = []any{map[string]any{"family": "After"}}
+	v2, err := r1.Update(ctx, sc, m, WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := r2.Read(ctx, sc, "Patient", res.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.VersionID == v2.VersionID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the other instance still serves the old version")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := r1.Delete(ctx, sc, "Patient", res.ID); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := r2.Read(ctx, sc, "Patient", res.ID)
+		if statusOf(err) == 410 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the other instance still serves a deleted resource: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Concurrent updates of one version: exactly one wins, the rest conflict.
+func TestConcurrentUpdatesDoNotBothWin(t *testing.T) {
+	ctx := context.Background()
+	r := instance(t)
+	sc := Scope{Project: "p"}
+	res, err := r.Create(ctx, sc, patient("Race"), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	results := make([]error, 8)
+	for i := range results {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			m, _ := res.Decode()
+			m["name"] = []any{map[string]any{"family": fmt.Sprint("Writer", i)}}
+			_, results[i] = r.Update(ctx, sc, m, WriteOptions{IfMatch: res.VersionID})
+		}(i)
+	}
+	wg.Wait()
+	wins := 0
+	for _, err := range results {
+		switch statusOf(err) {
+		case 0:
+			if err != nil {
+				t.Fatal(err)
+			}
+			wins++
+		case 409, 412:
+		default:
+			t.Fatalf("unexpected: %v", err)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d writers won", wins)
+	}
+	h, _ := r.History(ctx, sc, "Patient", res.ID)
+	cur, _ := r.Read(ctx, System, "Patient", res.ID)
+	var m map[string]any
+	_ = json.Unmarshal(cur.JSON, &m)
+	if len(h) < 2 || h[0].VersionID != cur.VersionID {
+		t.Fatalf("history head %s, current %s", h[0].VersionID, cur.VersionID)
+	}
+}
+
+func TestClaims(t *testing.T) {
+	ctx := context.Background()
+	r := instance(t)
+	var wg sync.WaitGroup
+	winners := make([]string, 10)
+	for i := range winners {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			w, err := r.Claim(ctx, "k:race", fmt.Sprint("owner", i))
+			if err != nil {
+				t.Error(err)
+			}
+			winners[i] = w
+		}(i)
+	}
+	wg.Wait()
+	for _, w := range winners {
+		if w != winners[0] {
+			t.Fatalf("claim has several winners: %v", winners)
+		}
+	}
+	if err := r.Release(ctx, "k:race", "someone else"); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := r.ClaimOwner(ctx, "k:race"); o != winners[0] {
+		t.Fatal("released by a non-owner")
+	}
+	if err := r.Release(ctx, "k:race", winners[0]); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := r.ClaimOwner(ctx, "k:race"); o != "" {
+		t.Fatal("not released")
+	}
+}
