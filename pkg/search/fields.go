@@ -87,6 +87,25 @@ func stringFields(p *Param, vals []value, out bson.M) {
 	out[p.field] = []string(norm)
 	out[p.f.exact] = []string(exact)
 	out[p.f.sort] = norm[0]
+	out[p.f.prefix] = prefixes(norm)
+}
+
+// maxPrefix is the longest prefix stored for "starts with" string search.
+// A query up to this long is one equality on the prefix field, which
+// FerretDB pushes down and an index serves; a longer one is that equality
+// on its first maxPrefix runes plus the regular expression.
+const maxPrefix = 12
+
+// prefixes lists every prefix (by rune, up to maxPrefix) of the values.
+func prefixes(vals []string) []string {
+	out := make(set, 0, len(vals)*maxPrefix)
+	for _, v := range vals {
+		r := []rune(v)
+		for i := 1; i <= len(r) && i <= maxPrefix; i++ {
+			out.add(string(r[:i]))
+		}
+	}
+	return out
 }
 
 // stringsOf finds the text a string parameter matches in one value: a

@@ -303,8 +303,8 @@ func TestParamsAndIndexKeys(t *testing.T) {
 		}
 	}
 	keys := IndexKeys("ProjectMembership")
-	want := []string{"s__security", "s__tag", "s_access_policy", "s_active", "s_admin", "s_external_id", "s_identifier",
-		"s_profile", "s_profile_type", "s_project", "s_user", "s_user_name"}
+	want := []string{"s__security", "s__tag", "s_access_policy", "s_active", "s_admin", "s_external_id_pfx", "s_identifier",
+		"s_profile", "s_profile_type", "s_project", "s_user", "s_user_name_pfx"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Errorf("IndexKeys = %v, want %v", keys, want)
 	}

@@ -530,11 +530,42 @@ func (f *filter) addParam(p *Param, key, modifier string, hasModifier bool, v st
 
 func (f *filter) addString(p *Param, key, modifier string, hasModifier bool, vals []string) error {
 	switch {
-	case !hasModifier, modifier == "contains":
-		anchor := "^"
-		if hasModifier {
-			anchor = ""
+	case !hasModifier:
+		// Starts-with: an equality on the stored prefixes, plus the regular
+		// expression only for a value longer than the stored prefixes.
+		var pfx, patterns []string
+		for _, v := range vals {
+			n := normalize(unescapeValue(v))
+			if n == "" {
+				return badValue(key, "string", v)
+			}
+			r := []rune(n)
+			if len(r) > maxPrefix {
+				patterns = append(patterns, "^"+quoteRegex(n))
+				n = string(r[:maxPrefix])
+			}
+			pfx = append(pfx, n)
 		}
+		if len(vals) == 1 || len(patterns) == 0 {
+			f.addAll(oneOf(p.f.prefix, pfx))
+			if len(patterns) > 0 {
+				f.add(p.field, regexCondition(patterns))
+			}
+			return nil
+		}
+		// Several values, some long: OR of per-value conditions.
+		conds := make([]bson.D, len(vals))
+		for i, v := range vals {
+			n := normalize(unescapeValue(v))
+			if r := []rune(n); len(r) > maxPrefix {
+				conds[i] = bson.D{{Key: p.f.prefix, Value: string(r[:maxPrefix])}, {Key: p.field, Value: bson.D{{Key: "$regex", Value: "^" + quoteRegex(n)}}}}
+			} else {
+				conds[i] = bson.D{{Key: p.f.prefix, Value: n}}
+			}
+		}
+		f.addAll(anyOf(conds))
+	case modifier == "contains":
+		anchor := ""
 		patterns := make([]string, len(vals))
 		for i, v := range vals {
 			n := normalize(unescapeValue(v))

@@ -158,6 +158,9 @@ func main() {
 		"PINION_SUPERADMIN_CLIENT_SECRET": strings.Repeat("b", 40),
 		"PINION_AUTH_RATE_LIMIT":          "0", "PINION_LOG_LEVEL": "error",
 		"PINION_FERRETDB_POSTGRESQL_URL": os.Getenv("PINION_FERRETDB_POSTGRESQL_URL"),
+		// A database of its own per run: a PostgreSQL server outlives runs,
+		// and an earlier run's data would skew this one's figures.
+		"PINION_MONGODB_DATABASE": fmt.Sprintf("bench%d", time.Now().Unix()),
 	}
 	cfg, err := config.LoadFrom(func(k string) string { return env[k] })
 	if err != nil {
