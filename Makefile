@@ -25,7 +25,7 @@ run:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/pinion ./deploy/standalone/cmd/pinion
 	./$(BIN)/pinion
 
-test: lint test-go test-fuzz
+test: lint test-go test-fuzz test-compat
 
 test-go:
 	$(GO) test -count=1 -timeout 15m $(PKGS)

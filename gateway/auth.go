@@ -42,12 +42,16 @@ func (g *Gateway) authenticate(c *fiber.Ctx) (*bus.Principal, error) {
 		// Fiber's strings alias its request buffer: the cache key must own its bytes.
 		g.tokens.Add(strings.Clone(tok), claims)
 	}
+	if g.sessions.Revoked(claims.ID) {
+		return nil, g.unauthorized()
+	}
 	login, mid, m, err := g.sessions.Lookup(c.UserContext(), claims.LoginID)
 	if err != nil {
 		return nil, g.unauthorized()
 	}
 	return &bus.Principal{
 		LoginID:      claims.LoginID,
+		TokenID:      claims.ID,
 		User:         login.User,
 		Profile:      m.Profile,
 		Project:      m.Project,

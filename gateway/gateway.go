@@ -103,7 +103,7 @@ func (g *Gateway) routes() {
 	for _, r := range routes {
 		h := []fiber.Handler{}
 		if r.limited && limit != nil {
-			h = append(h, limit)
+			h = append(h, rateLimitHeader, limit)
 		}
 		h = append(h, g.forward(r))
 		a.Add(r.method, r.path, h...)
@@ -128,6 +128,19 @@ func (g *Gateway) Listen(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 		return g.app.ShutdownWithTimeout(g.cfg.RequestTimeout)
 	}
+}
+
+// rateLimitHeader adds the RateLimit header Medplum's client reads
+// ("requests";r=<remaining>;t=<seconds to reset>) from what Fiber's
+// limiter reports in its own headers.
+func rateLimitHeader(c *fiber.Ctx) error {
+	err := c.Next()
+	if after := c.GetRespHeader(fiber.HeaderRetryAfter); after != "" {
+		c.Set("RateLimit", `"requests";r=0;t=`+after)
+	} else if rem := c.GetRespHeader("X-RateLimit-Remaining"); rem != "" {
+		c.Set("RateLimit", `"requests";r=`+rem+`;t=`+c.GetRespHeader("X-RateLimit-Reset"))
+	}
+	return err
 }
 
 func (g *Gateway) requestID(c *fiber.Ctx) error {

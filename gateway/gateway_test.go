@@ -132,3 +132,48 @@ func TestGatewayErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestRateLimit(t *testing.T) {
+	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	c, err := infra.Open(context.Background(), infra.Options{NATSURL: ns.ClientURL(), Name: "ratelimit-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	view, err := c.Sessions.Watch(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Close()
+	g := New(Config{BaseURL: "http://localhost:8103/", MaxBodyBytes: 4096, RequestTimeout: time.Second, AuthRateLimit: 3},
+		c.NC, view, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go g.Listen(ctx, ln)
+	url := "http://" + ln.Addr().String() + "/oauth2/token"
+	var last http.Header
+	for i := 0; i < 3; i++ {
+		st, _, h := get(t, "POST", url, "")
+		if st == 429 {
+			t.Fatalf("limited after %d requests", i)
+		}
+		if !strings.HasPrefix(h.Get("RateLimit"), `"requests";r=`) {
+			t.Fatalf("RateLimit header %q", h.Get("RateLimit"))
+		}
+		last = h
+	}
+	_ = last
+	st, body, h := get(t, "POST", url, "")
+	if st != 429 || body["id"] != "too-many-requests" || !strings.HasPrefix(h.Get("RateLimit"), `"requests";r=0;t=`) {
+		t.Fatalf("fourth request: %d %v %q", st, body, h.Get("RateLimit"))
+	}
+	// Other routes are not limited.
+	if st, _, _ := get(t, "GET", "http://"+ln.Addr().String()+"/fhir/R4/Patient", ""); st != 401 {
+		t.Fatalf("non-auth route: %d", st)
+	}
+}

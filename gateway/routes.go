@@ -22,7 +22,7 @@ var routes = []route{
 	{"GET", "/.well-known/smart-configuration", bus.SubjDiscovery, true, false},
 	{"GET", "/fhir/R4/.well-known/smart-configuration", bus.SubjDiscovery, true, false},
 	{"POST", "/oauth2/token", bus.SubjToken, true, true},
-	{"GET", "/auth/me", bus.SubjMe, false, true},
+	{"GET", "/auth/me", bus.SubjMe, false, false},
 	{"POST", "/auth/login", bus.SubjLogin, true, true},
 	{"POST", "/auth/profile", bus.SubjProfile, true, true},
 	{"POST", "/auth/setpassword", bus.SubjSetPass, true, true},

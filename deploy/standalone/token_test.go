@@ -175,3 +175,12 @@ func TestForgedTokensAreRefused(t *testing.T) {
 		expect(t, do(t, "GET", "fhir/R4/Patient", "", "", nil, "Authorization", "Basic eDp5"), 401)
 	})
 }
+
+// Signing out one client-credentials token ends that token only.
+func TestClientLogoutEndsOneToken(t *testing.T) {
+	a, b := superToken(t), superToken(t)
+	expect(t, do(t, "POST", "oauth2/logout", a, "application/json", []byte("{}")), 200)
+	expect(t, do(t, "GET", "auth/me", a, "", nil), 401)
+	expect(t, do(t, "GET", "auth/me", b, "", nil), 200)
+	expect(t, do(t, "GET", "auth/me", superToken(t), "", nil), 200)
+}

@@ -39,6 +39,7 @@ var ForwardedHeaders = []string{
 // trust it because only the gateway may publish on service subjects.
 type Principal struct {
 	LoginID      string `json:"login"`
+	TokenID      string `json:"jti,omitempty"`
 	User         string `json:"user"`    // User/<id> or ClientApplication/<id> or Bot/<id>
 	Profile      string `json:"profile"` // e.g. Practitioner/<id>
 	Project      string `json:"project"` // project id

@@ -73,6 +73,7 @@ type ParseError struct {
 	Msg     string // what was wrong
 }
 
+// Error says where parsing failed and why.
 func (e *ParseError) Error() string {
 	return fmt.Sprintf("hl7: segment %d, column %d (offset %d): %s", e.Segment, e.Column, e.Offset, e.Msg)
 }

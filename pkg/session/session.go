@@ -20,7 +20,14 @@ import (
 const (
 	LoginsBucket      = "pinion_logins"
 	MembershipsBucket = "pinion_memberships"
+	// RevokedBucket lists single tokens ended before their expiry (by jti):
+	// a client-credentials sign-out ends that token, not the client's login.
+	RevokedBucket = "pinion_revoked_tokens"
 )
+
+// RevokedTTL is how long a revoked token is remembered; access tokens must
+// not live longer (config refuses a longer lifetime).
+const RevokedTTL = 25 * time.Hour
 
 // Login is one sign-in: the membership it acts as, and whether it still counts.
 type Login struct {
@@ -54,31 +61,36 @@ type Membership struct {
 
 // Store writes and reads the buckets.
 type Store struct {
-	logins, memberships jetstream.KeyValue
+	logins, memberships, revoked jetstream.KeyValue
 }
 
 // Open creates the buckets if needed (file storage: they survive a restart).
 func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
-	open := func(name string) (jetstream.KeyValue, error) {
+	open := func(name string, ttl time.Duration) (jetstream.KeyValue, error) {
 		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:  name,
 			History: 1,
 			Storage: jetstream.FileStorage,
+			TTL:     ttl,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("kv bucket %s: %w", name, err)
 		}
 		return kv, nil
 	}
-	l, err := open(LoginsBucket)
+	l, err := open(LoginsBucket, 0)
 	if err != nil {
 		return nil, err
 	}
-	m, err := open(MembershipsBucket)
+	m, err := open(MembershipsBucket, 0)
 	if err != nil {
 		return nil, err
 	}
-	return &Store{logins: l, memberships: m}, nil
+	r, err := open(RevokedBucket, RevokedTTL)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{logins: l, memberships: m, revoked: r}, nil
 }
 
 // PutLogin records a login and returns the bucket revision written.
@@ -131,6 +143,12 @@ func (s *Store) UpdateLogin(ctx context.Context, id string, f func(*Login) error
 	return nil, errors.New("login: too many concurrent updates")
 }
 
+// RevokeToken ends one token by its jti.
+func (s *Store) RevokeToken(ctx context.Context, jti string) error {
+	_, err := s.revoked.Put(ctx, jti, []byte{1})
+	return err
+}
+
 // GetLogin reads one login from the bucket.
 func (s *Store) GetLogin(ctx context.Context, id string) (*Login, error) {
 	e, err := s.logins.Get(ctx, id)
@@ -157,13 +175,14 @@ type View struct {
 	mu          sync.RWMutex
 	logins      map[string]*Login
 	memberships map[string]*Membership
+	revoked     map[string]bool
 	cancel      context.CancelFunc
 }
 
 // Watch starts the watchers and returns once the initial values are loaded.
 func (s *Store) Watch(ctx context.Context) (*View, error) {
 	wctx, cancel := context.WithCancel(context.Background())
-	v := &View{store: s, logins: map[string]*Login{}, memberships: map[string]*Membership{}, cancel: cancel}
+	v := &View{store: s, logins: map[string]*Login{}, memberships: map[string]*Membership{}, revoked: map[string]bool{}, cancel: cancel}
 	lw, err := s.logins.WatchAll(wctx)
 	if err != nil {
 		cancel()
@@ -174,7 +193,12 @@ func (s *Store) Watch(ctx context.Context) (*View, error) {
 		cancel()
 		return nil, err
 	}
-	ready := make(chan struct{}, 2)
+	rw, err := s.revoked.WatchAll(wctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	ready := make(chan struct{}, 3)
 	go watch(wctx, lw, ready, func(k string, b []byte) {
 		var l *Login
 		if b != nil {
@@ -207,7 +231,16 @@ func (s *Store) Watch(ctx context.Context) (*View, error) {
 		}
 		v.mu.Unlock()
 	})
-	for i := 0; i < 2; i++ {
+	go watch(wctx, rw, ready, func(k string, b []byte) {
+		v.mu.Lock()
+		if b == nil {
+			delete(v.revoked, k)
+		} else {
+			v.revoked[k] = true
+		}
+		v.mu.Unlock()
+	})
+	for i := 0; i < 3; i++ {
 		select {
 		case <-ready:
 		case <-ctx.Done():
@@ -246,6 +279,13 @@ func (v *View) Close() { v.cancel() }
 
 // ErrInactive means the token's login or membership no longer counts.
 var ErrInactive = errors.New("login or membership not active")
+
+// Revoked reports whether one token (by jti) was ended early.
+func (v *View) Revoked(jti string) bool {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.revoked[jti]
+}
 
 // Lookup returns a live login and its membership. A login not yet seen by
 // the watcher (issued a moment ago) is read from the bucket directly.

@@ -411,6 +411,14 @@ func (s *Service) logout(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if r.Principal == nil {
 		return nil, fhir.Unauthorized()
 	}
+	if strings.HasPrefix(r.Principal.User, "ClientApplication/") {
+		// One login serves all of a client's tokens: end only this token,
+		// so the client's other sessions, and its next grant, still work.
+		if err := s.sessions.RevokeToken(ctx, r.Principal.TokenID); err != nil {
+			return nil, err
+		}
+		return bus.Outcome(fhir.OK()), nil
+	}
 	if _, err := s.sessions.UpdateLogin(ctx, r.Principal.LoginID, func(l *session.Login) error {
 		l.Revoked = true
 		return nil

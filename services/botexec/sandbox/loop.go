@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -259,8 +260,10 @@ func (st *runState) startHost(hc hostCall) {
 	}()
 }
 
-// logBuffer is the captured console output, capped.
+// logBuffer is the captured console output, capped. It is locked because an
+// abandoned run may still be writing while Run reads it.
 type logBuffer struct {
+	mu      sync.Mutex
 	b       strings.Builder
 	max     int
 	dropped int
@@ -269,6 +272,8 @@ type logBuffer struct {
 func (l *logBuffer) room() int { return l.max - l.b.Len() }
 
 func (l *logBuffer) write(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	room := l.room()
 	if len(s)+1 <= room {
 		l.b.WriteString(s)
@@ -288,6 +293,8 @@ func (l *logBuffer) write(s string) {
 }
 
 func (l *logBuffer) result() (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.dropped == 0 {
 		return l.b.String(), false
 	}
@@ -298,9 +305,11 @@ func (st *runState) consoleLog(call goja.FunctionCall) goja.Value {
 	arg := call.Argument(0)
 	// Only what fits is converted: a bot logging a huge string should not
 	// make us copy it.
-	if s, ok := arg.(goja.String); ok && s.Length() > st.log.room()+1 {
-		arg = s.Substring(0, max(st.log.room(), 0)+1)
-		st.log.dropped += s.Length() - arg.(goja.String).Length()
+	st.log.mu.Lock()
+	room := st.log.room()
+	st.log.mu.Unlock()
+	if s, ok := arg.(goja.String); ok && s.Length() > room+1 {
+		arg = s.Substring(0, max(room, 0)+1)
 	}
 	st.log.write(arg.String())
 	return goja.Undefined()

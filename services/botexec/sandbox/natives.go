@@ -22,6 +22,9 @@ func (st *runState) natives() *goja.Object {
 	_ = o.Set("request", st.request)
 	_ = o.Set("call", st.callNative)
 	_ = o.Set("maxStringLength", max(st.lim.MemoryBytes/2, 1<<20))
+	// The measuring walk recurses in JavaScript; leave it room below the
+	// call-depth limit so that the RangeError, not a stack overflow, fires.
+	_ = o.Set("maxJSONDepth", max(min(2000, st.lim.MaxCallDepth/2-50), 1))
 	return o
 }
 

@@ -6,7 +6,7 @@
 (function (native) {
   'use strict';
   const g = globalThis;
-  const jsonStringify = JSON.stringify;
+  const nativeStringify = JSON.stringify;
   const jsonParse = JSON.parse;
   const FHIR_JSON = 'application/fhir+json';
   const HL7_V2 = 'x-application/hl7-v2+er7';
@@ -111,11 +111,76 @@
   capString('repeat');
   capString('padStart');
   capString('padEnd');
+  const maxArray = maxString / 8;
   const origFill = Array.prototype.fill;
   Object.defineProperty(Array.prototype, 'fill', {
     value: function fill(...args) {
-      if (this.length > maxString / 8) throw new RangeError('Invalid array length');
+      if (this.length > maxArray) throw new RangeError('Invalid array length');
       return origFill.apply(this, args);
+    },
+    writable: true,
+    configurable: true,
+    enumerable: false,
+  });
+  const origFrom = Array.from;
+  Object.defineProperty(Array, 'from', {
+    value: function from(items, ...rest) {
+      if (items !== null && items !== undefined && Number(items.length) > maxArray) {
+        throw new RangeError('Invalid array length');
+      }
+      return origFrom.call(this, items, ...rest);
+    },
+    writable: true,
+    configurable: true,
+    enumerable: false,
+  });
+
+  // JSON.stringify walks plain data in Go, where an interrupt cannot reach:
+  // goja's cycle check makes deep nesting quadratic, and an object that
+  // shares sub-objects expands exponentially. Measuring first, in JavaScript
+  // (which can be interrupted), turns both into a RangeError. Shared
+  // sub-objects are measured once and counted every time they appear.
+  const maxDepth = native.maxJSONDepth;
+  const hasOwn = Object.prototype.hasOwnProperty;
+  function jsonCost(x, depth, memo, path) {
+    if (typeof x === 'string') return x.length + 2;
+    if (x === null || typeof x !== 'object') return 8;
+    const known = memo.get(x);
+    if (known !== undefined) return known;
+    // A cycle is left for stringify to report; toJSON runs bot code, which
+    // can be interrupted, and its result is measured by the replacer hook.
+    if (path.has(x) || typeof x.toJSON === 'function') return 8;
+    if (depth > maxDepth) throw new RangeError('Object nested too deeply to serialize (over ' + maxDepth + ' levels)');
+    path.add(x);
+    let n = 2;
+    if (Array.isArray(x)) {
+      for (let i = 0; i < x.length; i++) n += jsonCost(x[i], depth + 1, memo, path) + 1;
+    } else {
+      for (const k in x) if (hasOwn.call(x, k)) n += jsonCost(x[k], depth + 1, memo, path) + k.length + 4;
+    }
+    path.delete(x);
+    if (n > maxString) throw new RangeError('Object too large to serialize');
+    memo.set(x, n);
+    return n;
+  }
+  function jsonStringify(value, replacer, space) {
+    if (value !== null && typeof value === 'object') {
+      const memo = new Map();
+      jsonCost(value, 0, memo, new Set());
+      if (typeof replacer === 'function') {
+        const user = replacer;
+        replacer = function (k, v) {
+          const r = user.call(this, k, v);
+          if (r !== null && typeof r === 'object') jsonCost(r, 0, memo, new Set());
+          return r;
+        };
+      }
+    }
+    return nativeStringify(value, replacer, space);
+  }
+  Object.defineProperty(JSON, 'stringify', {
+    value: function stringify(value, replacer, space) {
+      return jsonStringify(value, replacer, space);
     },
     writable: true,
     configurable: true,

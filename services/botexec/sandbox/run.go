@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlclark/regexp2/v2"
 	"github.com/dop251/goja"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/hl7"
@@ -23,8 +24,20 @@ var preludeSource string
 // prelude is compiled once per process; running a compiled program in a new
 // runtime is what keeps a fresh global scope per run cheap.
 var prelude = sync.OnceValues(func() (*goja.Program, error) {
+	limitRegexps()
 	return goja.Compile("prelude.js", preludeSource, true)
 })
+
+// limitRegexps bounds every regular-expression match goja will compile from
+// now on (literals are compiled with the program, so Compile calls it too).
+// goja runs patterns that need backtracking on regexp2, whose matches ignore
+// interrupts; without a timeout one catastrophic pattern would hold a
+// goroutine forever. On timeout goja reports "no match". The setting is
+// process-wide; nothing else in botexec uses regexp2.
+var limitRegexps = sync.OnceFunc(func() { regexp2.DefaultMatchTimeout = regexpMatchTimeout })
+
+// regexpMatchTimeout bounds one regular-expression match.
+const regexpMatchTimeout = time.Second
 
 // preludeExports are the functions the prelude hands back to Go, taken
 // before bot code runs so that a bot replacing globals cannot change them.
@@ -113,25 +126,69 @@ func Run(ctx context.Context, p *Program, ev Event, host Host, lim Limits) (res 
 	defer stopOnCancel()
 	defer guard.watch(st, lim.MemoryBytes)()
 
-	res = &Result{}
+	// The bot runs on a goroutine of its own so that Run can return even
+	// when the runtime cannot be interrupted: goja checks for interrupts
+	// between instructions, not inside a long built-in call (a huge sort or
+	// join, say). Such a run is abandoned after stuckGrace; it keeps its
+	// goroutine until the built-in returns, and StuckRuns counts it.
+	finished := make(chan runOutcome, 1)
+	go func() { finished <- st.runToResult(pre, p, ev, msg) }()
+	var out runOutcome
+	select {
+	case out = <-finished:
+	case <-st.done:
+		select {
+		case out = <-finished:
+		case <-time.After(stuckGrace):
+			stuckRuns.Add(1)
+			reason := *st.reason.Load()
+			reason.Message += " (the bot was stuck in a built-in function and was abandoned)"
+			out.res = &Result{Err: &reason}
+		}
+	}
+	if out.err != nil {
+		return nil, out.err
+	}
+	out.res.Log, out.res.LogTruncated = st.log.result()
+	out.res.Elapsed = time.Since(start)
+	return out.res, nil
+}
+
+// stuckGrace is how long Run waits, after stopping a run, for its runtime to
+// notice before abandoning it (a variable so tests can shorten it).
+var stuckGrace = time.Second
+
+var stuckRuns atomic.Int64
+
+// StuckRuns is how many runs have been abandoned because a built-in function
+// ignored the interrupt; each may still hold a goroutine (and a CPU) until
+// that function returns, so a service should report it.
+func StuckRuns() int64 { return stuckRuns.Load() }
+
+type runOutcome struct {
+	res *Result
+	err error
+}
+
+// runToResult is the part of Run that touches the runtime; it runs on its
+// own goroutine.
+func (st *runState) runToResult(pre *goja.Program, p *Program, ev Event, msg *hl7.Message) (out runOutcome) {
 	defer func() {
 		if r := recover(); r != nil {
 			// A Go panic inside goja or a native function is a bug of ours,
 			// not the bot's; it must not take the process down.
-			res, err = nil, fmt.Errorf("sandbox: panic while running %s: %v", p.name, r)
-			return
+			out = runOutcome{err: fmt.Errorf("sandbox: panic while running %s: %v", p.name, r)}
 		}
-		res.Log, res.LogTruncated = st.log.result()
-		res.Elapsed = time.Since(start)
 	}()
+	res := &Result{}
 	v, berr := st.execute(pre, p, ev, msg)
 	if berr == nil {
 		berr = st.fillResult(res, v)
 	}
 	if berr != nil {
-		*res = Result{Err: berr}
+		res = &Result{Err: berr}
 	}
-	return res, nil
+	return runOutcome{res: res}
 }
 
 // hl7Input is the message behind an HL7 event input.

@@ -19,14 +19,22 @@
 //     samples the Go heap (runtime/metrics) every few milliseconds while runs
 //     are active, confirms real growth with a forced GC before acting, and
 //     interrupts the run that grew the heap past its budget. The prelude also
-//     caps the single native calls that could allocate gigabytes between two
-//     samples (String repeat/padStart/padEnd, Array fill). See memguard.go for
-//     what this cannot do.
+//     caps the single built-in calls that could allocate gigabytes between
+//     two samples (String repeat/padStart/padEnd, Array fill/from, and
+//     JSON.stringify of deeply nested or exponentially shared data). See
+//     memguard.go for what this cannot do.
 //   - MaxOutputBytes: the serialised result is measured before it is handed
 //     back.
 //   - MaxLogBytes: console output beyond it is dropped and a marker added.
 //   - MaxCallDepth: goja's call-stack limit turns runaway recursion into an
 //     error instead of unbounded memory growth.
+//
+// Built-in functions are Go code that an interrupt cannot reach, so two more
+// guards keep one bot from holding the process: regular-expression matches
+// time out after a second (goja then reports no match), and a run whose
+// runtime still has not stopped a second after its deadline is abandoned —
+// Run returns, the goroutine finishes the built-in in the background, and
+// StuckRuns counts it.
 package sandbox
 
 import (
@@ -123,6 +131,7 @@ const (
 
 var kindNames = [...]string{"undefined", "null", "string", "number", "boolean", "json", "resource", "hl7"}
 
+// String is the kind's name, as JavaScript's typeof would say it roughly.
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]
@@ -169,6 +178,7 @@ type BotError struct {
 	Stack   string
 }
 
+// Error is the message, so that a BotError can travel as an error.
 func (e *BotError) Error() string { return e.Message }
 
 // OperationOutcome is the outcome to answer with, as Medplum does: the one

@@ -511,6 +511,49 @@ func TestLimits(t *testing.T) {
 			t.Errorf("got %q", res.Text)
 		}
 	})
+	t.Run("built-ins that ignore interrupts", func(t *testing.T) {
+		res := runBot(t, `exports.handler = async () => {
+			const out = [];
+			let deep = {}; for (let i = 0; i < 5000; i++) deep = {deep};
+			let wide = {s: 'x'.repeat(1000)}; for (let i = 0; i < 40; i++) wide = {a: wide, b: wide};
+			for (const f of [() => JSON.stringify(deep), () => JSON.stringify(wide), () => JSON.stringify(wide, (k, v) => v), () => console.log(wide)]) {
+				try { f(); out.push('allowed') } catch (e) { out.push(e.message) }
+			}
+			const cyclic = {}; cyclic.self = cyclic;
+			try { JSON.stringify(cyclic) } catch (e) { out.push(e.name) }
+			out.push(JSON.stringify({a: [1, {b: 'c'}], d: null}, null, 0));
+			return out.join(' | ');
+		};`, Event{}, nil, Limits{Timeout: 20 * time.Second})
+		mustSucceed(t, res)
+		want := "Object nested too deeply to serialize (over 2000 levels) | Object too large to serialize | Object too large to serialize | allowed | TypeError | {\"a\":[1,{\"b\":\"c\"}],\"d\":null}"
+		if res.Text != want {
+			t.Errorf("got  %q\nwant %q", res.Text, want)
+		}
+		if !strings.Contains(res.Log, "[object Object]") {
+			t.Errorf("console.log of an oversized object: %q", res.Log)
+		}
+	})
+	t.Run("catastrophic regular expression", func(t *testing.T) {
+		start := time.Now()
+		res := runBot(t, `exports.handler = async () => /^(?=a)(a+)+$/.test('a'.repeat(40) + 'b');`, Event{}, nil, Limits{Timeout: 30 * time.Second})
+		mustSucceed(t, res)
+		if res.Text != "false" || time.Since(start) > 10*time.Second {
+			t.Errorf("got %q after %v", res.Text, time.Since(start))
+		}
+	})
+	t.Run("stuck built-in is abandoned", func(t *testing.T) {
+		defer func(d time.Duration) { stuckGrace = d }(stuckGrace)
+		stuckGrace = 100 * time.Millisecond
+		before := StuckRuns()
+		start := time.Now()
+		res := runBot(t, `exports.handler = async () => new Array(3e7).join('');`, Event{}, nil, Limits{Timeout: 50 * time.Millisecond})
+		if res.Err == nil || res.Err.Limit != LimitTimeout || !strings.Contains(res.Err.Message, "abandoned") {
+			t.Fatalf("err = %+v", res.Err)
+		}
+		if d := time.Since(start); d > time.Second || StuckRuns() != before+1 {
+			t.Errorf("returned after %v, stuck runs %d -> %d", d, before, StuckRuns())
+		}
+	})
 	t.Run("context cancellation", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(50*time.Millisecond, cancel)

@@ -84,6 +84,7 @@ func Compile(name, code string) (*Program, error) {
 	if name == "" {
 		name = "index.js"
 	}
+	limitRegexps()
 	src := modulePrefix + code + "\n})"
 	ast, err := parser.ParseFile(nil, name, src, 0)
 	if err != nil {
