@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -202,10 +203,30 @@ func (g *Gateway) forward(r route) fiber.Handler {
 			}
 			return err
 		}
+		if dep, ok := resp.Header[bus.SessionHeader]; ok {
+			g.awaitSession(ctx, dep)
+			delete(resp.Header, bus.SessionHeader)
+		}
 		for k, v := range resp.Header {
 			c.Set(k, v)
 		}
 		return c.Status(resp.Status).Send(resp.Body)
+	}
+}
+
+// awaitSession holds an answer until this gateway's session view has the
+// write it depends on, so the caller's next request sees it (a removed
+// member's token fails, a promotion counts). It waits at most two seconds.
+func (g *Gateway) awaitSession(ctx context.Context, dep string) {
+	bucket, revText, _ := strings.Cut(dep, "=")
+	rev, err := strconv.ParseUint(revText, 10, 64)
+	if err != nil {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := g.sessions.WaitApplied(wctx, bucket, rev); err != nil {
+		g.log.Warn("session change not seen in time", "bucket", bucket, "revision", rev)
 	}
 }
 

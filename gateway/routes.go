@@ -40,6 +40,9 @@ var routes = []route{
 	{"GET", "/admin/projects/:projectId", bus.SubjProjectGet, false, false},
 
 	{"GET", "/fhir/R4/metadata", bus.SubjMetadata, true, false},
+	{"POST", "/fhir/R4", bus.SubjBatch, false, false},
+	{"POST", "/fhir/R4/:type/$validate", bus.SubjValidate, false, false},
+	{"PUT", "/fhir/R4/:type", bus.SubjUpdate, false, false},
 	{"GET", "/fhir/R4/:type", bus.SubjSearch, false, false},
 	{"POST", "/fhir/R4/:type/_search", bus.SubjSearch, false, false},
 	{"POST", "/fhir/R4/:type", bus.SubjCreate, false, false},

@@ -108,7 +108,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"unknown property", "POST", "fhir/R4/Patient", "application/fhir+json", `{"resourceType":"Patient","favouriteColour":"blue"}`, 400, ""},
 		{"wrong type", "POST", "fhir/R4/Patient", "application/fhir+json", `{"resourceType":"Patient","active":"yes"}`, 400, ""},
 		{"bad date", "POST", "fhir/R4/Patient", "application/fhir+json", `{"resourceType":"Patient","birthDate":"1st of May"}`, 400, ""},
-		{"unknown type", "POST", "fhir/R4/Foo", "application/fhir+json", `{"resourceType":"Foo"}`, 404, ""},
+		{"unknown type", "POST", "fhir/R4/Foo", "application/fhir+json", `{"resourceType":"Foo"}`, 400, "Unknown resource type: Foo"},
 		{"patch not array", "PATCH", "fhir/R4/Patient/x", "application/json-patch+json", `{"op":"add"}`, 400, "Patch body must be an array"},
 		{"patch empty", "PATCH", "fhir/R4/Patient/x", "application/json-patch+json", `[]`, 400, "Empty patch body"},
 		{"patch wrong type", "PATCH", "fhir/R4/Patient/x", "application/json", `[]`, 415, ""},

@@ -79,6 +79,20 @@ type Response struct {
 	Body   []byte
 }
 
+// SessionHeader names a session-bucket revision a response depends on
+// ("<bucket>=<revision>"); the gateway waits for its view to reach it and
+// strips the header.
+const SessionHeader = "Pinion-Session"
+
+// WithSession marks a response as depending on a session write.
+func (r *Response) WithSession(bucket string, rev uint64) *Response {
+	if r.Header == nil {
+		r.Header = map[string]string{}
+	}
+	r.Header[SessionHeader] = bucket + "=" + strconv.FormatUint(rev, 10)
+	return r
+}
+
 // FHIRContentType is the content type of every FHIR JSON response.
 const FHIRContentType = "application/fhir+json; charset=utf-8"
 

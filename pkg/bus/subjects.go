@@ -35,6 +35,8 @@ const (
 	SubjUpdate   = "pinion.fhir.update"
 	SubjPatch    = "pinion.fhir.patch"
 	SubjDelete   = "pinion.fhir.delete"
+	SubjValidate = "pinion.fhir.validate"
+	SubjBatch    = "pinion.fhir.batch"
 )
 
 // Resource change events are published on EventSubject(type, id) after a

@@ -74,3 +74,9 @@ func MembershipKey(project, user string) string { return "membership:" + project
 func ExternalIDKey(project, externalID string) string {
 	return "membership-external-id:" + project + ":" + externalID
 }
+
+// ProfileKey is the claim of an e-mail by a profile of one type in a
+// project, so concurrent invites of one person share one profile.
+func ProfileKey(project, resourceType, email string) string {
+	return "profile:" + project + ":" + resourceType + ":" + email
+}

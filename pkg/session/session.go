@@ -105,48 +105,68 @@ func (s *Store) PutMembership(ctx context.Context, id string, m Membership) (uin
 	return s.memberships.Put(ctx, id, b)
 }
 
-// DeleteMembership forgets a membership: its tokens stop working.
-func (s *Store) DeleteMembership(ctx context.Context, id string) error {
+// DeleteMembership forgets a membership: its tokens stop working. It
+// returns the bucket's revision after the delete.
+func (s *Store) DeleteMembership(ctx context.Context, id string) (uint64, error) {
 	err := s.memberships.Delete(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, err
 	}
-	return err
+	return lastRevision(ctx, s.memberships)
+}
+
+// lastRevision is the newest revision of a bucket (its stream's last sequence).
+func lastRevision(ctx context.Context, kv jetstream.KeyValue) (uint64, error) {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return 0, err
+	}
+	si, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return 0, errors.New("kv status: unexpected type")
+	}
+	return si.StreamInfo().State.LastSeq, nil
 }
 
 // UpdateLogin applies f to a login and stores it only if no one changed it
 // meanwhile (compare-and-set on the bucket revision), so a code or refresh
 // token is spent exactly once even when two requests race.
 func (s *Store) UpdateLogin(ctx context.Context, id string, f func(*Login) error) (*Login, error) {
+	l, _, err := s.UpdateLoginRev(ctx, id, f)
+	return l, err
+}
+
+// UpdateLoginRev is UpdateLogin that also returns the revision written.
+func (s *Store) UpdateLoginRev(ctx context.Context, id string, f func(*Login) error) (*Login, uint64, error) {
 	for i := 0; i < 10; i++ {
 		e, err := s.logins.Get(ctx, id)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		l := &Login{}
 		if err := json.Unmarshal(e.Value(), l); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if err := f(l); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		b, _ := json.Marshal(l)
-		if _, err := s.logins.Update(ctx, id, b, e.Revision()); err != nil {
+		rev, err := s.logins.Update(ctx, id, b, e.Revision())
+		if err != nil {
 			var apiErr *jetstream.APIError
 			if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
 				continue
 			}
-			return nil, err
+			return nil, 0, err
 		}
-		return l, nil
+		return l, rev, nil
 	}
-	return nil, errors.New("login: too many concurrent updates")
+	return nil, 0, errors.New("login: too many concurrent updates")
 }
 
-// RevokeToken ends one token by its jti.
-func (s *Store) RevokeToken(ctx context.Context, jti string) error {
-	_, err := s.revoked.Put(ctx, jti, []byte{1})
-	return err
+// RevokeToken ends one token by its jti and returns the bucket revision.
+func (s *Store) RevokeToken(ctx context.Context, jti string) (uint64, error) {
+	return s.revoked.Put(ctx, jti, []byte{1})
 }
 
 // GetLogin reads one login from the bucket.
@@ -177,12 +197,17 @@ type View struct {
 	memberships map[string]*Membership
 	revoked     map[string]bool
 	cancel      context.CancelFunc
+	// applied is the newest revision applied per bucket; changed is closed
+	// and replaced whenever one moves, to wake WaitApplied.
+	applied map[string]uint64
+	changed chan struct{}
 }
 
 // Watch starts the watchers and returns once the initial values are loaded.
 func (s *Store) Watch(ctx context.Context) (*View, error) {
 	wctx, cancel := context.WithCancel(context.Background())
-	v := &View{store: s, logins: map[string]*Login{}, memberships: map[string]*Membership{}, revoked: map[string]bool{}, cancel: cancel}
+	v := &View{store: s, logins: map[string]*Login{}, memberships: map[string]*Membership{}, revoked: map[string]bool{}, cancel: cancel,
+		applied: map[string]uint64{}, changed: make(chan struct{})}
 	lw, err := s.logins.WatchAll(wctx)
 	if err != nil {
 		cancel()
@@ -199,7 +224,7 @@ func (s *Store) Watch(ctx context.Context) (*View, error) {
 		return nil, err
 	}
 	ready := make(chan struct{}, 3)
-	go watch(wctx, lw, ready, func(k string, b []byte) {
+	go v.watch(wctx, LoginsBucket, lw, ready, func(k string, b []byte) {
 		var l *Login
 		if b != nil {
 			l = &Login{}
@@ -215,7 +240,7 @@ func (s *Store) Watch(ctx context.Context) (*View, error) {
 		}
 		v.mu.Unlock()
 	})
-	go watch(wctx, mw, ready, func(k string, b []byte) {
+	go v.watch(wctx, MembershipsBucket, mw, ready, func(k string, b []byte) {
 		var m *Membership
 		if b != nil {
 			m = &Membership{}
@@ -231,7 +256,7 @@ func (s *Store) Watch(ctx context.Context) (*View, error) {
 		}
 		v.mu.Unlock()
 	})
-	go watch(wctx, rw, ready, func(k string, b []byte) {
+	go v.watch(wctx, RevokedBucket, rw, ready, func(k string, b []byte) {
 		v.mu.Lock()
 		if b == nil {
 			delete(v.revoked, k)
@@ -251,7 +276,7 @@ func (s *Store) Watch(ctx context.Context) (*View, error) {
 	return v, nil
 }
 
-func watch(ctx context.Context, w jetstream.KeyWatcher, ready chan<- struct{}, apply func(string, []byte)) {
+func (v *View) watch(ctx context.Context, bucket string, w jetstream.KeyWatcher, ready chan<- struct{}, apply func(string, []byte)) {
 	defer w.Stop()
 	for {
 		select {
@@ -270,6 +295,13 @@ func watch(ctx context.Context, w jetstream.KeyWatcher, ready chan<- struct{}, a
 			} else {
 				apply(e.Key(), nil)
 			}
+			v.mu.Lock()
+			if e.Revision() > v.applied[bucket] {
+				v.applied[bucket] = e.Revision()
+				close(v.changed)
+				v.changed = make(chan struct{})
+			}
+			v.mu.Unlock()
 		}
 	}
 }
@@ -279,6 +311,26 @@ func (v *View) Close() { v.cancel() }
 
 // ErrInactive means the token's login or membership no longer counts.
 var ErrInactive = errors.New("login or membership not active")
+
+// WaitApplied waits until the view has applied a bucket's revision rev (or
+// the context ends). A service that changed a session answers with that
+// revision, and the gateway waits before passing the answer on: the
+// caller's next request then sees the change.
+func (v *View) WaitApplied(ctx context.Context, bucket string, rev uint64) error {
+	for {
+		v.mu.RLock()
+		done, ch := v.applied[bucket] >= rev, v.changed
+		v.mu.RUnlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
 
 // Revoked reports whether one token (by jti) was ended early.
 func (v *View) Revoked(jti string) bool {

@@ -33,6 +33,8 @@ type Service struct {
 	log      *slog.Logger
 	svc      *bus.Service
 	metadata []byte
+	// conditions serialises conditional writes with one condition.
+	conditions keyLocks
 }
 
 // New wires the service.
@@ -66,6 +68,8 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.SubjUpdate:   s.update,
 		bus.SubjPatch:    s.patch,
 		bus.SubjDelete:   s.delete,
+		bus.SubjValidate: s.validate,
+		bus.SubjBatch:    s.batch,
 	}, s.log)
 	return err
 }

@@ -26,7 +26,7 @@ func target(r *bus.Request, i access.Interaction) (string, repo.Scope, error) {
 		return "", repo.Scope{}, err
 	}
 	if !fhirschema.IsResourceType(typ) {
-		return "", repo.Scope{}, fhir.NotFound()
+		return "", repo.Scope{}, fhir.BadRequest("Unknown resource type: "+typ, "resourceType")
 	}
 	return typ, repo.Scope{Project: r.Principal.Project, SuperAdmin: r.Principal.SuperAdmin}, nil
 }
@@ -262,6 +262,17 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 		return nil, err
 	}
 	delete(res, "id") // the server names new resources
+	if cond := r.Get("If-None-Exist"); cond != "" {
+		// Conditional create: the same query answers the same resource.
+		defer s.conditions.lock(sc.Project + "|" + typ + "|" + cond)()
+		found, err := s.match(ctx, sc, typ, cond)
+		if err != nil {
+			return nil, err
+		}
+		if found != nil {
+			return resourceResponse(200, found), nil
+		}
+	}
 	out, err := s.repo.Create(ctx, sc, res, repo.WriteOptions{Author: r.Principal.Profile, Strict: s.strict(ctx, sc.Project)})
 	if err != nil {
 		return nil, err
@@ -285,6 +296,9 @@ func (s *Service) update(ctx context.Context, r *bus.Request) (*bus.Response, er
 	res, err := decodeBody(r, typ)
 	if err != nil {
 		return nil, err
+	}
+	if r.Param("id") == "" {
+		return s.conditionalUpdate(ctx, r, typ, sc, res)
 	}
 	if id, _ := res["id"].(string); id != r.Param("id") {
 		return nil, fhir.BadRequest("Incorrect ID", "id")

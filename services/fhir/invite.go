@@ -37,29 +37,10 @@ func (s *Service) inviteProfile(ctx context.Context, data []byte) error {
 	}
 	req := rec.Request
 	ref, created := req.Profile, false
-	if ref == "" && req.Email != "" {
-		if ref, err = s.profileByEmail(ctx, req.ProjectID, req.ResourceType, req.Email); err != nil {
+	if ref == "" {
+		if ref, created, err = s.inviteeProfile(ctx, rec.ID, req); err != nil {
 			return err
 		}
-	}
-	if ref == "" {
-		id := uuid.NewSHA1(idNamespace, []byte("invite-profile:"+rec.ID)).String()
-		p := map[string]any{
-			"resourceType": req.ResourceType,
-			"name":         []any{map[string]any{"given": []any{req.FirstName}, "family": req.LastName}},
-		}
-		if req.Email != "" {
-			p["telecom"] = []any{map[string]any{"system": "email", "use": "work", "value": req.Email}}
-		}
-		_, err := s.repo.Create(ctx, repo.System, p, repo.WriteOptions{ID: id, Project: req.ProjectID})
-		var fe *fhir.Error
-		if err != nil && !(errors.As(err, &fe) && fe.Status == 409) {
-			if errors.As(err, &fe) && fe.Status < 500 {
-				return saga.Permanent(err)
-			}
-			return fmt.Errorf("create profile: %w", err)
-		}
-		ref, created = req.ResourceType+"/"+id, true
 	}
 	if _, err := s.invites.Update(ctx, rec.ID, func(r *invite.Record) error {
 		r.ProfileRef, r.ProfileCreated = ref, created
@@ -69,6 +50,60 @@ func (s *Service) inviteProfile(ctx context.Context, data []byte) error {
 		return err
 	}
 	return s.invites.Next(ctx, invite.SubjMembership, m)
+}
+
+// inviteeProfile finds or creates the invitee's profile. With an e-mail,
+// the profile is claimed under (project, type, e-mail): two invites of one
+// person racing each other end with the same profile.
+func (s *Service) inviteeProfile(ctx context.Context, inviteID string, req invite.Request) (ref string, created bool, err error) {
+	key := repo.ProfileKey(req.ProjectID, req.ResourceType, req.Email)
+	if req.Email != "" {
+		if owner, err := s.repo.ClaimOwner(ctx, key); err != nil {
+			return "", false, err
+		} else if owner != "" {
+			return req.ResourceType + "/" + owner, false, nil
+		}
+		if ref, err = s.profileByEmail(ctx, req.ProjectID, req.ResourceType, req.Email); err != nil || ref != "" {
+			if ref != "" {
+				_, id, _ := fhir.SplitReference(ref)
+				owner, err := s.repo.Claim(ctx, key, id)
+				return req.ResourceType + "/" + owner, false, err
+			}
+			return "", false, err
+		}
+	}
+	id := uuid.NewSHA1(idNamespace, []byte("invite-profile:"+inviteID)).String()
+	p := map[string]any{
+		"resourceType": req.ResourceType,
+		"name":         []any{map[string]any{"given": []any{req.FirstName}, "family": req.LastName}},
+	}
+	if req.Email != "" {
+		p["telecom"] = []any{map[string]any{"system": "email", "use": "work", "value": req.Email}}
+	}
+	_, err = s.repo.Create(ctx, repo.System, p, repo.WriteOptions{ID: id, Project: req.ProjectID})
+	var fe *fhir.Error
+	if err != nil && !(errors.As(err, &fe) && fe.Status == 409) {
+		if errors.As(err, &fe) && fe.Status < 500 {
+			return "", false, saga.Permanent(err)
+		}
+		return "", false, fmt.Errorf("create profile: %w", err)
+	}
+	if req.Email == "" {
+		return req.ResourceType + "/" + id, true, nil
+	}
+	owner, err := s.repo.Claim(ctx, key, id)
+	if err != nil {
+		return "", false, err
+	}
+	if owner != id {
+		// Another invite of the same person won: drop ours (nothing refers
+		// to it yet) and share theirs.
+		if err := s.repo.Delete(ctx, repo.System, req.ResourceType, id); err != nil {
+			return "", false, err
+		}
+		return req.ResourceType + "/" + owner, false, nil
+	}
+	return req.ResourceType + "/" + id, true, nil
 }
 
 // profileByEmail finds the project's one resource of the type with that

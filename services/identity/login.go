@@ -240,7 +240,7 @@ func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.
 	}
 	var terr *bus.Response
 	var refresh string
-	l, err := s.sessions.UpdateLogin(ctx, loginID, func(l *session.Login) error {
+	l, rev, err := s.sessions.UpdateLoginRev(ctx, loginID, func(l *session.Login) error {
 		terr = nil
 		switch {
 		case !auth.SecretMatches(l.CodeDigest, secret):
@@ -271,6 +271,9 @@ func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.
 		return nil
 	})
 	if terr != nil {
+		if err == nil { // the login was revoked: let the caller's next request see it
+			terr.WithSession(session.LoginsBucket, rev)
+		}
 		return terr, nil
 	}
 	if err != nil {
@@ -319,7 +322,7 @@ func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Respo
 	}
 	var terr *bus.Response
 	var refresh string
-	l, err := s.sessions.UpdateLogin(ctx, c.LoginID, func(l *session.Login) error {
+	l, rev, err := s.sessions.UpdateLoginRev(ctx, c.LoginID, func(l *session.Login) error {
 		terr = nil
 		switch {
 		case l.Revoked:
@@ -335,6 +338,9 @@ func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Respo
 		return nil
 	})
 	if terr != nil {
+		if err == nil {
+			terr.WithSession(session.LoginsBucket, rev)
+		}
 		return terr, nil
 	}
 	if err != nil {
@@ -414,18 +420,20 @@ func (s *Service) logout(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if strings.HasPrefix(r.Principal.User, "ClientApplication/") {
 		// One login serves all of a client's tokens: end only this token,
 		// so the client's other sessions, and its next grant, still work.
-		if err := s.sessions.RevokeToken(ctx, r.Principal.TokenID); err != nil {
+		rev, err := s.sessions.RevokeToken(ctx, r.Principal.TokenID)
+		if err != nil {
 			return nil, err
 		}
-		return bus.Outcome(fhir.OK()), nil
+		return bus.Outcome(fhir.OK()).WithSession(session.RevokedBucket, rev), nil
 	}
-	if _, err := s.sessions.UpdateLogin(ctx, r.Principal.LoginID, func(l *session.Login) error {
+	_, rev, err := s.sessions.UpdateLoginRev(ctx, r.Principal.LoginID, func(l *session.Login) error {
 		l.Revoked = true
 		return nil
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
-	return bus.Outcome(fhir.OK()), nil
+	return bus.Outcome(fhir.OK()).WithSession(session.LoginsBucket, rev), nil
 }
 
 // setPassword is POST /auth/setpassword: a one-time secret from an e-mail.

@@ -3,20 +3,23 @@ package identity
 import (
 	"context"
 	"encoding/json"
+	"strings"
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 )
 
-// me answers GET /auth/me: who the token's login is, as Medplum's client
-// reads it right after every sign-in.
+// me answers GET /auth/me as Medplum does: the profile, cut-down copies of
+// the project and membership (no project secrets), the user for user
+// logins, and the user configuration. Medplum's client calls it right after
+// every sign-in.
 func (s *Service) me(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	p := r.Principal
 	if p == nil {
 		return nil, fhir.Unauthorized()
 	}
-	read := func(ref string) (json.RawMessage, error) {
+	read := func(ref string) (map[string]any, error) {
 		typ, id, ok := fhir.SplitReference(ref)
 		if !ok {
 			return nil, nil
@@ -25,20 +28,46 @@ func (s *Service) me(ctx context.Context, r *bus.Request) (*bus.Response, error)
 		if err != nil {
 			return nil, err
 		}
-		return res.JSON, nil
+		return res.Decode()
 	}
-	out := map[string]any{"config": map[string]any{}}
-	for _, f := range []struct{ key, ref string }{
-		{"user", p.User}, {"profile", p.Profile}, {"project", "Project/" + p.Project},
-		{"membership", "ProjectMembership/" + p.Membership},
-	} {
-		b, err := read(f.ref)
-		if err != nil {
+	keep := func(m map[string]any, fields ...string) map[string]any {
+		out := map[string]any{}
+		for _, f := range fields {
+			if v, ok := m[f]; ok {
+				out[f] = v
+			}
+		}
+		return out
+	}
+	profile, err := read(p.Profile)
+	if err != nil {
+		return nil, err
+	}
+	project, err := read("Project/" + p.Project)
+	if err != nil {
+		return nil, err
+	}
+	membership, err := read("ProjectMembership/" + p.Membership)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{
+		"profile":    profile,
+		"project":    keep(project, "resourceType", "id", "name", "description", "strictMode", "superAdmin"),
+		"membership": keep(membership, "resourceType", "id", "identifier", "user", "profile", "admin"),
+		"config":     map[string]any{"resourceType": "UserConfiguration", "menu": []any{}},
+	}
+	if strings.HasPrefix(p.User, "User/") {
+		if out["user"], err = read(p.User); err != nil {
 			return nil, err
 		}
-		if b != nil {
-			out[f.key] = b
-		}
 	}
-	return bus.JSON(200, out), nil
+	if ap, ok := membership["accessPolicy"]; ok {
+		out["accessPolicy"] = ap
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	return &bus.Response{Status: 200, Header: map[string]string{"Content-Type": bus.JSONContentType}, Body: b}, nil
 }

@@ -156,10 +156,11 @@ func (s *Service) saveMember(ctx context.Context, r *bus.Request, cur *repo.Reso
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.sessions.PutMembership(ctx, out.ID, *st); err != nil {
+	rev, err := s.sessions.PutMembership(ctx, out.ID, *st)
+	if err != nil {
 		return nil, err
 	}
-	return bus.FHIR(200, out.JSON), nil
+	return bus.FHIR(200, out.JSON).WithSession(session.MembershipsBucket, rev), nil
 }
 
 // normalize makes decoded JSON comparable (numbers as text).
@@ -196,7 +197,8 @@ func (s *Service) deleteMember(ctx context.Context, r *bus.Request) (*bus.Respon
 		return nil, fhir.BadRequest("Cannot delete the owner of the project")
 	}
 	// Tokens first: once the session entry is gone, no request gets through.
-	if err := s.sessions.DeleteMembership(ctx, cur.ID); err != nil {
+	rev, err := s.sessions.DeleteMembership(ctx, cur.ID)
+	if err != nil {
 		return nil, err
 	}
 	if err := s.repo.Delete(ctx, repo.Scope{Project: cur.Project}, "ProjectMembership", cur.ID); err != nil {
@@ -213,7 +215,7 @@ func (s *Service) deleteMember(ctx context.Context, r *bus.Request) (*bus.Respon
 	if err := s.dropOrphanUser(ctx, cur.Project, m.User.Reference); err != nil {
 		return nil, err
 	}
-	return bus.Outcome(fhir.OK()), nil
+	return bus.Outcome(fhir.OK()).WithSession(session.MembershipsBucket, rev), nil
 }
 
 // dropOrphanUser deletes a user scoped to this project once it has no

@@ -119,31 +119,10 @@ func (s *Service) inviteMembership(ctx context.Context, data []byte) error {
 	return nil
 }
 
-// conflict ends an invite with 409, first undoing what it created: its
-// profile, and a user that exists only because of it.
+// conflict ends an invite with 409. What the invite found or created
+// stays: the user and profile may be shared with a concurrent invite of the
+// same person that won, and a profile is reused by the next invite anyway.
 func (s *Service) conflict(ctx context.Context, rec *invite.Record, text string) error {
-	req := rec.Request
-	if rec.ProfileCreated {
-		if t, id, ok := fhir.SplitReference(rec.ProfileRef); ok {
-			if err := s.repo.Delete(ctx, repo.System, t, id); err != nil && !goneOrMissing(err) {
-				return err
-			}
-		}
-	}
-	if rec.NewUser {
-		scope := ""
-		if req.ProjectScoped {
-			scope = req.ProjectID
-		}
-		if err := s.repo.Delete(ctx, repo.System, "User", rec.UserID); err != nil && !goneOrMissing(err) {
-			return err
-		}
-		if req.Email != "" {
-			if err := s.repo.Release(ctx, repo.UserEmailKey(scope, req.Email), rec.UserID); err != nil {
-				return err
-			}
-		}
-	}
 	return saga.Permanent(fhir.Conflict(text))
 }
 

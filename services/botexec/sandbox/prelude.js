@@ -92,15 +92,28 @@
   // ---- allocation caps. goja has no allocator limit; the memory guard in Go
   // catches growth between samples, and these stop the single native calls
   // that could allocate gigabytes before it gets a chance to look.
+  //
+  // The checks use intrinsics captured here, before bot code runs, and pass
+  // the values they checked (not the bot's objects, whose valueOf could
+  // answer differently the second time) to the built-in.
   const maxString = native.maxStringLength;
+  const apply = Reflect.apply;
+  const toStr = String;
+  const toNum = Number;
+  const isArray = Array.isArray;
+  const MapCtor = Map;
+  const mapGet = Map.prototype.get;
+  const mapSet = Map.prototype.set;
   function capString(name) {
     const orig = String.prototype[name];
     Object.defineProperty(String.prototype, name, {
       value: {
         [name](n, ...rest) {
-          const len = name === 'repeat' ? String(this).length * Number(n) : Number(n);
-          if (len > maxString) throw new RangeError('Invalid string length');
-          return orig.call(this, n, ...rest);
+          if (this === null || this === undefined) return apply(orig, this, [n, ...rest]);
+          const str = toStr(this);
+          const count = toNum(n);
+          if ((name === 'repeat' ? str.length * count : count) > maxString) throw new RangeError('Invalid string length');
+          return apply(orig, str, [count, ...rest]);
         },
       }[name],
       writable: true,
@@ -115,8 +128,8 @@
   const origFill = Array.prototype.fill;
   Object.defineProperty(Array.prototype, 'fill', {
     value: function fill(...args) {
-      if (this.length > maxArray) throw new RangeError('Invalid array length');
-      return origFill.apply(this, args);
+      if (this !== null && this !== undefined && toNum(this.length) > maxArray) throw new RangeError('Invalid array length');
+      return apply(origFill, this, args);
     },
     writable: true,
     configurable: true,
@@ -125,10 +138,10 @@
   const origFrom = Array.from;
   Object.defineProperty(Array, 'from', {
     value: function from(items, ...rest) {
-      if (items !== null && items !== undefined && Number(items.length) > maxArray) {
+      if (items !== null && items !== undefined && toNum(items.length) > maxArray) {
         throw new RangeError('Invalid array length');
       }
-      return origFrom.call(this, items, ...rest);
+      return apply(origFrom, this, [items, ...rest]);
     },
     writable: true,
     configurable: true,
@@ -142,41 +155,41 @@
   // sub-objects are measured once and counted every time they appear.
   const maxDepth = native.maxJSONDepth;
   const hasOwn = Object.prototype.hasOwnProperty;
-  function jsonCost(x, depth, memo, path) {
+  function jsonCost(x, depth, memo) {
     if (typeof x === 'string') return x.length + 2;
     if (x === null || typeof x !== 'object') return 8;
-    const known = memo.get(x);
-    if (known !== undefined) return known;
-    // A cycle is left for stringify to report; toJSON runs bot code, which
-    // can be interrupted, and its result is measured by the replacer hook.
-    if (path.has(x) || typeof x.toJSON === 'function') return 8;
+    const known = apply(mapGet, memo, [x]);
+    // -1 marks an object on the current path: a cycle, left for stringify to
+    // report. toJSON runs bot code, which can be interrupted, and what it
+    // returns is measured by the replacer hook.
+    if (known !== undefined) return known < 0 ? 8 : known;
+    if (typeof x.toJSON === 'function') return 8;
     if (depth > maxDepth) throw new RangeError('Object nested too deeply to serialize (over ' + maxDepth + ' levels)');
-    path.add(x);
+    apply(mapSet, memo, [x, -1]);
     let n = 2;
-    if (Array.isArray(x)) {
-      for (let i = 0; i < x.length; i++) n += jsonCost(x[i], depth + 1, memo, path) + 1;
+    if (isArray(x)) {
+      for (let i = 0; i < x.length; i++) n += jsonCost(x[i], depth + 1, memo) + 1;
     } else {
-      for (const k in x) if (hasOwn.call(x, k)) n += jsonCost(x[k], depth + 1, memo, path) + k.length + 4;
+      for (const k in x) if (apply(hasOwn, x, [k])) n += jsonCost(x[k], depth + 1, memo) + k.length + 4;
     }
-    path.delete(x);
     if (n > maxString) throw new RangeError('Object too large to serialize');
-    memo.set(x, n);
+    apply(mapSet, memo, [x, n]);
     return n;
   }
   function jsonStringify(value, replacer, space) {
     if (value !== null && typeof value === 'object') {
-      const memo = new Map();
-      jsonCost(value, 0, memo, new Set());
+      const memo = new MapCtor();
+      jsonCost(value, 0, memo);
       if (typeof replacer === 'function') {
         const user = replacer;
         replacer = function (k, v) {
-          const r = user.call(this, k, v);
-          if (r !== null && typeof r === 'object') jsonCost(r, 0, memo, new Set());
+          const r = apply(user, this, [k, v]);
+          if (r !== null && typeof r === 'object') jsonCost(r, 0, memo);
           return r;
         };
       }
     }
-    return nativeStringify(value, replacer, space);
+    return apply(nativeStringify, undefined, [value, replacer, space]);
   }
   Object.defineProperty(JSON, 'stringify', {
     value: function stringify(value, replacer, space) {

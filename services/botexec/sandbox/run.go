@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,7 +96,9 @@ func Run(ctx context.Context, p *Program, ev Event, host Host, lim Limits) (res 
 		return nil, fmt.Errorf("sandbox: prelude: %w", err)
 	}
 	var msg *hl7.Message
-	if ev.ContentType == HL7ContentType {
+	if m, ok := ev.Input.(*hl7.Message); ok {
+		msg = m
+	} else if isHL7(ev.ContentType) {
 		if msg, err = hl7Input(ev.Input); err != nil {
 			return nil, err
 		}
@@ -189,6 +192,13 @@ func (st *runState) runToResult(pre *goja.Program, p *Program, ev Event, msg *hl
 		res = &Result{Err: berr}
 	}
 	return runOutcome{res: res}
+}
+
+// isHL7 reports whether a Content-Type names HL7 v2 ER7, whatever its
+// parameters (API.md: "; charset=utf-8" and the like are ignored).
+func isHL7(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), HL7ContentType)
 }
 
 // hl7Input is the message behind an HL7 event input.

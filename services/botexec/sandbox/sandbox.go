@@ -5,7 +5,11 @@
 // Every Run gets a new goja runtime, so nothing a bot sets on globalThis or
 // on a prototype can reach another run; the shared parts (the compiled bot and
 // the compiled prelude that defines console, timers, the medplum client,
-// Hl7Message and friends) are immutable goja Programs. The host is reachable
+// Hl7Message and friends) are immutable goja Programs. Runtimes are not
+// pooled: goja.New costs about a microsecond and evaluating the prelude about
+// 0.1 ms (most of it builds functions, which is why the rarely used parts are
+// built on first use), while proving that a reset runtime carries nothing
+// over would mean auditing every builtin a bot can mutate. The host is reachable
 // only through Host.Request; there is no require of host modules, no process,
 // file system, network or environment, and no timer outlives its run.
 //
@@ -65,9 +69,11 @@ type Event struct {
 	Bot, Requester map[string]any
 	// Input is the parsed request body: a string, decoded JSON
 	// (map[string]any, []any, float64, bool, nil, json.Number), a
-	// json.RawMessage, or, when ContentType is HL7ContentType, an
-	// *hl7.Message or its ER7 text (which becomes an Hl7Message object).
-	Input       any
+	// json.RawMessage (which keeps the client's key order, unlike a map),
+	// an *hl7.Message, or, when ContentType is HL7ContentType (parameters
+	// ignored), ER7 text; the last two become an Hl7Message object.
+	Input any
+	// ContentType is passed to the bot as given, parameters included.
 	ContentType string
 	Secrets     map[string]any
 	TraceID     string
@@ -189,4 +195,17 @@ func (e *BotError) OperationOutcome() *fhir.OperationOutcome {
 	}
 	o := fhir.BadRequest(e.Message).Outcome
 	return &o
+}
+
+// Value decodes JSON (numbers as float64, objects as map[string]any); it is
+// nil for undefined and for HL7, whose value is Text.
+func (r *Result) Value() (any, error) {
+	if len(r.JSON) == 0 {
+		return nil, nil
+	}
+	var v any
+	if err := json.Unmarshal(r.JSON, &v); err != nil {
+		return nil, fmt.Errorf("bot result: %w", err)
+	}
+	return v, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/hl7"
 )
 
 // hostCallRecord is one request a bot made through the fake host.
@@ -89,6 +90,8 @@ func TestEcho(t *testing.T) {
 		{"form", map[string]string{"k": "v"}, "application/x-www-form-urlencoded", KindJSON, "", `{"k":"v"}`},
 		{"fhir resource", json.RawMessage(`{"resourceType":"Patient","id":"1"}`), "application/fhir+json", KindResource, "", `{"resourceType":"Patient","id":"1"}`},
 		{"hl7", adt, HL7ContentType, KindHL7, adt, ""},
+		{"hl7 with charset and LF separators", strings.ReplaceAll(adt, "\r", "\n"), HL7ContentType + "; charset=utf-8", KindHL7, adt, ""},
+		{"parsed hl7", mustParseHL7(adt), "", KindHL7, adt, ""},
 		{"null", nil, "application/json", KindNull, "", "null"},
 		{"number", 42.0, "application/json", KindNumber, "42", "42"},
 		{"boolean", true, "application/json", KindBoolean, "true", "true"},
@@ -109,6 +112,14 @@ func TestEcho(t *testing.T) {
 			}
 		})
 	}
+}
+
+func mustParseHL7(s string) *hl7.Message {
+	m, err := hl7.Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return m
 }
 
 func TestResultKinds(t *testing.T) {
@@ -142,6 +153,10 @@ func TestResultKinds(t *testing.T) {
 			mustSucceed(t, res)
 			if res.Kind != tt.kind || res.Text != tt.text || string(res.JSON) != tt.json {
 				t.Errorf("got kind %v text %q json %s; want %v %q %s", res.Kind, res.Text, res.JSON, tt.kind, tt.text, tt.json)
+			}
+			v, err := res.Value()
+			if err != nil || (tt.json == "" || tt.json == "null") != (v == nil) {
+				t.Errorf("Value() = %v, %v", v, err)
 			}
 		})
 	}
@@ -197,6 +212,7 @@ func TestAsyncAndTimers(t *testing.T) {
 	}{
 		{"await setTimeout", `exports.handler = async () => { await new Promise(r => setTimeout(r, 10)); return 'slept' };`, "slept"},
 		{"timer order", `exports.handler = async () => { const out = []; await new Promise(r => { setTimeout(() => out.push(2), 20); setTimeout(() => out.push(1), 5); setTimeout(() => { out.push(3); r() }, 30) }); return out.join(',') };`, "1,2,3"},
+		{"setImmediate", `exports.handler = () => new Promise(r => setImmediate((a) => r(a), 'now'));`, "now"},
 		{"timer arguments", `exports.handler = () => new Promise(r => setTimeout((a, b) => r(a + b), 0, 'x', 'y'));`, "xy"},
 		{"clearTimeout", `exports.handler = async () => { let hit = 'no'; const id = setTimeout(() => { hit = 'yes' }, 5); clearTimeout(id); await new Promise(r => setTimeout(r, 20)); return hit };`, "no"},
 		{"setInterval", `exports.handler = () => new Promise(r => { let n = 0; const id = setInterval(() => { if (++n === 3) { clearInterval(id); r(String(n)) } }, 1) });`, "3"},
@@ -509,6 +525,21 @@ func TestLimits(t *testing.T) {
 		mustSucceed(t, res)
 		if res.Text != "RangeError,RangeError,RangeError,RangeError" {
 			t.Errorf("got %q", res.Text)
+		}
+		// Replacing the intrinsics the checks use does not get around them.
+		res = runBot(t, `exports.handler = async () => {
+			Number = () => 0; String = () => ''; Function.prototype.call = function () { return 'bypassed' };
+			Reflect.apply = () => 'bypassed'; Map = class { get() { return 1 } set() {} };
+			let n = 0; const big = {valueOf() { return n++ === 0 ? 1 : 1e9 }};
+			const out = [];
+			for (const f of [() => 'x'.repeat(1e9), () => 'x'.repeat(big).length, () => { let o = {}; for (let i = 0; i < 5000; i++) o = {o}; return JSON.stringify(o) }]) {
+				try { out.push('' + f()) } catch (e) { out.push(e.name) }
+			}
+			return out.join();
+		};`, Event{}, nil, Limits{MemoryBytes: 64 << 20})
+		mustSucceed(t, res)
+		if res.Text != "RangeError,1,RangeError" {
+			t.Errorf("with replaced intrinsics: %q", res.Text)
 		}
 	})
 	t.Run("built-ins that ignore interrupts", func(t *testing.T) {

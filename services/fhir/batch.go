@@ -1,0 +1,224 @@
+package fhir
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+)
+
+// maxBatchEntries bounds one batch or transaction.
+const maxBatchEntries = 1000
+
+type batchEntry struct {
+	FullURL  string          `json:"fullUrl"`
+	Resource json.RawMessage `json:"resource"`
+	Request  *struct {
+		Method      string `json:"method"`
+		URL         string `json:"url"`
+		IfMatch     string `json:"ifMatch"`
+		IfNoneExist string `json:"ifNoneExist"`
+	} `json:"request"`
+}
+
+type entryResponse struct {
+	Status       string          `json:"status"`
+	Location     string          `json:"location,omitempty"`
+	Etag         string          `json:"etag,omitempty"`
+	LastModified string          `json:"lastModified,omitempty"`
+	Outcome      json.RawMessage `json:"outcome,omitempty"`
+}
+
+type responseEntry struct {
+	Resource json.RawMessage `json:"resource,omitempty"`
+	Response entryResponse   `json:"response"`
+}
+
+// batch is POST /fhir/R4 with a batch or transaction Bundle. Each entry
+// runs through the same handler as its own request would, as the caller.
+// A transaction stops at its first failing entry and deletes what it had
+// created; updates it already made stay (FerretDB has no transactions).
+func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	if r.Principal == nil {
+		return nil, fhir.Unauthorized()
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Get("Content-Type")); mt != "application/fhir+json" && mt != "application/json" {
+		return nil, fhir.UnsupportedMediaType()
+	}
+	if _, err := fhir.Decode(r.Body); err != nil {
+		return nil, err
+	}
+	var b struct {
+		ResourceType string       `json:"resourceType"`
+		Type         string       `json:"type"`
+		Entry        []batchEntry `json:"entry"`
+	}
+	if err := json.Unmarshal(r.Body, &b); err != nil || b.ResourceType != "Bundle" {
+		return nil, fhir.BadRequest("Not a bundle", "resourceType")
+	}
+	if b.Type != "batch" && b.Type != "transaction" {
+		return nil, fhir.BadRequest("Bundle type must be batch or transaction", "type")
+	}
+	if len(b.Entry) > maxBatchEntries {
+		return nil, fhir.TooLarge("A bundle may hold at most " + strconv.Itoa(maxBatchEntries) + " entries")
+	}
+	tx := b.Type == "transaction"
+	out := make([]responseEntry, len(b.Entry))
+	// In a transaction, creates run first so later entries can refer to
+	// them by their urn:uuid fullUrl.
+	order := make([]int, 0, len(b.Entry))
+	if tx {
+		for i, e := range b.Entry {
+			if e.Request != nil && strings.EqualFold(e.Request.Method, "POST") {
+				order = append(order, i)
+			}
+		}
+		for i, e := range b.Entry {
+			if e.Request == nil || !strings.EqualFold(e.Request.Method, "POST") {
+				order = append(order, i)
+			}
+		}
+	} else {
+		for i := range b.Entry {
+			order = append(order, i)
+		}
+	}
+	refs := map[string]string{} // urn:uuid:… → Type/id
+	var created []string
+	for _, i := range order {
+		e := b.Entry[i]
+		if tx && len(refs) > 0 && len(e.Resource) > 0 {
+			body := string(e.Resource)
+			for urn, ref := range refs {
+				body = strings.ReplaceAll(body, `"`+urn+`"`, `"`+ref+`"`)
+			}
+			e.Resource = json.RawMessage(body)
+		}
+		resp, err := s.runEntry(ctx, r, e)
+		if err != nil {
+			fe := fhir.AsError(err)
+			if tx {
+				s.undo(ctx, r, created)
+				return nil, fe
+			}
+			out[i] = responseEntry{Response: entryResponse{Status: statusLine(fe.Status), Outcome: fe.JSON()}}
+			continue
+		}
+		re := responseEntry{Response: entryResponse{
+			Status: statusLine(resp.Status), Location: resp.Header["Location"],
+			Etag: resp.Header["ETag"], LastModified: resp.Header["Last-Modified"],
+		}}
+		if len(resp.Body) > 0 {
+			re.Resource = resp.Body
+		}
+		if resp.Status == 201 {
+			var res struct {
+				ResourceType, ID string
+			}
+			if json.Unmarshal(resp.Body, &res) == nil && res.ID != "" {
+				created = append(created, res.ResourceType+"/"+res.ID)
+				if strings.HasPrefix(e.FullURL, "urn:uuid:") {
+					refs[e.FullURL] = res.ResourceType + "/" + res.ID
+				}
+			}
+		}
+		out[i] = re
+	}
+	typ := "batch-response"
+	if tx {
+		typ = "transaction-response"
+	}
+	body, err := json.Marshal(map[string]any{"resourceType": "Bundle", "type": typ, "entry": out})
+	if err != nil {
+		return nil, err
+	}
+	return bus.FHIR(200, body), nil
+}
+
+func statusLine(code int) string { return strconv.Itoa(code) + " " + http.StatusText(code) }
+
+// runEntry dispatches one entry to the handler its request names.
+func (s *Service) runEntry(ctx context.Context, r *bus.Request, e batchEntry) (*bus.Response, error) {
+	if e.Request == nil || e.Request.URL == "" {
+		return nil, fhir.BadRequest("Entry has no request", "entry.request")
+	}
+	raw := strings.TrimPrefix(e.Request.URL, s.cfg.BaseURL+"fhir/R4/")
+	raw = strings.TrimPrefix(raw, "/")
+	path, query, _ := strings.Cut(raw, "?")
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, fhir.BadRequest("Invalid query in entry URL", "entry.request.url")
+	}
+	seg := strings.Split(path, "/")
+	sub := &bus.Request{
+		Method: strings.ToUpper(e.Request.Method), Path: "/fhir/R4/" + path, Query: q, RawQuery: query,
+		Params: map[string]string{"type": seg[0]}, Body: e.Resource, Principal: r.Principal, RequestID: r.RequestID,
+		Header: map[string]string{"Content-Type": "application/fhir+json"},
+	}
+	if e.Request.IfMatch != "" {
+		sub.Header["If-Match"] = e.Request.IfMatch
+	}
+	if e.Request.IfNoneExist != "" {
+		sub.Header["If-None-Exist"] = e.Request.IfNoneExist
+	}
+	if len(seg) > 1 {
+		sub.Params["id"] = seg[1]
+	}
+	var h bus.Handler
+	switch {
+	case sub.Method == "GET" && len(seg) == 1:
+		h = s.search
+	case sub.Method == "GET" && len(seg) == 2:
+		h = s.read
+	case sub.Method == "GET" && len(seg) == 3 && seg[2] == "_history":
+		h = s.history
+	case sub.Method == "GET" && len(seg) == 4 && seg[2] == "_history":
+		sub.Params["vid"] = seg[3]
+		h = s.vread
+	case sub.Method == "POST" && len(seg) == 1:
+		h = s.create
+	case sub.Method == "PUT" && len(seg) <= 2:
+		h = s.update
+	case sub.Method == "PATCH" && len(seg) == 2:
+		// A patch travels in a batch as a Binary holding the JSON Patch.
+		var bin struct {
+			ResourceType string `json:"resourceType"`
+			Data         string `json:"data"`
+		}
+		if json.Unmarshal(e.Resource, &bin) != nil || bin.ResourceType != "Binary" {
+			return nil, fhir.BadRequest("A patch entry needs a Binary resource with the JSON Patch", "entry.resource")
+		}
+		ops, err := base64.StdEncoding.DecodeString(bin.Data)
+		if err != nil {
+			return nil, fhir.BadRequest("Invalid Binary data", "entry.resource.data")
+		}
+		sub.Body = ops
+		sub.Header["Content-Type"] = "application/json-patch+json"
+		h = s.patch
+	case sub.Method == "DELETE" && len(seg) == 2:
+		h = s.delete
+	default:
+		return nil, fhir.BadRequest("Unsupported entry request: "+sub.Method+" "+e.Request.URL, "entry.request")
+	}
+	return h(ctx, sub)
+}
+
+// undo deletes what a failed transaction created.
+func (s *Service) undo(ctx context.Context, r *bus.Request, created []string) {
+	sc := repo.Scope{Project: r.Principal.Project, SuperAdmin: r.Principal.SuperAdmin}
+	for _, ref := range created {
+		if t, id, ok := fhir.SplitReference(ref); ok {
+			if err := s.repo.Delete(ctx, sc, t, id); err != nil {
+				s.log.Warn("undo transaction create", "ref", ref, "err", err)
+			}
+		}
+	}
+}
