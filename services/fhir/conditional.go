@@ -126,4 +126,3 @@ func (s *Service) validate(ctx context.Context, r *bus.Request) (*bus.Response, 
 	}
 	return bus.Outcome(fhir.OK()), nil
 }
-
