@@ -132,7 +132,9 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 		"membership": {build: func() lifecycle {
 			return membership.New(membership.Config{BaseURL: cfg.BaseURL, Mailer: mailer}, c.NC, c.JS, c.Repo, c.Sessions, log)
 		}},
-		"botexec": {build: func() lifecycle { return botexec.New(botexec.Config{BaseURL: cfg.BaseURL}, c.NC, c.Repo, log) }},
+		"botexec": {build: func() lifecycle {
+			return botexec.New(botexec.Config{BaseURL: cfg.BaseURL}, c.NC, c.Repo, c.Sessions, log)
+		}},
 	}
 	for _, name := range serviceOrder {
 		if err := st.StartService(ctx, name); err != nil {

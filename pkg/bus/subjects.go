@@ -37,6 +37,11 @@ const (
 	SubjDelete   = "pinion.fhir.delete"
 	SubjValidate = "pinion.fhir.validate"
 	SubjBatch    = "pinion.fhir.batch"
+
+	// botexec
+	SubjExecute   = "pinion.botexec.execute"
+	SubjDeploy    = "pinion.botexec.deploy"
+	SubjBotCreate = "pinion.botexec.bot.create"
 )
 
 // Resource change events are published on EventSubject(type, id) after a

@@ -1,5 +1,6 @@
-// Package botexec is the bot executor service: $execute and $deploy of
-// bots, run in the sandbox package's JavaScript runtime.
+// Package botexec is the bot executor service: Bot/$execute (by id or by
+// identifier, POST or GET), Bot/$deploy, and creating bots with their
+// memberships. Bots run in the sandbox package's JavaScript runtime.
 package botexec
 
 import (
@@ -7,38 +8,52 @@ import (
 	"log/slog"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go"
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/botexec/sandbox"
 )
 
 // Config is what the bot executor needs to know.
 type Config struct {
 	BaseURL string
+	// Memory bounds one execution's heap growth (0: the sandbox default).
+	MemoryBytes int64
 }
 
 // Service is the bot executor.
 type Service struct {
-	cfg  Config
-	nc   *nats.Conn
-	repo *repo.Repo
-	log  *slog.Logger
-	svc  *bus.Service
+	cfg      Config
+	nc       *nats.Conn
+	repo     *repo.Repo
+	sessions *session.Store
+	log      *slog.Logger
+	svc      *bus.Service
+	// programs caches compiled bot code by Binary version: a warm execution
+	// never parses source.
+	programs *lru.Cache[string, *sandbox.Program]
 }
 
 // New wires the service.
-func New(cfg Config, nc *nats.Conn, r *repo.Repo, log *slog.Logger) *Service {
+func New(cfg Config, nc *nats.Conn, r *repo.Repo, sessions *session.Store, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{cfg: cfg, nc: nc, repo: r, log: log.With("service", "botexec")}
+	progs, _ := lru.New[string, *sandbox.Program](1024)
+	return &Service{cfg: cfg, nc: nc, repo: r, sessions: sessions, log: log.With("service", "botexec"), programs: progs}
 }
 
 // Start starts answering requests.
 func (s *Service) Start(ctx context.Context) error {
 	var err error
-	s.svc, err = bus.Serve(s.nc, "botexec", "1.0.0", map[string]bus.Handler{}, s.log)
+	s.svc, err = bus.Serve(s.nc, "botexec", "1.0.0", map[string]bus.Handler{
+		bus.SubjExecute:   s.execute,
+		bus.SubjDeploy:    s.deploy,
+		bus.SubjBotCreate: s.createBot,
+	}, s.log)
 	return err
 }
 

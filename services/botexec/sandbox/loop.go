@@ -71,12 +71,14 @@ func (st *runState) wait(p *goja.Promise) *BotError {
 			}
 			tick = clock.C
 		}
+		st.idle()
 		select {
 		case <-st.wake:
 		case <-tick:
 		case <-st.done:
 			return st.reason.Load()
 		}
+		st.busy()
 		if clock != nil && !clock.Stop() {
 			select {
 			case <-clock.C:
@@ -85,6 +87,26 @@ func (st *runState) wait(p *goja.Promise) *BotError {
 		}
 	}
 	return nil
+}
+
+// busy and idle bracket the time this run's goroutine can be executing
+// JavaScript, which is the only time it can allocate on its own account; the
+// memory guard uses it to tell an allocating run from one waiting on I/O.
+func (st *runState) busy() { st.busySince.Store(time.Now().UnixNano()) }
+
+func (st *runState) idle() {
+	if since := st.busySince.Swap(0); since != 0 {
+		st.busyTotal.Add(time.Now().UnixNano() - since)
+	}
+}
+
+// busyTime is how long the run has spent outside its event-loop waits.
+func (st *runState) busyTime(now int64) time.Duration {
+	d := st.busyTotal.Load()
+	if since := st.busySince.Load(); since != 0 && now > since {
+		d += now - since
+	}
+	return time.Duration(d)
 }
 
 func (st *runState) takePosted() []func() error {

@@ -19,23 +19,25 @@ import (
 //   - a suspect is only stopped once the live heap (measured by a GC, forced
 //     if need be, at most every gcConfirmInterval) confirms the growth, so
 //     garbage a bot has already dropped does not count against it;
-//   - when several runs are suspect it stops the most recently started one
-//     (whose window is the narrowest that still contains the growth), then
-//     waits for that run to end and the heap to be measured again before
-//     judging anyone else.
+//   - a run can only allocate while its goroutine is executing JavaScript,
+//     so a suspect that has been busy for less than minBusy (one waiting on
+//     the FHIR API, say) is never blamed;
+//   - among the remaining suspects it stops the one that has been busy the
+//     longest, then waits for that run to end and the heap to be measured
+//     again before judging anyone else.
 //
-// What this cannot do, honestly: it cannot tell which of several concurrent
-// runs allocated, so a long run overlapping a hog, or overlapping growth
-// elsewhere in the process, can be stopped instead of (or before) the hog;
-// it acts between samples, so a run can overshoot its budget by what it
-// allocates in a few milliseconds; and a single native call (one huge
+// What this cannot do, honestly: it cannot see which goroutine allocated, so
+// when two runs are both computing while the heap grows past both budgets,
+// the busier one is stopped even if the other allocated, and growth
+// elsewhere in the process is blamed on whichever busy run overlaps it; it
+// acts between samples, so a run can overshoot its budget by what it
+// allocates in a few milliseconds; and a single built-in call (one huge
 // JSON.parse, say) allocates before any interrupt can land — which is why
-// the prelude also caps the bulk allocators it can (String repeat/pad,
-// Array fill). Memory is freed when the stopped run's runtime is collected.
+// the prelude also caps the bulk allocators it can. Memory is freed when the
+// stopped run's runtime is collected.
 type memGuard struct {
 	mu        sync.Mutex
 	runs      map[*runState]*guardedRun
-	seq       int64
 	active    bool
 	stopping  *guardedRun // a run stopped for memory that has not ended yet
 	remeasure bool        // a stopped run ended: measure afresh before judging
@@ -46,10 +48,10 @@ type guardedRun struct {
 	st       *runState
 	baseline uint64
 	budget   uint64
-	seq      int64
 }
 
 const (
+	minBusy           = 2 * time.Millisecond
 	guardInterval     = 5 * time.Millisecond
 	gcConfirmInterval = 100 * time.Millisecond
 	metricHeap        = "/memory/classes/heap/objects:bytes"
@@ -68,8 +70,6 @@ func readLive() uint64 {
 func (g *memGuard) watch(st *runState, budget int64) func() {
 	r := &guardedRun{st: st, baseline: readLive(), budget: uint64(budget)}
 	g.mu.Lock()
-	g.seq++
-	r.seq = g.seq
 	g.runs[st] = r
 	if !g.active {
 		g.active = true
@@ -104,8 +104,8 @@ func (g *memGuard) loop() {
 		}
 		metrics.Read(samples)
 		heapBytes, live := samples[0].Value.Uint64(), samples[1].Value.Uint64()
-		suspect := g.youngestOver(heapBytes)
-		victim := g.youngestOver(live)
+		suspect := g.busiestOver(heapBytes)
+		victim := g.busiestOver(live)
 		needGC := suspect != nil && victim == nil && time.Since(g.lastGC) >= gcConfirmInterval
 		if g.remeasure {
 			needGC, victim = suspect != nil, nil
@@ -118,7 +118,7 @@ func (g *memGuard) loop() {
 			g.mu.Lock()
 			g.lastGC = time.Now()
 			g.remeasure = false
-			victim = g.youngestOver(samples[1].Value.Uint64())
+			victim = g.busiestOver(samples[1].Value.Uint64())
 			g.mu.Unlock()
 		}
 		if victim != nil {
@@ -135,13 +135,23 @@ func (g *memGuard) loop() {
 	}
 }
 
-// youngestOver is the most recently started run whose growth over its
-// baseline, measured by heap, exceeds its budget; g.mu is held.
-func (g *memGuard) youngestOver(heap uint64) *guardedRun {
+// busiestOver is the run that has executed JavaScript the longest among
+// those whose growth over their baseline, measured by heap, exceeds their
+// budget; g.mu is held.
+func (g *memGuard) busiestOver(heap uint64) *guardedRun {
+	now := time.Now().UnixNano()
 	var found *guardedRun
+	var foundBusy time.Duration
 	for _, r := range g.runs {
-		if heap > r.baseline && heap-r.baseline > r.budget && (found == nil || r.seq > found.seq) {
-			found = r
+		if heap <= r.baseline || heap-r.baseline <= r.budget {
+			continue
+		}
+		busy := r.st.busyTime(now)
+		if busy < minBusy {
+			continue
+		}
+		if found == nil || busy > foundBusy {
+			found, foundBusy = r, busy
 		}
 	}
 	return found

@@ -71,6 +71,9 @@ type runState struct {
 	reason   atomic.Pointer[BotError]
 	done     chan struct{}
 
+	busySince atomic.Int64 // unix nanoseconds when it last left a wait, 0 while waiting
+	busyTotal atomic.Int64 // nanoseconds spent outside waits before that
+
 	timers    timerHeap
 	timerByID map[int64]*timer
 	timerSeq  int64
@@ -183,6 +186,8 @@ func (st *runState) runToResult(pre *goja.Program, p *Program, ev Event, msg *hl
 			out = runOutcome{err: fmt.Errorf("sandbox: panic while running %s: %v", p.name, r)}
 		}
 	}()
+	st.busy()
+	defer st.idle()
 	res := &Result{}
 	v, berr := st.execute(pre, p, ev, msg)
 	if berr == nil {

@@ -650,6 +650,62 @@ func heapNow() string {
 	return fmt.Sprintf("objects %d MiB, live at last GC %d MiB", s[0].Value.Uint64()>>20, s[1].Value.Uint64()>>20)
 }
 
+// gatedHost answers once release is closed, so a bot can be kept waiting.
+type gatedHost struct{ waiting, release chan struct{} }
+
+func (h gatedHost) Request(ctx context.Context, method, path string, body []byte, contentType string) (int, string, []byte, error) {
+	close(h.waiting)
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return 0, "", nil, ctx.Err()
+	}
+	return 200, "application/fhir+json", []byte(`{"resourceType":"Patient","id":"1"}`), nil
+}
+
+func TestMemoryLimitBlamesTheAllocator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates a few hundred MiB; skipped with -short")
+	}
+	// A bot waiting on the FHIR API while another one allocates is inside
+	// the growth window with a smaller budget, but it was not executing and
+	// so cannot have allocated: only the hog is stopped.
+	host := gatedHost{waiting: make(chan struct{}), release: make(chan struct{})}
+	hogs := make(chan *Result, 1)
+	go func() {
+		res, err := Run(context.Background(), mustCompile(t, `exports.handler = async () => { const a = []; while (true) a.push('x'.repeat(1e6)); };`), Event{}, nil, Limits{MemoryBytes: 96 << 20, Timeout: 20 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		hogs <- res
+	}()
+	// The waiter starts while the hog is growing, so the growth after its
+	// start soon exceeds its own (smaller) budget.
+	time.Sleep(20 * time.Millisecond)
+	waiter := make(chan *Result, 1)
+	go func() {
+		res, err := Run(context.Background(), mustCompile(t, `exports.handler = async (m) => (await m.readResource('Patient', '1')).id;`), Event{}, host, Limits{MemoryBytes: 16 << 20, Timeout: 30 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		waiter <- res
+	}()
+	<-host.waiting
+	hog := <-hogs
+	if hog == nil || hog.Err == nil || hog.Err.Limit != LimitMemory {
+		t.Fatalf("hog = %+v", hog)
+	}
+	close(host.release)
+	res := <-waiter
+	if res == nil {
+		return
+	}
+	mustSucceed(t, res)
+	if res.Text != "1" {
+		t.Errorf("waiting bot returned %q", res.Text)
+	}
+}
+
 func TestIsolation(t *testing.T) {
 	code := func(name string) string {
 		return fmt.Sprintf(`exports.handler = async () => {

@@ -9,6 +9,6 @@ import (
 
 func main() {
 	infra.RunService("botexec", func(cfg *config.Config, c *infra.Conns) (infra.Service, error) {
-		return botexec.New(botexec.Config{BaseURL: cfg.BaseURL}, c.NC, c.Repo, nil), nil
+		return botexec.New(botexec.Config{BaseURL: cfg.BaseURL}, c.NC, c.Repo, c.Sessions, nil), nil
 	})
 }

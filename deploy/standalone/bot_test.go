@@ -1,0 +1,173 @@
+package standalone
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// newBot creates a bot in a project (as the super admin) and deploys code.
+func newBot(t *testing.T, su, pid, name, identifier, code, filename string, extra ...any) string {
+	t.Helper()
+	body := map[string]any{"name": name}
+	if identifier != "" {
+		sys, val, _ := strings.Cut(identifier, "|")
+		body["identifier"] = []any{map[string]any{"system": sys, "value": val}}
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		body[extra[i].(string)] = extra[i+1]
+	}
+	r := do(t, "POST", "admin/projects/"+pid+"/bot", su, "application/json", mustJSON(body))
+	expect(t, r, 201)
+	id := r.json(t)["id"].(string)
+	if code != "" {
+		expect(t, do(t, "POST", "fhir/R4/Bot/"+id+"/$deploy", su, "application/json", mustJSON(map[string]any{"code": code, "filename": filename})), 200)
+	}
+	return id
+}
+
+const adt = "MSH|^~\\&|ADT1|GOOD HEALTH HOSPITAL|GHH LAB|GHH|198808181126|SECURITY|ADT^A01^ADT_A01|MSG00001|P|2.5\r" +
+	"EVN|A01|200708181123\r" +
+	"PID|1||PATID1234^^^GOOD HEALTH HOSPITAL^MR||EVERYMAN^ADAM^A^III||19610615|M"
+
+func TestBotExecute(t *testing.T) {
+	pid, su := adminProject(t, "Bots")
+	r := do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": "bot caller"}))
+	expect(t, r, 201)
+	caller := clientToken(t, r.json(t)["id"].(string), r.json(t)["secret"].(string))
+	echo := newBot(t, su, pid, "echo", "https://example.com/bots|echo", `exports.handler = async (medplum, event) => event.input;`, "echo.js")
+
+	cases := []struct {
+		name, method, path, ct, body string
+		status                       int
+		wantType, wantBody           string
+	}{
+		{"text", "POST", "Bot/" + echo + "/$execute", "text/plain", "hello", 200, "text/plain", "hello"},
+		{"text with charset", "POST", "Bot/" + echo + "/$execute", "text/plain; charset=utf-8", "hé", 200, "text/plain", "hé"},
+		{"json", "POST", "Bot/" + echo + "/$execute", "application/json", `{"a":1,"b":[true]}`, 200, "application/json", `{"a":1,"b":[true]}`},
+		{"form", "POST", "Bot/" + echo + "/$execute", "application/x-www-form-urlencoded", "a=1&b=two", 200, "application/json", `{"a":"1","b":"two"}`},
+		{"fhir", "POST", "Bot/" + echo + "/$execute", "application/fhir+json", `{"resourceType":"Patient","gender":"male"}`, 200, "application/fhir+json", `"resourceType":"Patient"`},
+		{"hl7", "POST", "Bot/" + echo + "/$execute", "x-application/hl7-v2+er7", adt, 200, "x-application/hl7-v2+er7", "PID|1||PATID1234"},
+		{"get query", "GET", "Bot/" + echo + "/$execute?x=1&y=two", "", "", 200, "application/json", `{"x":"1","y":"two"}`},
+		{"by identifier", "POST", "Bot/$execute?identifier=https://example.com/bots|echo", "text/plain", "id", 200, "text/plain", "id"},
+		{"by bare code", "POST", "Bot/$execute?identifier=echo", "text/plain", "bare", 200, "text/plain", "bare"},
+		{"by identifier, GET", "GET", "Bot/$execute?identifier=|echo&k=v", "", "", 404, "", ""},
+		{"unsupported type", "POST", "Bot/" + echo + "/$execute", "image/png", "x", 415, "", ""},
+		{"bad json", "POST", "Bot/" + echo + "/$execute", "application/json", `{"a":`, 400, "", ""},
+		{"bad hl7", "POST", "Bot/" + echo + "/$execute", "x-application/hl7-v2+er7", "PID|1", 400, "", ""},
+		{"no id or identifier", "POST", "Bot/$execute", "text/plain", "x", 400, "", "Must specify bot ID or identifier."},
+		{"unknown id", "POST", "Bot/00000000-0000-0000-0000-000000000000/$execute", "text/plain", "x", 404, "", ""},
+		{"unknown identifier", "POST", "Bot/$execute?identifier=https://example.com/bots|nope", "text/plain", "x", 404, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := do(t, tc.method, "fhir/R4/"+tc.path, caller, tc.ct, []byte(tc.body))
+			expect(t, r, tc.status)
+			if tc.wantType != "" && !strings.HasPrefix(r.header.Get("Content-Type"), tc.wantType) {
+				t.Fatalf("content type %q, want %s", r.header.Get("Content-Type"), tc.wantType)
+			}
+			if tc.wantBody != "" && !strings.Contains(strings.ReplaceAll(string(r.body), "\n", "\r"), tc.wantBody) {
+				t.Fatalf("body %q lacks %q", r.body, tc.wantBody)
+			}
+		})
+	}
+
+	// Another project's bot is not found, by id or by identifier; the same
+	// identifier twice in one project is 412.
+	other, _ := adminProject(t, "Other bots")
+	foreign := newBot(t, su, other, "foreign", "https://example.com/bots|echo", `exports.handler = async () => 'foreign';`, "f.js")
+	expect(t, do(t, "POST", "fhir/R4/Bot/"+foreign+"/$execute", caller, "text/plain", []byte("x")), 404)
+	r = do(t, "POST", "fhir/R4/Bot/$execute?identifier=https://example.com/bots|echo", caller, "text/plain", []byte("mine"))
+	expect(t, r, 200)
+	if string(r.body) != "mine" {
+		t.Fatalf("identifier found another project's bot: %s", r.body)
+	}
+	newBot(t, su, pid, "echo twin", "https://example.com/bots|echo", "", "")
+	r = do(t, "POST", "fhir/R4/Bot/$execute?identifier=https://example.com/bots|echo", caller, "text/plain", []byte("x"))
+	expect(t, r, 412)
+
+	// A bot without code.
+	empty := newBot(t, su, pid, "empty", "", "", "")
+	r = do(t, "POST", "fhir/R4/Bot/"+empty+"/$execute", caller, "text/plain", []byte("x"))
+	expect(t, r, 400)
+	if r.outcomeText(t) != "No executable code" {
+		t.Fatal(string(r.body))
+	}
+	expect(t, do(t, "POST", "admin/projects/"+pid+"/bot", su, "application/json", []byte(`{"description":"nameless"}`)), 400)
+}
+
+func TestBotOutputsAndLimits(t *testing.T) {
+	pid, su := adminProject(t, "Bot outputs")
+	run := func(code, filename, ct, body string, extra ...any) *response {
+		t.Helper()
+		id := newBot(t, su, pid, "b", "", code, filename, extra...)
+		return do(t, "POST", "fhir/R4/Bot/"+id+"/$execute", su, ct, []byte(body))
+	}
+	// TypeScript, an HL7 ACK out.
+	r := run(`export async function handler(medplum: unknown, event: { input: any }): Promise<any> {
+  return event.input.buildAck();
+}`, "ack.ts", "x-application/hl7-v2+er7", adt)
+	expect(t, r, 200)
+	if !strings.Contains(string(r.body), "MSA|AA|MSG00001") {
+		t.Fatalf("ACK: %q", r.body)
+	}
+	// undefined → 200 ok outcome; thrown error → 400 with its message; a
+	// returned error outcome → its status; a Binary → raw bytes.
+	r = run(`exports.handler = async () => {};`, "u.js", "text/plain", "x")
+	expect(t, r, 200)
+	if r.outcomeText(t) != "All OK" {
+		t.Fatal(string(r.body))
+	}
+	r = run(`exports.handler = async () => { throw new Error('Invalid boolean'); };`, "e.js", "text/plain", "x")
+	expect(t, r, 400)
+	if r.outcomeText(t) != "Invalid boolean" {
+		t.Fatal(string(r.body))
+	}
+	r = run(`exports.handler = async () => ({resourceType: 'OperationOutcome', id: 'forbidden', issue: [{severity: 'error', code: 'forbidden', details: {text: 'Nope'}}]});`, "o.js", "text/plain", "x")
+	expect(t, r, 403)
+	r = run(`exports.handler = async () => ({resourceType: 'Binary', contentType: 'text/csv', data: 'YSxiCjEsMgo='});`, "b.js", "text/plain", "x")
+	expect(t, r, 200)
+	if r.header.Get("Content-Type") != "text/csv" || string(r.body) != "a,b\n1,2\n" {
+		t.Fatalf("binary: %q %q", r.header.Get("Content-Type"), r.body)
+	}
+	// The bot reads and writes through its medplum client, as itself.
+	r = run(`exports.handler = async (medplum) => {
+  const p = await medplum.createResource({resourceType: 'Patient', name: [{family: 'FromBot'}]});
+  const back = await medplum.readResource('Patient', p.id);
+  const found = await medplum.searchResources('Patient', 'family=FromBot');
+  return {id: back.id, found: found.length};
+};`, "rw.js", "application/json", "{}")
+	expect(t, r, 200)
+	if m := r.json(t); m["found"] != float64(1) || m["id"] == nil {
+		t.Fatalf("bot client: %s", r.body)
+	}
+	// Limits: a compile error at deploy, wall time, no require.
+	id := newBot(t, su, pid, "broken", "", "", "")
+	r = do(t, "POST", "fhir/R4/Bot/"+id+"/$deploy", su, "application/json", mustJSON(map[string]any{"code": "exports.handler = async () => {\n  return 1 +;\n};", "filename": "x.js"}))
+	expect(t, r, 400)
+	if !strings.Contains(string(r.body), "2:") {
+		t.Fatalf("compile error without line: %s", r.body)
+	}
+	start := time.Now()
+	r = run(`exports.handler = async () => { while (true) {} };`, "loop.js", "text/plain", "x", "timeout", 1)
+	expect(t, r, 400)
+	if time.Since(start) > 10*time.Second {
+		t.Fatal("timeout not enforced")
+	}
+	r = run(`exports.handler = async () => require('fs').readFileSync('/etc/passwd', 'utf8');`, "req.js", "text/plain", "x")
+	expect(t, r, 400)
+
+	// Each execution is audited.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r = do(t, "GET", "fhir/R4/AuditEvent?_project="+pid+"&_summary=count", su, "", nil)
+		expect(t, r, 200)
+		if r.json(t)["total"].(float64) == 8 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("audit events: %s", r.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,72 @@
+package botexec
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/services/botexec/sandbox"
+)
+
+// maxAuditLog bounds the console text kept in an AuditEvent (Medplum's 10 KiB).
+const maxAuditLog = 10 << 10
+
+// audit records one execution as an AuditEvent, after the answer: writing it
+// never delays the caller, and a failure to write is logged, not lost.
+func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time, res *sandbox.Result, secrets map[string]any) {
+	outcome, desc := "0", res.Log
+	if res.Err != nil {
+		outcome = "4"
+		desc += "\nError: " + res.Err.Message
+	}
+	desc = maskSecrets(desc, secrets)
+	if len(desc) > maxAuditLog {
+		desc = desc[len(desc)-maxAuditLog:] // the tail says how it ended
+	}
+	now := time.Now().UTC()
+	ev := map[string]any{
+		"resourceType": "AuditEvent",
+		"type":         map[string]any{"system": "https://medplum.com/CodeSystem/audit-event", "code": "execute"},
+		"recorded":     now.Format(time.RFC3339Nano),
+		"period":       map[string]any{"start": start.UTC().Format(time.RFC3339Nano), "end": now.Format(time.RFC3339Nano)},
+		"outcome":      outcome,
+		"agent": []any{
+			map[string]any{"who": map[string]any{"reference": requester.Profile}, "requestor": true},
+			map[string]any{"who": map[string]any{"reference": runAs.Profile}, "requestor": false},
+		},
+		"source": map[string]any{"observer": map[string]any{"reference": "Bot/" + b.ID}},
+		"entity": []any{map[string]any{
+			"what": map[string]any{"reference": "Bot/" + b.ID},
+			"role": map[string]any{"system": "http://terminology.hl7.org/CodeSystem/object-role", "code": "4", "display": "Domain Resource"},
+		}},
+	}
+	if desc != "" {
+		ev["outcomeDesc"] = desc
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := s.repo.Create(ctx, repo.Scope{Project: b.Project}, ev, repo.WriteOptions{Project: b.Project}); err != nil {
+			s.log.Error("bot audit event not written", "bot", b.ID, "err", err)
+		}
+	}()
+}
+
+// maskSecrets hides every secret value that appears in a log.
+func maskSecrets(text string, secrets map[string]any) string {
+	for _, sec := range secrets {
+		m, _ := sec.(map[string]any)
+		for k, v := range m {
+			if !strings.HasPrefix(k, "value") {
+				continue
+			}
+			if s := fmt.Sprint(v); len(s) >= 4 {
+				text = strings.ReplaceAll(text, s, "****")
+			}
+		}
+	}
+	return text
+}

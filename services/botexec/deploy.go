@@ -1,0 +1,79 @@
+package botexec
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"mime"
+	"path"
+
+	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/services/botexec/sandbox"
+)
+
+// deploy is POST Bot/<id>/$deploy {code, filename}: JavaScript or
+// TypeScript, transpiled once to CommonJS and stored as the Binary that
+// Bot.executableCode names. A syntax error is 400 with line and column.
+func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	if err := access.Check(r.Principal, "Bot", access.Update); err != nil {
+		return nil, err
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Get("Content-Type")); mt != "application/json" && mt != "application/fhir+json" {
+		return nil, fhir.UnsupportedMediaType()
+	}
+	var in struct {
+		Code     string `json:"code"`
+		Filename string `json:"filename"`
+	}
+	if err := json.Unmarshal(r.Body, &in); err != nil {
+		return nil, fhir.BadRequest("Content could not be parsed")
+	}
+	if in.Code == "" {
+		return nil, fhir.BadRequest("Missing code", "code")
+	}
+	if in.Filename == "" {
+		in.Filename = "index.ts"
+	}
+	in.Filename = path.Base(in.Filename)
+	sc := repo.Scope{Project: r.Principal.Project, SuperAdmin: r.Principal.SuperAdmin}
+	cur, err := s.repo.Read(ctx, sc, "Bot", r.Param("id"))
+	if err != nil {
+		return nil, err
+	}
+	js, err := sandbox.Transpile(in.Code, in.Filename)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := sandbox.Compile("Bot/"+cur.ID, js)
+	if err != nil {
+		return nil, err
+	}
+	bsc := repo.Scope{Project: cur.Project}
+	src, err := s.repo.Create(ctx, bsc, binary("text/typescript", in.Code), repo.WriteOptions{Author: r.Principal.Profile})
+	if err != nil {
+		return nil, err
+	}
+	exe, err := s.repo.Create(ctx, bsc, binary("application/javascript", js), repo.WriteOptions{Author: r.Principal.Profile})
+	if err != nil {
+		return nil, err
+	}
+	// The first execution finds the compiled program already cached.
+	s.programs.Add("Binary/"+exe.ID+"/"+exe.VersionID, prog)
+	b, err := cur.Decode()
+	if err != nil {
+		return nil, err
+	}
+	b["sourceCode"] = map[string]any{"contentType": "text/typescript", "title": in.Filename, "url": "Binary/" + src.ID}
+	b["executableCode"] = map[string]any{"contentType": "application/javascript", "title": "index.js", "url": "Binary/" + exe.ID}
+	if _, err := s.repo.Update(ctx, bsc, b, repo.WriteOptions{Author: r.Principal.Profile}); err != nil {
+		return nil, err
+	}
+	return bus.Outcome(fhir.OK()), nil
+}
+
+func binary(contentType, text string) map[string]any {
+	return map[string]any{"resourceType": "Binary", "contentType": contentType, "data": base64.StdEncoding.EncodeToString([]byte(text))}
+}

@@ -1,0 +1,338 @@
+package botexec
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"mime"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/hl7"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/search"
+	"github.com/pinion-health/pinion/services/botexec/sandbox"
+)
+
+// Bot timeouts (seconds): Medplum's default and the most we allow.
+const (
+	defaultTimeout = 10
+	maxTimeout     = 900
+)
+
+// bot is what an execution needs of a Bot resource.
+type bot struct {
+	ID        string
+	Project   string
+	Name      string      `json:"name"`
+	RunAsUser bool        `json:"runAsUser"`
+	Timeout   json.Number `json:"timeout"`
+	Code      struct {
+		URL string `json:"url"`
+	} `json:"executableCode"`
+}
+
+// execute is E5 and E6: POST or GET Bot/<id>/$execute and
+// Bot/$execute?identifier=<system>|<code>.
+func (s *Service) execute(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	start := time.Now()
+	if err := access.Check(r.Principal, "Bot", access.Read); err != nil {
+		return nil, err
+	}
+	b, err := s.findBot(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	contentType, input, err := botInput(r)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := s.program(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	runAs, err := s.runAs(ctx, b, r.Principal)
+	if err != nil {
+		return nil, err
+	}
+	secrets, err := s.secrets(ctx, b.Project)
+	if err != nil {
+		return nil, err
+	}
+	timeout := defaultTimeout
+	if n, err := b.Timeout.Int64(); err == nil && n > 0 {
+		timeout = int(min(n, maxTimeout))
+	}
+	ev := sandbox.Event{
+		Bot:         map[string]any{"reference": "Bot/" + b.ID, "display": b.Name},
+		Requester:   map[string]any{"reference": r.Principal.Profile},
+		Input:       input,
+		ContentType: r.Get("Content-Type"),
+		Secrets:     secrets,
+		TraceID:     traceID(r),
+		Headers:     lowerHeaders(r.Header),
+	}
+	res, err := sandbox.Run(ctx, prog, ev, &host{s: s, principal: runAs, requestID: r.RequestID}, sandbox.Limits{
+		Timeout: time.Duration(timeout) * time.Second, MemoryBytes: s.cfg.MemoryBytes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.audit(b, r.Principal, runAs, start, res, secrets)
+	return botResponse(res, contentType), nil
+}
+
+// findBot finds the bot by id, or by identifier in the caller's project:
+// several bots with the identifier is 412, not an arbitrary pick.
+func (s *Service) findBot(ctx context.Context, r *bus.Request) (*bot, error) {
+	sc := repo.Scope{Project: r.Principal.Project, SuperAdmin: r.Principal.SuperAdmin}
+	var res *repo.Resource
+	switch id, ident := r.Param("id"), r.Query.Get("identifier"); {
+	case id != "":
+		var err error
+		if res, err = s.repo.Read(ctx, sc, "Bot", id); err != nil {
+			return nil, err
+		}
+	case ident != "":
+		q, err := search.Parse("Bot", url.Values{"identifier": {ident}, "_count": {"2"}})
+		if err != nil {
+			return nil, err
+		}
+		// Confined to the caller's own project even for super admins: the
+		// same identifier in another project never matters.
+		page, err := s.repo.Search(ctx, repo.Scope{Project: r.Principal.Project}, "Bot", q)
+		if err != nil {
+			return nil, err
+		}
+		switch len(page.Resources) {
+		case 0:
+			return nil, fhir.NotFound()
+		case 1:
+			res = page.Resources[0]
+		default:
+			return nil, fhir.MultipleMatches()
+		}
+	default:
+		return nil, fhir.BadRequest("Must specify bot ID or identifier.")
+	}
+	b := &bot{ID: res.ID, Project: res.Project}
+	if err := json.Unmarshal(res.JSON, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// botInput turns the request into event.input by its content type.
+func botInput(r *bus.Request) (string, any, error) {
+	if r.Method == "GET" {
+		in := map[string]any{}
+		for k, v := range r.Query {
+			if k != "identifier" && len(v) > 0 {
+				in[k] = v[0]
+			}
+		}
+		return "", in, nil
+	}
+	ct := r.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return "", nil, fhir.UnsupportedMediaType()
+	}
+	switch mt {
+	case "text/plain":
+		return mt, string(r.Body), nil
+	case "application/json", "application/fhir+json":
+		var v any
+		d := json.NewDecoder(strings.NewReader(string(r.Body)))
+		d.UseNumber()
+		if err := d.Decode(&v); err != nil {
+			return "", nil, fhir.BadRequest("Content could not be parsed: " + err.Error())
+		}
+		if d.More() {
+			return "", nil, fhir.BadRequest("Content could not be parsed: trailing data")
+		}
+		return mt, v, nil
+	case "application/x-www-form-urlencoded":
+		form, err := url.ParseQuery(string(r.Body))
+		if err != nil {
+			return "", nil, fhir.BadRequest("Content could not be parsed: " + err.Error())
+		}
+		in := map[string]any{}
+		for k, v := range form {
+			in[k] = v[0]
+		}
+		return mt, in, nil
+	case sandbox.HL7ContentType:
+		m, err := hl7.Parse(string(r.Body))
+		if err != nil {
+			return "", nil, fhir.BadRequest("Invalid HL7 message: " + err.Error())
+		}
+		return mt, m, nil
+	}
+	return "", nil, fhir.UnsupportedMediaType()
+}
+
+// program returns the bot's compiled code, from the cache when warm.
+func (s *Service) program(ctx context.Context, b *bot) (*sandbox.Program, error) {
+	typ, id, ok := fhir.SplitReference(b.Code.URL)
+	if b.Code.URL == "" {
+		return nil, fhir.BadRequest("No executable code")
+	}
+	if !ok || typ != "Binary" {
+		return nil, fhir.BadRequest("Executable code is not a Binary")
+	}
+	bin, err := s.repo.Read(ctx, repo.Scope{Project: b.Project}, "Binary", id)
+	if err != nil {
+		return nil, fhir.BadRequest("No executable code")
+	}
+	key := "Binary/" + id + "/" + bin.VersionID
+	if p, ok := s.programs.Get(key); ok {
+		return p, nil
+	}
+	var v struct {
+		Data string `json:"data"`
+	}
+	if err := json.Unmarshal(bin.JSON, &v); err != nil {
+		return nil, err
+	}
+	code, err := base64.StdEncoding.DecodeString(v.Data)
+	if err != nil {
+		return nil, fhir.BadRequest("Executable code is not valid base64")
+	}
+	p, err := sandbox.Compile("Bot/"+b.ID, string(code))
+	if err != nil {
+		return nil, err
+	}
+	s.programs.Add(key, p)
+	return p, nil
+}
+
+// runAs is who the bot's medplum client acts as: the caller when the bot
+// says runAsUser, else the bot's own membership in its project (falling back
+// to the caller for a bot without one, as Medplum does).
+func (s *Service) runAs(ctx context.Context, b *bot, caller *bus.Principal) (*bus.Principal, error) {
+	if b.RunAsUser {
+		return caller, nil
+	}
+	q, err := search.Parse("ProjectMembership", url.Values{"profile": {"Bot/" + b.ID}, "_count": {"1"}})
+	if err != nil {
+		return nil, err
+	}
+	page, err := s.repo.Search(ctx, repo.Scope{Project: b.Project}, "ProjectMembership", q)
+	if err != nil {
+		return nil, err
+	}
+	if len(page.Resources) == 0 {
+		return caller, nil
+	}
+	pm := page.Resources[0]
+	m, err := s.sessions.GetMembership(ctx, pm.ID)
+	if err != nil || !m.Active {
+		return nil, fhir.Forbidden()
+	}
+	return &bus.Principal{
+		User: m.User, Profile: m.Profile, Project: m.Project, Membership: pm.ID,
+		Admin: m.Admin, SuperAdmin: m.SuperAdmin, AccessPolicy: m.AccessPolicy,
+	}, nil
+}
+
+// secrets reads the project's secrets for event.secrets.
+func (s *Service) secrets(ctx context.Context, project string) (map[string]any, error) {
+	p, err := s.repo.Read(ctx, repo.System, "Project", project)
+	if err != nil {
+		return nil, err
+	}
+	var v struct {
+		Secret []map[string]any `json:"secret"`
+	}
+	_ = json.Unmarshal(p.JSON, &v)
+	out := map[string]any{}
+	for _, sec := range v.Secret {
+		if name, _ := sec["name"].(string); name != "" {
+			out[name] = sec
+		}
+	}
+	return out, nil
+}
+
+func traceID(r *bus.Request) string {
+	if id := r.Get("X-Trace-Id"); id != "" {
+		if _, err := uuid.Parse(id); err == nil {
+			return id
+		}
+	}
+	if tp := r.Trace; len(tp) >= 35 {
+		return tp
+	}
+	return uuid.NewString()
+}
+
+func lowerHeaders(h map[string]string) map[string]string {
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		if strings.EqualFold(k, "Authorization") || strings.EqualFold(k, "Cookie") {
+			continue // a bot never sees the caller's credentials
+		}
+		out[strings.ToLower(k)] = v
+	}
+	return out
+}
+
+// botResponse turns a bot's result into the HTTP answer (API.md, E5/E6).
+func botResponse(res *sandbox.Result, requestType string) *bus.Response {
+	if res.Err != nil {
+		o := res.Err.OperationOutcome()
+		return bus.Outcome(&fhir.Error{Status: fhir.StatusOf(o), Outcome: *o})
+	}
+	raw := func(ct string, body []byte) *bus.Response {
+		return &bus.Response{Status: 200, Header: map[string]string{"Content-Type": ct}, Body: body}
+	}
+	switch res.Kind {
+	case sandbox.KindUndefined:
+		return bus.Outcome(fhir.OK())
+	case sandbox.KindResource:
+		switch res.ResourceType {
+		case "Binary":
+			var bin struct {
+				ContentType string `json:"contentType"`
+				Data        string `json:"data"`
+			}
+			_ = json.Unmarshal(res.JSON, &bin)
+			data, err := base64.StdEncoding.DecodeString(bin.Data)
+			if err != nil {
+				return bus.Outcome(fhir.BadRequest("Bot returned a Binary with invalid data"))
+			}
+			if bin.ContentType == "" {
+				bin.ContentType = "application/octet-stream"
+			}
+			return raw(bin.ContentType, data)
+		case "OperationOutcome":
+			var o fhir.OperationOutcome
+			if json.Unmarshal(res.JSON, &o) == nil {
+				if st := fhir.StatusOf(&o); st >= 400 {
+					return bus.FHIR(st, res.JSON)
+				}
+			}
+		}
+		return bus.FHIR(200, res.JSON)
+	case sandbox.KindHL7:
+		return raw(sandbox.HL7ContentType+"; charset=utf-8", []byte(res.Text))
+	case sandbox.KindString:
+		switch requestType {
+		case "text/plain", sandbox.HL7ContentType:
+			return raw(requestType+"; charset=utf-8", []byte(res.Text))
+		}
+		return raw(bus.JSONContentType, []byte(res.Text))
+	case sandbox.KindNull:
+		return raw(bus.JSONContentType, nil)
+	case sandbox.KindNumber, sandbox.KindBoolean:
+		return raw(bus.JSONContentType, []byte(res.Text))
+	}
+	return raw(bus.JSONContentType, res.JSON)
+}

@@ -1,0 +1,39 @@
+package botexec
+
+import (
+	"context"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+)
+
+// host carries a bot's medplum calls to the services over NATS, as the
+// identity the bot runs as: its own membership's access policy applies.
+type host struct {
+	s         *Service
+	principal *bus.Principal
+	requestID string
+}
+
+// Request implements sandbox.Host.
+func (h *host) Request(ctx context.Context, method, path string, body []byte, contentType string) (int, string, []byte, error) {
+	subject, params, q, raw, ok := bus.FHIRRoute(method, path)
+	if !ok {
+		e := fhir.NotFound()
+		return e.Status, bus.FHIRContentType, e.JSON(), nil
+	}
+	if contentType == "" && len(body) > 0 {
+		contentType = "application/fhir+json"
+	}
+	req := &bus.Request{
+		Method: method, Path: "/fhir/R4/" + path, Query: q, RawQuery: raw, Params: params,
+		Header: map[string]string{"Content-Type": contentType}, Body: body,
+		Principal: h.principal, RequestID: h.requestID,
+	}
+	resp, err := bus.Call(ctx, h.s.nc, subject, req)
+	if err != nil {
+		fe := fhir.AsError(err)
+		return fe.Status, bus.FHIRContentType, fe.JSON(), nil
+	}
+	return resp.Status, resp.Header["Content-Type"], resp.Body, nil
+}
