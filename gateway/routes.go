@@ -46,6 +46,7 @@ var routes = []route{
 	{"POST", "/fhir/R4/Bot/:id/$execute", bus.SubjExecute, false, false},
 	{"GET", "/fhir/R4/Bot/:id/$execute", bus.SubjExecute, false, false},
 	{"POST", "/fhir/R4/Bot/:id/$deploy", bus.SubjDeploy, false, false},
+	{"GET", "/fhir/R4/job/:id/status", bus.SubjJobStatus, false, false},
 	{"POST", "/fhir/R4", bus.SubjBatch, false, false},
 	{"POST", "/fhir/R4/:type/$validate", bus.SubjValidate, false, false},
 	{"PUT", "/fhir/R4/:type", bus.SubjUpdate, false, false},

@@ -171,3 +171,32 @@ func TestBotOutputsAndLimits(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+func TestBotRespondAsync(t *testing.T) {
+	pid, su := adminProject(t, "Async bots")
+	id := newBot(t, su, pid, "slow", "", `exports.handler = async (m, e) => { await new Promise(r => setTimeout(r, 200)); return 'done ' + e.input; };`, "slow.js")
+	r := do(t, "POST", "fhir/R4/Bot/"+id+"/$execute", su, "text/plain", []byte("later"), "Prefer", "respond-async")
+	expect(t, r, 202)
+	loc := r.header.Get("Content-Location")
+	if !strings.Contains(loc, "fhir/R4/job/") {
+		t.Fatalf("Content-Location %q", loc)
+	}
+	path := loc[strings.Index(loc, "fhir/R4/"):]
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r = do(t, "GET", path, su, "", nil)
+		expect(t, r, 200)
+		job := r.json(t)
+		if job["status"] == "completed" {
+			p := job["output"].(map[string]any)["parameter"].([]any)[0].(map[string]any)
+			if p["valueString"] != "done later" {
+				t.Fatalf("job output: %s", r.body)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job never completed: %s", r.body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

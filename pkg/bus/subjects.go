@@ -42,6 +42,7 @@ const (
 	SubjExecute   = "pinion.botexec.execute"
 	SubjDeploy    = "pinion.botexec.deploy"
 	SubjBotCreate = "pinion.botexec.bot.create"
+	SubjJobStatus = "pinion.botexec.job.status"
 )
 
 // Resource change events are published on EventSubject(type, id) after a

@@ -53,6 +53,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.SubjExecute:   s.execute,
 		bus.SubjDeploy:    s.deploy,
 		bus.SubjBotCreate: s.createBot,
+		bus.SubjJobStatus: s.jobStatus,
 	}, s.log)
 	return err
 }

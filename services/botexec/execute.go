@@ -41,10 +41,18 @@ type bot struct {
 // execute is E5 and E6: POST or GET Bot/<id>/$execute and
 // Bot/$execute?identifier=<system>|<code>.
 func (s *Service) execute(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	start := time.Now()
 	if err := access.Check(r.Principal, "Bot", access.Read); err != nil {
 		return nil, err
 	}
+	if wantsAsync(r) {
+		return s.executeAsync(ctx, r)
+	}
+	return s.executeNow(ctx, r)
+}
+
+// executeNow runs the bot and answers with its result.
+func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	start := time.Now()
 	b, err := s.findBot(ctx, r)
 	if err != nil {
 		return nil, err
@@ -148,16 +156,14 @@ func botInput(r *bus.Request) (string, any, error) {
 	case "text/plain":
 		return mt, string(r.Body), nil
 	case "application/json", "application/fhir+json":
-		var v any
-		d := json.NewDecoder(strings.NewReader(string(r.Body)))
-		d.UseNumber()
-		if err := d.Decode(&v); err != nil {
+		// Checked here, handed over as raw JSON: the bot sees the keys in
+		// the order the client sent them.
+		if !json.Valid(r.Body) {
+			var v any
+			err := json.Unmarshal(r.Body, &v)
 			return "", nil, fhir.BadRequest("Content could not be parsed: " + err.Error())
 		}
-		if d.More() {
-			return "", nil, fhir.BadRequest("Content could not be parsed: trailing data")
-		}
-		return mt, v, nil
+		return mt, json.RawMessage(r.Body), nil
 	case "application/x-www-form-urlencoded":
 		form, err := url.ParseQuery(string(r.Body))
 		if err != nil {

@@ -1,0 +1,90 @@
+package botexec
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+)
+
+// asyncTimeout bounds a respond-async execution (the bot's own timeout is
+// shorter; this covers the lookup and the writes around it).
+const asyncTimeout = 16 * time.Minute
+
+// wantsAsync reports Prefer: respond-async.
+func wantsAsync(r *bus.Request) bool {
+	return strings.Contains(strings.ToLower(r.Get("Prefer")), "respond-async")
+}
+
+// executeAsync answers 202 at once with the job to poll, and runs the
+// execution in the background, recording its answer on an AsyncJob (the
+// output Medplum gives: responseBody, or the outcome). A job whose process
+// dies before it ends stays "accepted".
+func (s *Service) executeAsync(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	sc := repo.Scope{Project: r.Principal.Project}
+	job, err := s.repo.Create(ctx, sc, map[string]any{
+		"resourceType": "AsyncJob", "status": "accepted", "requestTime": now,
+		"request": s.cfg.BaseURL + strings.TrimPrefix(r.Path, "/") + query(r),
+	}, repo.WriteOptions{Author: r.Principal.Profile})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		bctx, cancel := context.WithTimeout(context.Background(), asyncTimeout)
+		defer cancel()
+		resp, err := s.executeNow(bctx, r)
+		if err != nil {
+			resp = bus.Outcome(fhir.AsError(err))
+		}
+		status, param := "completed", map[string]any{"name": "responseBody", "valueString": string(resp.Body)}
+		if strings.HasPrefix(resp.Header["Content-Type"], "application/fhir+json") && json.Valid(resp.Body) {
+			var o fhir.OperationOutcome
+			if json.Unmarshal(resp.Body, &o) == nil && o.ResourceType == "OperationOutcome" {
+				param = map[string]any{"name": "outcome", "resource": json.RawMessage(resp.Body)}
+			}
+		}
+		if resp.Status >= 400 {
+			status = "error"
+		}
+		cur, err := s.repo.Read(bctx, sc, "AsyncJob", job.ID)
+		if err != nil {
+			s.log.Error("async job lost", "job", job.ID, "err", err)
+			return
+		}
+		j, _ := cur.Decode()
+		j["status"] = status
+		j["transactionTime"] = time.Now().UTC().Format(time.RFC3339Nano)
+		j["output"] = map[string]any{"resourceType": "Parameters", "parameter": []any{param}}
+		if _, err := s.repo.Update(bctx, sc, j, repo.WriteOptions{}); err != nil {
+			s.log.Error("async job result not stored", "job", job.ID, "err", err)
+		}
+	}()
+	e := fhir.Accepted(s.cfg.BaseURL + "fhir/R4/job/" + job.ID + "/status")
+	resp := bus.Outcome(e)
+	resp.Header["Content-Location"] = e.Outcome.Issue[0].Diagnostics
+	return resp, nil
+}
+
+func query(r *bus.Request) string {
+	if r.RawQuery == "" {
+		return ""
+	}
+	return "?" + r.RawQuery
+}
+
+// jobStatus is GET /fhir/R4/job/<id>/status: the AsyncJob, in the caller's project.
+func (s *Service) jobStatus(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	if r.Principal == nil {
+		return nil, fhir.Unauthorized()
+	}
+	res, err := s.repo.Read(ctx, repo.Scope{Project: r.Principal.Project, SuperAdmin: r.Principal.SuperAdmin}, "AsyncJob", r.Param("id"))
+	if err != nil {
+		return nil, err
+	}
+	return bus.FHIR(200, res.JSON), nil
+}
