@@ -346,3 +346,71 @@ func TestConcurrentInvites(t *testing.T) {
 		t.Errorf("twin0 has %d profiles, want 1", len(e))
 	}
 }
+
+// A server-scoped user in two projects chooses a membership at sign-in, and
+// each token sees only its own project; a project-scoped user (a Patient)
+// signs in with the projectId.
+func TestSignInChoosesMembership(t *testing.T) {
+	p1, su := adminProject(t, "Two projects one")
+	p2, _ := adminProject(t, "Two projects two")
+	for _, p := range []string{p1, p2} {
+		r := do(t, "POST", "admin/projects/"+p+"/invite", su, "application/json",
+			inviteBody("resourceType", "Practitioner", "firstName", "Dual", "lastName", "Member", "email", "dual@example.com",
+				"sendEmail", false, "password", "dual password"))
+		expect(t, r, 200)
+	}
+	verifier := strings.Repeat("v", 50)
+	r := do(t, "POST", "auth/login", "", "application/json", mustJSON(map[string]any{
+		"email": "dual@example.com", "password": "dual password", "codeChallenge": verifier, "codeChallengeMethod": "plain"}))
+	expect(t, r, 200)
+	login := r.json(t)
+	choices, _ := login["memberships"].([]any)
+	if len(choices) != 2 || login["code"] != nil {
+		t.Fatalf("want a choice of two memberships: %s", r.body)
+	}
+	tokens := map[string]string{}
+	for _, c := range choices {
+		m := c.(map[string]any)
+		// Each choice needs its own login.
+		r = do(t, "POST", "auth/login", "", "application/json", mustJSON(map[string]any{
+			"email": "dual@example.com", "password": "dual password", "codeChallenge": verifier, "codeChallengeMethod": "plain"}))
+		expect(t, r, 200)
+		r = do(t, "POST", "auth/profile", "", "application/json", mustJSON(map[string]any{"login": r.json(t)["login"], "profile": m["id"]}))
+		expect(t, r, 200)
+		form := url.Values{"grant_type": {"authorization_code"}, "code": {r.json(t)["code"].(string)}, "code_verifier": {verifier}}
+		r = do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode()))
+		expect(t, r, 200)
+		ref := m["project"].(map[string]any)["reference"].(string)
+		tokens[strings.TrimPrefix(ref, "Project/")] = r.json(t)["access_token"].(string)
+	}
+	r = do(t, "POST", "fhir/R4/Patient", tokens[p1], "application/fhir+json", patient("OnlyInOne"))
+	expect(t, r, 201)
+	id := r.json(t)["id"].(string)
+	expect(t, do(t, "GET", "fhir/R4/Patient/"+id, tokens[p1], "", nil), 200)
+	expect(t, do(t, "GET", "fhir/R4/Patient/"+id, tokens[p2], "", nil), 404)
+	// Choosing another user's membership is refused.
+	r = do(t, "POST", "auth/login", "", "application/json", mustJSON(map[string]any{
+		"email": "dual@example.com", "password": "dual password", "codeChallenge": verifier, "codeChallengeMethod": "plain"}))
+	r = do(t, "POST", "auth/profile", "", "application/json", mustJSON(map[string]any{"login": r.json(t)["login"], "profile": "00000000-0000-0000-0000-000000000000"}))
+	expect(t, r, 400)
+
+	// A Patient is a project-scoped user: found with the projectId only.
+	r = do(t, "POST", "admin/projects/"+p1+"/invite", su, "application/json",
+		inviteBody("resourceType", "Patient", "firstName", "Scoped", "lastName", "Patient", "email", "scoped@example.com",
+			"sendEmail", false, "password", "scoped password"))
+	expect(t, r, 200)
+	r = do(t, "POST", "auth/login", "", "application/json", mustJSON(map[string]any{
+		"email": "scoped@example.com", "password": "scoped password", "codeChallenge": verifier, "codeChallengeMethod": "plain"}))
+	expect(t, r, 400)
+	tok := signIn(t, "scoped@example.com", "scoped password", p1, "openid")
+	if !strings.HasPrefix(tok["profile"].(map[string]any)["reference"].(string), "Patient/") || tok["patient"] == nil {
+		t.Fatalf("patient tokens: %v", tok)
+	}
+	// Wrong password, then the brute-force limiter.
+	r = do(t, "POST", "auth/login", "", "application/json", mustJSON(map[string]any{
+		"email": "scoped@example.com", "password": "wrong password", "projectId": p1, "codeChallenge": verifier, "codeChallengeMethod": "plain"}))
+	expect(t, r, 400)
+	if r.outcomeText(t) != "Email or password is invalid" {
+		t.Fatal(string(r.body))
+	}
+}
