@@ -1,4 +1,6 @@
-// Command pinion runs the whole of Pinion in one process (see package standalone).
+// Command pinion runs the whole of Pinion in one process (see package
+// standalone). `pinion infra` runs only the embedded NATS and FerretDB, for
+// the services run as separate processes.
 package main
 
 import (
@@ -18,10 +20,24 @@ func main() {
 		fmt.Fprintln(os.Stderr, "pinion:", err)
 		os.Exit(2)
 	}
-	log := cfg.Logger()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	st, err := standalone.Start(ctx, cfg, log)
+	if len(os.Args) > 1 {
+		if os.Args[1] != "infra" {
+			fmt.Fprintln(os.Stderr, "usage: pinion [infra]")
+			os.Exit(2)
+		}
+		in, err := standalone.StartInfra(cfg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "pinion:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("PINION_NATS_URL=%s\nPINION_MONGODB_URI=%s\n", in.NATSURL, in.MongoURI)
+		<-ctx.Done()
+		in.Close()
+		return
+	}
+	st, err := standalone.Start(ctx, cfg, cfg.Logger())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pinion:", err)
 		os.Exit(1)

@@ -1,0 +1,157 @@
+package standalone
+
+import (
+	"bufio"
+	"fmt"
+
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMultiProcess builds every binary, runs NATS and FerretDB (pinion
+// infra), each service and the gateway as separate processes, runs the
+// main story over HTTP, then kills the fhir process with SIGKILL: requests
+// fail cleanly (503, never a hang) and succeed again once it is back.
+func TestMultiProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts six processes; skipped with -short")
+	}
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+"/",
+		"./deploy/standalone/cmd/pinion", "./gateway/cmd/gateway", "./services/identity/cmd/identity",
+		"./services/membership/cmd/membership", "./services/fhir/cmd/fhir", "./services/botexec/cmd/botexec")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	data := t.TempDir()
+	natsAddr, mongoAddr, httpAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	common := []string{
+		"PINION_DATA_DIR=" + data, "PINION_LOG_LEVEL=warn", "PINION_LOG_FORMAT=json",
+		"PINION_SUPERADMIN_CLIENT_ID=" + saID, "PINION_SUPERADMIN_CLIENT_SECRET=" + saSec,
+		"PINION_AUTH_RATE_LIMIT=0", "PINION_REQUEST_TIMEOUT=5s",
+	}
+	infra := start(t, bin, "pinion", append(common, "PINION_NATS_LISTEN="+natsAddr, "PINION_FERRETDB_LISTEN="+mongoAddr), "infra")
+	defer stopProc(infra)
+	waitPort(t, natsAddr)
+	waitPort(t, mongoAddr)
+	svcEnv := append(common, "PINION_NATS_URL=nats://"+natsAddr, "PINION_MONGODB_URI=mongodb://"+mongoAddr+"/", "PINION_ADDR="+httpAddr)
+	procs := map[string]*exec.Cmd{}
+	for _, name := range []string{"fhir", "identity", "membership", "botexec", "gateway"} {
+		procs[name] = start(t, bin, name, svcEnv)
+	}
+	defer func() {
+		for _, p := range procs {
+			stopProc(p)
+		}
+	}()
+	saved := base
+	base = "http://" + httpAddr + "/"
+	defer func() { base = saved }()
+	waitReadyAt(t, base)
+
+	// The main story, over HTTP, across processes.
+	pid, su := adminProject(t, "Multi-process")
+	r := do(t, "POST", "admin/projects/"+pid+"/invite", su, "application/json",
+		inviteBody("resourceType", "Practitioner", "firstName", "Multi", "lastName", "Process", "email", "mp@example.com", "sendEmail", false, "password", "multi process"))
+	expect(t, r, 200)
+	user := signIn(t, "mp@example.com", "multi process", "", "openid")["access_token"].(string)
+	r = do(t, "POST", "fhir/R4/Patient", user, "application/fhir+json", patient("Across"))
+	expect(t, r, 201)
+	id := r.json(t)["id"].(string)
+	expect(t, do(t, "GET", "fhir/R4/Patient/"+id, user, "", nil), 200)
+
+	// Kill the fhir service outright: answers are a prompt 503, not a hang.
+	if err := procs["fhir"].Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = procs["fhir"].Process.Wait()
+	t0 := time.Now()
+	r = do(t, "GET", "fhir/R4/Patient/"+id, user, "", nil)
+	if r.status != 503 && r.status != 504 {
+		t.Fatalf("with fhir down: %d %s", r.status, r.body)
+	}
+	if time.Since(t0) > 7*time.Second {
+		t.Fatalf("answer took %v", time.Since(t0))
+	}
+	// Back again: the same request succeeds, and the data is there.
+	procs["fhir"] = start(t, bin, "fhir", svcEnv)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r = do(t, "GET", "fhir/R4/Patient/"+id, user, "", nil)
+		if r.status == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fhir did not recover: %d %s", r.status, r.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitPort(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("nothing listens on %s", addr)
+}
+
+// start runs a binary with the environment; its error lines go to stderr
+// (not t.Log, which must not be called once the test has ended).
+func start(t *testing.T, bin, name string, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, name), args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		s := bufio.NewScanner(io.Reader(out))
+		for s.Scan() {
+			line := s.Text()
+			if strings.Contains(line, `"level":"ERROR"`) {
+				fmt.Fprintf(os.Stderr, "%s: %s\n", name, line)
+			}
+		}
+	}()
+	return cmd
+}
+
+func stopProc(c *exec.Cmd) {
+	if c == nil || c.Process == nil {
+		return
+	}
+	_ = c.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _, _ = c.Process.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = c.Process.Kill()
+	}
+}
