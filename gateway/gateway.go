@@ -26,6 +26,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/metrics"
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
@@ -163,7 +164,16 @@ func (g *Gateway) readyz(c *fiber.Ctx) error {
 
 // forward turns the HTTP request into a bus request for the route's service.
 func (g *Gateway) forward(r route) fiber.Handler {
-	return func(c *fiber.Ctx) error {
+	return func(c *fiber.Ctx) (err error) {
+		start := time.Now()
+		defer func() {
+			status := c.Response().StatusCode()
+			if err != nil {
+				status = fhir.AsError(err).Status
+			}
+			metrics.HTTPRequests.WithLabelValues(r.path, r.method, strconv.Itoa(status)).Inc()
+			metrics.Since(metrics.HTTPDuration.WithLabelValues(r.path, r.method), start)
+		}()
 		req := &bus.Request{
 			Method:    c.Method(),
 			Path:      c.Path(),
@@ -172,8 +182,9 @@ func (g *Gateway) forward(r route) fiber.Handler {
 			Body:      c.Body(),
 			RequestID: c.Locals("rid").(string),
 			Remote:    c.IP(),
-			Trace:     c.Get(bus.TraceParent),
+			Trace:     bus.TraceParentOrNew(c.Get(bus.TraceParent)),
 		}
+		c.Set(bus.TraceParent, req.Trace)
 		if ps := c.AllParams(); len(ps) > 0 {
 			req.Params = make(map[string]string, len(ps))
 			for k, v := range ps {

@@ -44,8 +44,13 @@ func TestMultiProcess(t *testing.T) {
 	waitPort(t, mongoAddr)
 	svcEnv := append(common, "PINION_NATS_URL=nats://"+natsAddr, "PINION_MONGODB_URI=mongodb://"+mongoAddr+"/", "PINION_ADDR="+httpAddr)
 	procs := map[string]*exec.Cmd{}
+	adminAddr := freeAddr(t)
 	for _, name := range []string{"fhir", "identity", "membership", "botexec", "gateway"} {
-		procs[name] = start(t, bin, name, svcEnv)
+		env := svcEnv
+		if name == "gateway" {
+			env = append(append([]string{}, svcEnv...), "PINION_ADMIN_ADDR="+adminAddr)
+		}
+		procs[name] = start(t, bin, name, env)
 	}
 	defer func() {
 		for _, p := range procs {
@@ -66,7 +71,23 @@ func TestMultiProcess(t *testing.T) {
 	r = do(t, "POST", "fhir/R4/Patient", user, "application/fhir+json", patient("Across"))
 	expect(t, r, 201)
 	id := r.json(t)["id"].(string)
-	expect(t, do(t, "GET", "fhir/R4/Patient/"+id, user, "", nil), 200)
+	r = do(t, "GET", "fhir/R4/Patient/"+id, user, "", nil, "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	expect(t, r, 200)
+	if r.header.Get("traceparent") != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
+		t.Errorf("trace context not carried: %q", r.header.Get("traceparent"))
+	}
+	// The gateway's admin port serves Prometheus metrics of what it answered.
+	resp, err := client.Get("http://" + adminAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`pinion_http_requests_total{method="GET",route="/fhir/R4/:type/:id",status="200"}`, "pinion_bus_request_duration_seconds_bucket"} {
+		if !strings.Contains(string(m), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 
 	// Kill the fhir service outright: answers are a prompt 503, not a hang.
 	if err := procs["fhir"].Process.Signal(syscall.SIGKILL); err != nil {

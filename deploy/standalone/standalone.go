@@ -23,6 +23,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/embedded"
 	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/mail"
+	"github.com/pinion-health/pinion/pkg/metrics"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/botexec"
 	"github.com/pinion-health/pinion/services/fhir"
@@ -154,6 +155,10 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 	}, c.NC, st.view, log)
 	gctx, cancel := context.WithCancel(context.Background())
 	st.cancel = cancel
+	if err := metrics.Serve(gctx, cfg.AdminAddr, log); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen on %s (PINION_ADMIN_ADDR): %w", cfg.AdminAddr, err)
+	}
 	go func() { st.done <- gw.Listen(gctx, ln) }()
 	return st, nil
 }

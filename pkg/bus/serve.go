@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/metrics"
 )
 
 // QueueGroup is the queue group every service instance joins, so that the
@@ -92,7 +93,7 @@ func (s *Service) run(ctx context.Context, subject string, h Handler, mr micro.R
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Error("handler panic", "subject", subject, "request_id", req.RequestID, "panic", p, "stack", string(debug.Stack()))
+			s.log.Error("handler panic", "subject", subject, "request_id", req.RequestID, "trace_id", TraceID(req.Trace), "panic", p, "stack", string(debug.Stack()))
 			resp = Outcome(fhir.Internal())
 		}
 	}()
@@ -100,7 +101,7 @@ func (s *Service) run(ctx context.Context, subject string, h Handler, mr micro.R
 	if err != nil {
 		var fe *fhir.Error
 		if !errors.As(err, &fe) {
-			s.log.Error("request failed", "subject", subject, "request_id", req.RequestID, "err", err)
+			s.log.Error("request failed", "subject", subject, "request_id", req.RequestID, "trace_id", TraceID(req.Trace), "err", err)
 		}
 		return Outcome(fhir.AsError(err))
 	}
@@ -132,15 +133,21 @@ func Call(ctx context.Context, nc *nats.Conn, subject string, r *Request) (*Resp
 	if d, ok := ctx.Deadline(); ok {
 		m.Header.Set(hDeadline, strconv.FormatInt(d.UnixMilli(), 10))
 	}
+	start := time.Now()
 	reply, err := nc.RequestMsgWithContext(ctx, m)
+	result := "ok"
+	defer func() { metrics.Since(metrics.BusDuration.WithLabelValues(subject, result), start) }()
 	switch {
 	case err == nil:
 		return DecodeResponse(reply), nil
 	case errors.Is(err, nats.ErrNoResponders):
+		result = "no-responders"
 		return nil, fhir.Unavailable("Service unavailable")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		result = "timeout"
 		return nil, fhir.Timeout("")
 	default:
+		result = "error"
 		return nil, fmt.Errorf("request %s: %w", subject, err)
 	}
 }

@@ -38,6 +38,7 @@ var Vars = []Var{
 	{"PINION_AUTH_RATE_LIMIT", "160", "Requests per minute per IP on /auth and /oauth2; 0 turns the limit off."},
 	{"PINION_MAX_BODY_BYTES", "8388608", "Largest request body accepted (413 above)."},
 	{"PINION_REQUEST_TIMEOUT", "30s", "How long the gateway waits for a service before answering 504."},
+	{"PINION_ADMIN_ADDR", "", "Admin HTTP address of this process (/metrics for Prometheus, /livez); off when empty."},
 	{"PINION_ACCESS_TOKEN_LIFETIME", "1h", "Lifetime of access tokens."},
 	{"PINION_LOG_LEVEL", "info", "debug, info, warn or error."},
 	{"PINION_LOG_FORMAT", "text", "text or json."},
@@ -57,6 +58,7 @@ type Config struct {
 	FerretPostgreSQLURL string
 	FerretListen        string
 	SMTPURL             string
+	AdminAddr           string
 	AuthRateLimit       int
 	MaxBodyBytes        int
 	RequestTimeout      time.Duration
@@ -94,6 +96,7 @@ func LoadFrom(get func(string) string) (*Config, error) {
 		FerretPostgreSQLURL: v("PINION_FERRETDB_POSTGRESQL_URL"),
 		FerretListen:        v("PINION_FERRETDB_LISTEN"),
 		SMTPURL:             v("PINION_SMTP_URL"),
+		AdminAddr:           v("PINION_ADMIN_ADDR"),
 		LogLevel:            v("PINION_LOG_LEVEL"),
 		LogFormat:           v("PINION_LOG_FORMAT"),
 	}
@@ -107,6 +110,11 @@ func LoadFrom(get func(string) string) (*Config, error) {
 	}
 	if !strings.HasSuffix(c.BaseURL, "/") {
 		c.BaseURL += "/"
+	}
+	if c.AdminAddr != "" {
+		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+			return nil, fmt.Errorf("PINION_ADMIN_ADDR: %q is not host:port", c.AdminAddr)
+		}
 	}
 	if (c.SuperAdminClientID == "") != (c.SuperAdminSecret == "") {
 		return nil, fmt.Errorf("PINION_SUPERADMIN_CLIENT_ID and PINION_SUPERADMIN_CLIENT_SECRET must be set together")

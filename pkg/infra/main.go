@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/pinion-health/pinion/pkg/config"
+	"github.com/pinion-health/pinion/pkg/metrics"
 )
 
 // Service is what a separately run service offers its main.
@@ -42,6 +43,9 @@ func RunService(name string, build func(cfg *config.Config, c *Conns) (Service, 
 	s, err := build(cfg, c)
 	if err != nil {
 		fail(1, err)
+	}
+	if err := metrics.Serve(ctx, cfg.AdminAddr, log); err != nil {
+		fail(1, fmt.Errorf("PINION_ADMIN_ADDR: %w", err))
 	}
 	log.Info("started")
 	if err := s.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pinion-health/pinion/pkg/metrics"
 )
 
 // Stream holds every pending saga step until a consumer acknowledges it.
@@ -107,7 +109,9 @@ func handle(m jetstream.Msg, h Handler, dead DeadLetter, log *slog.Logger) {
 		attempt = md.NumDelivered
 	}
 	err := h(ctx, m.Data())
+	step := m.Subject()
 	if err == nil {
+		metrics.SagaSteps.WithLabelValues(step, "done").Inc()
 		if err := m.DoubleAck(ctx); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			log.Warn("ack failed; the step will run again", "err", err)
 		}
@@ -115,6 +119,7 @@ func handle(m jetstream.Msg, h Handler, dead DeadLetter, log *slog.Logger) {
 	}
 	var p permanent
 	if errors.As(err, &p) || attempt >= uint64(MaxDeliver) {
+		metrics.SagaSteps.WithLabelValues(step, "failed").Inc()
 		if errors.As(err, &p) {
 			log.Info("step refused", "err", err) // a business outcome such as a 409
 		} else {
@@ -126,6 +131,7 @@ func handle(m jetstream.Msg, h Handler, dead DeadLetter, log *slog.Logger) {
 		_ = m.Term()
 		return
 	}
+	metrics.SagaSteps.WithLabelValues(step, "retry").Inc()
 	delay := Backoff[min(int(attempt)-1, len(Backoff)-1)]
 	log.Info("step failed; retrying", "attempt", attempt, "in", delay, "err", err)
 	_ = m.NakWithDelay(delay)

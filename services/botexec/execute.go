@@ -15,6 +15,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/hl7"
+	"github.com/pinion-health/pinion/pkg/metrics"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/services/botexec/sandbox"
@@ -92,6 +93,12 @@ func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response
 	if err != nil {
 		return nil, err
 	}
+	outcome := "ok"
+	if res.Err != nil {
+		outcome = "error"
+	}
+	metrics.BotExecutions.WithLabelValues(outcome).Inc()
+	metrics.BotDuration.Observe(res.Elapsed.Seconds())
 	s.audit(b, r.Principal, runAs, start, res, secrets)
 	return botResponse(res, contentType), nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/pinion-health/pinion/gateway"
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/infra"
+	"github.com/pinion-health/pinion/pkg/metrics"
 )
 
 func main() {
@@ -40,6 +41,10 @@ func main() {
 		os.Exit(1)
 	}
 	defer view.Close()
+	if err := metrics.Serve(ctx, cfg.AdminAddr, log); err != nil {
+		fmt.Fprintln(os.Stderr, "gateway: PINION_ADMIN_ADDR:", err)
+		os.Exit(1)
+	}
 	gw := gateway.New(gateway.Config{
 		Addr: cfg.Addr, BaseURL: cfg.BaseURL, MaxBodyBytes: cfg.MaxBodyBytes,
 		RequestTimeout: cfg.RequestTimeout, AuthRateLimit: cfg.AuthRateLimit,

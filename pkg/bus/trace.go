@@ -1,0 +1,37 @@
+package bus
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+)
+
+// TraceParentOrNew keeps a valid W3C traceparent from the caller, or starts
+// a new trace. The gateway passes it to the services in the envelope, so
+// every log line of one request carries the same trace id.
+func TraceParentOrNew(tp string) string {
+	if TraceID(tp) != "" {
+		return tp
+	}
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	h := hex.EncodeToString(b)
+	return "00-" + h[:32] + "-" + h[32:] + "-01"
+}
+
+// TraceID is the trace id of a traceparent ("" if it is not valid).
+func TraceID(tp string) string {
+	parts := strings.Split(tp, "-")
+	if len(parts) != 4 || len(parts[0]) != 2 || len(parts[1]) != 32 || len(parts[2]) != 16 || len(parts[3]) != 2 {
+		return ""
+	}
+	for _, p := range parts {
+		if _, err := hex.DecodeString(p); err != nil {
+			return ""
+		}
+	}
+	if parts[1] == strings.Repeat("0", 32) {
+		return ""
+	}
+	return parts[1]
+}
