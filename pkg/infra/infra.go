@@ -29,6 +29,7 @@ type Conns struct {
 	DB       *mongo.Database
 	Repo     *repo.Repo
 	Sessions *session.Store
+	stop     context.CancelFunc
 }
 
 // Options says where to connect.
@@ -71,10 +72,13 @@ func Open(ctx context.Context, o Options) (*Conns, error) {
 		return nil, err
 	}
 	if o.MongoURI != "" {
-		// Majority writes with journaling: an acknowledged write survives a
-		// primary failover. FerretDB accepts and ignores these.
+		// Majority writes with journaling: an acknowledged write is on disk on
+		// a majority of the replica set and survives a primary failover.
+		// Reads are majority too, so a read never sees a write that a
+		// failover could roll back. FerretDB accepts and ignores both.
+		journaled := true
 		mo := options.Client().ApplyURI(o.MongoURI).SetAppName(o.Name).
-			SetWriteConcern(writeconcern.Majority()).
+			SetWriteConcern(&writeconcern.WriteConcern{W: "majority", Journal: &journaled}).
 			SetReadConcern(readconcern.Majority()).
 			SetMaxPoolSize(64).
 			SetTimeout(30 * time.Second)
@@ -90,16 +94,23 @@ func Open(ctx context.Context, o Options) (*Conns, error) {
 			return nil, fmt.Errorf("mongodb ping: %w", err)
 		}
 		c.DB = c.Mongo.Database(o.Database)
-		if c.Repo, err = repo.New(c.DB, nc, repo.Options{Log: o.Log}); err != nil {
+		if c.Repo, err = repo.New(c.DB, nc, repo.Options{Log: o.Log, JS: c.JS}); err != nil {
 			c.Close()
 			return nil, err
 		}
+		// Every process relays what a crashed writer left in the outbox.
+		rctx, cancel := context.WithCancel(context.Background())
+		c.stop = cancel
+		go c.Repo.Relay(rctx, 5*time.Second)
 	}
 	return c, nil
 }
 
 // Close closes everything that was opened.
 func (c *Conns) Close() {
+	if c.stop != nil {
+		c.stop()
+	}
 	if c.Repo != nil {
 		c.Repo.Close()
 	}

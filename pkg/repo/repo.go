@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -80,6 +81,7 @@ type Event struct {
 type Repo struct {
 	db    *mongo.Database
 	nc    *nats.Conn
+	js    jetstream.JetStream
 	log   *slog.Logger
 	cache *lru.Cache[string, *Resource]
 	// gens guards the cache against a slow read putting back a version that
@@ -101,6 +103,9 @@ type Options struct {
 	// CacheSize is the number of resources kept for reads by id.
 	CacheSize int
 	Log       *slog.Logger
+	// JS, when set, makes events durable through the outbox and the
+	// resource stream; without it events are plain NATS messages.
+	JS jetstream.JetStream
 }
 
 // New opens the repository. With nc set, writes publish events and the cache
@@ -113,7 +118,7 @@ func New(db *mongo.Database, nc *nats.Conn, o Options) (*Repo, error) {
 		o.Log = slog.Default()
 	}
 	c, _ := lru.New[string, *Resource](o.CacheSize)
-	r := &Repo{db: db, nc: nc, log: o.Log, cache: c}
+	r := &Repo{db: db, nc: nc, js: o.JS, log: o.Log, cache: c}
 	if nc != nil {
 		sub, err := nc.Subscribe(bus.EventPrefix+">", r.onEvent)
 		if err != nil {
@@ -305,11 +310,10 @@ func (r *Repo) Create(ctx context.Context, sc Scope, res map[string]any, o Write
 	if project == "" {
 		project = sc.Project
 	}
-	out, err := r.write(ctx, typ, id, project, res, o.Author, "")
+	out, err := r.write(ctx, "create", typ, id, project, res, o.Author, "")
 	if err != nil {
 		return nil, err
 	}
-	r.publish("create", out)
 	return out, nil
 }
 
@@ -334,11 +338,10 @@ func (r *Repo) Update(ctx context.Context, sc Scope, res map[string]any, o Write
 	} else if same {
 		return cur, nil
 	}
-	out, err := r.write(ctx, typ, id, cur.Project, res, o.Author, cur.VersionID)
+	out, err := r.write(ctx, "update", typ, id, cur.Project, res, o.Author, cur.VersionID)
 	if err != nil {
 		return nil, err
 	}
-	r.publish("update", out)
 	return out, nil
 }
 
@@ -351,6 +354,10 @@ func (r *Repo) Delete(ctx context.Context, sc Scope, typ, id string) error {
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	vid := uuid.NewString()
+	ev := Event{Op: "delete", Type: typ, ID: id, VersionID: vid, Project: cur.Project}
+	if err := r.record(ctx, ev, now); err != nil {
+		return err
+	}
 	hist := bson.D{{Key: fID, Value: id + "/" + vid}, {Key: "id", Value: id}, {Key: fVersion, Value: vid},
 		{Key: fTime, Value: now}, {Key: fProject, Value: cur.Project}, {Key: fDeleted, Value: true}}
 	if _, err := r.history(typ).InsertOne(ctx, hist); err != nil {
@@ -365,13 +372,13 @@ func (r *Repo) Delete(ctx context.Context, sc Scope, typ, id string) error {
 	key := cacheKey(typ, id)
 	r.stripe(key).Add(1)
 	r.cache.Add(key, out)
-	r.publish("delete", out)
+	r.publish(ctx, ev)
 	return nil
 }
 
 // write stores a new version: history first (so every current version is
 // in the history), then the current document, conditional on prevVersion.
-func (r *Repo) write(ctx context.Context, typ, id, project string, res map[string]any, author, prevVersion string) (*Resource, error) {
+func (r *Repo) write(ctx context.Context, op, typ, id, project string, res map[string]any, author, prevVersion string) (*Resource, error) {
 	if err := r.ensureIndexes(ctx, typ); err != nil {
 		return nil, err
 	}
@@ -397,6 +404,10 @@ func (r *Repo) write(ctx context.Context, typ, id, project string, res map[strin
 	if err != nil {
 		return nil, fmt.Errorf("encode %s/%s: %w", typ, id, err)
 	}
+	ev := Event{Op: op, Type: typ, ID: id, VersionID: vid, Project: project}
+	if err := r.record(ctx, ev, now); err != nil {
+		return nil, err
+	}
 	hist := bson.D{{Key: fID, Value: id + "/" + vid}, {Key: "id", Value: id}, {Key: fVersion, Value: vid},
 		{Key: fTime, Value: now}, {Key: fProject, Value: project}, {Key: fDeleted, Value: false}, {Key: fJSON, Value: string(body)}}
 	if _, err := r.history(typ).InsertOne(ctx, hist); err != nil {
@@ -421,6 +432,7 @@ func (r *Repo) write(ctx context.Context, typ, id, project string, res map[strin
 	key := cacheKey(typ, id)
 	r.stripe(key).Add(1)
 	r.cache.Add(key, out)
+	r.publish(ctx, ev)
 	return out, nil
 }
 
@@ -435,16 +447,6 @@ func (r *Repo) replace(ctx context.Context, typ, id, prevVersion string, doc bso
 		return fhir.Conflict("Resource was changed by another request; retry with the current version")
 	}
 	return nil
-}
-
-func (r *Repo) publish(op string, res *Resource) {
-	if r.nc == nil {
-		return
-	}
-	b, _ := json.Marshal(Event{Op: op, Type: res.Type, ID: res.ID, VersionID: res.VersionID, Project: res.Project})
-	if err := r.nc.Publish(bus.EventSubject(res.Type, res.ID), b); err != nil {
-		r.log.Warn("publish resource event", "type", res.Type, "id", res.ID, "err", err)
-	}
 }
 
 // sameContent reports whether res equals the stored resource, meta aside.

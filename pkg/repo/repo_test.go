@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -250,5 +251,77 @@ func TestClaims(t *testing.T) {
 	}
 	if o, _ := r.ClaimOwner(ctx, "k:race"); o != "" {
 		t.Fatal("not released")
+	}
+}
+
+// The outbox: events reach the stream once, a crashed writer's event is
+// relayed, and an event for a write that never happened is dropped.
+func TestOutbox(t *testing.T) {
+	ctx := context.Background()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: "OUTBOX_TEST", Subjects: []string{"pinion.events.resource.>"}, Duplicates: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(db, nc, Options{JS: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	count := func() uint64 {
+		info, err := stream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	before := count()
+	res, err := r.Create(ctx, Scope{Project: "p"}, patient("Outbox"), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got != before+1 {
+		t.Fatalf("stream has %d new events, want 1", got-before)
+	}
+	var left []outboxDoc
+	cur, _ := db.Collection(outbox).Find(ctx, map[string]any{})
+	_ = cur.All(ctx, &left)
+	if len(left) != 0 {
+		t.Fatalf("outbox not cleared: %v", left)
+	}
+
+	// A writer that died after storing the version, before publishing.
+	old := time.Now().Add(-time.Minute)
+	crashed := Event{Op: "update", Type: "Patient", ID: res.ID, VersionID: res.VersionID, Project: "p"}
+	_, _ = db.Collection(outbox).DeleteMany(ctx, map[string]any{})
+	if err := r.record(ctx, crashed, old); err != nil {
+		t.Fatal(err)
+	}
+	// And one that died before storing anything.
+	ghost := Event{Op: "create", Type: "Patient", ID: "ghost", VersionID: "never", Project: "p"}
+	if err := r.record(ctx, ghost, time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	before = count()
+	n, err := r.RelayOnce(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("relayed %d, %v", n, err)
+	}
+	// Already published once above: the duplicate window keeps it single.
+	if got := count(); got != before {
+		t.Fatalf("relay duplicated an event: %d new", got-before)
+	}
+	cur, _ = db.Collection(outbox).Find(ctx, map[string]any{})
+	left = nil
+	_ = cur.All(ctx, &left)
+	if len(left) != 0 {
+		t.Fatalf("outbox after relay: %v", left)
 	}
 }

@@ -1,0 +1,129 @@
+package repo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+)
+
+// The outbox makes resource events exact without transactions. A write
+// first records its event in the outbox, then stores the version, then
+// publishes the event to JetStream (Nats-Msg-Id = type/id/version, so a
+// second publish is dropped) and removes the record. A crash in between
+// leaves the record; the relay later publishes it if that version exists
+// in the history, or drops it once it is old enough to know the write
+// never happened. So no event is published for a write that did not happen,
+// and none is lost for a write that did.
+const outbox = "outbox"
+
+// outboxGrace is how long a record may wait before the relay looks at it
+// (its writer is normally done in milliseconds); outboxAbandon is when a
+// record whose version never appeared is dropped.
+var (
+	outboxGrace   = 3 * time.Second
+	outboxAbandon = 2 * time.Minute
+)
+
+type outboxDoc struct {
+	ID      string    `bson:"_id"`
+	Event   string    `bson:"event"`
+	Type    string    `bson:"type"`
+	Version string    `bson:"v"`
+	Res     string    `bson:"res"`
+	At      time.Time `bson:"at"`
+}
+
+func outboxID(ev Event) string { return ev.Type + "/" + ev.ID + "/" + ev.VersionID }
+
+// record stores an event in the outbox before its write.
+func (r *Repo) record(ctx context.Context, ev Event, at time.Time) error {
+	if r.js == nil {
+		return nil
+	}
+	b, _ := json.Marshal(ev)
+	_, err := r.db.Collection(outbox).InsertOne(ctx, outboxDoc{
+		ID: outboxID(ev), Event: string(b), Type: ev.Type, Version: ev.VersionID, Res: ev.ID, At: at,
+	})
+	return err
+}
+
+// publish sends a written version's event and clears its outbox record. A
+// failure leaves the record for the relay.
+func (r *Repo) publish(ctx context.Context, ev Event) {
+	b, _ := json.Marshal(ev)
+	if r.js == nil {
+		if r.nc != nil {
+			_ = r.nc.Publish(bus.EventSubject(ev.Type, ev.ID), b)
+		}
+		return
+	}
+	if _, err := r.js.Publish(ctx, bus.EventSubject(ev.Type, ev.ID), b, jetstream.WithMsgID(outboxID(ev))); err != nil {
+		r.log.Warn("resource event left to the outbox relay", "type", ev.Type, "id", ev.ID, "err", err)
+		return
+	}
+	if _, err := r.db.Collection(outbox).DeleteOne(ctx, bson.D{{Key: "_id", Value: outboxID(ev)}}); err != nil {
+		r.log.Warn("outbox record not cleared", "event", outboxID(ev), "err", err)
+	}
+}
+
+// Relay publishes what crashed writers left in the outbox, every interval,
+// until ctx ends. Several processes may relay at once: duplicates are
+// dropped by the stream's duplicate window.
+func (r *Repo) Relay(ctx context.Context, interval time.Duration) {
+	if r.js == nil {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := r.RelayOnce(ctx); err != nil {
+				r.log.Warn("outbox relay", "err", err)
+			} else if n > 0 {
+				r.log.Info("outbox relay published left-over events", "count", n)
+			}
+		}
+	}
+}
+
+// RelayOnce handles the outbox records older than the grace period and
+// returns how many events it published.
+func (r *Repo) RelayOnce(ctx context.Context) (int, error) {
+	cur, err := r.db.Collection(outbox).Find(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$lt", Value: time.Now().Add(-outboxGrace)}}}})
+	if err != nil {
+		return 0, err
+	}
+	var docs []outboxDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, d := range docs {
+		err := r.history(d.Type).FindOne(ctx, bson.D{{Key: fID, Value: d.Res + "/" + d.Version}}).Err()
+		switch {
+		case err == nil:
+			var ev Event
+			if json.Unmarshal([]byte(d.Event), &ev) == nil {
+				r.publish(ctx, ev)
+				n++
+			}
+		case errors.Is(err, mongo.ErrNoDocuments):
+			if time.Since(d.At) > outboxAbandon {
+				_, _ = r.db.Collection(outbox).DeleteOne(ctx, bson.D{{Key: "_id", Value: d.ID}})
+			}
+		default:
+			return n, err
+		}
+	}
+	return n, nil
+}
