@@ -9,7 +9,7 @@ LDFLAGS   := -s -w -X github.com/pinion-health/pinion/gateway.Version=$(VERSION)
 PKGS      := $(addsuffix /...,$(addprefix ./,$(MODULES)))
 FUZZTIME  ?= 5s
 
-.PHONY: run build test test-go test-fuzz test-compat bench lint generate clean
+.PHONY: run build test test-go test-fuzz test-compat bench load lint generate clean images
 
 build:
 	@mkdir -p $(BIN)
@@ -44,6 +44,11 @@ test-compat:
 
 bench:
 	$(GO) run ./deploy/standalone/cmd/pinion-bench
+
+# The crash test under a longer load: SIGKILL of every process in turn.
+LOADTIME ?= 3m
+load:
+	$(GO) test -count=1 -timeout 30m -run '^TestCrashRecovery$$' -v ./deploy/standalone/ -args -load.duration=$(LOADTIME)
 
 lint:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

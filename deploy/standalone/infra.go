@@ -20,32 +20,44 @@ type Infra struct {
 	ferret   *embedded.FerretDB
 }
 
-// StartInfra starts NATS (listening on PINION_NATS_LISTEN) and FerretDB
-// (on PINION_FERRETDB_LISTEN) under the data directory.
-func StartInfra(cfg *config.Config) (*Infra, error) {
-	if cfg.NATSListen == "" {
-		return nil, fmt.Errorf("PINION_NATS_LISTEN must be set for infra mode (for example 127.0.0.1:4222)")
+// StartInfra starts NATS (listening on PINION_NATS_LISTEN) and/or FerretDB
+// (on PINION_FERRETDB_LISTEN) under the data directory: which is "all",
+// "nats" or "ferretdb" (separate processes let a crash test kill each).
+func StartInfra(cfg *config.Config, which string) (*Infra, error) {
+	in := &Infra{}
+	if which == "all" || which == "nats" {
+		if cfg.NATSListen == "" {
+			return nil, fmt.Errorf("PINION_NATS_LISTEN must be set (for example 127.0.0.1:4222)")
+		}
+		ns, err := embedded.StartNATS(embedded.NATSOptions{
+			Dir: filepath.Join(cfg.DataDir, "nats"), Addr: cfg.NATSListen,
+			MaxPayload: int32(cfg.MaxBodyBytes + 1<<20), SyncInterval: time.Second,
+		})
+		if err != nil {
+			return nil, err
+		}
+		in.ns, in.NATSURL = ns, ns.ClientURL()
 	}
-	ns, err := embedded.StartNATS(embedded.NATSOptions{
-		Dir: filepath.Join(cfg.DataDir, "nats"), Addr: cfg.NATSListen,
-		MaxPayload: int32(cfg.MaxBodyBytes + 1<<20), SyncInterval: time.Second,
-	})
-	if err != nil {
-		return nil, err
+	if which == "all" || which == "ferretdb" {
+		f, err := embedded.StartFerretDB(embedded.FerretOptions{
+			Dir: filepath.Join(cfg.DataDir, "db"), PostgreSQLURL: cfg.FerretPostgreSQLURL, Addr: cfg.FerretListen,
+		})
+		if err != nil {
+			in.Close()
+			return nil, err
+		}
+		in.ferret, in.MongoURI = f, f.URI
 	}
-	f, err := embedded.StartFerretDB(embedded.FerretOptions{
-		Dir: filepath.Join(cfg.DataDir, "db"), PostgreSQLURL: cfg.FerretPostgreSQLURL, Addr: cfg.FerretListen,
-	})
-	if err != nil {
-		ns.Shutdown()
-		return nil, err
-	}
-	return &Infra{NATSURL: ns.ClientURL(), MongoURI: f.URI, ns: ns, ferret: f}, nil
+	return in, nil
 }
 
-// Close stops both servers.
+// Close stops the servers.
 func (i *Infra) Close() {
-	i.ferret.Close()
-	i.ns.Shutdown()
-	i.ns.WaitForShutdown()
+	if i.ferret != nil {
+		i.ferret.Close()
+	}
+	if i.ns != nil {
+		i.ns.Shutdown()
+		i.ns.WaitForShutdown()
+	}
 }

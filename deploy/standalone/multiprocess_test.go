@@ -169,7 +169,7 @@ func stopProc(c *exec.Cmd) {
 	}
 	_ = c.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
-	go func() { _, _ = c.Process.Wait(); close(done) }()
+	go func() { _ = c.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):

@@ -1,6 +1,7 @@
 // Command pinion runs the whole of Pinion in one process (see package
 // standalone). `pinion infra` runs only the embedded NATS and FerretDB, for
-// the services run as separate processes.
+// the services run as separate processes; `pinion nats` and `pinion
+// ferretdb` run one of them each.
 package main
 
 import (
@@ -23,11 +24,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(os.Args) > 1 {
-		if os.Args[1] != "infra" {
-			fmt.Fprintln(os.Stderr, "usage: pinion [infra]")
+		which := map[string]string{"infra": "all", "nats": "nats", "ferretdb": "ferretdb"}[os.Args[1]]
+		if which == "" {
+			fmt.Fprintln(os.Stderr, "usage: pinion [infra|nats|ferretdb]")
 			os.Exit(2)
 		}
-		in, err := standalone.StartInfra(cfg)
+		in, err := standalone.StartInfra(cfg, which)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "pinion:", err)
 			os.Exit(1)

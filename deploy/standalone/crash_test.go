@@ -1,0 +1,211 @@
+package standalone
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pinion-health/pinion/deploy/standalone/load"
+	"github.com/pinion-health/pinion/pkg/invite"
+)
+
+var loadDuration = flag.Duration("load.duration", 24*time.Second, "how long TestCrashRecovery drives load (make load runs it longer)")
+
+// TestCrashRecovery runs a mixed load through the multi-process stack while
+// it kills, with SIGKILL, one process at a time — each service, the
+// gateway, NATS and FerretDB — and restarts it. Afterwards every
+// acknowledged write must be there, no invite may be half done, no address
+// may have two users or memberships, and no request may have hung.
+func TestCrashRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a multi-process stack under load; skipped with -short")
+	}
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+"/",
+		"./deploy/standalone/cmd/pinion", "./gateway/cmd/gateway", "./services/identity/cmd/identity",
+		"./services/membership/cmd/membership", "./services/fhir/cmd/fhir", "./services/botexec/cmd/botexec")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	data := t.TempDir()
+	natsAddr, mongoAddr, httpAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	common := []string{
+		"PINION_DATA_DIR=" + data, "PINION_LOG_LEVEL=error", "PINION_LOG_FORMAT=json",
+		"PINION_SUPERADMIN_CLIENT_ID=" + saID, "PINION_SUPERADMIN_CLIENT_SECRET=" + saSec,
+		"PINION_AUTH_RATE_LIMIT=0", "PINION_REQUEST_TIMEOUT=5s",
+		"PINION_NATS_LISTEN=" + natsAddr, "PINION_FERRETDB_LISTEN=" + mongoAddr,
+		"PINION_NATS_URL=nats://" + natsAddr, "PINION_MONGODB_URI=mongodb://" + mongoAddr + "/", "PINION_ADDR=" + httpAddr,
+	}
+	// proc is supervised like systemd or Kubernetes would: a process that
+	// exits (a service cannot start while NATS is down) is started again.
+	type proc struct {
+		name string
+		bin  string
+		args []string
+		mu   sync.Mutex
+		cmd  *exec.Cmd
+	}
+	procs := map[string]*proc{
+		"nats": {bin: "pinion", args: []string{"nats"}}, "ferretdb": {bin: "pinion", args: []string{"ferretdb"}},
+		"fhir": {bin: "fhir"}, "identity": {bin: "identity"}, "membership": {bin: "membership"},
+		"botexec": {bin: "botexec"}, "gateway": {bin: "gateway"},
+	}
+	var stopping atomic.Bool
+	restarts := atomic.Int64{}
+	order := []string{"nats", "ferretdb", "fhir", "identity", "membership", "botexec", "gateway"}
+	// The infra processes run with only their own listen setting.
+	envFor := func(name string) []string {
+		env := []string{}
+		for _, e := range common {
+			if name == "nats" && strings.HasPrefix(e, "PINION_FERRETDB_LISTEN") || name == "ferretdb" && strings.HasPrefix(e, "PINION_NATS_LISTEN") {
+				continue
+			}
+			if (name == "nats" || name == "ferretdb") && (strings.HasPrefix(e, "PINION_NATS_URL") || strings.HasPrefix(e, "PINION_MONGODB_URI")) {
+				continue
+			}
+			env = append(env, e)
+		}
+		return env
+	}
+	var supervise func(p *proc)
+	supervise = func(p *proc) {
+		p.mu.Lock()
+		p.cmd = start(t, bin, p.bin, envFor(p.name), p.args...)
+		cmd := p.cmd
+		p.mu.Unlock()
+		go func() {
+			_ = cmd.Wait()
+			if stopping.Load() {
+				return
+			}
+			restarts.Add(1)
+			time.Sleep(300 * time.Millisecond)
+			supervise(p)
+		}()
+	}
+	for _, name := range order {
+		p := procs[name]
+		p.name = name
+		supervise(p)
+		if name == "nats" {
+			waitPort(t, natsAddr)
+		}
+		if name == "ferretdb" {
+			waitPort(t, mongoAddr)
+		}
+	}
+	defer func() {
+		stopping.Store(true)
+		for _, name := range order {
+			p := procs[name]
+			p.mu.Lock()
+			stopProc(p.cmd)
+			p.mu.Unlock()
+		}
+	}()
+	saved := base
+	base = "http://" + httpAddr + "/"
+	defer func() { base = saved }()
+	waitReadyAt(t, base)
+	pid, su := adminProject(t, "Crash")
+	bot := newBot(t, su, pid, "echo", "", `exports.handler = async (m, e) => e.input;`, "echo.js")
+
+	cfg := load.Config{Base: base, ClientID: saID, Secret: saSec, ProjectID: pid, BotID: bot,
+		Workers: 6, Duration: *loadDuration, MaxOps: 1_000_000, Deadline: 20 * time.Second}
+	done := make(chan *load.Result)
+	go func() { done <- load.Run(context.Background(), cfg) }()
+
+	// One fault at a time, spread over the run, each process in turn.
+	faults := 0
+	gap := *loadDuration / time.Duration(len(order)+1)
+	for _, name := range []string{"fhir", "identity", "membership", "botexec", "gateway", "nats", "ferretdb"} {
+		time.Sleep(gap)
+		p := procs[name]
+		p.mu.Lock()
+		_ = p.cmd.Process.Signal(syscall.SIGKILL) // the supervisor starts it again
+		p.mu.Unlock()
+		faults++
+	}
+	res := <-done
+	waitReadyAt(t, base)
+
+	// Invites settle: each is done or failed with a reason, none pending.
+	nc, err := nats.Connect("nats://" + natsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(context.Background(), invite.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending, failed, doneN int
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		pending, failed, doneN = 0, 0, 0
+		keys, _ := kv.ListKeys(context.Background())
+		for k := range keys.Keys() {
+			e, err := kv.Get(context.Background(), k)
+			if err != nil {
+				continue
+			}
+			var rec invite.Record
+			_ = json.Unmarshal(e.Value(), &rec)
+			switch rec.Status {
+			case "pending":
+				pending++
+			case "failed":
+				failed++
+				if rec.Failure == nil || rec.Failure.Text == "" {
+					t.Errorf("invite %s failed without a reason", rec.ID)
+				}
+			default:
+				doneN++
+			}
+		}
+		if pending == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	rep := load.Verify(context.Background(), cfg, res)
+	s := res.Stats
+	after := 0
+	if n := len(s.PerSecond); n > 3 {
+		for _, c := range s.PerSecond[n-3:] {
+			after += c
+		}
+		after /= 3
+	}
+	t.Logf("load %s, %d workers: %d operations, %d acknowledged (%d writes checked), %d refused with a status, %d without a response (gateway down), %d hangs",
+		*loadDuration, cfg.Workers, s.Ops, s.Acked, rep.Checked, s.Refused, s.NoResponse, s.Hangs)
+	t.Logf("faults injected: %d (SIGKILL of each of %v); writes lost: %d; duplicate users: %d; duplicate memberships: %d",
+		faults, order, rep.Lost, rep.DuplicateUsers, rep.DuplicateMembers)
+	t.Logf("throughput %.0f acknowledged ops/s overall, %d/s over the last 3 s; p50 %v, p99 %v; statuses %v",
+		float64(s.Acked)/loadDuration.Seconds(), after, s.Percentile(.5), s.Percentile(.99), s.ByStatus)
+	t.Logf("invites: %d done, %d failed with a reason, %d still pending; %d process restarts", doneN, failed, pending, restarts.Load())
+	if rep.Lost > 0 || rep.DuplicateUsers > 0 || rep.DuplicateMembers > 0 {
+		t.Errorf("%s", strings.Join(rep.Problems, "\n"))
+	}
+	if s.Hangs > 0 {
+		t.Errorf("%d requests hung past %v", s.Hangs, cfg.Deadline)
+	}
+	if pending > 0 {
+		t.Errorf("%d invites still pending", pending)
+	}
+	if s.Acked == 0 {
+		t.Error("nothing was acknowledged")
+	}
+}
