@@ -34,6 +34,11 @@ test-go:
 test-fuzz:
 	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./fhirschema/
 	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./search/
+	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./hl7/
+	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzPatch$$' -fuzztime $(FUZZTIME) ./fhir/
+	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./fhir/
+	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./auth/
+	cd services/botexec && $(GO) test -run '^$$' -fuzz '^FuzzBotInput$$' -fuzztime $(FUZZTIME) .
 
 # Medplum's own client (@medplum/core, pinned in tests/compat) against the
 # standalone binary; see tests/compat/GAPS.md for what it still lacks.
