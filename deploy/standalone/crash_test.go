@@ -30,14 +30,7 @@ func TestCrashRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a multi-process stack under load; skipped with -short")
 	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/",
-		"./deploy/standalone/cmd/pinion", "./gateway/cmd/gateway", "./services/identity/cmd/identity",
-		"./services/membership/cmd/membership", "./services/fhir/cmd/fhir", "./services/botexec/cmd/botexec")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildBinaries(t)
 	data := t.TempDir()
 	natsAddr, mongoAddr, httpAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	common := []string{

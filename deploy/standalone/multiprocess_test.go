@@ -23,14 +23,7 @@ func TestMultiProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts six processes; skipped with -short")
 	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/",
-		"./deploy/standalone/cmd/pinion", "./gateway/cmd/gateway", "./services/identity/cmd/identity",
-		"./services/membership/cmd/membership", "./services/fhir/cmd/fhir", "./services/botexec/cmd/botexec")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildBinaries(t)
 	data := t.TempDir()
 	natsAddr, mongoAddr, httpAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	common := []string{
@@ -115,6 +108,20 @@ func TestMultiProcess(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// buildBinaries builds every command into a temporary directory.
+func buildBinaries(t *testing.T) string {
+	t.Helper()
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+"/",
+		"./deploy/standalone/cmd/pinion", "./gateway/cmd/gateway", "./services/identity/cmd/identity",
+		"./services/membership/cmd/membership", "./services/fhir/cmd/fhir", "./services/botexec/cmd/botexec")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 func freeAddr(t *testing.T) string {

@@ -213,3 +213,16 @@ func Fail(ctx context.Context, s *Store, nc *nats.Conn, data []byte, step string
 	}
 	_ = nc.Publish(DoneSubject(m.InviteID), nil)
 }
+
+// Load reads a step's message and its invite. pending is false when the
+// invite has already ended (done or failed): the step then has nothing to
+// do. A message that cannot be read is a permanent failure.
+func (s *Store) Load(ctx context.Context, data []byte) (m Message, rec *Record, pending bool, err error) {
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, nil, false, saga.Permanent(err)
+	}
+	if rec, err = s.Get(ctx, m.InviteID); err != nil {
+		return m, nil, false, err
+	}
+	return m, rec, rec.Status == "pending", nil
+}

@@ -2,7 +2,6 @@ package fhir
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -21,16 +20,9 @@ var idNamespace = uuid.MustParse("3c6b2a51-0f9d-4e27-9b1e-7d2e4f8a6c13")
 // inviteProfile is the saga's second step: reuse the project's profile of
 // that type with the invitee's e-mail, or create one.
 func (s *Service) inviteProfile(ctx context.Context, data []byte) error {
-	var m invite.Message
-	if err := json.Unmarshal(data, &m); err != nil {
-		return saga.Permanent(err)
-	}
-	rec, err := s.invites.Get(ctx, m.InviteID)
-	if err != nil {
+	m, rec, pending, err := s.invites.Load(ctx, data)
+	if err != nil || !pending {
 		return err
-	}
-	if rec.Status != "pending" {
-		return nil
 	}
 	if rec.Steps[invite.StepProfile].State == "done" {
 		return s.invites.Next(ctx, invite.SubjMembership, m)

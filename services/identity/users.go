@@ -24,16 +24,9 @@ import (
 // it. Ids derive from the invite id, so a redelivered step finds its own
 // earlier work instead of doing it twice.
 func (s *Service) inviteUser(ctx context.Context, data []byte) error {
-	var m invite.Message
-	if err := json.Unmarshal(data, &m); err != nil {
-		return saga.Permanent(err)
-	}
-	rec, err := s.invites.Get(ctx, m.InviteID)
-	if err != nil {
+	_, rec, pending, err := s.invites.Load(ctx, data)
+	if err != nil || !pending {
 		return err
-	}
-	if rec.Status != "pending" {
-		return nil
 	}
 	req := rec.Request
 	if rec.Steps[invite.StepUser].State == "done" {

@@ -23,16 +23,9 @@ var idNamespace = uuid.MustParse("0b8c5f6e-2f57-4c1e-8d0a-5a7d1c3e9f42")
 // inviteMembership is the saga's third step: create the membership, unless
 // the invitee already is a member (409, or an update with upsert).
 func (s *Service) inviteMembership(ctx context.Context, data []byte) error {
-	var m invite.Message
-	if err := json.Unmarshal(data, &m); err != nil {
-		return saga.Permanent(err)
-	}
-	rec, err := s.invites.Get(ctx, m.InviteID)
-	if err != nil {
+	m, rec, pending, err := s.invites.Load(ctx, data)
+	if err != nil || !pending {
 		return err
-	}
-	if rec.Status != "pending" {
-		return nil
 	}
 	req := rec.Request
 	userRef := "User/" + rec.UserID
