@@ -3,15 +3,14 @@ package botexec
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"mime"
 	"strings"
 
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
-	"github.com/pinion-health/pinion/pkg/session"
 )
 
 // createBot is POST /admin/projects/<id>/bot: a Bot and, as Medplum does,
@@ -43,27 +42,13 @@ func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response,
 	if in.Timeout != nil && (*in.Timeout < 1 || *in.Timeout > maxTimeout) {
 		return nil, fhir.BadRequest("Bot timeout must be between 1 and 900 seconds", "timeout")
 	}
-	project, err := s.repo.Read(ctx, repo.System, "Project", projectID)
+	project, err := projects.Get(ctx, s.repo, projectID)
 	if err != nil {
-		var fe *fhir.Error
-		if errors.As(err, &fe) && fe.Status < 500 {
-			return nil, fhir.NotFound()
-		}
 		return nil, err
 	}
-	var pj struct {
-		Name       string `json:"name"`
-		SuperAdmin bool   `json:"superAdmin"`
-	}
-	_ = json.Unmarshal(project.JSON, &pj)
-	sc := repo.Scope{Project: projectID}
 	if in.AccessPolicy != nil {
-		typ, id, ok := fhir.SplitReference(in.AccessPolicy.Reference)
-		if !ok || typ != "AccessPolicy" {
-			return nil, fhir.BadRequest("Invalid access policy", "accessPolicy")
-		}
-		if _, err := s.repo.Read(ctx, sc, "AccessPolicy", id); err != nil {
-			return nil, fhir.BadRequest("Access policy "+in.AccessPolicy.Reference+" does not exist", "accessPolicy")
+		if err := projects.CheckPolicy(ctx, s.repo, projectID, in.AccessPolicy.Reference, "accessPolicy"); err != nil {
+			return nil, err
 		}
 	}
 	b := map[string]any{"resourceType": "Bot", "name": in.Name, "runtimeVersion": "vmcontext"}
@@ -83,29 +68,11 @@ func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response,
 	if in.RunAsUser {
 		b["runAsUser"] = true
 	}
-	bot, err := s.repo.Create(ctx, sc, b, repo.WriteOptions{Project: projectID, Author: r.Principal.Profile})
+	bot, err := s.repo.Create(ctx, repo.Scope{Project: projectID}, b, repo.WriteOptions{Project: projectID, Author: r.Principal.Profile})
 	if err != nil {
 		return nil, err
 	}
-	ref := "Bot/" + bot.ID
-	m := map[string]any{
-		"resourceType": "ProjectMembership",
-		"project":      map[string]any{"reference": "Project/" + projectID, "display": pj.Name},
-		"user":         map[string]any{"reference": ref, "display": in.Name},
-		"profile":      map[string]any{"reference": ref, "display": in.Name},
-		"admin":        false,
-	}
-	if in.AccessPolicy != nil {
-		m["accessPolicy"] = map[string]any{"reference": in.AccessPolicy.Reference}
-	}
-	pm, err := s.repo.Create(ctx, sc, m, repo.WriteOptions{Project: projectID})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.sessions.PutMembership(ctx, pm.ID, session.Membership{
-		Project: projectID, User: ref, Profile: ref, SuperAdmin: pj.SuperAdmin, Active: true,
-		AccessPolicy: in.AccessPolicy != nil,
-	}); err != nil {
+	if err := projects.AddOwnMembership(ctx, s.repo, s.sessions, project, "Bot/"+bot.ID, in.Name, in.AccessPolicy, r.Principal.User); err != nil {
 		return nil, err
 	}
 	resp := bus.FHIR(201, bot.JSON)

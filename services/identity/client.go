@@ -3,7 +3,6 @@ package identity
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"mime"
 	"strings"
 
@@ -13,8 +12,8 @@ import (
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
-	"github.com/pinion-health/pinion/pkg/session"
 )
 
 // createClient is POST /admin/projects/:projectId/client: a new
@@ -41,27 +40,13 @@ func (s *Service) createClient(ctx context.Context, r *bus.Request) (*bus.Respon
 	if strings.TrimSpace(in.Name) == "" {
 		return nil, fhir.BadRequest("Client name is required", "name")
 	}
-	project, err := s.repo.Read(ctx, repo.System, "Project", projectID)
+	project, err := projects.Get(ctx, s.repo, projectID)
 	if err != nil {
-		var fe *fhir.Error
-		if errors.As(err, &fe) && fe.Status < 500 {
-			return nil, fhir.NotFound()
-		}
 		return nil, err
 	}
-	var pj struct {
-		Name       string `json:"name"`
-		SuperAdmin bool   `json:"superAdmin"`
-	}
-	_ = json.Unmarshal(project.JSON, &pj)
-	sc := repo.Scope{Project: projectID}
 	if in.AccessPolicy != nil {
-		typ, id, ok := fhir.SplitReference(in.AccessPolicy.Reference)
-		if !ok || typ != "AccessPolicy" {
-			return nil, fhir.BadRequest("Invalid access policy", "accessPolicy")
-		}
-		if _, err := s.repo.Read(ctx, sc, "AccessPolicy", id); err != nil {
-			return nil, fhir.BadRequest("Access policy "+in.AccessPolicy.Reference+" does not exist", "accessPolicy")
+		if err := projects.CheckPolicy(ctx, s.repo, projectID, in.AccessPolicy.Reference, "accessPolicy"); err != nil {
+			return nil, err
 		}
 	}
 	res := map[string]any{"resourceType": "ClientApplication", "name": in.Name}
@@ -78,31 +63,11 @@ func (s *Service) createClient(ctx context.Context, r *bus.Request) (*bus.Respon
 	if err := s.setClientSecret(ctx, id, secret); err != nil {
 		return nil, err
 	}
-	client, err := s.repo.Create(ctx, sc, res, repo.WriteOptions{ID: id, Project: projectID, Author: r.Principal.Profile})
+	client, err := s.repo.Create(ctx, repo.Scope{Project: projectID}, res, repo.WriteOptions{ID: id, Project: projectID, Author: r.Principal.Profile})
 	if err != nil {
 		return nil, err
 	}
-	ref := "ClientApplication/" + id
-	m := map[string]any{
-		"resourceType": "ProjectMembership",
-		"project":      map[string]any{"reference": "Project/" + projectID, "display": pj.Name},
-		"user":         map[string]any{"reference": ref, "display": in.Name},
-		"profile":      map[string]any{"reference": ref, "display": in.Name},
-	}
-	if in.AccessPolicy != nil {
-		m["accessPolicy"] = map[string]any{"reference": in.AccessPolicy.Reference}
-	}
-	if r.Principal.User != "" {
-		m["invitedBy"] = map[string]any{"reference": r.Principal.User}
-	}
-	pm, err := s.repo.Create(ctx, sc, m, repo.WriteOptions{Project: projectID})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.sessions.PutMembership(ctx, pm.ID, session.Membership{
-		Project: projectID, User: ref, Profile: ref, SuperAdmin: pj.SuperAdmin, Active: true,
-		AccessPolicy: in.AccessPolicy != nil,
-	}); err != nil {
+	if err := projects.AddOwnMembership(ctx, s.repo, s.sessions, project, "ClientApplication/"+id, in.Name, in.AccessPolicy, r.Principal.User); err != nil {
 		return nil, err
 	}
 	out, err := client.Decode()

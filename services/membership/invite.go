@@ -2,8 +2,6 @@ package membership
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"mime"
 	"net/mail"
@@ -20,6 +18,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/invite"
+	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 )
 
@@ -167,18 +166,10 @@ func (s *Service) invite(ctx context.Context, r *bus.Request) (*bus.Response, er
 
 // validateInvite checks every field before anything is written.
 func (s *Service) validateInvite(ctx context.Context, projectID string, body map[string]any, invitedBy string) (*invite.Request, error) {
-	project, err := s.repo.Read(ctx, repo.System, "Project", projectID)
+	pj, err := projects.Get(ctx, s.repo, projectID)
 	if err != nil {
-		var fe *fhir.Error
-		if errors.As(err, &fe) && fe.Status < 500 {
-			return nil, fhir.NotFound()
-		}
 		return nil, err
 	}
-	var pj struct {
-		Name string `json:"name"`
-	}
-	_ = json.Unmarshal(project.JSON, &pj)
 
 	var issues []fhir.Issue
 	var unknown []string
@@ -327,16 +318,8 @@ func (s *Service) checkPolicies(ctx context.Context, projectID string, m map[str
 		}
 	}
 	for _, r := range refs {
-		typ, id, ok := fhir.SplitReference(r.ref)
-		if !ok || typ != "AccessPolicy" {
-			return fhir.BadRequest("Invalid access policy reference", r.expr)
-		}
-		res, err := s.repo.Read(ctx, repo.System, "AccessPolicy", id)
-		if err != nil {
-			return fhir.BadRequest("Access policy "+r.ref+" does not exist", r.expr)
-		}
-		if res.Project != projectID {
-			return fhir.BadRequest("Access policy "+r.ref+" does not belong to this project", r.expr)
+		if err := projects.CheckPolicy(ctx, s.repo, projectID, r.ref, r.expr); err != nil {
+			return err
 		}
 	}
 	return nil

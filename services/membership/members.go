@@ -11,6 +11,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 )
@@ -30,14 +31,10 @@ func (s *Service) sessionOf(ctx context.Context, res *repo.Resource) (*session.M
 		return nil, err
 	}
 	_, projectID, _ := fhir.SplitReference(m.Project.Reference)
-	p, err := s.repo.Read(ctx, repo.System, "Project", projectID)
+	pj, err := projects.Get(ctx, s.repo, projectID)
 	if err != nil {
 		return nil, err
 	}
-	var pj struct {
-		SuperAdmin bool `json:"superAdmin"`
-	}
-	_ = json.Unmarshal(p.JSON, &pj)
 	return &session.Membership{
 		Project: projectID, User: m.User.Reference, Profile: m.Profile.Reference, Admin: m.Admin,
 		SuperAdmin: pj.SuperAdmin, Active: m.Active == nil || *m.Active,
@@ -185,14 +182,10 @@ func (s *Service) deleteMember(ctx context.Context, r *bus.Request) (*bus.Respon
 	if err := json.Unmarshal(cur.JSON, &m); err != nil {
 		return nil, err
 	}
-	project, err := s.repo.Read(ctx, repo.System, "Project", cur.Project)
+	pj, err := projects.Get(ctx, s.repo, cur.Project)
 	if err != nil {
 		return nil, err
 	}
-	var pj struct {
-		Owner *fhir.Reference `json:"owner"`
-	}
-	_ = json.Unmarshal(project.JSON, &pj)
 	if pj.Owner != nil && pj.Owner.Reference == m.User.Reference {
 		return nil, fhir.BadRequest("Cannot delete the owner of the project")
 	}
