@@ -68,8 +68,34 @@ func (r *Repo) publish(ctx context.Context, ev Event) {
 		r.log.Warn("resource event left to the outbox relay", "type", ev.Type, "id", ev.ID, "err", err)
 		return
 	}
-	if _, err := r.db.Collection(outbox).DeleteOne(ctx, bson.D{{Key: "_id", Value: outboxID(ev)}}); err != nil {
-		r.log.Warn("outbox record not cleared", "event", outboxID(ev), "err", err)
+	r.clear(outboxID(ev))
+}
+
+// clear queues a published record for removal. Removals are batched off the
+// write path: a record left behind by a crash here is only published again,
+// and the stream's duplicate window drops it.
+func (r *Repo) clear(id string) {
+	r.clearMu.Lock()
+	r.cleared = append(r.cleared, id)
+	start := len(r.cleared) == 1
+	r.clearMu.Unlock()
+	if start {
+		time.AfterFunc(50*time.Millisecond, r.flushCleared)
+	}
+}
+
+func (r *Repo) flushCleared() {
+	r.clearMu.Lock()
+	ids := r.cleared
+	r.cleared = nil
+	r.clearMu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := r.db.Collection(outbox).DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}); err != nil {
+		r.log.Warn("outbox records not cleared; the relay will republish them", "count", len(ids), "err", err)
 	}
 }
 

@@ -95,6 +95,9 @@ type Repo struct {
 	// remains; on MongoDB it does not.
 	locks   [256]sync.Mutex
 	indexed sync.Map // resource type → struct{}: indexes ensured
+	// cleared are outbox records whose events are published, removed in batches.
+	clearMu sync.Mutex
+	cleared []string
 	sub     *nats.Subscription
 }
 
@@ -130,8 +133,9 @@ func New(db *mongo.Database, nc *nats.Conn, o Options) (*Repo, error) {
 	return r, nil
 }
 
-// Close stops following events.
+// Close stops following events and removes the last published outbox records.
 func (r *Repo) Close() {
+	r.flushCleared()
 	if r.sub != nil {
 		_ = r.sub.Unsubscribe()
 	}

@@ -290,6 +290,7 @@ func TestOutbox(t *testing.T) {
 	if got := count(); got != before+1 {
 		t.Fatalf("stream has %d new events, want 1", got-before)
 	}
+	r.flushCleared()
 	var left []outboxDoc
 	cur, _ := db.Collection(outbox).Find(ctx, map[string]any{})
 	_ = cur.All(ctx, &left)
@@ -318,6 +319,7 @@ func TestOutbox(t *testing.T) {
 	if got := count(); got != before {
 		t.Fatalf("relay duplicated an event: %d new", got-before)
 	}
+	r.flushCleared()
 	cur, _ = db.Collection(outbox).Find(ctx, map[string]any{})
 	left = nil
 	_ = cur.All(ctx, &left)

@@ -130,6 +130,7 @@ func main() {
 		hc := newClient()
 		url := "http://" + ln.Addr().String() + "/x"
 		drive("ceiling: bare Fiber GET", *clients, func(int, int) bool { return hc.get(url, "") == 200 })
+		drive("ceiling: bare Fiber GET (1 client)", 1, func(int, int) bool { return hc.get(url, "") == 200 })
 		_ = app.Shutdown()
 	}
 	// Ceiling 2: one NATS request/reply round trip (in-process connection, as the standalone uses).
@@ -142,6 +143,10 @@ func main() {
 		nc, _ := nats.Connect("", nats.InProcessServer(ns))
 		_, _ = nc.QueueSubscribe("echo", "q", func(m *nats.Msg) { _ = m.Respond(m.Data) })
 		drive("ceiling: NATS request/reply", *clients, func(int, int) bool {
+			_, err := nc.Request("echo", []byte("ping"), 5*time.Second)
+			return err == nil
+		})
+		drive("ceiling: NATS request/reply (1 client)", 1, func(int, int) bool {
 			_, err := nc.Request("echo", []byte("ping"), 5*time.Second)
 			return err == nil
 		})
