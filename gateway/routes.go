@@ -41,6 +41,7 @@ var routes = []route{
 	{"GET", "/admin/projects/:projectId", bus.SubjProjectGet, false, false},
 
 	{"GET", "/fhir/R4/metadata", bus.SubjMetadata, true, false},
+	{"POST", "/fhir/R4/Project/$init", bus.SubjProjectInit, false, false},
 	{"POST", "/fhir/R4/Bot/$execute", bus.SubjExecute, false, false},
 	{"GET", "/fhir/R4/Bot/$execute", bus.SubjExecute, false, false},
 	{"POST", "/fhir/R4/Bot/:id/$execute", bus.SubjExecute, false, false},

@@ -414,3 +414,38 @@ func TestSignInChoosesMembership(t *testing.T) {
 		t.Fatal(string(r.body))
 	}
 }
+
+func TestProjectInit(t *testing.T) {
+	su := superToken(t)
+	params := func(kv ...string) []byte {
+		var p []any
+		for i := 0; i+1 < len(kv); i += 2 {
+			p = append(p, map[string]any{"name": kv[i], "valueString": kv[i+1]})
+		}
+		return mustJSON(map[string]any{"resourceType": "Parameters", "parameter": p})
+	}
+	r := do(t, "POST", "fhir/R4/Project/$init", su, "application/fhir+json", params("name", "Initialised", "ownerEmail", "Owner@Example.com"))
+	expect(t, r, 201)
+	p := r.json(t)
+	owner, _ := p["owner"].(map[string]any)
+	if p["name"] != "Initialised" || owner == nil || !strings.HasPrefix(owner["reference"].(string), "User/") {
+		t.Fatalf("$init: %s", r.body)
+	}
+	// The owner was invited as admin: set the password from the e-mail and sign in.
+	m := setPasswordLink.FindStringSubmatch(mailTo(t, "owner@example.com"))
+	expect(t, do(t, "POST", "auth/setpassword", "", "application/json", mustJSON(map[string]any{"id": m[1], "secret": m[2], "password": "owner password"})), 200)
+	tok := signIn(t, "owner@example.com", "owner password", "", "openid")["access_token"].(string)
+	r = do(t, "GET", "admin/projects/"+p["id"].(string), tok, "", nil)
+	expect(t, r, 200)
+	// The owner cannot be removed.
+	me := do(t, "GET", "auth/me", tok, "", nil)
+	mid := me.json(t)["membership"].(map[string]any)["id"].(string)
+	r = do(t, "DELETE", "admin/projects/"+p["id"].(string)+"/members/"+mid, su, "", nil)
+	expect(t, r, 400)
+	if r.outcomeText(t) != "Cannot delete the owner of the project" {
+		t.Fatal(string(r.body))
+	}
+	_, member := project(t, "not super")
+	expect(t, do(t, "POST", "fhir/R4/Project/$init", member, "application/fhir+json", params("name", "x")), 403)
+	expect(t, do(t, "POST", "fhir/R4/Project/$init", su, "application/fhir+json", params("name", "")), 400)
+}

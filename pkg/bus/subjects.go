@@ -18,6 +18,7 @@ const (
 
 	// membership
 	SubjProjectCreate = "pinion.membership.project.create"
+	SubjProjectInit   = "pinion.membership.project.init"
 	SubjInvite        = "pinion.membership.invite"
 	SubjMemberGet     = "pinion.membership.member.get"
 	SubjMemberUpdate  = "pinion.membership.member.update"

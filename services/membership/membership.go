@@ -69,6 +69,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.svc, err = bus.Serve(s.nc, "membership", "1.0.0", map[string]bus.Handler{
 		bus.SubjProjectCreate: s.createProject,
+		bus.SubjProjectInit:   s.initProject,
 		bus.SubjProjectGet:    s.getProject,
 		bus.SubjInvite:        s.invite,
 		bus.SubjMemberGet:     s.getMember,

@@ -1,0 +1,105 @@
+package membership
+
+import (
+	"context"
+	"encoding/json"
+	"mime"
+	"strings"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+)
+
+// initProject is Medplum's POST /fhir/R4/Project/$init: Parameters with
+// name and, optionally, owner (a User reference) or ownerEmail. It follows
+// E1's rules (super admins only). An ownerEmail with no user yet is invited
+// as the project's admin: the saga creates the user and e-mails a
+// set-password link.
+func (s *Service) initProject(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	if r.Principal == nil {
+		return nil, fhir.Unauthorized()
+	}
+	if !r.Principal.SuperAdmin {
+		return nil, fhir.Forbidden()
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Get("Content-Type")); mt != "application/json" && mt != "application/fhir+json" {
+		return nil, fhir.UnsupportedMediaType()
+	}
+	var in struct {
+		ResourceType string `json:"resourceType"`
+		Parameter    []struct {
+			Name           string          `json:"name"`
+			ValueString    string          `json:"valueString"`
+			ValueReference *fhir.Reference `json:"valueReference"`
+		} `json:"parameter"`
+	}
+	if err := json.Unmarshal(r.Body, &in); err != nil || in.ResourceType != "Parameters" {
+		return nil, fhir.BadRequest("Expected a Parameters resource", "resourceType")
+	}
+	project := map[string]any{"resourceType": "Project"}
+	ownerEmail := ""
+	for _, p := range in.Parameter {
+		switch p.Name {
+		case "name":
+			project["name"] = p.ValueString
+		case "owner":
+			if p.ValueReference != nil {
+				project["owner"] = map[string]any{"reference": p.ValueReference.Reference}
+			}
+		case "ownerEmail":
+			ownerEmail = strings.ToLower(strings.TrimSpace(p.ValueString))
+		default:
+			return nil, fhir.BadRequest("Unknown parameter: "+p.Name, "parameter")
+		}
+	}
+	if ownerEmail != "" {
+		if _, ok := project["owner"]; ok {
+			return nil, fhir.BadRequest("Give owner or ownerEmail, not both", "parameter")
+		}
+		if uid, err := s.repo.ClaimOwner(ctx, repo.UserEmailKey("", ownerEmail)); err != nil {
+			return nil, err
+		} else if uid != "" {
+			project["owner"] = map[string]any{"reference": "User/" + uid}
+			ownerEmail = ""
+		}
+	}
+	body, _ := json.Marshal(project)
+	sub := *r
+	sub.Body = body
+	sub.Header = map[string]string{"Content-Type": "application/json"}
+	resp, err := s.createProject(ctx, &sub)
+	if err != nil || ownerEmail == "" {
+		return resp, err
+	}
+	// A new owner: invite them as the project's admin, then name them owner.
+	var created struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal(resp.Body, &created)
+	invite, _ := json.Marshal(map[string]any{
+		"resourceType": "Practitioner", "firstName": created.Name, "lastName": "Admin", "email": ownerEmail, "admin": true,
+	})
+	ir := &bus.Request{Method: "POST", Params: map[string]string{"projectId": created.ID}, Body: invite,
+		Header: map[string]string{"Content-Type": "application/json"}, Principal: r.Principal, RequestID: r.RequestID}
+	mresp, err := s.invite(ctx, ir)
+	if err != nil {
+		return nil, err
+	}
+	var m struct {
+		User fhir.Reference `json:"user"`
+	}
+	_ = json.Unmarshal(mresp.Body, &m)
+	cur, err := s.repo.Read(ctx, repo.System, "Project", created.ID)
+	if err != nil {
+		return nil, err
+	}
+	p, _ := cur.Decode()
+	p["owner"] = map[string]any{"reference": m.User.Reference}
+	out, err := s.repo.Update(ctx, repo.System, p, repo.WriteOptions{Author: r.Principal.Profile})
+	if err != nil {
+		return nil, err
+	}
+	return bus.FHIR(201, out.JSON), nil
+}
