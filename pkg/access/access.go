@@ -1,6 +1,9 @@
-// Package access decides who may do what to which resources: the rules of
-// the interface and of API.md that hold whatever a membership's access
-// policy says, checked in one place for every interaction.
+// Package access decides who may do what to which resources: a
+// membership's AccessPolicy resources, instantiated with its parameters and
+// compiled to search filters (Policy, Policies), and the rules of the
+// interface and of API.md that hold whatever a policy says (fixed entries
+// for project-admin types, ProjectAdmin for the /admin routes). The fhir
+// service applies a Policy to every interaction, in one place.
 package access
 
 import (
@@ -35,9 +38,10 @@ var protectedTypes = map[string]bool{"Login": true, "JsonWebKey": true, "DomainC
 // non-admins, whatever their policy says.
 var adminTypes = map[string]bool{"Project": true, "ProjectMembership": true, "User": true, "UserSecurityRequest": true}
 
-// Check decides an interaction on a resource type; nil means allowed (an
-// access policy may still narrow it). It returns 401 for anonymous callers
-// and 403 otherwise.
+// Check decides an interaction on a resource type by the fixed rules alone;
+// nil means allowed (an access policy may still narrow it: see Policy,
+// which the fhir service uses). It returns 401 for anonymous callers and
+// 403 otherwise.
 func Check(p *bus.Principal, typ string, i Interaction) error {
 	if p == nil {
 		return fhir.Unauthorized()

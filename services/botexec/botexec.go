@@ -11,6 +11,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go"
 
+	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -30,6 +31,7 @@ type Service struct {
 	nc       *nats.Conn
 	repo     *repo.Repo
 	sessions *session.Store
+	policies *access.Policies
 	log      *slog.Logger
 	svc      *bus.Service
 	// programs caches compiled bot code by Binary version: a warm execution
@@ -43,7 +45,8 @@ func New(cfg Config, nc *nats.Conn, r *repo.Repo, sessions *session.Store, log *
 		log = slog.Default()
 	}
 	progs, _ := lru.New[string, *sandbox.Program](1024)
-	return &Service{cfg: cfg, nc: nc, repo: r, sessions: sessions, log: log.With("service", "botexec"), programs: progs}
+	log = log.With("service", "botexec")
+	return &Service{cfg: cfg, nc: nc, repo: r, sessions: sessions, policies: access.NewPolicies(r, log), log: log, programs: progs}
 }
 
 // Start starts answering requests.

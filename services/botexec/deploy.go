@@ -18,7 +18,11 @@ import (
 // TypeScript, transpiled once to CommonJS and stored as the Binary that
 // Bot.executableCode names. A syntax error is 400 with line and column.
 func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	if err := access.Check(r.Principal, "Bot", access.Update); err != nil {
+	pol, err := s.policies.For(ctx, r.Principal)
+	if err != nil {
+		return nil, err
+	}
+	if err := pol.Allow("Bot", access.Update); err != nil {
 		return nil, err
 	}
 	if mt, _, _ := mime.ParseMediaType(r.Get("Content-Type")); mt != "application/json" && mt != "application/fhir+json" {
@@ -38,9 +42,12 @@ func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, er
 		in.Filename = "index.ts"
 	}
 	in.Filename = path.Base(in.Filename)
-	sc := repo.Scope{Project: r.Principal.Project, SuperAdmin: r.Principal.SuperAdmin}
-	cur, err := s.repo.Read(ctx, sc, "Bot", r.Param("id"))
+	cur, err := s.repo.Read(ctx, pol.Scope("Bot", r.Param("id")), "Bot", r.Param("id"))
 	if err != nil {
+		return nil, err
+	}
+	// Deploying updates the bot: its policy's criteria must allow that.
+	if err := pol.Write(access.Update, "Bot", cur, nil, cur.Project); err != nil {
 		return nil, err
 	}
 	js, err := sandbox.Transpile(in.Code, in.Filename)

@@ -104,15 +104,27 @@ func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response
 }
 
 // findBot finds the bot by id, or by identifier in the caller's project:
-// several bots with the identifier is 412, not an arbitrary pick.
+// several bots with the identifier is 412, not an arbitrary pick. The
+// caller must be able to read the bot under its access policy (403 when the
+// policy grants no read of Bot; 404 when its criteria hide this one).
 func (s *Service) findBot(ctx context.Context, r *bus.Request) (*bot, error) {
-	sc := repo.Scope{Project: r.Principal.Project, SuperAdmin: r.Principal.SuperAdmin}
+	pol, err := s.policies.For(ctx, r.Principal)
+	if err != nil {
+		return nil, err
+	}
+	if err := pol.Allow("Bot", access.Read); err != nil {
+		return nil, err
+	}
 	var res *repo.Resource
 	switch id, ident := r.Param("id"), r.Query.Get("identifier"); {
 	case id != "":
-		var err error
-		if res, err = s.repo.Read(ctx, sc, "Bot", id); err != nil {
+		if res, err = s.repo.Read(ctx, pol.Scope("Bot", id), "Bot", id); err != nil {
 			return nil, err
+		}
+		if ok, err := pol.Readable(access.Read, res); err != nil {
+			return nil, err
+		} else if !ok {
+			return nil, fhir.NotFound()
 		}
 	case ident != "":
 		q, err := search.Parse("Bot", url.Values{"identifier": {ident}, "_count": {"2"}})
@@ -121,7 +133,17 @@ func (s *Service) findBot(ctx context.Context, r *bus.Request) (*bot, error) {
 		}
 		// Confined to the caller's own project even for super admins: the
 		// same identifier in another project never matters.
-		page, err := s.repo.Search(ctx, repo.Scope{Project: r.Principal.Project}, "Bot", q)
+		sc := repo.Scope{Project: r.Principal.Project}
+		f, ok := pol.SearchFilter("Bot", access.Read)
+		if !ok {
+			return nil, fhir.NotFound()
+		}
+		var page *repo.Page
+		if f == nil {
+			page, err = s.repo.Search(ctx, sc, "Bot", q)
+		} else {
+			page, err = s.repo.Search(ctx, sc, "Bot", q, f)
+		}
 		if err != nil {
 			return nil, err
 		}

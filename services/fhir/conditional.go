@@ -49,9 +49,9 @@ func (k *keyLocks) lock(key string) func() {
 	}
 }
 
-// match runs a condition (a search query) and returns its one match, nil
-// for none, or 412 for several.
-func (s *Service) match(ctx context.Context, sc repo.Scope, typ, query string) (*repo.Resource, error) {
+// match runs a condition (a search query, under the caller's policy) and
+// returns its one match, nil for none, or 412 for several.
+func (g *guard) match(ctx context.Context, query string) (*repo.Resource, error) {
 	params, err := url.ParseQuery(strings.TrimPrefix(query, "?"))
 	if err != nil {
 		return nil, fhir.BadRequest("Invalid condition: "+err.Error(), "If-None-Exist")
@@ -60,11 +60,11 @@ func (s *Service) match(ctx context.Context, sc repo.Scope, typ, query string) (
 		return nil, fhir.BadRequest("A conditional operation needs search parameters")
 	}
 	params.Set("_count", "2")
-	q, err := search.Parse(typ, params)
+	q, err := search.Parse(g.typ, params)
 	if err != nil {
 		return nil, err
 	}
-	page, err := s.repo.Search(ctx, sc, typ, q)
+	page, err := g.search(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -79,19 +79,16 @@ func (s *Service) match(ctx context.Context, sc repo.Scope, typ, query string) (
 
 // conditionalUpdate is PUT /fhir/R4/<type>?<query>: update the one match,
 // create when there is none, refuse several.
-func (s *Service) conditionalUpdate(ctx context.Context, r *bus.Request, typ string, sc repo.Scope, res map[string]any) (*bus.Response, error) {
-	defer s.conditions.lock(sc.Project + "|" + typ + "|" + r.RawQuery)()
-	found, err := s.match(ctx, sc, typ, r.RawQuery)
+func (s *Service) conditionalUpdate(ctx context.Context, r *bus.Request, g *guard, res map[string]any) (*bus.Response, error) {
+	defer s.conditions.lock(g.project() + "|" + g.typ + "|" + r.RawQuery)()
+	found, err := g.match(ctx, r.RawQuery)
 	if err != nil {
 		return nil, err
 	}
-	opts := repo.WriteOptions{Author: r.Principal.Profile, Strict: s.strict(ctx, sc.Project)}
+	opts := repo.WriteOptions{Author: r.Principal.Profile, Strict: s.strict(ctx, g.project())}
 	if found == nil {
-		if err := access.Check(r.Principal, typ, access.Create); err != nil {
-			return nil, err
-		}
 		delete(res, "id")
-		out, err := s.repo.Create(ctx, sc, res, opts)
+		out, err := g.create(ctx, res, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -102,7 +99,7 @@ func (s *Service) conditionalUpdate(ctx context.Context, r *bus.Request, typ str
 	}
 	res["id"] = found.ID
 	opts.IfMatch = ifMatch(r.Get("If-Match"))
-	out, err := s.repo.Update(ctx, sc, res, opts)
+	out, err := g.update(ctx, access.Update, res, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -112,16 +109,16 @@ func (s *Service) conditionalUpdate(ctx context.Context, r *bus.Request, typ str
 // validate is POST /fhir/R4/<type>/$validate: the checks of a create,
 // nothing stored.
 func (s *Service) validate(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	typ, sc, err := target(r, access.Read)
+	g, err := s.target(ctx, r, access.Read)
 	if err != nil {
 		return nil, err
 	}
-	res, err := decodeBody(r, typ)
+	res, err := decodeBody(r, g.typ)
 	if err != nil {
 		return nil, err
 	}
 	delete(res, "meta")
-	if err := fhirschema.Validate(res, fhirschema.Options{Strict: s.strict(ctx, sc.Project)}); err != nil {
+	if err := fhirschema.Validate(res, fhirschema.Options{Strict: s.strict(ctx, g.project())}); err != nil {
 		return nil, err
 	}
 	return bus.Outcome(fhir.OK()), nil

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -30,6 +31,7 @@ type Service struct {
 	invites  *invite.Store
 	stopSaga func()
 	repo     *repo.Repo
+	policies *access.Policies
 	log      *slog.Logger
 	svc      *bus.Service
 	metadata []byte
@@ -42,7 +44,8 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, log *s
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{cfg: cfg, nc: nc, js: js, repo: r, log: log.With("service", "fhir")}
+	log = log.With("service", "fhir")
+	return &Service{cfg: cfg, nc: nc, js: js, repo: r, policies: access.NewPolicies(r, log), log: log}
 }
 
 // Start creates indexes and starts answering requests.

@@ -13,23 +13,9 @@ import (
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"github.com/pinion-health/pinion/pkg/fhirschema"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 )
-
-// target checks the path's resource type and the caller's right to the
-// interaction, and returns the repository scope to use.
-func target(r *bus.Request, i access.Interaction) (string, repo.Scope, error) {
-	typ := r.Param("type")
-	if err := access.Check(r.Principal, typ, i); err != nil {
-		return "", repo.Scope{}, err
-	}
-	if !fhirschema.IsResourceType(typ) {
-		return "", repo.Scope{}, fhir.BadRequest("Unknown resource type: "+typ, "resourceType")
-	}
-	return typ, repo.Scope{Project: r.Principal.Project, SuperAdmin: r.Principal.SuperAdmin}, nil
-}
 
 // resourceResponse sends one resource with its version headers.
 func resourceResponse(status int, res *repo.Resource) *bus.Response {
@@ -40,11 +26,11 @@ func resourceResponse(status int, res *repo.Resource) *bus.Response {
 }
 
 func (s *Service) read(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	typ, sc, err := target(r, access.Read)
+	g, err := s.target(ctx, r, access.Read)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.repo.Read(ctx, sc, typ, r.Param("id"))
+	res, err := g.read(ctx, r.Param("id"))
 	if err != nil {
 		return nil, err
 	}
@@ -52,11 +38,11 @@ func (s *Service) read(ctx context.Context, r *bus.Request) (*bus.Response, erro
 }
 
 func (s *Service) vread(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	typ, sc, err := target(r, access.VRead)
+	g, err := s.target(ctx, r, access.VRead)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.repo.VRead(ctx, sc, typ, r.Param("id"), r.Param("vid"))
+	res, err := g.vread(ctx, r.Param("id"), r.Param("vid"))
 	if err != nil {
 		return nil, err
 	}
@@ -64,11 +50,12 @@ func (s *Service) vread(ctx context.Context, r *bus.Request) (*bus.Response, err
 }
 
 func (s *Service) history(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	typ, sc, err := target(r, access.History)
+	g, err := s.target(ctx, r, access.History)
 	if err != nil {
 		return nil, err
 	}
-	versions, err := s.repo.History(ctx, sc, typ, r.Param("id"))
+	typ := g.typ
+	versions, err := g.history(ctx, r.Param("id"))
 	if err != nil {
 		return nil, err
 	}
@@ -100,10 +87,11 @@ func (s *Service) history(ctx context.Context, r *bus.Request) (*bus.Response, e
 }
 
 func (s *Service) search(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	typ, sc, err := target(r, access.Search)
+	g, err := s.target(ctx, r, access.Search)
 	if err != nil {
 		return nil, err
 	}
+	typ := g.typ
 	params := r.Query
 	if r.Method == "POST" {
 		// POST _search: the parameters come as a form body, plus any in the URL.
@@ -123,7 +111,7 @@ func (s *Service) search(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	page, err := s.repo.Search(ctx, sc, typ, q)
+	page, err := g.search(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -253,10 +241,11 @@ func (s *Service) strict(ctx context.Context, project string) bool {
 }
 
 func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	typ, sc, err := target(r, access.Create)
+	g, err := s.target(ctx, r, access.Create)
 	if err != nil {
 		return nil, err
 	}
+	typ := g.typ
 	res, err := decodeBody(r, typ)
 	if err != nil {
 		return nil, err
@@ -264,8 +253,8 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 	delete(res, "id") // the server names new resources
 	if cond := r.Get("If-None-Exist"); cond != "" {
 		// Conditional create: the same query answers the same resource.
-		defer s.conditions.lock(sc.Project + "|" + typ + "|" + cond)()
-		found, err := s.match(ctx, sc, typ, cond)
+		defer s.conditions.lock(g.project() + "|" + typ + "|" + cond)()
+		found, err := g.match(ctx, cond)
 		if err != nil {
 			return nil, err
 		}
@@ -273,7 +262,7 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 			return resourceResponse(200, found), nil
 		}
 	}
-	out, err := s.repo.Create(ctx, sc, res, repo.WriteOptions{Author: r.Principal.Profile, Strict: s.strict(ctx, sc.Project)})
+	out, err := g.create(ctx, res, repo.WriteOptions{Author: r.Principal.Profile, Strict: s.strict(ctx, g.project())})
 	if err != nil {
 		return nil, err
 	}
@@ -289,22 +278,22 @@ func ifMatch(h string) string {
 }
 
 func (s *Service) update(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	typ, sc, err := target(r, access.Update)
+	g, err := s.target(ctx, r, access.Update)
 	if err != nil {
 		return nil, err
 	}
-	res, err := decodeBody(r, typ)
+	res, err := decodeBody(r, g.typ)
 	if err != nil {
 		return nil, err
 	}
 	if r.Param("id") == "" {
-		return s.conditionalUpdate(ctx, r, typ, sc, res)
+		return s.conditionalUpdate(ctx, r, g, res)
 	}
 	if id, _ := res["id"].(string); id != r.Param("id") {
 		return nil, fhir.BadRequest("Incorrect ID", "id")
 	}
-	out, err := s.repo.Update(ctx, sc, res, repo.WriteOptions{
-		IfMatch: ifMatch(r.Get("If-Match")), Author: r.Principal.Profile, Strict: s.strict(ctx, sc.Project),
+	out, err := g.update(ctx, access.Update, res, repo.WriteOptions{
+		IfMatch: ifMatch(r.Get("If-Match")), Author: r.Principal.Profile, Strict: s.strict(ctx, g.project()),
 	})
 	if err != nil {
 		return nil, err
@@ -313,10 +302,11 @@ func (s *Service) update(ctx context.Context, r *bus.Request) (*bus.Response, er
 }
 
 func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	typ, sc, err := target(r, access.Patch)
+	g, err := s.target(ctx, r, access.Patch)
 	if err != nil {
 		return nil, err
 	}
+	typ := g.typ
 	if !isMediaType(r.Get("Content-Type"), "application/json-patch+json") {
 		return nil, fhir.UnsupportedMediaType()
 	}
@@ -324,7 +314,9 @@ func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err != nil {
 		return nil, err
 	}
-	cur, err := s.repo.Read(ctx, sc, typ, r.Param("id"))
+	// The patch applies to the resource as the caller sees it: a test or
+	// copy cannot reach a hidden field, which the update puts back.
+	cur, err := g.current(ctx, access.Patch, r.Param("id"))
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +338,7 @@ func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, err
 		return nil, fhir.BadRequest("Incorrect ID", "id")
 	}
 	// The version read above is the one patched: a concurrent write is a conflict, not a lost update.
-	out, err := s.repo.Update(ctx, sc, res, repo.WriteOptions{IfMatch: cur.VersionID, Author: r.Principal.Profile, Strict: s.strict(ctx, sc.Project)})
+	out, err := g.update(ctx, access.Patch, res, repo.WriteOptions{IfMatch: cur.VersionID, Author: r.Principal.Profile, Strict: s.strict(ctx, g.project())})
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +346,12 @@ func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, err
 }
 
 func (s *Service) delete(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	typ, sc, err := target(r, access.Delete)
+	g, err := s.target(ctx, r, access.Delete)
+	if err != nil {
+		return nil, err
+	}
+	typ := g.typ
+	cur, err := g.current(ctx, access.Delete, r.Param("id"))
 	if err != nil {
 		return nil, err
 	}
@@ -362,10 +359,6 @@ func (s *Service) delete(ctx context.Context, r *bus.Request) (*bus.Response, er
 	case "Patient", "Practitioner", "RelatedPerson":
 		// Deleting a member's profile would break their sign-in for good
 		// (Medplum only logs a warning); refuse and say what to do.
-		cur, err := s.repo.Read(ctx, sc, typ, r.Param("id"))
-		if err != nil {
-			return nil, err
-		}
 		mid, err := s.memberOf(ctx, cur.Project, typ+"/"+cur.ID)
 		if err != nil {
 			return nil, err
@@ -374,7 +367,7 @@ func (s *Service) delete(ctx context.Context, r *bus.Request) (*bus.Response, er
 			return nil, fhir.Conflict("Resource is the profile of ProjectMembership/" + mid + "; remove the member first")
 		}
 	}
-	if err := s.repo.Delete(ctx, sc, typ, r.Param("id")); err != nil {
+	if err := g.delete(ctx, r.Param("id")); err != nil {
 		var fe *fhir.Error
 		if errors.As(err, &fe) && fe.Status == 410 {
 			return nil, fhir.Gone()
