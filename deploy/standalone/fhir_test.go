@@ -234,3 +234,26 @@ func TestSearch(t *testing.T) {
 		t.Fatal("metadata")
 	}
 }
+
+// Raw uploads and downloads of Binary content, as Medplum's createBinary
+// and download do; readResource still gets the FHIR JSON.
+func TestBinaryContent(t *testing.T) {
+	_, tok := project(t, "binary")
+	r := do(t, "POST", "fhir/R4/Binary?_filename=h.txt", tok, "text/plain", []byte("hello binary"))
+	expect(t, r, 201)
+	b := r.json(t)
+	id := b["id"].(string)
+	if b["contentType"] != "text/plain" || b["url"] != "Binary/"+id {
+		t.Fatalf("binary: %s", r.body)
+	}
+	r = do(t, "GET", "fhir/R4/Binary/"+id, tok, "", nil, "Accept", "*/*")
+	expect(t, r, 200)
+	if string(r.body) != "hello binary" || r.header.Get("Content-Type") != "text/plain" {
+		t.Fatalf("download: %q %q", r.header.Get("Content-Type"), r.body)
+	}
+	r = do(t, "GET", "fhir/R4/Binary/"+id, tok, "", nil, "Accept", "application/fhir+json")
+	expect(t, r, 200)
+	if r.json(t)["resourceType"] != "Binary" {
+		t.Fatal(string(r.body))
+	}
+}

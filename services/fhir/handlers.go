@@ -2,6 +2,7 @@ package fhir
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"mime"
@@ -9,6 +10,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/google/uuid"
 
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
@@ -33,6 +36,9 @@ func (s *Service) read(ctx context.Context, r *bus.Request) (*bus.Response, erro
 	res, err := g.read(ctx, r.Param("id"))
 	if err != nil {
 		return nil, err
+	}
+	if g.typ == "Binary" && wantsRaw(r.Get("Accept")) {
+		return binaryContent(res)
 	}
 	return resourceResponse(200, res), nil
 }
@@ -246,8 +252,13 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 		return nil, err
 	}
 	typ := g.typ
-	res, err := decodeBody(r, typ)
-	if err != nil {
+	var res map[string]any
+	opts := repo.WriteOptions{Author: r.Principal.Profile, Strict: s.strict(ctx, g.project())}
+	if typ == "Binary" && !isMediaType(r.Get("Content-Type"), "application/fhir+json", "application/json") {
+		// A raw upload (Medplum's createBinary): the body is the content.
+		opts.ID = uuid.NewString()
+		res = rawBinary(r, opts.ID)
+	} else if res, err = decodeBody(r, typ); err != nil {
 		return nil, err
 	}
 	delete(res, "id") // the server names new resources
@@ -262,7 +273,7 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 			return resourceResponse(200, found), nil
 		}
 	}
-	out, err := g.create(ctx, res, repo.WriteOptions{Author: r.Principal.Profile, Strict: s.strict(ctx, g.project())})
+	out, err := g.create(ctx, res, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -375,4 +386,43 @@ func (s *Service) delete(ctx context.Context, r *bus.Request) (*bus.Response, er
 		return nil, err
 	}
 	return bus.Outcome(fhir.OK()), nil
+}
+
+// rawBinary makes a Binary of a raw upload: the request's content type and
+// body, and the url Medplum's createAttachment links to.
+func rawBinary(r *bus.Request, id string) map[string]any {
+	ct := r.Get("Content-Type")
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	b := map[string]any{
+		"resourceType": "Binary", "contentType": ct,
+		"data": base64.StdEncoding.EncodeToString(r.Body), "url": "Binary/" + id,
+	}
+	if sc := r.Get("X-Security-Context"); sc != "" {
+		b["securityContext"] = map[string]any{"reference": sc}
+	}
+	return b
+}
+
+// wantsRaw reports whether a client asked for a Binary's content rather
+// than its FHIR JSON (Medplum's download sends Accept: */*).
+func wantsRaw(accept string) bool {
+	return accept != "" && !strings.Contains(accept, "json")
+}
+
+// binaryContent answers a Binary with its content and content type.
+func binaryContent(res *repo.Resource) (*bus.Response, error) {
+	var b struct {
+		ContentType string `json:"contentType"`
+		Data        string `json:"data"`
+	}
+	if err := json.Unmarshal(res.JSON, &b); err != nil {
+		return nil, err
+	}
+	data, err := base64.StdEncoding.DecodeString(b.Data)
+	if err != nil {
+		return nil, fhir.BadRequest("Binary data is not valid base64")
+	}
+	return &bus.Response{Status: 200, Header: map[string]string{"Content-Type": b.ContentType, "ETag": `W/"` + res.VersionID + `"`}, Body: data}, nil
 }
