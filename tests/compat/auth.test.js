@@ -1,9 +1,18 @@
 // Sign-in and project administration through MedplumClient: client
-// credentials, /auth/me, creating a project and a client application in it.
+// credentials, /auth/me, creating a project and a client application in it,
+// signing one client-credentials session out, the sign-in rate limit.
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { OperationOutcomeError, isJwt, normalizeOperationOutcome, parseJWTPayload } from '@medplum/core';
+import {
+  ClientStorage,
+  MedplumClient,
+  MemoryStorage,
+  OperationOutcomeError,
+  isJwt,
+  normalizeOperationOutcome,
+  parseJWTPayload,
+} from '@medplum/core';
 import { last, loginClient, newClient, rejectsWithOutcome, startPinion } from './harness.js';
 
 let stack;
@@ -55,15 +64,33 @@ test('startClientLogin as super admin: /oauth2/token then /auth/me; getProfile()
   assert.equal(project.superAdmin, true);
   const membership = medplum.getProjectMembership();
   assert.equal(membership?.resourceType, 'ProjectMembership');
-  assert.equal(membership.project.reference, `Project/${project.id}`);
+  assert.equal(typeof membership.id, 'string');
   assert.equal(membership.profile.reference, `ClientApplication/${clientId}`);
   assert.ok(medplum.isSuperAdmin(), 'isSuperAdmin() is false');
   assert.ok(medplum.isProjectAdmin(), 'isProjectAdmin() is false');
+  assert.equal(medplum.getUserConfiguration()?.resourceType, 'UserConfiguration');
 
   // The login the client stored names the same project and profile.
   const login = medplum.getActiveLogin();
   assert.equal(login.profile.reference, `ClientApplication/${clientId}`);
   assert.equal(login.project.reference, `Project/${project.id}`);
+});
+
+test("/auth/me has Medplum's shape: cut-down project and membership, a UserConfiguration, no user for a client", async () => {
+  const { medplum, exchanges } = admin;
+  const me = await medplum.get('auth/me', { cache: 'no-cache' });
+  assert.deepEqual([last(exchanges).method, last(exchanges).status], ['GET', 200]);
+  // Medplum's meHandler sends only these fields of the project and the
+  // membership (never Project.secret, say), and `user` only for User logins.
+  const extra = (obj, allowed) => Object.keys(obj).filter((k) => !allowed.includes(k));
+  assert.deepEqual(extra(me.project, ['resourceType', 'id', 'name', 'description', 'strictMode', 'superAdmin']), []);
+  assert.deepEqual(extra(me.membership, ['resourceType', 'id', 'identifier', 'user', 'profile', 'admin']), []);
+  assert.equal(me.project.id, medplum.getProject().id);
+  assert.equal(me.membership.admin, true);
+  assert.equal(me.profile.resourceType, 'ClientApplication');
+  assert.equal(me.config?.resourceType, 'UserConfiguration');
+  assert.ok(Array.isArray(me.config.menu), JSON.stringify(me.config));
+  assert.equal(me.user, undefined, 'a ClientApplication is not a User');
 });
 
 test("post('admin/Project') as super admin creates the Project (201)", async () => {
@@ -202,4 +229,85 @@ test('a token the server rejects (401) makes the client sign in again with its c
     ]
   );
   assert.notEqual(medplum.getAccessToken(), bad);
+});
+
+test('signOut() of one client-credentials session leaves the other sessions of that ClientApplication working', async () => {
+  const project = await admin.medplum.post('admin/Project', { resourceType: 'Project', name: 'Two Workers' });
+  const app = await admin.medplum.post(`admin/projects/${project.id}/client`, { name: 'worker app' });
+  // Two workers signed in with the same credentials.
+  const a = await loginClient(stack.baseUrl, app.id, app.secret);
+  const b = await loginClient(stack.baseUrl, app.id, app.secret);
+  const aToken = a.medplum.getAccessToken();
+
+  await a.medplum.signOut();
+  assert.deepEqual([last(a.exchanges).method, new URL(last(a.exchanges).url).pathname, last(a.exchanges).status], [
+    'POST',
+    '/oauth2/logout',
+    200,
+  ]);
+
+  const before = b.exchanges.length;
+  await b.medplum.searchResources('Patient');
+  assert.deepEqual(
+    b.exchanges.slice(before).map((e) => [e.method, new URL(e.url).pathname, e.status]),
+    [['GET', '/fhir/R4/Patient', 200]]
+  );
+
+  // a's token is dead for anyone still holding it...
+  const stale = new MedplumClient({
+    baseUrl: stack.baseUrl,
+    storage: new ClientStorage(new MemoryStorage()),
+    accessToken: aToken,
+    fetch,
+  });
+  await rejectsWithOutcome(stale.searchResources('Patient'), { status: 401, id: 'unauthorized' });
+
+  // ...and signing in again works at once.
+  const c = await loginClient(stack.baseUrl, app.id, app.secret);
+  await c.medplum.searchResources('Patient');
+  assert.deepEqual(
+    c.exchanges.map((e) => [e.method, new URL(e.url).pathname, e.status]),
+    [
+      ['POST', '/oauth2/token', 200],
+      ['GET', '/auth/me', 200],
+      ['GET', '/fhir/R4/Patient', 200],
+    ]
+  );
+});
+
+test('the sign-in rate limit: RateLimit header the client reads, /auth/me not counted, one request per 429', async () => {
+  const LIMIT = 4;
+  const limited = await startPinion({ env: { PINION_AUTH_RATE_LIMIT: String(LIMIT) } });
+  try {
+    const { clientId, clientSecret } = limited.superAdmin;
+    // Each sign-in is POST /oauth2/token + GET /auth/me; only the first counts.
+    for (let i = 1; i <= LIMIT; i++) {
+      const { medplum, exchanges } = newClient(limited.baseUrl);
+      await medplum.startClientLogin(clientId, clientSecret);
+      assert.deepEqual(
+        exchanges.map((e) => [new URL(e.url).pathname, e.status]),
+        [
+          ['/oauth2/token', 200],
+          ['/auth/me', 200],
+        ]
+      );
+      const [status] = medplum.rateLimitStatus();
+      assert.equal(status?.name, 'requests', JSON.stringify(medplum.rateLimitStatus()));
+      assert.equal(status.remainingUnits, LIMIT - i);
+      assert.ok(status.secondsUntilReset > 0 && status.secondsUntilReset <= 60, JSON.stringify(status));
+    }
+
+    // Over the limit: the client sees the reset time in the RateLimit header,
+    // which is beyond its maxRetryTime, so it gives up after one request
+    // instead of retrying the 429.
+    const { medplum, exchanges } = newClient(limited.baseUrl);
+    await rejectsWithOutcome(medplum.startClientLogin(clientId, clientSecret), { status: 429, id: 'too-many-requests', code: 'throttled' });
+    assert.deepEqual(
+      exchanges.map((e) => [new URL(e.url).pathname, e.status]),
+      [['/oauth2/token', 429]]
+    );
+    assert.equal(medplum.rateLimitStatus()[0]?.remainingUnits, 0);
+  } finally {
+    await limited.stop();
+  }
 });

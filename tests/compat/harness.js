@@ -214,12 +214,14 @@ export async function waitForMail(stack, to, timeoutMs = 10_000) {
 /**
  * A MedplumClient as an app in Node would build it: baseUrl, Node's global
  * fetch, in-memory storage. The fetch is wrapped only to record each
- * exchange (method, URL, status, content type) so tests can assert the HTTP
- * status the server really sent; requests and responses pass unchanged.
+ * exchange (method, URL, status, content type, and for the token endpoint
+ * the grant_type sent) so tests can assert the HTTP status the server really
+ * sent; requests and responses pass unchanged.
  * @param {string} baseUrl
- * @returns {{medplum: MedplumClient, storage: ClientStorage, exchanges: Array<{method: string, url: string, status: number, contentType: string | null}>}}
+ * @param {object} [options] - more MedplumClient options (refreshGracePeriod, say).
+ * @returns {{medplum: MedplumClient, storage: ClientStorage, exchanges: Array<{method: string, url: string, status: number, contentType: string | null, grantType?: string | null}>}}
  */
-export function newClient(baseUrl) {
+export function newClient(baseUrl, options = {}) {
   const exchanges = [];
   const recordingFetch = async (url, init) => {
     const res = await globalThis.fetch(url, init);
@@ -228,17 +230,20 @@ export function newClient(baseUrl) {
       url: String(url),
       status: res.status,
       contentType: res.headers.get('content-type'),
+      ...(String(url).endsWith('/oauth2/token') && typeof init?.body === 'string'
+        ? { grantType: new URLSearchParams(init.body).get('grant_type') }
+        : {}),
     });
     return res;
   };
   const storage = new ClientStorage(new MemoryStorage());
-  const medplum = new MedplumClient({ baseUrl, fetch: recordingFetch, storage });
+  const medplum = new MedplumClient({ ...options, baseUrl, fetch: recordingFetch, storage });
   return { medplum, exchanges, storage };
 }
 
 /** Logs in with client credentials and returns a ready client. */
-export async function loginClient(baseUrl, clientId, clientSecret) {
-  const c = newClient(baseUrl);
+export async function loginClient(baseUrl, clientId, clientSecret, options = {}) {
+  const c = newClient(baseUrl, options);
   await c.medplum.startClientLogin(clientId, clientSecret);
   return c;
 }

@@ -1,10 +1,19 @@
-// People through MedplumClient: invite, set the password from the e-mail,
-// sign in with startLogin/processCode (PKCE), administer members, refresh an
-// access token, sign out.
+// People through MedplumClient: invite (in each payload form), set the
+// password from the e-mail, sign in with startLogin/processCode (PKCE),
+// administer members, refresh an access token (rejected, and about to
+// expire), sign out.
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ClientStorage, MedplumClient, MemoryStorage, OperationOutcomeError, isJwt, normalizeOperationOutcome } from '@medplum/core';
+import {
+  ClientStorage,
+  MedplumClient,
+  MemoryStorage,
+  OperationOutcomeError,
+  isJwt,
+  normalizeOperationOutcome,
+  parseJWTPayload,
+} from '@medplum/core';
 import { last, loginClient, newClient, rejectsWithOutcome, startPinion, waitForMail } from './harness.js';
 
 const PASSWORD = 'correct horse battery staple';
@@ -86,6 +95,92 @@ test('invite() with a form body, a duplicate invite (409) and a bad one (400 per
   assert.equal(byField.firstName, 'First name is required');
   assert.equal(byField.lastName, 'Last name is required');
   assert.equal(byField.email, 'Either email or externalId is required');
+});
+
+test('invite() in each payload form: admin at the top level or in membership, membership.access, sendEmail false or "false"', async () => {
+  // A project of its own, so the member searches below see only theirs.
+  const project = await admin.medplum.post('admin/Project', { resourceType: 'Project', name: 'Compat Invite Forms' });
+  // Resources for the access entries, written by a client of the project.
+  const app = await admin.medplum.post(`admin/projects/${project.id}/client`, { name: 'invite forms app' });
+  const { medplum: clinic } = await loginClient(stack.baseUrl, app.id, app.secret);
+  const policy = await clinic.createResource({
+    resourceType: 'AccessPolicy',
+    name: 'One patient',
+    resource: [{ resourceType: 'Patient', criteria: 'Patient?_id=%patient.id' }],
+  });
+  const [p1, p2, p3] = await Promise.all(
+    ['One', 'Two', 'Three'].map((family) => clinic.createResource({ resourceType: 'Patient', name: [{ family }] }))
+  );
+  // The same policy twice, with a different parameter each time.
+  const access = [p1, p2].map((p) => ({
+    policy: { reference: `AccessPolicy/${policy.id}` },
+    parameter: [{ name: 'patient', valueReference: { reference: `Patient/${p.id}` } }],
+  }));
+
+  const forms = [
+    {
+      body: { resourceType: 'Practitioner', firstName: 'Top', lastName: 'Level', email: 'top@example.com', sendEmail: false, admin: true },
+      admin: true,
+    },
+    {
+      body: { resourceType: 'Practitioner', firstName: 'In', lastName: 'Membership', email: 'inmember@example.com', sendEmail: false, membership: { admin: true } },
+      admin: true,
+    },
+    {
+      body: {
+        resourceType: 'Practitioner',
+        firstName: 'Care',
+        lastName: 'Giver',
+        email: 'carer@example.com',
+        password: PASSWORD,
+        sendEmail: 'false',
+        membership: { access },
+      },
+      admin: false,
+      access,
+    },
+    {
+      body: { resourceType: 'Patient', firstName: 'No', lastName: 'Mail', email: 'nomail@example.com', sendEmail: false },
+      admin: false,
+    },
+  ];
+  for (const { body, admin: isAdmin, access: wantAccess } of forms) {
+    const label = JSON.stringify(body);
+    const membership = await admin.medplum.invite(project.id, body);
+    assert.deepEqual([last(admin.exchanges).method, last(admin.exchanges).status], ['POST', 200], label);
+    assert.equal(membership.resourceType, 'ProjectMembership', label);
+    assert.equal(membership.project.reference, `Project/${project.id}`, label);
+    assert.match(membership.profile.reference, new RegExp(`^${body.resourceType}/`), label);
+    assert.match(membership.user.reference, /^User\//, label);
+    assert.equal(membership.admin ?? false, isAdmin, label);
+    assert.deepEqual(membership.access, wantAccess, label);
+
+    // What was stored is what was returned.
+    const stored = await admin.medplum.get(`admin/projects/${project.id}/members/${membership.id}`, { cache: 'no-cache' });
+    assert.equal(stored.admin ?? false, isAdmin, label);
+    assert.deepEqual(stored.access, wantAccess, label);
+    const profile = await admin.medplum.readReference(membership.profile);
+    assert.deepEqual(profile.name, [{ given: [body.firstName], family: body.lastName }], label);
+  }
+
+  // The carer signs in and sees the two patients the two entries name, as a
+  // union of one policy instantiated twice, and not the third.
+  const carer = newClient(stack.baseUrl);
+  const { code } = await carer.medplum.startLogin({ email: 'carer@example.com', password: PASSWORD });
+  await carer.medplum.processCode(code);
+  assert.equal((await carer.medplum.readResource('Patient', p1.id)).id, p1.id);
+  assert.equal((await carer.medplum.readResource('Patient', p2.id)).id, p2.id);
+  await rejectsWithOutcome(carer.medplum.readResource('Patient', p3.id), { status: 404, id: 'not-found' });
+  const seen = await carer.medplum.searchResources('Patient');
+  assert.deepEqual(seen.map((p) => p.id).sort(), [p1.id, p2.id].sort());
+
+  // A default invite (sendEmail left out) sends its e-mail; once it is there,
+  // none came for the invites that said false, as a boolean or as a string.
+  await admin.medplum.invite(project.id, { resourceType: 'Patient', firstName: 'Yes', lastName: 'Mail', email: 'yesmail@example.com' });
+  await waitForMail(stack, 'yesmail@example.com');
+  for (const { body } of forms) {
+    await assert.rejects(waitForMail(stack, body.email, 0), /no e-mail/, `an e-mail went to ${body.email}`);
+  }
 });
 
 test('startLogin + processCode signs the invited user in (PKCE), with a refresh token when asked', async () => {
@@ -241,4 +336,77 @@ test('signOut() ends the login: the client forgets it and the old token gets 401
   );
   assert.equal(normalizeOperationOutcome(err).id, 'unauthorized');
   assert.deepEqual(seen, [401]);
+});
+
+test('an access token about to expire is refreshed before the call, with the refresh token of an offline_access sign-in', async () => {
+  // How the token comes to be "expired" without waiting an hour. MedplumClient
+  // refreshes before a request (wrappedFetch -> refreshIfExpired) once
+  //   Date.now() >= exp * 1000 - refreshGracePeriod
+  // where exp is the stored token's own claim and refreshGracePeriod is a
+  // documented constructor option (default 5 minutes). So the honest way is a
+  // real short-lived token from the server plus that option, not a forged
+  // token: a stack with PINION_ACCESS_TOKEN_LIFETIME=1m (the shortest it
+  // allows) issues tokens with exp = iat + 60 s, iat in whole seconds, so a
+  // new token has 59-60 s left; with a 56 s grace period the client treats it
+  // as current for 3-4 s (signing in takes milliseconds) and then, by its
+  // own clock, as due for refresh. Setting a token whose exp is already past
+  // with setAccessToken would test a token the server never issued; waiting
+  // out even the 1-minute token would double the suite's runtime.
+  //
+  // The grace period must stay below the token lifetime: with the default 5
+  // minutes every 1-minute token is already due, and the client refreshes in
+  // a loop without end (see GAPS.md), which is also why the super admin below
+  // signs in with refreshGracePeriod 0.
+  const GRACE_MS = 56_000;
+  const short = await startPinion({ env: { PINION_ACCESS_TOKEN_LIFETIME: '1m' } });
+  try {
+    const root = await loginClient(short.baseUrl, short.superAdmin.clientId, short.superAdmin.clientSecret, {
+      refreshGracePeriod: 0,
+    });
+    const proj = await root.medplum.post('admin/Project', { resourceType: 'Project', name: 'Short Tokens' });
+    // InviteRequest.password sets the password at once, so no e-mail round trip.
+    const member = await root.medplum.invite(proj.id, {
+      resourceType: 'Practitioner',
+      firstName: 'Rhea',
+      lastName: 'Fresh',
+      email: 'rhea@example.com',
+      password: PASSWORD,
+      sendEmail: false,
+    });
+
+    const { medplum, exchanges } = newClient(short.baseUrl, { refreshGracePeriod: GRACE_MS });
+    const { code } = await medplum.startLogin({ email: 'rhea@example.com', password: PASSWORD, scope: 'openid offline_access' });
+    await medplum.processCode(code);
+    const first = { access: medplum.getAccessToken(), refresh: medplum.getActiveLogin().refreshToken };
+    assert.equal(typeof first.refresh, 'string', 'offline_access gave no refresh token');
+    const { exp, iat } = parseJWTPayload(first.access);
+    assert.equal(exp - iat, 60, 'a real 1-minute token');
+    assert.ok(medplum.isAuthenticated(), 'signing in took longer than the grace period leaves');
+
+    const deadline = Date.now() + 6_000;
+    while (medplum.isAuthenticated()) {
+      assert.ok(Date.now() < deadline, 'the client never found the token due');
+      await new Promise((ok) => setTimeout(ok, 50));
+    }
+
+    const before = exchanges.length;
+    const me = await medplum.readReference(member.profile);
+    assert.equal(`Practitioner/${me.id}`, member.profile.reference);
+    // Refreshed first, no 401 on the way.
+    assert.deepEqual(
+      exchanges.slice(before).map((e) => [e.method, new URL(e.url).pathname, e.status, e.grantType]),
+      [
+        ['POST', '/oauth2/token', 200, 'refresh_token'],
+        ['GET', '/auth/me', 200, undefined],
+        ['GET', `/fhir/R4/${member.profile.reference}`, 200, undefined],
+      ]
+    );
+    const now = medplum.getAccessToken();
+    assert.notEqual(now, first.access);
+    assert.ok(parseJWTPayload(now).exp > exp, 'the new token expires later');
+    assert.notEqual(medplum.getActiveLogin().refreshToken, first.refresh, 'refresh tokens rotate');
+    assert.ok(medplum.isAuthenticated());
+  } finally {
+    await short.stop();
+  }
 });
