@@ -449,3 +449,31 @@ func TestProjectInit(t *testing.T) {
 	expect(t, do(t, "POST", "fhir/R4/Project/$init", member, "application/fhir+json", params("name", "x")), 403)
 	expect(t, do(t, "POST", "fhir/R4/Project/$init", su, "application/fhir+json", params("name", "")), 400)
 }
+
+func TestInviteRelatedPerson(t *testing.T) {
+	pid, su := adminProject(t, "Related")
+	r := do(t, "POST", "fhir/R4/Patient", su, "application/fhir+json", patient("Child"))
+	expect(t, r, 201)
+	child := "Patient/" + r.json(t)["id"].(string)
+	// The Patient was created in the super admin's project: not this one.
+	r = do(t, "POST", "admin/projects/"+pid+"/invite", su, "application/json",
+		inviteBody("resourceType", "RelatedPerson", "firstName", "Rel", "lastName", "Ated", "email", "rel@example.com", "sendEmail", false,
+			"patient", map[string]any{"reference": child}))
+	expect(t, r, 400)
+	expect(t, do(t, "POST", "admin/projects/"+pid+"/invite", su, "application/json",
+		inviteBody("resourceType", "RelatedPerson", "firstName", "Rel", "lastName", "Ated", "email", "rel@example.com", "sendEmail", false)), 400)
+	r = do(t, "POST", "admin/projects/"+pid+"/invite", su, "application/json",
+		inviteBody("resourceType", "Patient", "firstName", "Kid", "lastName", "Patient", "email", "kid@example.com", "sendEmail", false))
+	expect(t, r, 200)
+	kid := r.json(t)["profile"].(map[string]any)["reference"].(string)
+	r = do(t, "POST", "admin/projects/"+pid+"/invite", su, "application/json",
+		inviteBody("resourceType", "RelatedPerson", "firstName", "Rel", "lastName", "Ated", "email", "rel@example.com", "sendEmail", false,
+			"patient", map[string]any{"reference": kid}))
+	expect(t, r, 200)
+	rp := r.json(t)["profile"].(map[string]any)["reference"].(string)
+	r = do(t, "GET", "fhir/R4/"+rp, su, "", nil)
+	expect(t, r, 200)
+	if r.json(t)["patient"].(map[string]any)["reference"] != kid {
+		t.Fatalf("RelatedPerson.patient: %s", r.body)
+	}
+}

@@ -134,8 +134,10 @@ func LoadFrom(get func(string) string) (*Config, error) {
 	if c.RequestTimeout, err = time.ParseDuration(v("PINION_REQUEST_TIMEOUT")); err != nil || c.RequestTimeout <= 0 {
 		return nil, fmt.Errorf("PINION_REQUEST_TIMEOUT: want a positive duration such as 30s")
 	}
-	if c.AccessTokenLifetime, err = time.ParseDuration(v("PINION_ACCESS_TOKEN_LIFETIME")); err != nil || c.AccessTokenLifetime < time.Minute || c.AccessTokenLifetime > 24*time.Hour {
-		return nil, fmt.Errorf("PINION_ACCESS_TOKEN_LIFETIME: want a duration between 1m and 24h")
+	if c.AccessTokenLifetime, err = time.ParseDuration(v("PINION_ACCESS_TOKEN_LIFETIME")); err != nil || c.AccessTokenLifetime < 10*time.Minute || c.AccessTokenLifetime > 24*time.Hour {
+		// Medplum's client refreshes 5 minutes before expiry: a shorter
+		// lifetime makes it refresh without end.
+		return nil, fmt.Errorf("PINION_ACCESS_TOKEN_LIFETIME: want a duration between 10m and 24h")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

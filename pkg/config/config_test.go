@@ -35,6 +35,7 @@ func TestLoadRefusesBadSettings(t *testing.T) {
 		"bad timeout":     {"PINION_REQUEST_TIMEOUT": "soon"},
 		"bad log level":   {"PINION_LOG_LEVEL": "loud"},
 		"tiny body limit": {"PINION_MAX_BODY_BYTES": "10"},
+		"short tokens":    {"PINION_ACCESS_TOKEN_LIFETIME": "5m"},
 	}
 	for name, env := range cases {
 		t.Run(name, func(t *testing.T) {

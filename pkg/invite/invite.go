@@ -57,6 +57,8 @@ type Request struct {
 	SendEmail          bool           `json:"sendEmail"`
 	Membership         map[string]any `json:"membership"` // template: admin, access, accessPolicy, externalId, invitedBy
 	Profile            string         `json:"profile,omitempty"`
+	// Patient is the Patient a RelatedPerson profile relates to (required by FHIR).
+	Patient string `json:"patient,omitempty"`
 	Upsert             bool           `json:"upsert,omitempty"`
 	ForceNewMembership bool           `json:"forceNewMembership,omitempty"`
 	InvitedBy          string         `json:"invitedBy,omitempty"`

@@ -72,6 +72,9 @@ func (s *Service) inviteeProfile(ctx context.Context, inviteID string, req invit
 	if req.Email != "" {
 		p["telecom"] = []any{map[string]any{"system": "email", "use": "work", "value": req.Email}}
 	}
+	if req.Patient != "" {
+		p["patient"] = map[string]any{"reference": req.Patient}
+	}
 	_, err = s.repo.Create(ctx, repo.System, p, repo.WriteOptions{ID: id, Project: req.ProjectID})
 	var fe *fhir.Error
 	if err != nil && !(errors.As(err, &fe) && fe.Status == 409) {

@@ -31,6 +31,7 @@ var inviteFields = map[string]bool{
 	"resourceType": true, "firstName": true, "lastName": true, "email": true, "externalId": true,
 	"scope": true, "password": true, "sendEmail": true, "admin": true, "membership": true,
 	"upsert": true, "forceNewMembership": true, "mfaRequired": true, "accessPolicy": true, "access": true,
+	"patient": true,
 }
 
 // membershipTemplateFields are the membership fields an invite may set.
@@ -272,8 +273,26 @@ func (s *Service) validateInvite(ctx context.Context, projectID string, body map
 		// RFC 6902 replace needs the member to exist.
 		tmpl["admin"] = false
 	}
+	if pv, ok := body["patient"]; ok && req.ResourceType != "RelatedPerson" {
+		issues = append(issues, fhir.FieldIssue("patient", "patient is only for RelatedPerson invites"))
+	} else if ok {
+		ref, _ := refOf(pv)
+		if t, _, ok := fhir.SplitReference(ref); !ok || t != "Patient" {
+			issues = append(issues, fhir.FieldIssue("patient", "patient must be a Patient reference"))
+		}
+		req.Patient = ref
+	}
 	if len(issues) > 0 {
 		return nil, fhir.Invalid(issues...)
+	}
+	if req.Patient != "" {
+		_, id, _ := fhir.SplitReference(req.Patient)
+		if _, err := s.repo.Read(ctx, repo.Scope{Project: projectID}, "Patient", id); err != nil {
+			return nil, fhir.BadRequest("Patient "+req.Patient+" does not exist in this project", "patient")
+		}
+	} else if req.ResourceType == "RelatedPerson" && tmpl["profile"] == nil {
+		// FHIR requires RelatedPerson.patient: say so before anything is written.
+		return nil, fhir.BadRequest("patient is required to invite a RelatedPerson", "patient")
 	}
 	if err := s.checkPolicies(ctx, projectID, tmpl); err != nil {
 		return nil, err

@@ -95,6 +95,19 @@ test('invite() with a form body, a duplicate invite (409) and a bad one (400 per
   assert.equal(byField.firstName, 'First name is required');
   assert.equal(byField.lastName, 'Last name is required');
   assert.equal(byField.email, 'Either email or externalId is required');
+
+  // A RelatedPerson needs the Patient it relates to (InviteRequest.patient).
+  await rejectsWithOutcome(
+    admin.medplum.invite(project.id, { resourceType: 'RelatedPerson', firstName: 'Rel', lastName: 'Ative', email: 'rel@example.com', sendEmail: false }),
+    { status: 400, code: 'invalid' }
+  );
+  const related = await admin.medplum.invite(project.id, {
+    resourceType: 'RelatedPerson', firstName: 'Rel', lastName: 'Ative', email: 'rel@example.com', sendEmail: false,
+    patient: pat.profile,
+  });
+  const rp = await admin.medplum.readReference(related.profile);
+  assert.equal(rp.resourceType, 'RelatedPerson');
+  assert.equal(rp.patient.reference, pat.profile.reference);
 });
 
 test('invite() in each payload form: admin at the top level or in membership, membership.access, sendEmail false or "false"', async () => {
@@ -345,20 +358,17 @@ test('an access token about to expire is refreshed before the call, with the ref
   // where exp is the stored token's own claim and refreshGracePeriod is a
   // documented constructor option (default 5 minutes). So the honest way is a
   // real short-lived token from the server plus that option, not a forged
-  // token: a stack with PINION_ACCESS_TOKEN_LIFETIME=1m (the shortest it
-  // allows) issues tokens with exp = iat + 60 s, iat in whole seconds, so a
-  // new token has 59-60 s left; with a 56 s grace period the client treats it
-  // as current for 3-4 s (signing in takes milliseconds) and then, by its
-  // own clock, as due for refresh. Setting a token whose exp is already past
-  // with setAccessToken would test a token the server never issued; waiting
-  // out even the 1-minute token would double the suite's runtime.
-  //
-  // The grace period must stay below the token lifetime: with the default 5
-  // minutes every 1-minute token is already due, and the client refreshes in
-  // a loop without end (see GAPS.md), which is also why the super admin below
-  // signs in with refreshGracePeriod 0.
-  const GRACE_MS = 56_000;
-  const short = await startPinion({ env: { PINION_ACCESS_TOKEN_LIFETIME: '1m' } });
+  // token: a stack with PINION_ACCESS_TOKEN_LIFETIME=10m (the shortest it
+  // allows: below the client's default 5-minute grace period plus margin a
+  // client would refresh without end) issues tokens with exp = iat + 600 s,
+  // iat in whole seconds, so a new token has 599-600 s left; with a 596 s
+  // grace period the client treats it as current for 3-4 s (signing in
+  // takes milliseconds) and then, by its own clock, as due for refresh.
+  // Setting a token whose exp is already past with setAccessToken would
+  // test a token the server never issued; waiting out the token would take
+  // ten minutes.
+  const GRACE_MS = 596_000;
+  const short = await startPinion({ env: { PINION_ACCESS_TOKEN_LIFETIME: '10m' } });
   try {
     const root = await loginClient(short.baseUrl, short.superAdmin.clientId, short.superAdmin.clientSecret, {
       refreshGracePeriod: 0,
@@ -380,7 +390,7 @@ test('an access token about to expire is refreshed before the call, with the ref
     const first = { access: medplum.getAccessToken(), refresh: medplum.getActiveLogin().refreshToken };
     assert.equal(typeof first.refresh, 'string', 'offline_access gave no refresh token');
     const { exp, iat } = parseJWTPayload(first.access);
-    assert.equal(exp - iat, 60, 'a real 1-minute token');
+    assert.equal(exp - iat, 600, 'a real 10-minute token');
     assert.ok(medplum.isAuthenticated(), 'signing in took longer than the grace period leaves');
 
     const deadline = Date.now() + 6_000;
