@@ -53,15 +53,15 @@ type Request struct {
 	ExternalID    string `json:"externalId,omitempty"`
 	ProjectScoped bool   `json:"projectScoped"`
 	// PasswordHash is the argon2id hash of an initial password, if one was given.
-	PasswordHash       string         `json:"passwordHash,omitempty"`
-	SendEmail          bool           `json:"sendEmail"`
-	Membership         map[string]any `json:"membership"` // template: admin, access, accessPolicy, externalId, invitedBy
-	Profile            string         `json:"profile,omitempty"`
+	PasswordHash string         `json:"passwordHash,omitempty"`
+	SendEmail    bool           `json:"sendEmail"`
+	Membership   map[string]any `json:"membership"` // template: admin, access, accessPolicy, externalId, invitedBy
+	Profile      string         `json:"profile,omitempty"`
 	// Patient is the Patient a RelatedPerson profile relates to (required by FHIR).
-	Patient string `json:"patient,omitempty"`
-	Upsert             bool           `json:"upsert,omitempty"`
-	ForceNewMembership bool           `json:"forceNewMembership,omitempty"`
-	InvitedBy          string         `json:"invitedBy,omitempty"`
+	Patient            string `json:"patient,omitempty"`
+	Upsert             bool   `json:"upsert,omitempty"`
+	ForceNewMembership bool   `json:"forceNewMembership,omitempty"`
+	InvitedBy          string `json:"invitedBy,omitempty"`
 }
 
 // StepState is one step's progress.
