@@ -32,6 +32,8 @@ var routes = []route{
 
 	{"POST", "/admin/Project", bus.SubjProjectCreate, false, false},
 	{"POST", "/admin/projects/:projectId/client", bus.SubjClientNew, false, false},
+	{"POST", "/admin/projects/:projectId/client/:clientId/$rotate-secret", bus.SubjRotate, false, false},
+	{"POST", "/admin/projects/:projectId/secrets", bus.SubjSecrets, false, false},
 	{"POST", "/admin/projects/:projectId/invite", bus.SubjInvite, false, false},
 	{"POST", "/admin/projects/:projectId/bot", bus.SubjBotCreate, false, false},
 	{"GET", "/admin/projects/:projectId/members/:membershipId", bus.SubjMemberGet, false, false},

@@ -10,6 +10,7 @@ const (
 	SubjJWKS      = "pinion.identity.jwks"
 	SubjDiscovery = "pinion.identity.discovery"
 	SubjClientNew = "pinion.identity.client.create"
+	SubjRotate    = "pinion.identity.client.rotate"
 	SubjLogin     = "pinion.identity.login"
 	SubjProfile   = "pinion.identity.profile"
 	SubjSetPass   = "pinion.identity.setpassword"
@@ -25,6 +26,7 @@ const (
 	SubjMemberPatch   = "pinion.membership.member.patch"
 	SubjMemberDelete  = "pinion.membership.member.delete"
 	SubjProjectGet    = "pinion.membership.project.get"
+	SubjSecrets       = "pinion.membership.project.secrets"
 
 	// fhir
 	SubjMetadata = "pinion.fhir.metadata"

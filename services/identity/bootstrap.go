@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -124,10 +125,21 @@ func (s *Service) ensure(ctx context.Context, typ, id string, res map[string]any
 	return err
 }
 
-// clientCred is the stored digest of a client's secret.
+// clientCred is the stored digest of a client's secret, and after a
+// rotation the old one's, good until RetiringUntil (Medplum's retiringSecret).
 type clientCred struct {
-	ID     string `bson:"_id"`
-	Digest string `bson:"digest"`
+	ID            string    `bson:"_id"`
+	Digest        string    `bson:"digest"`
+	Retiring      string    `bson:"retiring,omitempty"`
+	RetiringUntil time.Time `bson:"retiringUntil,omitempty"`
+}
+
+// matches checks a presented secret against the current and retiring digests.
+func (c *clientCred) matches(secret string) bool {
+	if auth.SecretMatches(c.Digest, secret) {
+		return true
+	}
+	return c.Retiring != "" && time.Now().Before(c.RetiringUntil) && auth.SecretMatches(c.Retiring, secret)
 }
 
 func credID(clientID string) string { return "ClientApplication/" + clientID }
@@ -142,11 +154,32 @@ func (s *Service) setClientSecret(ctx context.Context, clientID, secret string) 
 	return nil
 }
 
-func (s *Service) clientDigest(ctx context.Context, clientID string) (string, error) {
+func (s *Service) clientCred(ctx context.Context, clientID string) (*clientCred, error) {
 	var c clientCred
 	err := s.creds.FindOne(ctx, bson.D{{Key: "_id", Value: credID(clientID)}}).Decode(&c)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return "", nil
+		return nil, nil
 	}
-	return c.Digest, err
+	return &c, err
+}
+
+// rotationGrace is how long a rotated-out secret keeps working.
+const rotationGrace = 24 * time.Hour
+
+// rotateClientSecret gives a client a new secret; the old one retires.
+func (s *Service) rotateClientSecret(ctx context.Context, clientID string) (string, error) {
+	cur, err := s.clientCred(ctx, clientID)
+	if err != nil {
+		return "", err
+	}
+	secret := auth.NewSecret()
+	c := clientCred{ID: credID(clientID), Digest: auth.SecretDigest(secret)}
+	if cur != nil {
+		c.Retiring, c.RetiringUntil = cur.Digest, time.Now().Add(rotationGrace).UTC()
+	}
+	if _, err := s.creds.ReplaceOne(ctx, bson.D{{Key: "_id", Value: c.ID}}, c, options.Replace().SetUpsert(true)); err != nil {
+		return "", fmt.Errorf("rotate client secret: %w", err)
+	}
+	s.forgetClient(clientID)
+	return secret, nil
 }

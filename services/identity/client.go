@@ -79,3 +79,28 @@ func (s *Service) createClient(ctx context.Context, r *bus.Request) (*bus.Respon
 	resp.Header["Content-Type"] = bus.FHIRContentType
 	return resp, nil
 }
+
+// rotateSecret is POST /admin/projects/:projectId/client/:clientId/$rotate-secret:
+// a new secret, shown this once; the old one keeps working for a day.
+func (s *Service) rotateSecret(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	projectID := r.Param("projectId")
+	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
+		return nil, err
+	}
+	client, err := s.repo.Read(ctx, repo.Scope{Project: projectID}, "ClientApplication", r.Param("clientId"))
+	if err != nil {
+		return nil, err
+	}
+	secret, err := s.rotateClientSecret(ctx, client.ID)
+	if err != nil {
+		return nil, err
+	}
+	out, err := client.Decode()
+	if err != nil {
+		return nil, err
+	}
+	out["secret"] = secret
+	resp := bus.JSON(200, out)
+	resp.Header["Content-Type"] = bus.FHIRContentType
+	return resp, nil
+}

@@ -96,6 +96,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.SubjJWKS:      s.jwks,
 		bus.SubjDiscovery: s.discovery,
 		bus.SubjClientNew: s.createClient,
+		bus.SubjRotate:    s.rotateSecret,
 		bus.SubjLogin:     s.login,
 		bus.SubjProfile:   s.chooseProfile,
 		bus.SubjSetPass:   s.setPassword,

@@ -30,7 +30,7 @@ func tokenError(code, desc string) *bus.Response {
 // clientEntry caches what issuing a client token needs, so that issuance
 // costs no database query once a client is warm.
 type clientEntry struct {
-	digest     string
+	cred       *clientCred
 	membership string
 	member     session.Membership
 	loginID    string
@@ -97,10 +97,10 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 	if err != nil {
 		return nil, err
 	}
-	if c == nil || c.digest == "" || c.membership == "" {
+	if c == nil || c.cred == nil || c.membership == "" {
 		return tokenError("invalid_request", "Invalid client"), nil
 	}
-	if !auth.SecretMatches(c.digest, secret) {
+	if !c.cred.matches(secret) {
 		return tokenError("invalid_request", "Invalid secret"), nil
 	}
 	scope := form.Get("scope")
@@ -153,11 +153,11 @@ func (s *Service) client(ctx context.Context, id string) (*clientEntry, error) {
 		}
 		return nil, err
 	}
-	digest, err := s.clientDigest(ctx, id)
+	cred, err := s.clientCred(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	c = &clientEntry{digest: digest, fetched: time.Now()}
+	c = &clientEntry{cred: cred, fetched: time.Now()}
 	ref := "ClientApplication/" + id
 	q, err := search.Parse("ProjectMembership", url.Values{"user": {ref}, "_count": {"2"}})
 	if err != nil {

@@ -71,6 +71,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.SubjProjectCreate: s.createProject,
 		bus.SubjProjectInit:   s.initProject,
 		bus.SubjProjectGet:    s.getProject,
+		bus.SubjSecrets:       s.setSecrets,
 		bus.SubjInvite:        s.invite,
 		bus.SubjMemberGet:     s.getMember,
 		bus.SubjMemberUpdate:  s.updateMember,
