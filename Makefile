@@ -3,7 +3,7 @@
 
 GO        ?= go
 BIN       := bin
-MODULES   := pkg gateway services/identity services/membership services/fhir services/botexec deploy/standalone
+MODULES   := pkg gateway services/identity services/membership services/fhir services/botexec deploy/standalone deploy/checks
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/pinion-health/pinion/gateway.Version=$(VERSION)
 PKGS      := $(addsuffix /...,$(addprefix ./,$(MODULES)))
@@ -63,6 +63,25 @@ lint:
 generate:
 	cd tools/fhirdefs && npm ci --no-audit --no-fund
 	cd pkg && $(GO) generate ./fhirschema/ ./search/
+
+# Container images, one per binary, from deploy/docker/Dockerfile (one
+# stage per binary): $(IMAGE_PREFIX)<binary>:$(VERSION). Needs a Docker
+# engine with BuildKit; says so and fails where there is none.
+DOCKER       ?= docker
+IMAGE_PREFIX ?= ghcr.io/pinion-health/pinion-
+IMAGES       := pinion gateway identity membership fhir botexec
+
+images:
+	@if ! $(DOCKER) info >/dev/null 2>&1; then \
+		echo "make images: no Docker engine reachable ('$(DOCKER) info' failed): no image built." >&2; \
+		echo "Run it where Docker with BuildKit works; see docs/deployment.md." >&2; \
+		exit 1; \
+	fi
+	@for t in $(IMAGES); do \
+		echo "== $(IMAGE_PREFIX)$$t:$(VERSION)"; \
+		DOCKER_BUILDKIT=1 $(DOCKER) build -f deploy/docker/Dockerfile --target $$t \
+			--build-arg VERSION=$(VERSION) -t $(IMAGE_PREFIX)$$t:$(VERSION) . || exit 1; \
+	done
 
 clean:
 	rm -rf $(BIN)

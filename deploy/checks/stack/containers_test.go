@@ -1,0 +1,122 @@
+package stack
+
+import (
+	"context"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+	tcmongo "github.com/testcontainers/testcontainers-go/modules/mongodb"
+	tcnats "github.com/testcontainers/testcontainers-go/modules/nats"
+
+	"github.com/pinion-health/pinion/deploy/checks/internal/deployfiles"
+	"github.com/pinion-health/pinion/deploy/standalone"
+	"github.com/pinion-health/pinion/pkg/config"
+)
+
+// TestStoryOnContainers runs the main user story against the real mongo
+// and nats images docker-compose.yml pins (MongoDB as a one-node replica
+// set, so majority writes are real), with Pinion's services and gateway in
+// this process (standalone.Start with external servers). It needs a
+// container engine and skips, saying so, where none is reachable.
+func TestStoryOnContainers(t *testing.T) {
+	requireContainerEngine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	root, err := deployfiles.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	project, err := deployfiles.Compose(ctx, root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mongoC, err := tcmongo.Run(ctx, project.Services["mongo"].Image, tcmongo.WithReplicaSet("rs0"))
+	testcontainers.CleanupContainer(t, mongoC)
+	if err != nil {
+		t.Fatalf("mongo container: %v", err)
+	}
+	natsC, err := tcnats.Run(ctx, project.Services["nats"].Image)
+	testcontainers.CleanupContainer(t, natsC)
+	if err != nil {
+		t.Fatalf("nats container: %v", err)
+	}
+	mongoURI, err := mongoC.ConnectionString(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The replica set's member address is the container's own; reach the
+	// one member directly through the mapped port.
+	u, err := url.Parse(mongoURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("directConnection", "true")
+	u.RawQuery = q.Encode()
+	natsURL, err := natsC.ConnectionString(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dataDir := t.TempDir()
+	superID, superSecret := "containers-superadmin", strings.Repeat("c0ntainers-", 4)
+	env := map[string]string{
+		"PINION_ADDR":                     "127.0.0.1:0",
+		"PINION_DATA_DIR":                 dataDir,
+		"PINION_MONGODB_URI":              u.String(),
+		"PINION_NATS_URL":                 natsURL,
+		"PINION_SUPERADMIN_CLIENT_ID":     superID,
+		"PINION_SUPERADMIN_CLIENT_SECRET": superSecret,
+		"PINION_LOG_LEVEL":                "warn",
+	}
+	cfg, err := config.LoadFrom(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	st, err := standalone.Start(ctx, cfg, log)
+	if err != nil {
+		t.Fatalf("start against the containers: %v", err)
+	}
+	t.Cleanup(st.Close)
+
+	c := newClient(t, "http://"+st.Addr+"/")
+	c.waitReady(30 * time.Second)
+	runStory(t, c, superID, superSecret, storyOptions{
+		mailDir: func() []string {
+			m, _ := filepath.Glob(filepath.Join(dataDir, "mail", "*.eml"))
+			return m
+		},
+	})
+}
+
+// requireContainerEngine skips the test, saying why, when testcontainers
+// finds no healthy container engine (Docker or a compatible one, through
+// DOCKER_HOST or the usual sockets).
+func requireContainerEngine(t *testing.T) {
+	t.Helper()
+	const why = "no container engine reachable (%v): this test runs the story on the mongo and nats images; run it where Docker works (deploy/checks/README.md)"
+	defer func() {
+		// testcontainers panics when it finds no Docker at all.
+		if r := recover(); r != nil {
+			t.Skipf(why, r)
+		}
+	}()
+	p, err := testcontainers.ProviderDocker.GetProvider()
+	if err != nil {
+		t.Skipf(why, err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Health(ctx); err != nil {
+		t.Skipf(why, err)
+	}
+}
