@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"sort"
 	"strings"
 	"time"
 )
@@ -90,6 +91,19 @@ func (b *bench) seedMembers(n int) {
 	fmt.Printf("  seeded %d members (%.0f invites/s)\n", n, float64(n)/time.Since(t0).Seconds())
 }
 
+// newBot creates a bot in the bench project and deploys its code.
+func (b *bench) newBot(name, identifier, code string) string {
+	body := map[string]any{"name": name}
+	if identifier != "" {
+		sys, val, _ := strings.Cut(identifier, "|")
+		body["identifier"] = []any{map[string]any{"system": sys, "value": val}}
+	}
+	bot := b.mustJSON("POST", "admin/projects/"+b.project+"/bot", b.super, "application/json", body, 201)
+	id := bot["id"].(string)
+	b.mustJSON("POST", "fhir/R4/Bot/"+id+"/$deploy", b.super, "application/json", map[string]any{"code": code, "filename": name + ".js"}, 200)
+	return id
+}
+
 func patientBody(i int) map[string]any {
 	return map[string]any{
 		"resourceType": "Patient",
@@ -164,6 +178,50 @@ func (b *bench) run() {
 			st, _ = b.hc.do("POST", b.base+"oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode()))
 			return st == 200
 		})
+	}
+	if wanted("bots") {
+		echo := b.newBot("echo", "https://bench.example/bots|echo", `exports.handler = async (medplum, event) => event.input;`)
+		reader := b.newBot("reader", "", `exports.handler = async (medplum, event) => medplum.readResource('Patient', event.input.id);`)
+		drive("POST Bot/<id>/$execute JSON echo", c, func(int, int) bool {
+			st, _ := b.hc.do("POST", b.base+"fhir/R4/Bot/"+echo+"/$execute", b.token, "application/json", []byte(`{"hello":"world"}`))
+			return st == 200
+		})
+		drive("POST Bot/<id>/$execute text echo", c, func(int, int) bool {
+			st, _ := b.hc.do("POST", b.base+"fhir/R4/Bot/"+echo+"/$execute", b.token, "text/plain", []byte("hello"))
+			return st == 200
+		})
+		drive("POST Bot/$execute?identifier=... JSON echo", c, func(int, int) bool {
+			st, _ := b.hc.do("POST", b.base+"fhir/R4/Bot/$execute?identifier=https://bench.example/bots|echo", b.token, "application/json", []byte(`{"hello":"world"}`))
+			return st == 200
+		})
+		drive("$execute of a bot that reads a Patient", c, func(w, i int) bool {
+			body := []byte(`{"id":"` + b.patients[(w*31+i)%len(b.patients)] + `"}`)
+			st, _ := b.hc.do("POST", b.base+"fhir/R4/Bot/"+reader+"/$execute", b.token, "application/json", body)
+			return st == 200
+		})
+		drive("$execute JSON echo (1 client)", 1, func(int, int) bool {
+			st, _ := b.hc.do("POST", b.base+"fhir/R4/Bot/"+echo+"/$execute", b.token, "application/json", []byte(`{"hello":"world"}`))
+			return st == 200
+		})
+		// A cold first run: each iteration deploys new code, then executes it once.
+		var cold []time.Duration
+		for i := 0; i < 20; i++ {
+			code := fmt.Sprintf("export async function handler(m: unknown, e: {input: unknown}): Promise<unknown> { return {n: %d, input: e.input}; }", i)
+			st, _ := b.hc.do("POST", b.base+"fhir/R4/Bot/"+echo+"/$deploy", b.super, "application/json",
+				[]byte(fmt.Sprintf(`{"code":%q,"filename":"index.ts"}`, code)))
+			if st != 200 {
+				fail(fmt.Errorf("deploy: %d", st))
+			}
+			t0 := time.Now()
+			st, _ = b.hc.do("POST", b.base+"fhir/R4/Bot/"+echo+"/$execute", b.token, "application/json", []byte(`{}`))
+			cold = append(cold, time.Since(t0))
+			if st != 200 {
+				fail(fmt.Errorf("cold execute: %d", st))
+			}
+		}
+		sort.Slice(cold, func(i, j int) bool { return cold[i] < cold[j] })
+		fmt.Printf("%-44s %9s        p50 %7.3f ms  max %7.3f ms  (20 deploys, each followed by its first execution)\n",
+			"first $execute after $deploy", "", ms(cold[len(cold)/2]), ms(cold[len(cold)-1]))
 	}
 	if wanted("search") {
 		drive("GET Patient?name=<prefix>&_count=20", c, func(w, i int) bool {
