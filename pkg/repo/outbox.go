@@ -21,7 +21,7 @@ import (
 // in the history, or drops it once it is old enough to know the write
 // never happened. So no event is published for a write that did not happen,
 // and none is lost for a write that did.
-const outbox = "outbox"
+const outboxColl = "outbox"
 
 // outboxGrace is how long a record may wait before the relay looks at it
 // (its writer is normally done in milliseconds); outboxAbandon is when a
@@ -47,11 +47,13 @@ func (r *Repo) record(ctx context.Context, ev Event, at time.Time) error {
 	if r.js == nil {
 		return nil
 	}
-	b, _ := json.Marshal(ev)
-	_, err := r.db.Collection(outbox).InsertOne(ctx, outboxDoc{
-		ID: outboxID(ev), Event: string(b), Type: ev.Type, Version: ev.VersionID, Res: ev.ID, At: at,
-	})
+	_, err := r.db.Collection(outboxColl).InsertOne(ctx, outboxRecord(ev, at))
 	return err
+}
+
+func outboxRecord(ev Event, at time.Time) outboxDoc {
+	b, _ := json.Marshal(ev)
+	return outboxDoc{ID: outboxID(ev), Event: string(b), Type: ev.Type, Version: ev.VersionID, Res: ev.ID, At: at}
 }
 
 // publish sends a written version's event and clears its outbox record. A
@@ -94,7 +96,7 @@ func (r *Repo) flushCleared() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := r.db.Collection(outbox).DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}); err != nil {
+	if _, err := r.db.Collection(outboxColl).DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}); err != nil {
 		r.log.Warn("outbox records not cleared; the relay will republish them", "count", len(ids), "err", err)
 	}
 }
@@ -125,7 +127,7 @@ func (r *Repo) Relay(ctx context.Context, interval time.Duration) {
 // RelayOnce handles the outbox records older than the grace period and
 // returns how many events it published.
 func (r *Repo) RelayOnce(ctx context.Context) (int, error) {
-	cur, err := r.db.Collection(outbox).Find(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$lt", Value: time.Now().Add(-outboxGrace)}}}})
+	cur, err := r.db.Collection(outboxColl).Find(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$lt", Value: time.Now().Add(-outboxGrace)}}}})
 	if err != nil {
 		return 0, err
 	}
@@ -145,7 +147,7 @@ func (r *Repo) RelayOnce(ctx context.Context) (int, error) {
 			}
 		case errors.Is(err, mongo.ErrNoDocuments):
 			if time.Since(d.At) > outboxAbandon {
-				_, _ = r.db.Collection(outbox).DeleteOne(ctx, bson.D{{Key: "_id", Value: d.ID}})
+				_, _ = r.db.Collection(outboxColl).DeleteOne(ctx, bson.D{{Key: "_id", Value: d.ID}})
 			}
 		default:
 			return n, err

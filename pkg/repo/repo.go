@@ -386,6 +386,40 @@ func (r *Repo) write(ctx context.Context, op, typ, id, project string, res map[s
 	if err := r.ensureIndexes(ctx, typ); err != nil {
 		return nil, err
 	}
+	v, err := prepare(op, typ, id, project, res, author)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.record(ctx, v.ev, v.out.LastUpdated); err != nil {
+		return nil, err
+	}
+	if _, err := r.history(typ).InsertOne(ctx, v.hist); err != nil {
+		return nil, fmt.Errorf("write %s/%s history: %w", typ, id, err)
+	}
+	if prevVersion == "" {
+		if _, err := r.coll(typ).InsertOne(ctx, v.doc); err != nil {
+			if mongo.IsDuplicateKeyError(err) {
+				return nil, fhir.Conflict("Resource already exists: " + typ + "/" + id)
+			}
+			return nil, fmt.Errorf("write %s/%s: %w", typ, id, err)
+		}
+	} else if err := r.replace(ctx, typ, id, prevVersion, v.doc); err != nil {
+		return nil, err
+	}
+	r.stored(v)
+	return v.out, nil
+}
+
+// version is one new version, ready to store.
+type version struct {
+	ev        Event
+	hist, doc bson.D
+	out       *Resource
+}
+
+// prepare stamps id and meta on a resource and builds its history and
+// current documents.
+func prepare(op, typ, id, project string, res map[string]any, author string) (*version, error) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	vid := uuid.NewString()
 	res["id"] = id
@@ -408,36 +442,78 @@ func (r *Repo) write(ctx context.Context, op, typ, id, project string, res map[s
 	if err != nil {
 		return nil, fmt.Errorf("encode %s/%s: %w", typ, id, err)
 	}
-	ev := Event{Op: op, Type: typ, ID: id, VersionID: vid, Project: project}
-	if err := r.record(ctx, ev, now); err != nil {
-		return nil, err
+	v := &version{
+		ev:  Event{Op: op, Type: typ, ID: id, VersionID: vid, Project: project},
+		out: &Resource{Type: typ, ID: id, VersionID: vid, LastUpdated: now, Project: project, JSON: body},
 	}
-	hist := bson.D{{Key: fID, Value: id + "/" + vid}, {Key: "id", Value: id}, {Key: fVersion, Value: vid},
+	v.hist = bson.D{{Key: fID, Value: id + "/" + vid}, {Key: "id", Value: id}, {Key: fVersion, Value: vid},
 		{Key: fTime, Value: now}, {Key: fProject, Value: project}, {Key: fDeleted, Value: false}, {Key: fJSON, Value: string(body)}}
-	if _, err := r.history(typ).InsertOne(ctx, hist); err != nil {
-		return nil, fmt.Errorf("write %s/%s history: %w", typ, id, err)
-	}
-	doc := bson.D{{Key: fID, Value: id}, {Key: fVersion, Value: vid}, {Key: fTime, Value: now},
+	v.doc = bson.D{{Key: fID, Value: id}, {Key: fVersion, Value: vid}, {Key: fTime, Value: now},
 		{Key: fProject, Value: project}, {Key: fDeleted, Value: false}, {Key: fJSON, Value: string(body)}}
-	for k, v := range search.Fields(typ, res) {
-		doc = append(doc, bson.E{Key: k, Value: v})
+	for k, f := range search.Fields(typ, res) {
+		v.doc = append(v.doc, bson.E{Key: k, Value: f})
 	}
-	if prevVersion == "" {
-		if _, err := r.coll(typ).InsertOne(ctx, doc); err != nil {
-			if mongo.IsDuplicateKeyError(err) {
-				return nil, fhir.Conflict("Resource already exists: " + typ + "/" + id)
-			}
-			return nil, fmt.Errorf("write %s/%s: %w", typ, id, err)
-		}
-	} else if err := r.replace(ctx, typ, id, prevVersion, doc); err != nil {
-		return nil, err
-	}
-	out := &Resource{Type: typ, ID: id, VersionID: vid, LastUpdated: now, Project: project, JSON: body}
-	key := cacheKey(typ, id)
+	return v, nil
+}
+
+// stored caches a version just written and publishes its event.
+func (r *Repo) stored(v *version) {
+	key := cacheKey(v.out.Type, v.out.ID)
 	r.stripe(key).Add(1)
-	r.cache.Add(key, out)
-	r.publish(ctx, ev)
-	return out, nil
+	r.cache.Add(key, v.out)
+	r.publish(context.Background(), v.ev)
+}
+
+// CreateMany stores new resources of one type in a few round trips (one
+// insert each for the outbox, the history and the current documents), for
+// high-volume writes such as bot audit events. Each is validated; one
+// invalid resource fails the batch before anything is written.
+func (r *Repo) CreateMany(ctx context.Context, sc Scope, typ string, list []map[string]any, o WriteOptions) error {
+	if len(list) == 0 {
+		return nil
+	}
+	if err := r.ensureIndexes(ctx, typ); err != nil {
+		return err
+	}
+	project := o.Project
+	if project == "" {
+		project = sc.Project
+	}
+	vs := make([]*version, 0, len(list))
+	var outbox, hist, docs []any
+	for _, res := range list {
+		if t, _ := res["resourceType"].(string); t != typ {
+			return fhir.BadRequest("Incorrect resource type", "resourceType")
+		}
+		if err := fhirschema.Validate(withoutMeta(res), fhirschema.Options{Strict: o.Strict}); err != nil {
+			return err
+		}
+		v, err := prepare("create", typ, uuid.NewString(), project, res, o.Author)
+		if err != nil {
+			return err
+		}
+		vs = append(vs, v)
+		if r.js != nil {
+			outbox = append(outbox, outboxRecord(v.ev, v.out.LastUpdated))
+		}
+		hist = append(hist, v.hist)
+		docs = append(docs, v.doc)
+	}
+	if len(outbox) > 0 {
+		if _, err := r.db.Collection(outboxColl).InsertMany(ctx, outbox); err != nil {
+			return fmt.Errorf("write %s outbox: %w", typ, err)
+		}
+	}
+	if _, err := r.history(typ).InsertMany(ctx, hist); err != nil {
+		return fmt.Errorf("write %s history: %w", typ, err)
+	}
+	if _, err := r.coll(typ).InsertMany(ctx, docs); err != nil {
+		return fmt.Errorf("write %s: %w", typ, err)
+	}
+	for _, v := range vs {
+		r.stored(v)
+	}
+	return nil
 }
 
 // replace swaps the current document if it is still at prevVersion.

@@ -292,7 +292,7 @@ func TestOutbox(t *testing.T) {
 	}
 	r.flushCleared()
 	var left []outboxDoc
-	cur, _ := db.Collection(outbox).Find(ctx, map[string]any{})
+	cur, _ := db.Collection(outboxColl).Find(ctx, map[string]any{})
 	_ = cur.All(ctx, &left)
 	if len(left) != 0 {
 		t.Fatalf("outbox not cleared: %v", left)
@@ -301,7 +301,7 @@ func TestOutbox(t *testing.T) {
 	// A writer that died after storing the version, before publishing.
 	old := time.Now().Add(-time.Minute)
 	crashed := Event{Op: "update", Type: "Patient", ID: res.ID, VersionID: res.VersionID, Project: "p"}
-	_, _ = db.Collection(outbox).DeleteMany(ctx, map[string]any{})
+	_, _ = db.Collection(outboxColl).DeleteMany(ctx, map[string]any{})
 	if err := r.record(ctx, crashed, old); err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestOutbox(t *testing.T) {
 		t.Fatalf("relay duplicated an event: %d new", got-before)
 	}
 	r.flushCleared()
-	cur, _ = db.Collection(outbox).Find(ctx, map[string]any{})
+	cur, _ = db.Collection(outboxColl).Find(ctx, map[string]any{})
 	left = nil
 	_ = cur.All(ctx, &left)
 	if len(left) != 0 {

@@ -46,13 +46,75 @@ func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time
 	if desc != "" {
 		ev["outcomeDesc"] = desc
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := s.repo.Create(ctx, repo.Scope{Project: b.Project}, ev, repo.WriteOptions{Project: b.Project}); err != nil {
-			s.log.Error("bot audit event not written", "bot", b.ID, "err", err)
+	select {
+	case s.audits <- auditEvent{project: b.Project, bot: b.ID, ev: ev}:
+	default:
+		s.log.Error("bot audit queue full: audit event dropped", "bot", b.ID, "outcome", outcome)
+	}
+}
+
+type auditEvent struct {
+	project, bot string
+	ev           map[string]any
+}
+
+// auditQueue bounds the audit events waiting to be written. Writers take
+// them in batches (one insert per batch and project), so a burst of
+// executions turns into a few writes rather than a write each.
+const (
+	auditQueue   = 16384
+	auditBatch   = 500
+	auditWriters = 2
+)
+
+// writeAudits writes queued audit events in batches; once told to quit it
+// writes what is still queued and returns. (The queue is never closed: a
+// late execution may still send to it.)
+func (s *Service) writeAudits() {
+	defer s.auditWG.Done()
+	for {
+		var batch []auditEvent
+		select {
+		case a := <-s.audits:
+			batch = append(batch, a)
+		case <-s.auditQuit:
+			for {
+				batch = s.drain(batch[:0])
+				if len(batch) == 0 {
+					return
+				}
+				s.writeBatch(batch)
+			}
 		}
-	}()
+		s.writeBatch(s.drain(batch))
+	}
+}
+
+// drain adds what is queued now, up to a batch.
+func (s *Service) drain(batch []auditEvent) []auditEvent {
+	for len(batch) < auditBatch {
+		select {
+		case a := <-s.audits:
+			batch = append(batch, a)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (s *Service) writeBatch(batch []auditEvent) {
+	byProject := map[string][]map[string]any{}
+	for _, a := range batch {
+		byProject[a.project] = append(byProject[a.project], a.ev)
+	}
+	for project, evs := range byProject {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := s.repo.CreateMany(ctx, repo.Scope{Project: project}, "AuditEvent", evs, repo.WriteOptions{Project: project}); err != nil {
+			s.log.Error("bot audit events not written", "project", project, "count", len(evs), "err", err)
+		}
+		cancel()
+	}
 }
 
 // maskSecrets hides every secret value that appears in a log.

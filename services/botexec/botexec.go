@@ -6,6 +6,7 @@ package botexec
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -37,6 +38,15 @@ type Service struct {
 	// programs caches compiled bot code by Binary version: a warm execution
 	// never parses source.
 	programs *lru.Cache[string, *sandbox.Program]
+	// botMembers caches each bot's membership id (botMember values).
+	botMembers sync.Map
+	// identifiers caches identifier lookups (identifierHit values).
+	identifiers sync.Map
+	evSub       *nats.Subscription
+	// audits queues AuditEvents for the writers, off the execution path.
+	audits    chan auditEvent
+	auditQuit chan struct{}
+	auditWG   sync.WaitGroup
 }
 
 // New wires the service.
@@ -51,7 +61,18 @@ func New(cfg Config, nc *nats.Conn, r *repo.Repo, sessions *session.Store, log *
 
 // Start starts answering requests.
 func (s *Service) Start(ctx context.Context) error {
-	var err error
+	s.audits = make(chan auditEvent, auditQueue)
+	s.auditQuit = make(chan struct{})
+	for i := 0; i < auditWriters; i++ {
+		s.auditWG.Add(1)
+		go s.writeAudits()
+	}
+	// A new or changed bot may change what an identifier finds.
+	sub, err := s.nc.Subscribe(bus.EventPrefix+"Bot.*", func(*nats.Msg) { s.forgetIdentifiers() })
+	if err != nil {
+		return err
+	}
+	s.evSub = sub
 	s.svc, err = bus.Serve(s.nc, "botexec", "1.0.0", map[string]bus.Handler{
 		bus.SubjExecute:   s.execute,
 		bus.SubjDeploy:    s.deploy,
@@ -63,10 +84,25 @@ func (s *Service) Start(ctx context.Context) error {
 
 // Stop drains in-flight requests.
 func (s *Service) Stop(ctx context.Context) error {
-	if s.svc == nil {
-		return nil
+	if s.evSub != nil {
+		_ = s.evSub.Unsubscribe()
 	}
-	return s.svc.Stop(ctx)
+	var err error
+	if s.svc != nil {
+		err = s.svc.Stop(ctx)
+	}
+	// In-flight executions are answered: write the audit events they queued.
+	if s.auditQuit != nil {
+		close(s.auditQuit)
+		done := make(chan struct{})
+		go func() { s.auditWG.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			s.log.Error("stopped before every queued audit event was written")
+		}
+	}
+	return err
 }
 
 // Run starts the service and serves until ctx ends.
@@ -78,4 +114,12 @@ func (s *Service) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return s.Stop(sctx)
+}
+
+// forgetIdentifiers drops every cached identifier lookup.
+func (s *Service) forgetIdentifiers() {
+	s.identifiers.Range(func(k, _ any) bool {
+		s.identifiers.Delete(k)
+		return true
+	})
 }

@@ -72,6 +72,7 @@ func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response,
 	if err != nil {
 		return nil, err
 	}
+	s.forgetIdentifiers()
 	if err := projects.AddOwnMembership(ctx, s.repo, s.sessions, project, "Bot/"+bot.ID, in.Name, in.AccessPolicy, r.Principal.User); err != nil {
 		return nil, err
 	}

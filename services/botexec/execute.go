@@ -127,33 +127,12 @@ func (s *Service) findBot(ctx context.Context, r *bus.Request) (*bot, error) {
 			return nil, fhir.NotFound()
 		}
 	case ident != "":
-		q, err := search.Parse("Bot", url.Values{"identifier": {ident}, "_count": {"2"}})
+		id, err := s.botByIdentifier(ctx, r.Principal.Project, ident)
 		if err != nil {
 			return nil, err
 		}
-		// Confined to the caller's own project even for super admins: the
-		// same identifier in another project never matters.
-		sc := repo.Scope{Project: r.Principal.Project}
-		f, ok := pol.SearchFilter("Bot", access.Read)
-		if !ok {
-			return nil, fhir.NotFound()
-		}
-		var page *repo.Page
-		if f == nil {
-			page, err = s.repo.Search(ctx, sc, "Bot", q)
-		} else {
-			page, err = s.repo.Search(ctx, sc, "Bot", q, f)
-		}
-		if err != nil {
+		if res, err = s.repo.Read(ctx, repo.Scope{Project: r.Principal.Project}, "Bot", id); err != nil {
 			return nil, err
-		}
-		switch len(page.Resources) {
-		case 0:
-			return nil, fhir.NotFound()
-		case 1:
-			res = page.Resources[0]
-		default:
-			return nil, fhir.MultipleMatches()
 		}
 	default:
 		return nil, fhir.BadRequest("Must specify bot ID or identifier.")
@@ -163,6 +142,52 @@ func (s *Service) findBot(ctx context.Context, r *bus.Request) (*bot, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// identifierTTL is how long an identifier's answer is reused: executing by
+// identifier then costs no search, and a bot added with the same
+// identifier is seen (as a 412) within seconds.
+const identifierTTL = 5 * time.Second
+
+type identifierHit struct {
+	id, err string // a bot id, or "not-found" / "multiple" in err
+	at      time.Time
+}
+
+// botByIdentifier finds the one bot with the identifier in the caller's
+// project — even for super admins: the same identifier in another project
+// never matters.
+func (s *Service) botByIdentifier(ctx context.Context, project, ident string) (string, error) {
+	key := project + "|" + ident
+	if v, ok := s.identifiers.Load(key); ok && time.Since(v.(identifierHit).at) < identifierTTL {
+		h := v.(identifierHit)
+		switch h.err {
+		case "not-found":
+			return "", fhir.NotFound()
+		case "multiple":
+			return "", fhir.MultipleMatches()
+		}
+		return h.id, nil
+	}
+	q, err := search.Parse("Bot", url.Values{"identifier": {ident}, "_count": {"2"}})
+	if err != nil {
+		return "", err
+	}
+	page, err := s.repo.Search(ctx, repo.Scope{Project: project}, "Bot", q)
+	if err != nil {
+		return "", err
+	}
+	h := identifierHit{at: time.Now()}
+	switch len(page.Resources) {
+	case 0:
+		h.err = "not-found"
+	case 1:
+		h.id = page.Resources[0].ID
+	default:
+		h.err = "multiple"
+	}
+	s.identifiers.Store(key, h)
+	return s.botByIdentifier(ctx, project, ident)
 }
 
 // botInput turns the request into event.input by its content type.
@@ -255,26 +280,55 @@ func (s *Service) runAs(ctx context.Context, b *bot, caller *bus.Principal) (*bu
 	if b.RunAsUser {
 		return caller, nil
 	}
-	q, err := search.Parse("ProjectMembership", url.Values{"profile": {"Bot/" + b.ID}, "_count": {"1"}})
+	mid, err := s.botMembership(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	page, err := s.repo.Search(ctx, repo.Scope{Project: b.Project}, "ProjectMembership", q)
-	if err != nil {
-		return nil, err
-	}
-	if len(page.Resources) == 0 {
+	if mid == "" {
 		return caller, nil
 	}
-	pm := page.Resources[0]
-	m, err := s.sessions.GetMembership(ctx, pm.ID)
+	// The rights come fresh from the session bucket on every run.
+	m, err := s.sessions.GetMembership(ctx, mid)
 	if err != nil || !m.Active {
 		return nil, fhir.Forbidden()
 	}
 	return &bus.Principal{
-		User: m.User, Profile: m.Profile, Project: m.Project, Membership: pm.ID,
+		User: m.User, Profile: m.Profile, Project: m.Project, Membership: mid,
 		Admin: m.Admin, SuperAdmin: m.SuperAdmin, AccessPolicy: m.AccessPolicy,
 	}, nil
+}
+
+// botMemberTTL is how long a bot's membership id is trusted without a
+// search: the id rarely changes, and the membership's rights are read
+// fresh each run.
+const botMemberTTL = 30 * time.Second
+
+type botMember struct {
+	id string
+	at time.Time
+}
+
+// botMembership finds the id of the bot's own membership ("" if none),
+// through a short cache: a search on every execution would cost a query
+// (a collection scan on FerretDB) per run.
+func (s *Service) botMembership(ctx context.Context, b *bot) (string, error) {
+	if v, ok := s.botMembers.Load(b.ID); ok && time.Since(v.(botMember).at) < botMemberTTL {
+		return v.(botMember).id, nil
+	}
+	q, err := search.Parse("ProjectMembership", url.Values{"profile": {"Bot/" + b.ID}, "_count": {"1"}})
+	if err != nil {
+		return "", err
+	}
+	page, err := s.repo.Search(ctx, repo.Scope{Project: b.Project}, "ProjectMembership", q)
+	if err != nil {
+		return "", err
+	}
+	id := ""
+	if len(page.Resources) > 0 {
+		id = page.Resources[0].ID
+	}
+	s.botMembers.Store(b.ID, botMember{id: id, at: time.Now()})
+	return id, nil
 }
 
 // secrets reads the project's secrets for event.secrets.
