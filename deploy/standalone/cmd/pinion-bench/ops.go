@@ -130,11 +130,9 @@ func (b *bench) run() {
 			return b.hc.get(b.base+"fhir/R4/Patient/"+b.patients[i%len(b.patients)], b.token) == 200
 		})
 	}
-	if wanted("create") {
-		body, _ := json.Marshal(patientBody(99999))
-		drive("POST Patient", c, func(int, int) bool {
-			st, _ := b.hc.do("POST", b.base+"fhir/R4/Patient", b.token, "application/fhir+json", body)
-			return st == 201
+	if wanted("search") {
+		drive("GET Patient?name=<prefix>&_count=20", c, func(w, i int) bool {
+			return b.hc.get(fmt.Sprintf("%sfhir/R4/Patient?name=family%02d&_count=20", b.base, (w+i)%100), b.token) == 200
 		})
 	}
 	if wanted("update") {
@@ -147,6 +145,18 @@ func (b *bench) run() {
 			st, _ := b.hc.do("PUT", b.base+"fhir/R4/Patient/"+id, b.token, "application/fhir+json", body)
 			// 409: two clients raced on one patient; the losing write is refused, not lost.
 			return st == 200 || st == 409
+		})
+	}
+	if wanted("create") {
+		// Created patients carry a name no search of the bench matches, and
+		// come after the searches and updates: those are measured on the
+		// seeded 1,000, as PERFORMANCE.md's workload is.
+		created := patientBody(0)
+		created["name"] = []any{map[string]any{"given": []any{"Created"}, "family": "Bulk"}}
+		body, _ := json.Marshal(created)
+		drive("POST Patient", c, func(int, int) bool {
+			st, _ := b.hc.do("POST", b.base+"fhir/R4/Patient", b.token, "application/fhir+json", body)
+			return st == 201
 		})
 	}
 	if wanted("members") {
@@ -222,10 +232,5 @@ func (b *bench) run() {
 		sort.Slice(cold, func(i, j int) bool { return cold[i] < cold[j] })
 		fmt.Printf("%-44s %9s        p50 %7.3f ms  max %7.3f ms  (20 deploys, each followed by its first execution)\n",
 			"first $execute after $deploy", "", ms(cold[len(cold)/2]), ms(cold[len(cold)-1]))
-	}
-	if wanted("search") {
-		drive("GET Patient?name=<prefix>&_count=20", c, func(w, i int) bool {
-			return b.hc.get(fmt.Sprintf("%sfhir/R4/Patient?name=family%02d&_count=20", b.base, (w+i)%100), b.token) == 200
-		})
 	}
 }
