@@ -5,6 +5,7 @@ package bus
 
 import (
 	"encoding/json"
+	"mime"
 	"net/url"
 	"strconv"
 
@@ -216,4 +217,32 @@ func DecodeResponse(m *nats.Msg) *Response {
 		}
 	}
 	return r
+}
+
+// MediaType is the request's Content-Type without its parameters, "" when
+// absent or malformed.
+func (r *Request) MediaType() string {
+	mt, _, err := mime.ParseMediaType(r.Get("Content-Type"))
+	if err != nil {
+		return ""
+	}
+	return mt
+}
+
+// IsJSON reports a JSON or FHIR JSON body.
+func (r *Request) IsJSON() bool {
+	mt := r.MediaType()
+	return mt == "application/json" || mt == "application/fhir+json"
+}
+
+// DecodeJSON decodes a JSON body into v: 415 for another content type,
+// 400 "Content could not be parsed" for bad JSON.
+func (r *Request) DecodeJSON(v any) error {
+	if !r.IsJSON() {
+		return fhir.UnsupportedMediaType()
+	}
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		return fhir.BadRequest("Content could not be parsed")
+	}
+	return nil
 }

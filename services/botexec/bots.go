@@ -2,8 +2,6 @@ package botexec
 
 import (
 	"context"
-	"encoding/json"
-	"mime"
 	"strings"
 
 	"github.com/pinion-health/pinion/pkg/access"
@@ -21,9 +19,6 @@ func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response,
 	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
 		return nil, err
 	}
-	if mt, _, _ := mime.ParseMediaType(r.Get("Content-Type")); mt != "application/json" && mt != "application/fhir+json" {
-		return nil, fhir.UnsupportedMediaType()
-	}
 	var in struct {
 		Name           string           `json:"name"`
 		Description    string           `json:"description"`
@@ -33,8 +28,8 @@ func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response,
 		RunAsUser      bool             `json:"runAsUser"`
 		AccessPolicy   *fhir.Reference  `json:"accessPolicy"`
 	}
-	if err := json.Unmarshal(r.Body, &in); err != nil {
-		return nil, fhir.BadRequest("Content could not be parsed")
+	if err := r.DecodeJSON(&in); err != nil {
+		return nil, err
 	}
 	if strings.TrimSpace(in.Name) == "" {
 		return nil, fhir.BadRequest("Bot name is required", "name")

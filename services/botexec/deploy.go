@@ -3,8 +3,6 @@ package botexec
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
-	"mime"
 	"path"
 
 	"github.com/pinion-health/pinion/pkg/access"
@@ -25,15 +23,12 @@ func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err := pol.Allow("Bot", access.Update); err != nil {
 		return nil, err
 	}
-	if mt, _, _ := mime.ParseMediaType(r.Get("Content-Type")); mt != "application/json" && mt != "application/fhir+json" {
-		return nil, fhir.UnsupportedMediaType()
-	}
 	var in struct {
 		Code     string `json:"code"`
 		Filename string `json:"filename"`
 	}
-	if err := json.Unmarshal(r.Body, &in); err != nil {
-		return nil, fhir.BadRequest("Content could not be parsed")
+	if err := r.DecodeJSON(&in); err != nil {
+		return nil, err
 	}
 	if in.Code == "" {
 		return nil, fhir.BadRequest("Missing code", "code")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -50,7 +49,7 @@ func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if r.Principal == nil {
 		return nil, fhir.Unauthorized()
 	}
-	if mt, _, _ := mime.ParseMediaType(r.Get("Content-Type")); mt != "application/fhir+json" && mt != "application/json" {
+	if !r.IsJSON() {
 		return nil, fhir.UnsupportedMediaType()
 	}
 	if _, err := fhir.Decode(r.Body); err != nil {

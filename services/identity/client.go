@@ -2,8 +2,6 @@ package identity
 
 import (
 	"context"
-	"encoding/json"
-	"mime"
 	"strings"
 
 	"github.com/google/uuid"
@@ -24,18 +22,14 @@ func (s *Service) createClient(ctx context.Context, r *bus.Request) (*bus.Respon
 	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
 		return nil, err
 	}
-	mt, _, _ := mime.ParseMediaType(r.Get("Content-Type"))
-	if mt != "application/json" && mt != "application/fhir+json" {
-		return nil, fhir.UnsupportedMediaType()
-	}
 	var in struct {
 		Name         string          `json:"name"`
 		Description  string          `json:"description"`
 		RedirectURI  string          `json:"redirectUri"`
 		AccessPolicy *fhir.Reference `json:"accessPolicy"`
 	}
-	if err := json.Unmarshal(r.Body, &in); err != nil {
-		return nil, fhir.BadRequest("Content could not be parsed")
+	if err := r.DecodeJSON(&in); err != nil {
+		return nil, err
 	}
 	if strings.TrimSpace(in.Name) == "" {
 		return nil, fhir.BadRequest("Client name is required", "name")

@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"mime"
 	"net/mail"
 	"net/url"
 	"strings"
@@ -29,17 +28,6 @@ import (
 // refreshLifetime is how long a refresh token is good (Medplum: two weeks).
 const refreshLifetime = 14 * 24 * time.Hour
 
-func decodeJSONBody(r *bus.Request, v any) error {
-	mt, _, _ := mime.ParseMediaType(r.Get("Content-Type"))
-	if mt != "application/json" && mt != "application/fhir+json" {
-		return fhir.UnsupportedMediaType()
-	}
-	if err := json.Unmarshal(r.Body, v); err != nil {
-		return fhir.BadRequest("Content could not be parsed")
-	}
-	return nil
-}
-
 // memberChoice is one membership a user may sign in as.
 type memberChoice struct {
 	ID      string          `json:"id"`
@@ -59,7 +47,7 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 		CodeChallenge       string `json:"codeChallenge"`
 		CodeChallengeMethod string `json:"codeChallengeMethod"`
 	}
-	if err := decodeJSONBody(r, &in); err != nil {
+	if err := r.DecodeJSON(&in); err != nil {
 		return nil, err
 	}
 	var issues []fhir.Issue
@@ -186,7 +174,7 @@ func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Respo
 		Login   string `json:"login"`
 		Profile string `json:"profile"`
 	}
-	if err := decodeJSONBody(r, &in); err != nil {
+	if err := r.DecodeJSON(&in); err != nil {
 		return nil, err
 	}
 	if in.Login == "" {
@@ -443,7 +431,7 @@ func (s *Service) setPassword(ctx context.Context, r *bus.Request) (*bus.Respons
 		Secret   string `json:"secret"`
 		Password string `json:"password"`
 	}
-	if err := decodeJSONBody(r, &in); err != nil {
+	if err := r.DecodeJSON(&in); err != nil {
 		return nil, err
 	}
 	var issues []fhir.Issue

@@ -17,7 +17,7 @@ func (s *Service) resetPassword(ctx context.Context, r *bus.Request) (*bus.Respo
 		Email     string `json:"email"`
 		ProjectID string `json:"projectId"`
 	}
-	if err := decodeJSONBody(r, &in); err != nil {
+	if err := r.DecodeJSON(&in); err != nil {
 		return nil, err
 	}
 	email := strings.ToLower(strings.TrimSpace(in.Email))

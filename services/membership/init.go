@@ -3,7 +3,6 @@ package membership
 import (
 	"context"
 	"encoding/json"
-	"mime"
 	"strings"
 
 	"github.com/pinion-health/pinion/pkg/bus"
@@ -23,7 +22,7 @@ func (s *Service) initProject(ctx context.Context, r *bus.Request) (*bus.Respons
 	if !r.Principal.SuperAdmin {
 		return nil, fhir.Forbidden()
 	}
-	if mt, _, _ := mime.ParseMediaType(r.Get("Content-Type")); mt != "application/json" && mt != "application/fhir+json" {
+	if !r.IsJSON() {
 		return nil, fhir.UnsupportedMediaType()
 	}
 	var in struct {

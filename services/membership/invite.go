@@ -3,7 +3,6 @@ package membership
 import (
 	"context"
 	"fmt"
-	"mime"
 	"net/mail"
 	"net/url"
 	"sort"
@@ -41,8 +40,7 @@ var membershipTemplateFields = map[string]bool{
 
 // inviteBody reads a JSON or form-encoded invite into a map.
 func inviteBody(r *bus.Request) (map[string]any, error) {
-	mt, _, _ := mime.ParseMediaType(r.Get("Content-Type"))
-	switch mt {
+	switch r.MediaType() {
 	case "application/json", "application/fhir+json":
 		return fhir.Decode(r.Body)
 	case "application/x-www-form-urlencoded":

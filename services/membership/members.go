@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"mime"
 	"reflect"
 	"sort"
 
@@ -72,8 +71,7 @@ func (s *Service) updateMember(ctx context.Context, r *bus.Request) (*bus.Respon
 	if err != nil {
 		return nil, err
 	}
-	mt, _, _ := mime.ParseMediaType(r.Get("Content-Type"))
-	if mt != "application/json" && mt != "application/fhir+json" {
+	if !r.IsJSON() {
 		return nil, fhir.UnsupportedMediaType()
 	}
 	next, err := fhir.Decode(r.Body)
@@ -89,8 +87,7 @@ func (s *Service) patchMember(ctx context.Context, r *bus.Request) (*bus.Respons
 	if err != nil {
 		return nil, err
 	}
-	mt, _, _ := mime.ParseMediaType(r.Get("Content-Type"))
-	if mt != "application/json-patch+json" {
+	if r.MediaType() != "application/json-patch+json" {
 		return nil, fhir.UnsupportedMediaType()
 	}
 	ops, err := fhir.ParsePatch(r.Body)

@@ -3,7 +3,6 @@ package membership
 import (
 	"context"
 	"encoding/json"
-	"mime"
 	"strings"
 
 	"github.com/google/uuid"
@@ -22,8 +21,7 @@ func (s *Service) createProject(ctx context.Context, r *bus.Request) (*bus.Respo
 	if !r.Principal.SuperAdmin {
 		return nil, fhir.Forbidden()
 	}
-	mt, _, _ := mime.ParseMediaType(r.Get("Content-Type"))
-	if mt != "application/json" && mt != "application/fhir+json" {
+	if !r.IsJSON() {
 		return nil, fhir.UnsupportedMediaType()
 	}
 	body, err := fhir.Decode(r.Body)

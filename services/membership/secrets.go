@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"mime"
 
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
@@ -20,7 +19,7 @@ func (s *Service) setSecrets(ctx context.Context, r *bus.Request) (*bus.Response
 	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
 		return nil, err
 	}
-	if mt, _, _ := mime.ParseMediaType(r.Get("Content-Type")); mt != "application/json" && mt != "application/fhir+json" {
+	if !r.IsJSON() {
 		return nil, fhir.UnsupportedMediaType()
 	}
 	var in []map[string]any
