@@ -7,7 +7,7 @@ MODULES   := pkg gateway services/identity services/membership services/fhir ser
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/pinion-health/pinion/gateway.Version=$(VERSION)
 PKGS      := $(addsuffix /...,$(addprefix ./,$(MODULES)))
-FUZZTIME  ?= 5s
+FUZZTIME  ?= 20000x
 
 .PHONY: run build test test-go test-fuzz test-compat bench load lint generate clean images
 
