@@ -155,6 +155,11 @@ func Run(ctx context.Context, p *Program, ev Event, host Host, lim Limits) (res 
 	if out.err != nil {
 		return nil, out.err
 	}
+	// A cancelled context can also surface first as a failed host call
+	// inside the bot; the run failed because it was cancelled, so say so.
+	if r := out.res; ctx.Err() != nil && r.Err != nil && r.Err.Limit == "" {
+		r.Err = &BotError{Message: "Bot execution cancelled: " + context.Cause(ctx).Error(), Limit: LimitCancelled}
+	}
 	out.res.Log, out.res.LogTruncated = st.log.result()
 	out.res.Elapsed = time.Since(start)
 	return out.res, nil
