@@ -162,7 +162,7 @@ func start(t *testing.T, bin, name string, env []string, args ...string) *exec.C
 		s := bufio.NewScanner(io.Reader(out))
 		for s.Scan() {
 			line := s.Text()
-			if strings.Contains(line, `"level":"ERROR"`) {
+			if strings.Contains(line, `"level":"ERROR"`) || !strings.HasPrefix(line, "{") {
 				fmt.Fprintf(os.Stderr, "%s: %s\n", name, line)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -118,9 +119,32 @@ func (r *Repo) ensureIndexes(ctx context.Context, typ string) error {
 }
 
 // createIndexes creates the single-field ascending indexes that do not exist
-// yet. Asking for existing ones is skipped on purpose: FerretDB 1.24 fails
-// (a server-side panic) when createIndexes names indexes it already has.
+// yet. Asking for existing ones is avoided on purpose: FerretDB 1.24 fails
+// (a server-side panic that drops the connection) when createIndexes names
+// indexes it already has — which also happens when two processes starting
+// at once create the same index. So a failure is followed by a fresh look:
+// indexes another process made count as made.
 func createIndexes(ctx context.Context, c *mongo.Collection, keys []string) error {
+	var err error
+	for attempt := 0; attempt < 4; attempt++ {
+		var missing []string
+		if missing, err = missingIndexes(ctx, c, keys); err != nil || len(missing) == 0 {
+			return err
+		}
+		models := make([]mongo.IndexModel, len(missing))
+		for i, k := range missing {
+			models[i] = mongo.IndexModel{Keys: bson.D{{Key: k, Value: 1}}}
+		}
+		if _, err = c.Indexes().CreateMany(ctx, models); err == nil {
+			return nil
+		}
+		time.Sleep(time.Duration(50*(attempt+1)) * time.Millisecond)
+	}
+	return err
+}
+
+// missingIndexes lists the keys without a single-field index.
+func missingIndexes(ctx context.Context, c *mongo.Collection, keys []string) ([]string, error) {
 	have := map[string]bool{}
 	specs, err := c.Indexes().ListSpecifications(ctx)
 	var ce mongo.CommandError
@@ -128,20 +152,16 @@ func createIndexes(ctx context.Context, c *mongo.Collection, keys []string) erro
 		err = nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, s := range specs {
 		have[s.Name] = true
 	}
-	var models []mongo.IndexModel
+	var missing []string
 	for _, k := range keys {
 		if !have[k+"_1"] {
-			models = append(models, mongo.IndexModel{Keys: bson.D{{Key: k, Value: 1}}})
+			missing = append(missing, k)
 		}
 	}
-	if len(models) == 0 {
-		return nil
-	}
-	_, err = c.Indexes().CreateMany(ctx, models)
-	return err
+	return missing, nil
 }
