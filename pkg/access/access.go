@@ -80,3 +80,14 @@ func ProjectAdmin(p *bus.Principal, projectID string) error {
 	}
 	return nil
 }
+
+// SuperAdmin allows what only super admins may do (creating projects).
+func SuperAdmin(p *bus.Principal) error {
+	if p == nil {
+		return fhir.Unauthorized()
+	}
+	if !p.SuperAdmin {
+		return fhir.Forbidden()
+	}
+	return nil
+}

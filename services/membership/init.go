@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -16,11 +17,8 @@ import (
 // as the project's admin: the saga creates the user and e-mails a
 // set-password link.
 func (s *Service) initProject(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	if r.Principal == nil {
-		return nil, fhir.Unauthorized()
-	}
-	if !r.Principal.SuperAdmin {
-		return nil, fhir.Forbidden()
+	if err := access.SuperAdmin(r.Principal); err != nil {
+		return nil, err
 	}
 	if !r.IsJSON() {
 		return nil, fhir.UnsupportedMediaType()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -15,11 +16,8 @@ import (
 
 // createProject is E1, POST /admin/Project: super admins create projects.
 func (s *Service) createProject(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	if r.Principal == nil {
-		return nil, fhir.Unauthorized()
-	}
-	if !r.Principal.SuperAdmin {
-		return nil, fhir.Forbidden()
+	if err := access.SuperAdmin(r.Principal); err != nil {
+		return nil, err
 	}
 	if !r.IsJSON() {
 		return nil, fhir.UnsupportedMediaType()
