@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -149,17 +148,19 @@ func (s *Service) runEntry(ctx context.Context, r *bus.Request, e batchEntry) (*
 	if e.Request == nil || e.Request.URL == "" {
 		return nil, fhir.BadRequest("Entry has no request", "entry.request")
 	}
-	raw := strings.TrimPrefix(e.Request.URL, s.cfg.BaseURL+"fhir/R4/")
-	raw = strings.TrimPrefix(raw, "/")
-	path, query, _ := strings.Cut(raw, "?")
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return nil, fhir.BadRequest("Invalid query in entry URL", "entry.request.url")
+	method := strings.ToUpper(e.Request.Method)
+	rel := strings.TrimPrefix(e.Request.URL, s.cfg.BaseURL+"fhir/R4/")
+	// The same route table as a bot's calls; within a batch only the
+	// resource interactions of this service (no nested batch) apply.
+	subject, params, q, query, ok := bus.FHIRRoute(method, rel)
+	h := s.handlers[subject]
+	if !ok || h == nil || subject == bus.SubjBatch {
+		return nil, fhir.BadRequest("Unsupported entry request: "+method+" "+e.Request.URL, "entry.request")
 	}
-	seg := strings.Split(path, "/")
+	path, _, _ := strings.Cut(strings.TrimPrefix(rel, "/"), "?")
 	sub := &bus.Request{
-		Method: strings.ToUpper(e.Request.Method), Path: "/fhir/R4/" + path, Query: q, RawQuery: query,
-		Params: map[string]string{"type": seg[0]}, Body: e.Resource, Principal: r.Principal, RequestID: r.RequestID,
+		Method: method, Path: "/fhir/R4/" + path, Query: q, RawQuery: query,
+		Params: params, Body: e.Resource, Principal: r.Principal, RequestID: r.RequestID,
 		Header: map[string]string{"Content-Type": "application/fhir+json"},
 	}
 	if e.Request.IfMatch != "" {
@@ -168,25 +169,7 @@ func (s *Service) runEntry(ctx context.Context, r *bus.Request, e batchEntry) (*
 	if e.Request.IfNoneExist != "" {
 		sub.Header["If-None-Exist"] = e.Request.IfNoneExist
 	}
-	if len(seg) > 1 {
-		sub.Params["id"] = seg[1]
-	}
-	var h bus.Handler
-	switch {
-	case sub.Method == "GET" && len(seg) == 1:
-		h = s.search
-	case sub.Method == "GET" && len(seg) == 2:
-		h = s.read
-	case sub.Method == "GET" && len(seg) == 3 && seg[2] == "_history":
-		h = s.history
-	case sub.Method == "GET" && len(seg) == 4 && seg[2] == "_history":
-		sub.Params["vid"] = seg[3]
-		h = s.vread
-	case sub.Method == "POST" && len(seg) == 1:
-		h = s.create
-	case sub.Method == "PUT" && len(seg) <= 2:
-		h = s.update
-	case sub.Method == "PATCH" && len(seg) == 2:
+	if subject == bus.SubjPatch {
 		// A patch travels in a batch as a Binary holding the JSON Patch.
 		var bin struct {
 			ResourceType string `json:"resourceType"`
@@ -201,11 +184,6 @@ func (s *Service) runEntry(ctx context.Context, r *bus.Request, e batchEntry) (*
 		}
 		sub.Body = ops
 		sub.Header["Content-Type"] = "application/json-patch+json"
-		h = s.patch
-	case sub.Method == "DELETE" && len(seg) == 2:
-		h = s.delete
-	default:
-		return nil, fhir.BadRequest("Unsupported entry request: "+sub.Method+" "+e.Request.URL, "entry.request")
 	}
 	return h(ctx, sub)
 }

@@ -35,6 +35,8 @@ type Service struct {
 	log      *slog.Logger
 	svc      *bus.Service
 	metadata []byte
+	// handlers maps each subject to its handler (batch entries use it too).
+	handlers map[string]bus.Handler
 	// conditions serialises conditional writes with one condition.
 	conditions keyLocks
 }
@@ -61,7 +63,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.stopSaga, err = saga.Consume(ctx, s.js, "fhir-invite-profile", invite.SubjProfile, s.inviteProfile, s.profileFailed, s.log); err != nil {
 		return err
 	}
-	s.svc, err = bus.Serve(s.nc, "fhir", "1.0.0", map[string]bus.Handler{
+	s.handlers = map[string]bus.Handler{
 		bus.SubjMetadata: s.capabilities,
 		bus.SubjRead:     s.read,
 		bus.SubjVRead:    s.vread,
@@ -73,7 +75,8 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.SubjDelete:   s.delete,
 		bus.SubjValidate: s.validate,
 		bus.SubjBatch:    s.batch,
-	}, s.log)
+	}
+	s.svc, err = bus.Serve(s.nc, "fhir", "1.0.0", s.handlers, s.log)
 	return err
 }
 
