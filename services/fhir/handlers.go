@@ -207,19 +207,30 @@ func isMediaType(header string, want ...string) bool {
 }
 
 // decodeBody checks the content type and parses a resource body.
+// decodeBody reads a resource of type typ from a JSON body, with the meta
+// fields only the server sets removed.
 func decodeBody(r *bus.Request, typ string) (map[string]any, error) {
+	res, _, err := decodeBodyProject(r, typ)
+	return res, err
+}
+
+// decodeBodyProject is decodeBody that also returns the meta.project sent,
+// which only a super admin's create may use.
+func decodeBodyProject(r *bus.Request, typ string) (map[string]any, string, error) {
 	if !isMediaType(r.Get("Content-Type"), "application/fhir+json", "application/json") {
-		return nil, fhir.UnsupportedMediaType()
+		return nil, "", fhir.UnsupportedMediaType()
 	}
 	res, err := fhir.Decode(r.Body)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if rt, _ := res["resourceType"].(string); rt != typ {
-		return nil, fhir.BadRequest("Incorrect resource type", "resourceType")
+		return nil, "", fhir.BadRequest("Incorrect resource type", "resourceType")
 	}
+	project := ""
 	// meta.project and friends are the server's to set; a forged value is dropped.
 	if meta, ok := res["meta"].(map[string]any); ok {
+		project, _ = meta["project"].(string)
 		for _, k := range []string{"versionId", "lastUpdated", "project", "author", "account", "compartment"} {
 			delete(meta, k)
 		}
@@ -227,7 +238,7 @@ func decodeBody(r *bus.Request, typ string) (map[string]any, error) {
 			delete(res, "meta")
 		}
 	}
-	return res, nil
+	return res, project, nil
 }
 
 // strict reports whether the caller's project validates strictly.
@@ -253,15 +264,23 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 	}
 	typ := g.typ
 	var res map[string]any
+	var project string
 	opts := repo.WriteOptions{Author: r.Principal.Profile, Strict: s.strict(ctx, g.project())}
 	if typ == "Binary" && !isMediaType(r.Get("Content-Type"), "application/fhir+json", "application/json") {
 		// A raw upload (Medplum's createBinary): the body is the content.
 		opts.ID = uuid.NewString()
 		res = rawBinary(r, opts.ID)
-	} else if res, err = decodeBody(r, typ); err != nil {
+	} else if res, project, err = decodeBodyProject(r, typ); err != nil {
 		return nil, err
 	}
 	delete(res, "id") // the server names new resources
+	if p := project; p != "" && r.Principal.SuperAdmin && typ != "Project" {
+		// As in Medplum, a super admin may place a resource in any project.
+		if _, err := s.repo.Read(ctx, repo.System, "Project", p); err != nil {
+			return nil, fhir.BadRequest("Project "+p+" does not exist", "meta.project")
+		}
+		opts.Project, opts.Strict = p, s.strict(ctx, p)
+	}
 	if cond := r.Get("If-None-Exist"); cond != "" {
 		// Conditional create: the same query answers the same resource.
 		defer s.conditions.lock(g.project() + "|" + typ + "|" + cond)()
