@@ -2,7 +2,8 @@ package botexec
 
 import (
 	"context"
-	"fmt"
+	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 
@@ -117,18 +118,40 @@ func (s *Service) writeBatch(batch []auditEvent) {
 	}
 }
 
-// maskSecrets hides every secret value that appears in a log.
+// maskSecrets hides every secret value that appears in a log, as written
+// or as JSON.stringify escapes it. Booleans and values under four
+// characters are left: masking them would garble the whole log.
 func maskSecrets(text string, secrets map[string]any) string {
 	for _, sec := range secrets {
 		m, _ := sec.(map[string]any)
 		for k, v := range m {
-			if !strings.HasPrefix(k, "value") {
+			var s string
+			switch x := v.(type) {
+			case string:
+				s = x
+			case float64:
+				s = strconv.FormatFloat(x, 'f', -1, 64) // as JavaScript prints it
+			default:
 				continue
 			}
-			if s := fmt.Sprint(v); len(s) >= 4 {
-				text = strings.ReplaceAll(text, s, "****")
+			if !strings.HasPrefix(k, "value") || len(s) < 4 {
+				continue
+			}
+			text = strings.ReplaceAll(text, s, "****")
+			if esc := jsonEscaped(s); esc != s {
+				text = strings.ReplaceAll(text, esc, "****")
 			}
 		}
 	}
 	return text
+}
+
+// jsonEscaped is s as it appears inside a JSON.stringify string.
+func jsonEscaped(s string) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // JavaScript leaves <, > and & alone
+	_ = enc.Encode(s)
+	out := strings.TrimSuffix(b.String(), "\n")
+	return out[1 : len(out)-1]
 }

@@ -96,6 +96,10 @@ func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response
 	outcome := "ok"
 	if res.Err != nil {
 		outcome = "error"
+		// An error's text is often an accident (a failed call quoting its
+		// URL and key): it reaches the caller with secrets masked. What the
+		// bot returns is its own choice.
+		res.Err.Message = maskSecrets(res.Err.Message, secrets)
 	}
 	metrics.BotExecutions.WithLabelValues(outcome).Inc()
 	metrics.BotDuration.Observe(res.Elapsed.Seconds())
