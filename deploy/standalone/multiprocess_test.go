@@ -45,6 +45,9 @@ func TestMultiProcess(t *testing.T) {
 		}
 		procs[name] = start(t, bin, name, env)
 	}
+	// A second identity instance: the two share token requests (one queue
+	// group), so a client's secret must change in both at once.
+	procs["identity 2"] = start(t, bin, "identity", svcEnv)
 	defer func() {
 		for _, p := range procs {
 			stopProc(p)
@@ -81,6 +84,28 @@ func TestMultiProcess(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+
+	// Rotation across identity instances: once both have cached the client,
+	// the new secret works on either at once, and a retired one on neither.
+	r = do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", []byte(`{"name":"replicated"}`))
+	expect(t, r, 201)
+	cid, old := r.json(t)["id"].(string), r.json(t)["secret"].(string)
+	tokens := func(secret string, want int) {
+		t.Helper()
+		for i := 0; i < 20; i++ {
+			if s := tokenStatus(t, cid, secret); s != want {
+				t.Fatalf("token %d: %d, want %d", i, s, want)
+			}
+		}
+	}
+	tokens(old, 200)
+	r = do(t, "POST", "fhir/R4/ClientApplication/"+cid+"/$rotate-secret", su, "application/json", []byte(`{"secret":"`+old+`"}`))
+	expect(t, r, 200)
+	fresh := r.json(t)["secret"].(string)
+	tokens(fresh, 200)
+	expect(t, do(t, "POST", "fhir/R4/ClientApplication/"+cid+"/$rotate-secret", su, "application/json", []byte(`{"retiringSecret":"`+old+`"}`)), 200)
+	time.Sleep(50 * time.Millisecond) // the announcement is a NATS message, not part of the answer
+	tokens(old, 400)
 
 	// Kill the fhir service outright: answers are a prompt 503, not a hang.
 	if err := procs["fhir"].Process.Signal(syscall.SIGKILL); err != nil {

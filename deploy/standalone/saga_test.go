@@ -2,8 +2,6 @@ package standalone
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -15,19 +13,7 @@ import (
 func TestInviteSurvivesServiceOutage(t *testing.T) {
 	for _, svc := range []string{"identity", "fhir"} {
 		t.Run(svc, func(t *testing.T) {
-			dir := t.TempDir()
-			cfg := testConfig(dir, map[string]string{"PINION_REQUEST_TIMEOUT": "3s"})
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			st, err := Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			saved := base
-			base = "http://" + st.Addr + "/"
-			defer func() { base = saved }()
-			waitReadyAt(t, base)
+			st := ownStack(t, map[string]string{"PINION_REQUEST_TIMEOUT": "3s"})
 			pid, su := adminProject(t, "Outage "+svc)
 
 			if err := st.StopService(svc); err != nil {
@@ -41,6 +27,8 @@ func TestInviteSurvivesServiceOutage(t *testing.T) {
 			if d, _ := issue["diagnostics"].(string); !strings.HasPrefix(d, "invite/") {
 				t.Fatalf("504 without the invite id: %s", r.body)
 			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
 			if err := st.StartService(ctx, svc); err != nil {
 				t.Fatal(err)
 			}

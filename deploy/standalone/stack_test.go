@@ -87,6 +87,26 @@ func waitReady() {
 	panic("stack not ready")
 }
 
+// ownStack starts a stack of the test's own, on a fresh data directory with
+// extra settings, and points requests at it until the test ends.
+func ownStack(t *testing.T, extra map[string]string) *Stack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := Start(ctx, testConfig(t.TempDir(), extra), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := base
+	base = "http://" + st.Addr + "/"
+	t.Cleanup(func() {
+		base = saved
+		st.Close()
+	})
+	waitReadyAt(t, base)
+	return st
+}
+
 // response is a decoded HTTP answer.
 type response struct {
 	status int

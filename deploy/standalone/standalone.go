@@ -126,7 +126,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 			id = identity.New(identity.Config{
 				BaseURL: cfg.BaseURL, DataDir: cfg.DataDir,
 				SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret,
-				TokenLifetime: cfg.AccessTokenLifetime,
+				TokenLifetime: cfg.AccessTokenLifetime, SecretGrace: cfg.ClientSecretGrace,
 			}, c.NC, c.JS, c.DB, c.Repo, c.Sessions, log)
 			return id
 		}},

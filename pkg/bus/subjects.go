@@ -11,6 +11,7 @@ const (
 	SubjDiscovery = "pinion.identity.discovery"
 	SubjClientNew = "pinion.identity.client.create"
 	SubjRotate    = "pinion.identity.client.rotate"
+	SubjRotateOp  = "pinion.identity.client.rotate-op"
 	SubjLogin     = "pinion.identity.login"
 	SubjProfile   = "pinion.identity.profile"
 	SubjSetPass   = "pinion.identity.setpassword"
@@ -27,6 +28,7 @@ const (
 	SubjMemberDelete  = "pinion.membership.member.delete"
 	SubjProjectGet    = "pinion.membership.project.get"
 	SubjSecrets       = "pinion.membership.project.secrets"
+	SubjSites         = "pinion.membership.project.sites"
 
 	// fhir
 	SubjMetadata = "pinion.fhir.metadata"
@@ -56,3 +58,8 @@ const EventPrefix = "pinion.events.resource."
 func EventSubject(resourceType, id string) string {
 	return EventPrefix + resourceType + "." + id
 }
+
+// ClientChangedSubject carries the id of a client whose credentials changed:
+// every identity instance forgets what it cached of that client. It is not
+// a service request, so it lies outside the services' subjects.
+const ClientChangedSubject = "pinion.clients.changed"

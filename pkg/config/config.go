@@ -40,6 +40,7 @@ var Vars = []Var{
 	{"PINION_REQUEST_TIMEOUT", "30s", "How long the gateway waits for a service before answering 504."},
 	{"PINION_ADMIN_ADDR", "", "Admin HTTP address of this process (/metrics for Prometheus, /livez); off when empty."},
 	{"PINION_ACCESS_TOKEN_LIFETIME", "1h", "Lifetime of access tokens."},
+	{"PINION_CLIENT_SECRET_GRACE", "24h", "How long a client secret keeps working after $rotate-secret replaced it."},
 	{"PINION_LOG_LEVEL", "info", "debug, info, warn or error."},
 	{"PINION_LOG_FORMAT", "text", "text or json."},
 }
@@ -63,6 +64,7 @@ type Config struct {
 	MaxBodyBytes        int
 	RequestTimeout      time.Duration
 	AccessTokenLifetime time.Duration
+	ClientSecretGrace   time.Duration
 	LogLevel            string
 	LogFormat           string
 }
@@ -138,6 +140,9 @@ func LoadFrom(get func(string) string) (*Config, error) {
 		// Medplum's client refreshes 5 minutes before expiry: a shorter
 		// lifetime makes it refresh without end.
 		return nil, fmt.Errorf("PINION_ACCESS_TOKEN_LIFETIME: want a duration between 10m and 24h")
+	}
+	if c.ClientSecretGrace, err = time.ParseDuration(v("PINION_CLIENT_SECRET_GRACE")); err != nil || c.ClientSecretGrace < time.Second || c.ClientSecretGrace > 30*24*time.Hour {
+		return nil, fmt.Errorf("PINION_CLIENT_SECRET_GRACE: want a duration between 1s and 720h")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

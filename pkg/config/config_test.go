@@ -36,6 +36,8 @@ func TestLoadRefusesBadSettings(t *testing.T) {
 		"bad log level":   {"PINION_LOG_LEVEL": "loud"},
 		"tiny body limit": {"PINION_MAX_BODY_BYTES": "10"},
 		"short tokens":    {"PINION_ACCESS_TOKEN_LIFETIME": "5m"},
+		"no grace":        {"PINION_CLIENT_SECRET_GRACE": "0s"},
+		"month of grace":  {"PINION_CLIENT_SECRET_GRACE": "1000h"},
 	}
 	for name, env := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package projects is what several services do with projects: read one for
-// an admin route, check that an access policy belongs to it, and give a
-// client application or bot a membership of its own.
+// an admin route, check that an access policy belongs to it, and create a
+// client application or bot with a membership of its own.
 package projects
 
 import (
@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -21,14 +22,23 @@ type Info struct {
 	Owner      *fhir.Reference `json:"owner"`
 }
 
-// Get reads a project; a missing one is 404.
-func Get(ctx context.Context, r *repo.Repo, id string) (*Info, error) {
+// Read reads a project resource; a missing or deleted one is 404.
+func Read(ctx context.Context, r *repo.Repo, id string) (*repo.Resource, error) {
 	res, err := r.Read(ctx, repo.System, "Project", id)
 	if err != nil {
 		var fe *fhir.Error
 		if errors.As(err, &fe) && fe.Status < 500 {
 			return nil, fhir.NotFound()
 		}
+		return nil, err
+	}
+	return res, nil
+}
+
+// Get reads what the admin routes need of a project; a missing one is 404.
+func Get(ctx context.Context, r *repo.Repo, id string) (*Info, error) {
+	res, err := Read(ctx, r, id)
+	if err != nil {
 		return nil, err
 	}
 	p := &Info{ID: id}
@@ -55,10 +65,28 @@ func CheckPolicy(ctx context.Context, r *repo.Repo, projectID, ref, expr string)
 	return nil
 }
 
-// AddOwnMembership gives a ClientApplication or Bot (ref) a membership
-// whose user and profile are itself, and records its rights in the session
-// bucket so its tokens work at once.
-func AddOwnMembership(ctx context.Context, r *repo.Repo, sessions *session.Store, p *Info, ref, display string, policy *fhir.Reference, invitedBy string) error {
+// Agent is what a client application or bot is created from: the resource
+// (its id chosen by the caller) and the membership it acts under.
+type Agent struct {
+	Resource  map[string]any
+	ID        string
+	Policy    *fhir.Reference
+	Author    string // the admin's profile, for meta.author
+	InvitedBy string // the admin's user
+}
+
+// CreateAgent creates a ClientApplication or Bot and a membership whose user
+// and profile are itself, and records its rights in the session bucket so
+// its tokens work at once. When a later step fails, what was written is
+// deleted again: no client or bot is left without its membership.
+func CreateAgent(ctx context.Context, r *repo.Repo, sessions *session.Store, p *Info, a Agent) (*repo.Resource, error) {
+	typ, _ := a.Resource["resourceType"].(string)
+	res, err := r.Create(ctx, repo.Scope{Project: p.ID}, a.Resource, repo.WriteOptions{ID: a.ID, Project: p.ID, Author: a.Author})
+	if err != nil {
+		return nil, err
+	}
+	ref := typ + "/" + res.ID
+	display, _ := a.Resource["name"].(string)
 	m := map[string]any{
 		"resourceType": "ProjectMembership",
 		"project":      map[string]any{"reference": "Project/" + p.ID, "display": p.Name},
@@ -66,18 +94,63 @@ func AddOwnMembership(ctx context.Context, r *repo.Repo, sessions *session.Store
 		"profile":      map[string]any{"reference": ref, "display": display},
 		"admin":        false,
 	}
-	if policy != nil {
-		m["accessPolicy"] = map[string]any{"reference": policy.Reference}
+	if a.Policy != nil {
+		m["accessPolicy"] = map[string]any{"reference": a.Policy.Reference}
 	}
-	if invitedBy != "" {
-		m["invitedBy"] = map[string]any{"reference": invitedBy}
+	if a.InvitedBy != "" {
+		m["invitedBy"] = map[string]any{"reference": a.InvitedBy}
 	}
 	pm, err := r.Create(ctx, repo.Scope{Project: p.ID}, m, repo.WriteOptions{Project: p.ID})
-	if err != nil {
-		return err
+	if err == nil {
+		_, err = sessions.PutMembership(ctx, pm.ID, session.Membership{
+			Project: p.ID, User: ref, Profile: ref, SuperAdmin: p.SuperAdmin, Active: true, AccessPolicy: a.Policy != nil,
+		})
 	}
-	_, err = sessions.PutMembership(ctx, pm.ID, session.Membership{
-		Project: p.ID, User: ref, Profile: ref, SuperAdmin: p.SuperAdmin, Active: true, AccessPolicy: policy != nil,
-	})
-	return err
+	if err != nil {
+		// The request may be what failed; the clean-up must not be cut short.
+		undo := context.WithoutCancel(ctx)
+		if pm != nil {
+			_ = r.Delete(undo, repo.System, "ProjectMembership", pm.ID)
+		}
+		_ = r.Delete(undo, repo.System, typ, res.ID)
+		return nil, err
+	}
+	return res, nil
+}
+
+// AgentBody reads the body of an admin route that creates a typ
+// (ClientApplication or Bot): a JSON object of the resource's own fields,
+// plus accessPolicy for its membership. id, meta and the fields in
+// serverSet are the server's to set: naming one is a 400, not silently
+// dropped, so a caller never believes it chose them. The rest is checked
+// against the resource's definition when it is written.
+func AgentBody(r *bus.Request, typ string, serverSet ...string) (map[string]any, *fhir.Reference, error) {
+	if !r.IsJSON() {
+		return nil, nil, fhir.UnsupportedMediaType()
+	}
+	res, err := fhir.Decode(r.Body)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rt, ok := res["resourceType"]; ok && rt != typ {
+		return nil, nil, fhir.BadRequest("Incorrect resource type", "resourceType")
+	}
+	res["resourceType"] = typ
+	for _, f := range append([]string{"id", "meta"}, serverSet...) {
+		if _, ok := res[f]; ok {
+			return nil, nil, fhir.BadRequest(typ+"."+f+" is set by the server", f)
+		}
+	}
+	raw, ok := res["accessPolicy"]
+	if !ok || raw == nil {
+		delete(res, "accessPolicy")
+		return res, nil, nil
+	}
+	delete(res, "accessPolicy")
+	m, _ := raw.(map[string]any)
+	ref, _ := m["reference"].(string)
+	if ref == "" {
+		return nil, nil, fhir.BadRequest("Invalid access policy reference", "accessPolicy")
+	}
+	return res, &fhir.Reference{Reference: ref}, nil
 }

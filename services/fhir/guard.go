@@ -148,7 +148,26 @@ func (g *guard) current(ctx context.Context, i access.Interaction, id string) (*
 	return g.policy.Redact(cur)
 }
 
+// serverSet are fields no caller writes through /fhir, super admins
+// included. A client's secrets live only as digests in the identity
+// service: one written here would be kept in plain text and never work.
+var serverSet = map[string][]string{
+	"ClientApplication": {"secret", "retiringSecret"},
+}
+
+func checkServerSet(typ string, res map[string]any) error {
+	for _, f := range serverSet[typ] {
+		if _, ok := res[f]; ok {
+			return fhir.BadRequest(typ+"."+f+" is set by the server: use $rotate-secret", f)
+		}
+	}
+	return nil
+}
+
 func (g *guard) create(ctx context.Context, res map[string]any, o repo.WriteOptions) (*repo.Resource, error) {
+	if err := checkServerSet(g.typ, res); err != nil {
+		return nil, err
+	}
 	if err := g.policy.Write(access.Create, g.typ, nil, res, g.project()); err != nil {
 		return nil, err
 	}
@@ -164,6 +183,9 @@ func (g *guard) create(ctx context.Context, res map[string]any, o repo.WriteOpti
 // conditional on it and retried a few times when another write came
 // between, unless the caller named a version itself (If-Match).
 func (g *guard) update(ctx context.Context, i access.Interaction, res map[string]any, o repo.WriteOptions) (*repo.Resource, error) {
+	if err := checkServerSet(g.typ, res); err != nil {
+		return nil, err
+	}
 	if g.policy.Plain(g.typ) {
 		return g.repo.Update(ctx, g.sc, res, o)
 	}

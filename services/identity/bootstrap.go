@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -136,22 +137,36 @@ type clientCred struct {
 
 // matches checks a presented secret against the current and retiring digests.
 func (c *clientCred) matches(secret string) bool {
-	if auth.SecretMatches(c.Digest, secret) {
-		return true
-	}
+	return auth.SecretMatches(c.Digest, secret) || c.retiringMatches(secret)
+}
+
+// retiringMatches checks a secret against the retiring digest, while it lasts.
+func (c *clientCred) retiringMatches(secret string) bool {
 	return c.Retiring != "" && time.Now().Before(c.RetiringUntil) && auth.SecretMatches(c.Retiring, secret)
 }
 
 func credID(clientID string) string { return "ClientApplication/" + clientID }
 
 func (s *Service) setClientSecret(ctx context.Context, clientID, secret string) error {
-	_, err := s.creds.ReplaceOne(ctx, bson.D{{Key: "_id", Value: credID(clientID)}},
-		clientCred{ID: credID(clientID), Digest: auth.SecretDigest(secret)}, options.Replace().SetUpsert(true))
-	if err != nil {
+	return s.putClientCred(ctx, clientCred{ID: credID(clientID), Digest: auth.SecretDigest(secret)})
+}
+
+// putClientCred stores a client's credentials and tells every identity
+// instance to forget what it cached of the client, so a retired secret
+// stops working everywhere at once.
+func (s *Service) putClientCred(ctx context.Context, c clientCred) error {
+	if _, err := s.creds.ReplaceOne(ctx, bson.D{{Key: "_id", Value: c.ID}}, c, options.Replace().SetUpsert(true)); err != nil {
 		return fmt.Errorf("store client secret: %w", err)
 	}
-	s.forgetClient(clientID)
+	s.announceClient(strings.TrimPrefix(c.ID, "ClientApplication/"))
 	return nil
+}
+
+// dropClientSecret removes the credentials of a client that was not created.
+func (s *Service) dropClientSecret(ctx context.Context, clientID string) {
+	if _, err := s.creds.DeleteOne(ctx, bson.D{{Key: "_id", Value: credID(clientID)}}); err != nil {
+		s.log.Warn("credentials of an uncreated client left behind", "client", clientID, "err", err)
+	}
 }
 
 func (s *Service) clientCred(ctx context.Context, clientID string) (*clientCred, error) {
@@ -163,10 +178,9 @@ func (s *Service) clientCred(ctx context.Context, clientID string) (*clientCred,
 	return &c, err
 }
 
-// rotationGrace is how long a rotated-out secret keeps working.
-const rotationGrace = 24 * time.Hour
-
-// rotateClientSecret gives a client a new secret; the old one retires.
+// rotateClientSecret gives a client a new secret; the old one retires for
+// the grace period. A secret retiring from an earlier rotation stops now:
+// a client has at most two working secrets.
 func (s *Service) rotateClientSecret(ctx context.Context, clientID string) (string, error) {
 	cur, err := s.clientCred(ctx, clientID)
 	if err != nil {
@@ -175,11 +189,19 @@ func (s *Service) rotateClientSecret(ctx context.Context, clientID string) (stri
 	secret := auth.NewSecret()
 	c := clientCred{ID: credID(clientID), Digest: auth.SecretDigest(secret)}
 	if cur != nil {
-		c.Retiring, c.RetiringUntil = cur.Digest, time.Now().Add(rotationGrace).UTC()
+		c.Retiring, c.RetiringUntil = cur.Digest, time.Now().Add(s.cfg.SecretGrace).UTC()
 	}
-	if _, err := s.creds.ReplaceOne(ctx, bson.D{{Key: "_id", Value: c.ID}}, c, options.Replace().SetUpsert(true)); err != nil {
-		return "", fmt.Errorf("rotate client secret: %w", err)
+	if err := s.putClientCred(ctx, c); err != nil {
+		return "", err
 	}
-	s.forgetClient(clientID)
 	return secret, nil
+}
+
+// retireClientSecret ends a retiring secret before its grace period does.
+func (s *Service) retireClientSecret(ctx context.Context, clientID string) error {
+	cur, err := s.clientCred(ctx, clientID)
+	if err != nil || cur == nil {
+		return err
+	}
+	return s.putClientCred(ctx, clientCred{ID: cur.ID, Digest: cur.Digest})
 }

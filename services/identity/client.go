@@ -2,6 +2,9 @@ package identity
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/google/uuid"
@@ -15,40 +18,31 @@ import (
 )
 
 // createClient is POST /admin/projects/:projectId/client: a new
-// ClientApplication with its secret shown this once, and a membership whose
-// profile is the client.
+// ClientApplication from the body's ClientApplication fields, with its
+// secret shown this once, and a membership whose profile is the client.
 func (s *Service) createClient(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	projectID := r.Param("projectId")
 	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
 		return nil, err
 	}
-	var in struct {
-		Name         string          `json:"name"`
-		Description  string          `json:"description"`
-		RedirectURI  string          `json:"redirectUri"`
-		AccessPolicy *fhir.Reference `json:"accessPolicy"`
-	}
-	if err := r.DecodeJSON(&in); err != nil {
+	res, policy, err := projects.AgentBody(r, "ClientApplication", "secret", "retiringSecret")
+	if err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(in.Name) == "" {
+	if name, _ := res["name"].(string); strings.TrimSpace(name) == "" {
 		return nil, fhir.BadRequest("Client name is required", "name")
+	}
+	if err := checkRedirects(res); err != nil {
+		return nil, err
 	}
 	project, err := projects.Get(ctx, s.repo, projectID)
 	if err != nil {
 		return nil, err
 	}
-	if in.AccessPolicy != nil {
-		if err := projects.CheckPolicy(ctx, s.repo, projectID, in.AccessPolicy.Reference, "accessPolicy"); err != nil {
+	if policy != nil {
+		if err := projects.CheckPolicy(ctx, s.repo, projectID, policy.Reference, "accessPolicy"); err != nil {
 			return nil, err
 		}
-	}
-	res := map[string]any{"resourceType": "ClientApplication", "name": in.Name}
-	if in.Description != "" {
-		res["description"] = in.Description
-	}
-	if in.RedirectURI != "" {
-		res["redirectUri"] = in.RedirectURI
 	}
 	id := uuid.NewString()
 	secret := auth.NewSecret()
@@ -57,25 +51,61 @@ func (s *Service) createClient(ctx context.Context, r *bus.Request) (*bus.Respon
 	if err := s.setClientSecret(ctx, id, secret); err != nil {
 		return nil, err
 	}
-	client, err := s.repo.Create(ctx, repo.Scope{Project: projectID}, res, repo.WriteOptions{ID: id, Project: projectID, Author: r.Principal.Profile})
+	client, err := projects.CreateAgent(ctx, s.repo, s.sessions, project, projects.Agent{
+		Resource: res, ID: id, Policy: policy, Author: r.Principal.Profile, InvitedBy: r.Principal.User,
+	})
 	if err != nil {
+		s.dropClientSecret(context.WithoutCancel(ctx), id)
 		return nil, err
 	}
-	if err := projects.AddOwnMembership(ctx, s.repo, s.sessions, project, "ClientApplication/"+id, in.Name, in.AccessPolicy, r.Principal.User); err != nil {
-		return nil, err
+	return clientResponse(201, client, secret)
+}
+
+// checkRedirects refuses redirect URIs that could never match a sign-in:
+// OAuth 2.0 wants them absolute and without a fragment (RFC 6749 §3.1.2).
+// Custom schemes (com.example.app:/cb) are fine, as for native apps.
+func checkRedirects(res map[string]any) error {
+	check := func(v any, expr string) error {
+		s, ok := v.(string)
+		u, err := url.Parse(s)
+		if !ok || err != nil || u.Scheme == "" || u.Fragment != "" || strings.Contains(s, "#") {
+			return fhir.BadRequest("Invalid redirect URI: want an absolute URI without a fragment", expr)
+		}
+		return nil
 	}
+	if v, ok := res["redirectUri"]; ok {
+		if err := check(v, "redirectUri"); err != nil {
+			return err
+		}
+	}
+	if list, ok := res["redirectUris"].([]any); ok {
+		for i, v := range list {
+			if err := check(v, fmt.Sprintf("redirectUris[%d]", i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// clientResponse is a ClientApplication with a secret just generated: the
+// only time the secret is shown, for only its digest is kept.
+func clientResponse(status int, client *repo.Resource, secret string) (*bus.Response, error) {
 	out, err := client.Decode()
 	if err != nil {
 		return nil, err
 	}
-	out["secret"] = secret // shown this once; only its digest is kept
-	resp := bus.JSON(201, out)
+	if secret != "" {
+		out["secret"] = secret
+	}
+	resp := bus.JSON(status, out)
 	resp.Header["Content-Type"] = bus.FHIRContentType
 	return resp, nil
 }
 
 // rotateSecret is POST /admin/projects/:projectId/client/:clientId/$rotate-secret:
-// a new secret, shown this once; the old one keeps working for a day.
+// a new secret, shown this once, without the current one (an admin who lost
+// it can still recover the client); the old one retires for the grace period.
 func (s *Service) rotateSecret(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	projectID := r.Param("projectId")
 	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
@@ -89,12 +119,111 @@ func (s *Service) rotateSecret(ctx context.Context, r *bus.Request) (*bus.Respon
 	if err != nil {
 		return nil, err
 	}
-	out, err := client.Decode()
+	return clientResponse(200, client, secret)
+}
+
+// rotateOperation is Medplum's POST /fhir/R4/ClientApplication/:id/$rotate-secret,
+// for project admins: a Parameters (or plain JSON) body naming one secret.
+// With the current `secret`, the client gets a new one and the current one
+// retires (for the grace period, or until retired here); with the
+// `retiringSecret`, that one stops working at once. The secret named must
+// be the client's: knowing it is what allows the change.
+func (s *Service) rotateOperation(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	p := r.Principal
+	if !p.Admin && !p.SuperAdmin {
+		return nil, fhir.Forbidden()
+	}
+	in, err := operationInput(r, "secret", "retiringSecret")
 	if err != nil {
 		return nil, err
 	}
-	out["secret"] = secret
-	resp := bus.JSON(200, out)
-	resp.Header["Content-Type"] = bus.FHIRContentType
-	return resp, nil
+	current, retiring := in["secret"], in["retiringSecret"]
+	switch {
+	case current == "" && retiring == "":
+		return nil, fhir.BadRequest("Secret to rotate must be provided")
+	case current != "" && retiring != "":
+		return nil, fhir.BadRequest("Only one secret can be rotated at a time")
+	}
+	sc := repo.Scope{Project: p.Project}
+	if p.SuperAdmin {
+		sc = repo.System
+	}
+	client, err := s.repo.Read(ctx, sc, "ClientApplication", r.Param("id"))
+	if err != nil {
+		return nil, err
+	}
+	cred, err := s.clientCred(ctx, client.ID)
+	if err != nil {
+		return nil, err
+	}
+	mismatch := fhir.BadRequest("Provided secret does not match client")
+	if current != "" {
+		if cred == nil || !auth.SecretMatches(cred.Digest, current) {
+			return nil, mismatch
+		}
+		secret, err := s.rotateClientSecret(ctx, client.ID)
+		if err != nil {
+			return nil, err
+		}
+		return clientResponse(200, client, secret)
+	}
+	if cred == nil || !cred.retiringMatches(retiring) {
+		return nil, mismatch
+	}
+	if err := s.retireClientSecret(ctx, client.ID); err != nil {
+		return nil, err
+	}
+	return clientResponse(200, client, "")
+}
+
+// operationInput reads string input parameters of a FHIR operation from a
+// Parameters resource or, as Medplum also accepts, a plain JSON object.
+// Parameters other than those named are a 400.
+func operationInput(r *bus.Request, names ...string) (map[string]string, error) {
+	if !r.IsJSON() {
+		return nil, fhir.UnsupportedMediaType()
+	}
+	body, err := fhir.Decode(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	known := map[string]bool{}
+	for _, n := range names {
+		known[n] = true
+	}
+	out := map[string]string{}
+	set := func(name string, v any, expr string) error {
+		if !known[name] {
+			return fhir.BadRequest("Unknown parameter: "+name, expr)
+		}
+		s, ok := v.(string)
+		if !ok {
+			return fhir.BadRequest("Parameter "+name+" must be a string", expr)
+		}
+		out[name] = s
+		return nil
+	}
+	if body["resourceType"] != "Parameters" {
+		for k, v := range body {
+			if err := set(k, v, k); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	var params struct {
+		Parameter []struct {
+			Name        string `json:"name"`
+			ValueString any    `json:"valueString"`
+		} `json:"parameter"`
+	}
+	if err := json.Unmarshal(r.Body, &params); err != nil {
+		return nil, fhir.BadRequest("Content could not be parsed")
+	}
+	for i, p := range params.Parameter {
+		if err := set(p.Name, p.ValueString, fmt.Sprintf("Parameters.parameter[%d]", i)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

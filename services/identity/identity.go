@@ -30,6 +30,8 @@ type Config struct {
 	SuperAdminClientID string
 	SuperAdminSecret   string
 	TokenLifetime      time.Duration
+	// SecretGrace is how long a rotated-out client secret keeps working.
+	SecretGrace time.Duration
 }
 
 // Service is the identity service.
@@ -50,6 +52,7 @@ type Service struct {
 	clientsMu sync.Mutex
 	clients   map[string]*clientEntry
 	evSub     *nats.Subscription
+	credSub   *nats.Subscription
 
 	// SuperAdmin holds the bootstrap result, for the standalone to print.
 	SuperAdmin Bootstrap
@@ -62,6 +65,9 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, db *mongo.Database, 
 	}
 	if cfg.TokenLifetime == 0 {
 		cfg.TokenLifetime = time.Hour
+	}
+	if cfg.SecretGrace <= 0 {
+		cfg.SecretGrace = 24 * time.Hour
 	}
 	return &Service{
 		cfg: cfg, nc: nc, js: js, repo: r, limiter: newSigninLimiter(), creds: db.Collection("credentials"), sessions: sessions,
@@ -90,6 +96,9 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.evSub, err = s.nc.Subscribe(bus.EventPrefix+"*.*", s.onResourceEvent); err != nil {
 		return err
 	}
+	if s.credSub, err = s.nc.Subscribe(bus.ClientChangedSubject, func(m *nats.Msg) { s.forgetClient(string(m.Data)) }); err != nil {
+		return err
+	}
 	s.svc, err = bus.Serve(s.nc, "identity", "1.0.0", map[string]bus.Handler{
 		bus.SubjToken:     s.token,
 		bus.SubjMe:        s.me,
@@ -97,6 +106,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.SubjDiscovery: s.discovery,
 		bus.SubjClientNew: s.createClient,
 		bus.SubjRotate:    s.rotateSecret,
+		bus.SubjRotateOp:  s.rotateOperation,
 		bus.SubjLogin:     s.login,
 		bus.SubjProfile:   s.chooseProfile,
 		bus.SubjSetPass:   s.setPassword,
@@ -108,8 +118,10 @@ func (s *Service) Start(ctx context.Context) error {
 
 // Stop drains in-flight requests.
 func (s *Service) Stop(ctx context.Context) error {
-	if s.evSub != nil {
-		_ = s.evSub.Unsubscribe()
+	for _, sub := range []*nats.Subscription{s.evSub, s.credSub} {
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
 	}
 	if s.stopSaga != nil {
 		s.stopSaga()

@@ -100,7 +100,7 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 	if c == nil || c.cred == nil || c.membership == "" {
 		return tokenError("invalid_request", "Invalid client"), nil
 	}
-	if !c.cred.matches(secret) {
+	if !c.cred.matches(secret) && !s.matchesFresh(ctx, id, secret) {
 		return tokenError("invalid_request", "Invalid secret"), nil
 	}
 	scope := form.Get("scope")
@@ -135,6 +135,18 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 	resp.Header["Cache-Control"] = "no-store"
 	resp.Header["Pragma"] = "no-cache"
 	return resp, nil
+}
+
+// matchesFresh checks a secret the cached client refused against the stored
+// credentials: a secret just rotated in works at once even on an instance
+// that has not yet heard of the rotation.
+func (s *Service) matchesFresh(ctx context.Context, id, secret string) bool {
+	cred, err := s.clientCred(ctx, id)
+	if err != nil || cred == nil || !cred.matches(secret) {
+		return false
+	}
+	s.forgetClient(id)
+	return true
 }
 
 // client returns the cached client, loading it on a miss. nil means no such
@@ -198,6 +210,15 @@ func (s *Service) client(ctx context.Context, id string) (*clientEntry, error) {
 	s.clients[id] = c
 	s.clientsMu.Unlock()
 	return c, nil
+}
+
+// announceClient forgets a client here and in every other identity
+// instance, after its credentials changed.
+func (s *Service) announceClient(id string) {
+	s.forgetClient(id)
+	if err := s.nc.Publish(bus.ClientChangedSubject, []byte(id)); err != nil {
+		s.log.Warn("client change not announced; other instances trust their cache up to a minute", "client", id, "err", err)
+	}
 }
 
 func (s *Service) forgetClient(id string) {

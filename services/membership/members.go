@@ -3,7 +3,6 @@ package membership
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"reflect"
 	"sort"
 
@@ -248,12 +247,8 @@ func (s *Service) getProject(ctx context.Context, r *bus.Request) (*bus.Response
 	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
 		return nil, err
 	}
-	res, err := s.repo.Read(ctx, repo.System, "Project", projectID)
+	res, err := projects.Read(ctx, s.repo, projectID)
 	if err != nil {
-		var fe *fhir.Error
-		if errors.As(err, &fe) && fe.Status < 500 {
-			return nil, fhir.NotFound()
-		}
 		return nil, err
 	}
 	var p struct {

@@ -72,6 +72,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.SubjProjectInit:   s.initProject,
 		bus.SubjProjectGet:    s.getProject,
 		bus.SubjSecrets:       s.setSecrets,
+		bus.SubjSites:         s.setSites,
 		bus.SubjInvite:        s.invite,
 		bus.SubjMemberGet:     s.getMember,
 		bus.SubjMemberUpdate:  s.updateMember,

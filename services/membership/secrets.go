@@ -1,13 +1,18 @@
 package membership
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 )
 
@@ -15,6 +20,19 @@ import (
 // {name, valueString|valueBoolean|valueDecimal|valueInteger} that replaces
 // Project.secret. Bots read them as event.secrets; they are never logged.
 func (s *Service) setSecrets(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	return s.replaceList(ctx, r, "secret", parseSecrets)
+}
+
+// setSites is POST /admin/projects/:projectId/sites: an array of Project.site
+// entries ({name, domain[], ...}) that replaces the project's sites.
+func (s *Service) setSites(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	return s.replaceList(ctx, r, "site", parseSites)
+}
+
+// replaceList replaces one list field of the project with the parsed body,
+// for the project's admins. A write between the read and this one is not
+// lost: the update is conditional on the version read, and retried.
+func (s *Service) replaceList(ctx context.Context, r *bus.Request, field string, parse func([]byte) ([]any, error)) (*bus.Response, error) {
 	projectID := r.Param("projectId")
 	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
 		return nil, err
@@ -22,8 +40,58 @@ func (s *Service) setSecrets(ctx context.Context, r *bus.Request) (*bus.Response
 	if !r.IsJSON() {
 		return nil, fhir.UnsupportedMediaType()
 	}
+	list, err := parse(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		cur, err := projects.Read(ctx, s.repo, projectID)
+		if err != nil {
+			return nil, err
+		}
+		p, err := cur.Decode()
+		if err != nil {
+			return nil, err
+		}
+		if len(list) == 0 {
+			delete(p, field)
+		} else {
+			p[field] = list
+		}
+		out, err := s.repo.Update(ctx, repo.System, p, repo.WriteOptions{IfMatch: cur.VersionID, Author: r.Principal.Profile})
+		var fe *fhir.Error
+		if errors.As(err, &fe) && fe.Status == 412 && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return bus.FHIR(200, out.JSON), nil
+	}
+}
+
+// parseSites checks a sites body's shape; the fields of each site are
+// checked against Project.site when the project is written.
+func parseSites(body []byte) ([]any, error) {
 	var in []map[string]any
-	if err := json.Unmarshal(r.Body, &in); err != nil {
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, fhir.BadRequest("Sites must be an array of {name, domain[]}")
+	}
+	out := make([]any, len(in))
+	for i, site := range in {
+		out[i] = site
+	}
+	return out, nil
+}
+
+// parseSecrets checks a secrets body: each entry a name, unique, and
+// exactly one value of the type its field names. Numbers keep the digits
+// they were sent with.
+func parseSecrets(body []byte) ([]any, error) {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	var in []map[string]any
+	if err := d.Decode(&in); err != nil || d.More() {
 		return nil, fhir.BadRequest("Secrets must be an array of {name, value[x]}")
 	}
 	seen := map[string]bool{}
@@ -31,7 +99,7 @@ func (s *Service) setSecrets(ctx context.Context, r *bus.Request) (*bus.Response
 	for i, sec := range in {
 		expr := fmt.Sprintf("[%d]", i)
 		name, _ := sec["name"].(string)
-		if name == "" {
+		if strings.TrimSpace(name) == "" {
 			return nil, fhir.BadRequest("Secret name is required", expr+".name")
 		}
 		if seen[name] {
@@ -39,36 +107,51 @@ func (s *Service) setSecrets(ctx context.Context, r *bus.Request) (*bus.Response
 		}
 		seen[name] = true
 		values := 0
-		for k := range sec {
-			switch k {
-			case "name":
-			case "valueString", "valueBoolean", "valueDecimal", "valueInteger":
-				values++
-			default:
+		for k, v := range sec {
+			if k == "name" {
+				continue
+			}
+			if !validSecretValue(k, v) {
+				if t := secretTypes[k]; t != "" {
+					return nil, fhir.BadRequest(k+" must be "+t, expr+"."+k)
+				}
 				return nil, fhir.BadRequest("Unknown secret field: "+k, expr+"."+k)
 			}
+			values++
 		}
 		if values != 1 {
 			return nil, fhir.BadRequest("A secret has exactly one value", expr)
 		}
 		secrets = append(secrets, sec)
 	}
-	cur, err := s.repo.Read(ctx, repo.System, "Project", projectID)
-	if err != nil {
-		return nil, fhir.NotFound()
+	return secrets, nil
+}
+
+// secretTypes are the value fields of a ProjectSetting, as described to a
+// caller who sent the wrong type.
+var secretTypes = map[string]string{
+	"valueString": "a string", "valueBoolean": "true or false",
+	"valueDecimal": "a number", "valueInteger": "a 32-bit integer",
+}
+
+func validSecretValue(field string, v any) bool {
+	switch field {
+	case "valueString":
+		s, ok := v.(string)
+		return ok && s != ""
+	case "valueBoolean":
+		_, ok := v.(bool)
+		return ok
+	case "valueDecimal":
+		_, ok := v.(json.Number)
+		return ok
+	case "valueInteger":
+		n, ok := v.(json.Number)
+		if !ok {
+			return false
+		}
+		_, err := strconv.ParseInt(string(n), 10, 32)
+		return err == nil
 	}
-	p, err := cur.Decode()
-	if err != nil {
-		return nil, err
-	}
-	if len(secrets) == 0 {
-		delete(p, "secret")
-	} else {
-		p["secret"] = secrets
-	}
-	out, err := s.repo.Update(ctx, repo.System, p, repo.WriteOptions{Author: r.Principal.Profile})
-	if err != nil {
-		return nil, err
-	}
-	return bus.FHIR(200, out.JSON), nil
+	return false
 }

@@ -14,6 +14,7 @@ func main() {
 			SuperAdminClientID: cfg.SuperAdminClientID,
 			SuperAdminSecret:   cfg.SuperAdminSecret,
 			TokenLifetime:      cfg.AccessTokenLifetime,
+			SecretGrace:        cfg.ClientSecretGrace,
 		}, c.NC, c.JS, c.DB, c.Repo, c.Sessions, nil), nil
 	})
 }
