@@ -485,3 +485,36 @@ func TestProjectDetailsAndSecrets(t *testing.T) {
 		t.Fatalf("refused sites changed the project: %s", r.body)
 	}
 }
+
+// TestSuperAdminUnderPolicy: interface.md advises an access policy on the
+// client that creates projects, to reduce what else it can do. It keeps
+// the super-admin routes and every project; the policy decides the rest.
+func TestSuperAdminUnderPolicy(t *testing.T) {
+	su := superToken(t)
+	r := do(t, "POST", "fhir/R4/AccessPolicy", su, "application/fhir+json", mustJSON(map[string]any{
+		"resourceType": "AccessPolicy", "name": "project maker",
+		"resource": []any{map[string]any{"resourceType": "Patient", "readonly": true}}}))
+	expect(t, r, 201)
+	policy := "AccessPolicy/" + r.json(t)["id"].(string)
+	sap := stack.SuperAdmin.ProjectID
+	r = do(t, "POST", "admin/projects/"+sap+"/client", su, "application/json",
+		mustJSON(map[string]any{"name": "project maker", "accessPolicy": map[string]any{"reference": policy}}))
+	expect(t, r, 201)
+	maker := clientToken(t, r.json(t)["id"].(string), r.json(t)["secret"].(string))
+
+	r = do(t, "POST", "admin/Project", maker, "application/json", []byte(`{"resourceType":"Project","name":"Made under policy"}`))
+	expect(t, r, 201)
+	pid := r.json(t)["id"].(string)
+	r = do(t, "POST", "fhir/R4/Patient", su, "application/fhir+json",
+		[]byte(`{"resourceType":"Patient","meta":{"project":"`+pid+`"},"name":[{"family":"Elsewhere"}]}`))
+	expect(t, r, 201)
+	patientID := r.json(t)["id"].(string)
+
+	expect(t, do(t, "GET", "fhir/R4/Patient/"+patientID, maker, "", nil), 200) // any project, as a super admin
+	expect(t, do(t, "GET", "fhir/R4/Project/"+pid, maker, "", nil), 200)       // project-admin types the policy leaves out stay open
+	expect(t, do(t, "POST", "fhir/R4/Patient", maker, "application/fhir+json", patient("Nope")), 403)
+	expect(t, do(t, "DELETE", "fhir/R4/Patient/"+patientID, maker, "", nil), 403)
+	expect(t, do(t, "GET", "fhir/R4/Observation", maker, "", nil), 403)
+	// The unrestricted super admin is unchanged.
+	expect(t, do(t, "GET", "fhir/R4/Observation", su, "", nil), 200)
+}

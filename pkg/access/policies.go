@@ -53,7 +53,8 @@ func (ps *Policies) For(ctx context.Context, p *bus.Principal) (*Policy, error) 
 	if p == nil {
 		return nil, fhir.Unauthorized()
 	}
-	if p.SuperAdmin || p.Membership == "" {
+	// A super admin's membership is read only when it names a policy.
+	if p.SuperAdmin && !p.AccessPolicy || p.Membership == "" {
 		if p.AccessPolicy && !p.SuperAdmin {
 			return nil, invalidConfig()
 		}

@@ -19,11 +19,15 @@ import (
 // search filters, after the fixed entries for project-admin types. It is
 // immutable, so one compiled policy serves every request of a membership.
 type Policy struct {
-	superAdmin bool
-	admin      bool
-	project    string
-	user       string // the caller's own User id; "" for clients and bots
-	entries    []*entry
+	// allProjects: a super admin reaches every project. unrestricted: a
+	// super admin without an access policy; one with a policy is held to
+	// it, as interface.md advises for the client that creates projects.
+	allProjects  bool
+	unrestricted bool
+	admin        bool
+	project      string
+	user         string // the caller's own User id; "" for clients and bots
+	entries      []*entry
 }
 
 // entry is one AccessPolicy.resource[] entry, compiled.
@@ -160,14 +164,7 @@ func (m *membershipDoc) grants() ([]grant, error) {
 // "AccessPolicy/<id>"). A nil membership, or one naming no policy, has
 // full access to its project's ordinary resources.
 func Compile(p *bus.Principal, membership []byte, policies map[string][]byte) (*Policy, error) {
-	if p.SuperAdmin {
-		return &Policy{superAdmin: true, project: p.Project}, nil
-	}
-	pol := &Policy{project: p.Project, admin: p.Admin}
-	if t, id, ok := fhir.SplitReference(p.User); ok && t == "User" {
-		pol.user = id
-	}
-	pol.entries = fixedEntries(p, pol.user)
+	pol := &Policy{project: p.Project, admin: p.Admin, allProjects: p.SuperAdmin}
 	var grants []grant
 	if membership != nil {
 		var m membershipDoc
@@ -179,10 +176,21 @@ func Compile(p *bus.Principal, membership []byte, policies map[string][]byte) (*
 			return nil, fmt.Errorf("membership: %w", err)
 		}
 	}
+	if p.SuperAdmin && len(grants) == 0 {
+		pol.unrestricted = true
+		return pol, nil
+	}
+	if !p.SuperAdmin {
+		if t, id, ok := fhir.SplitReference(p.User); ok && t == "User" {
+			pol.user = id
+		}
+		pol.entries = fixedEntries(p, pol.user)
+	}
 	if len(grants) == 0 {
 		pol.entries = append(pol.entries, &entry{typ: "*", allow: allBits})
 		return pol, nil
 	}
+	named := map[string]bool{}
 	for _, g := range grants {
 		body, ok := policies[g.ref]
 		if !ok {
@@ -199,10 +207,23 @@ func Compile(p *bus.Principal, membership []byte, policies map[string][]byte) (*
 			}
 			// Project-admin and protected types are never granted by a
 			// policy (Medplum drops such entries); the fixed entries decide.
-			if adminTypes[e.typ] || protectedTypes[e.typ] {
+			// A super admin's policy may name them.
+			if (adminTypes[e.typ] || protectedTypes[e.typ]) && !p.SuperAdmin {
 				continue
 			}
+			named[e.typ] = true
 			pol.entries = append(pol.entries, e)
+		}
+	}
+	if p.SuperAdmin {
+		// As in Medplum, a super admin keeps full access to the
+		// project-admin types its policy does not name.
+		for _, types := range []map[string]bool{adminTypes, protectedTypes} {
+			for typ := range types {
+				if !named[typ] {
+					pol.entries = append(pol.entries, &entry{typ: typ, allow: allBits})
+				}
+			}
 		}
 	}
 	return pol, nil
@@ -333,7 +354,7 @@ func (e *entry) matches(d *doc) bool {
 // project-admin type, a write the entry does not allow). Criteria then
 // narrow which resources it applies to.
 func (p *Policy) Allow(typ string, i Interaction) error {
-	if p.superAdmin {
+	if p.unrestricted {
 		return nil
 	}
 	for _, e := range p.entries {
@@ -352,7 +373,7 @@ func (p *Policy) AllowResource(typ, id string, i Interaction) error {
 	if err := p.Allow(typ, i); err != nil {
 		return err
 	}
-	if p.superAdmin || !adminTypes[typ] {
+	if p.allProjects || !adminTypes[typ] {
 		return nil
 	}
 	own := typ == "User" && id != "" && id == p.user
@@ -366,7 +387,7 @@ func (p *Policy) AllowResource(typ, id string, i Interaction) error {
 // and no field rules, so only Allow matters and writes need no reading of
 // the current version.
 func (p *Policy) Plain(typ string) bool {
-	if p.superAdmin {
+	if p.unrestricted {
 		return true
 	}
 	for _, e := range p.entries {
@@ -382,7 +403,7 @@ func (p *Policy) Plain(typ string) bool {
 // caller's own User, which may be server-scoped and belong to no project.
 func (p *Policy) Scope(typ, id string) repo.Scope {
 	own := typ == "User" && p.user != "" && id == p.user
-	return repo.Scope{Project: p.project, SuperAdmin: p.superAdmin || own}
+	return repo.Scope{Project: p.project, SuperAdmin: p.allProjects || own}
 }
 
 // SearchFilter is the condition an interaction's criteria put on a search of
@@ -390,7 +411,7 @@ func (p *Policy) Scope(typ, id string) repo.Scope {
 // do not confine it. ok is false when no resource can match, so there is
 // nothing to search.
 func (p *Policy) SearchFilter(typ string, i Interaction) (f bson.D, ok bool) {
-	if p.superAdmin {
+	if p.unrestricted {
 		return nil, true
 	}
 	var ors bson.A
@@ -425,7 +446,7 @@ func (p *Policy) SearchFilter(typ string, i Interaction) (f bson.D, ok bool) {
 // a stored resource: some entry granting i matches it. A resource that is
 // not readable answers 404, as if it did not exist.
 func (p *Policy) Readable(i Interaction, res *repo.Resource) (bool, error) {
-	if p.superAdmin || p.Plain(res.Type) {
+	if p.Plain(res.Type) {
 		return p.Allow(res.Type, i) == nil, nil
 	}
 	d := storedDoc(res)
@@ -478,7 +499,7 @@ func (p *Policy) hides(typ string) bool {
 // fields of the entry that governs it. The stored resource is never
 // changed; a copy is returned when something was removed.
 func (p *Policy) Redact(res *repo.Resource) (*repo.Resource, error) {
-	if p.superAdmin || res.Deleted || len(res.JSON) == 0 || !p.hides(res.Type) {
+	if p.unrestricted || res.Deleted || len(res.JSON) == 0 || !p.hides(res.Type) {
 		return res, nil
 	}
 	d := storedDoc(res)
@@ -529,7 +550,7 @@ func (p *Policy) Write(i Interaction, typ string, before *repo.Resource, after m
 	if err := p.Allow(typ, i); err != nil {
 		return err
 	}
-	if p.superAdmin {
+	if p.unrestricted {
 		return nil
 	}
 	var bd *doc
@@ -641,7 +662,7 @@ func (d *doc) field(key string) (any, bool) {
 // String lists the compiled entries, for logs and tests: type,
 // interactions, criteria as written.
 func (p *Policy) String() string {
-	if p.superAdmin {
+	if p.unrestricted {
 		return "super admin"
 	}
 	var b strings.Builder
