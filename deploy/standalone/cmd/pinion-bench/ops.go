@@ -189,6 +189,36 @@ func (b *bench) run() {
 			return st == 200
 		})
 	}
+	if wanted("admin") {
+		drive("POST admin/projects/<id>/client", c, func(w, i int) bool {
+			st, _ := b.hc.do("POST", b.base+"admin/projects/"+b.project+"/client", b.super, "application/json",
+				[]byte(fmt.Sprintf(`{"name":"bench client %d-%d"}`, w, i)))
+			return st == 201
+		})
+		// Each worker rotates its own client, naming the secret it last got.
+		ids, secrets := make([]string, c), make([]string, c)
+		for w := range ids {
+			cl := b.mustJSON("POST", "admin/projects/"+b.project+"/client", b.super, "application/json", map[string]any{"name": "rotating"}, 201)
+			ids[w], secrets[w] = cl["id"].(string), cl["secret"].(string)
+		}
+		drive("POST ClientApplication/<id>/$rotate-secret", c, func(w, i int) bool {
+			st, body := b.hc.do("POST", b.base+"fhir/R4/ClientApplication/"+ids[w]+"/$rotate-secret", b.super, "application/json",
+				[]byte(`{"secret":"`+secrets[w]+`"}`))
+			var out struct {
+				Secret string `json:"secret"`
+			}
+			if st != 200 || json.Unmarshal(body, &out) != nil {
+				return false
+			}
+			secrets[w] = out.Secret
+			return true
+		})
+		drive("POST admin/projects/<id>/secrets (1 client)", 1, func(w, i int) bool {
+			st, _ := b.hc.do("POST", b.base+"admin/projects/"+b.project+"/secrets", b.super, "application/json",
+				[]byte(fmt.Sprintf(`[{"name":"KEY","valueString":"value-%d"}]`, i)))
+			return st == 200
+		})
+	}
 	if wanted("bots") {
 		echo := b.newBot("echo", "https://bench.example/bots|echo", `exports.handler = async (medplum, event) => event.input;`)
 		reader := b.newBot("reader", "", `exports.handler = async (medplum, event) => medplum.readResource('Patient', event.input.id);`)
