@@ -389,7 +389,8 @@ func TestProjectDetailsAndSecrets(t *testing.T) {
 
 	// Bad secrets: a clear 400 naming the entry, and the secrets unchanged.
 	for _, c := range []struct{ name, body, text, expr string }{
-		{"object", `{"name":"x"}`, "Secrets must be an array", ""},
+		{"object", `{"name":"x"}`, "must be a JSON array", ""},
+		{"null", `null`, "must be a JSON array", ""},
 		{"no name", `[{"valueString":"x"}]`, "Secret name is required", "[0].name"},
 		{"two values", `[{"name":"a","valueString":"x","valueBoolean":true}]`, "exactly one value", "[0]"},
 		{"no value", `[{"name":"a"}]`, "exactly one value", "[0]"},
@@ -472,7 +473,7 @@ func TestProjectDetailsAndSecrets(t *testing.T) {
 	if !strings.Contains(string(r.body), "portal.example.com") || !strings.Contains(string(r.body), "rotated") {
 		t.Fatalf("sites: %s", r.body)
 	}
-	for _, body := range []string{`{"name":"x"}`, `[{"name":"no domain"}]`, `[{"name":"x","domain":["a"],"colour":"blue"}]`} {
+	for _, body := range []string{`{"name":"x"}`, `null`, `[{"name":"no domain"}]`, `[{"name":"x","domain":["a"],"colour":"blue"}]`} {
 		r := do(t, "POST", "admin/projects/"+pid+"/sites", admin, "application/json", []byte(body))
 		expect(t, r, 400)
 		if r.json(t)["resourceType"] != "OperationOutcome" {

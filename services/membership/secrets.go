@@ -40,6 +40,10 @@ func (s *Service) replaceList(ctx context.Context, r *bus.Request, field string,
 	if !r.IsJSON() {
 		return nil, fhir.UnsupportedMediaType()
 	}
+	// Only an array replaces the list: `null` must not clear it.
+	if !bytes.HasPrefix(bytes.TrimSpace(r.Body), []byte("[")) {
+		return nil, fhir.BadRequest("The body must be a JSON array")
+	}
 	list, err := parse(r.Body)
 	if err != nil {
 		return nil, err
