@@ -1,6 +1,8 @@
 package standalone
 
 import (
+	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -268,7 +270,42 @@ func TestRotateClientSecret(t *testing.T) {
 	// A super admin rotates any project's client the same way.
 	r = do(t, "POST", op, su, "application/json", []byte(`{"secret":"`+third+`"}`))
 	expect(t, r, 200)
-	clientToken(t, id, r.json(t)["secret"].(string))
+	fourth := r.json(t)["secret"].(string)
+	clientToken(t, id, fourth)
+
+	// Rotations naming the same secret at once: one wins, and the secret it
+	// answers works; the others are refused.
+	// (do may not run off the test's goroutine: it stops the test on errors.)
+	results := make(chan *response, 8)
+	for i := 0; i < cap(results); i++ {
+		go func() {
+			req, _ := http.NewRequest("POST", base+op, strings.NewReader(`{"secret":"`+fourth+`"}`))
+			req.Header.Set("Authorization", "Bearer "+admin)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil {
+				results <- &response{body: []byte(err.Error())}
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			results <- &response{status: resp.StatusCode, body: b}
+		}()
+	}
+	var won []string
+	for i := 0; i < cap(results); i++ {
+		switch r := <-results; r.status {
+		case 200:
+			won = append(won, r.json(t)["secret"].(string))
+		case 400, 409:
+		default:
+			t.Fatalf("concurrent rotation: %d %s", r.status, r.body)
+		}
+	}
+	if len(won) != 1 {
+		t.Fatalf("%d concurrent rotations won", len(won))
+	}
+	clientToken(t, id, won[0])
 }
 
 // TestSecretGraceExpires runs a stack of its own with a one-second grace

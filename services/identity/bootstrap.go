@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,15 +149,26 @@ func (c *clientCred) retiringMatches(secret string) bool {
 func credID(clientID string) string { return "ClientApplication/" + clientID }
 
 func (s *Service) setClientSecret(ctx context.Context, clientID, secret string) error {
-	return s.putClientCred(ctx, clientCred{ID: credID(clientID), Digest: auth.SecretDigest(secret)})
+	return s.putClientCred(ctx, clientCred{ID: credID(clientID), Digest: auth.SecretDigest(secret)}, nil)
 }
 
 // putClientCred stores a client's credentials and tells every identity
 // instance to forget what it cached of the client, so a retired secret
-// stops working everywhere at once.
-func (s *Service) putClientCred(ctx context.Context, c clientCred) error {
-	if _, err := s.creds.ReplaceOne(ctx, bson.D{{Key: "_id", Value: c.ID}}, c, options.Replace().SetUpsert(true)); err != nil {
+// stops working everywhere at once. With prev set, it replaces only those
+// credentials: of two rotations at once, one wins and the other is a 409,
+// rather than both answering a secret of which one never works.
+func (s *Service) putClientCred(ctx context.Context, c clientCred, prev *clientCred) error {
+	filter := bson.D{{Key: "_id", Value: c.ID}}
+	opts := options.Replace().SetUpsert(prev == nil)
+	if prev != nil {
+		filter = append(filter, bson.E{Key: "digest", Value: prev.Digest})
+	}
+	res, err := s.creds.ReplaceOne(ctx, filter, c, opts)
+	if err != nil {
 		return fmt.Errorf("store client secret: %w", err)
+	}
+	if prev != nil && res.MatchedCount == 0 {
+		return fhir.Conflict("The client's secret changed meanwhile; try again")
 	}
 	s.announceClient(strings.TrimPrefix(c.ID, "ClientApplication/"))
 	return nil
@@ -178,30 +190,34 @@ func (s *Service) clientCred(ctx context.Context, clientID string) (*clientCred,
 	return &c, err
 }
 
-// rotateClientSecret gives a client a new secret; the old one retires for
-// the grace period. A secret retiring from an earlier rotation stops now:
-// a client has at most two working secrets.
-func (s *Service) rotateClientSecret(ctx context.Context, clientID string) (string, error) {
-	cur, err := s.clientCred(ctx, clientID)
-	if err != nil {
-		return "", err
-	}
+// rotateClientSecret gives a client a new secret in place of cur (nil
+// for none); cur's secret retires for the grace period. A secret retiring
+// from an earlier rotation stops now: a client has at most two working
+// secrets.
+func (s *Service) rotateClientSecret(ctx context.Context, clientID string, cur *clientCred) (string, error) {
 	secret := auth.NewSecret()
 	c := clientCred{ID: credID(clientID), Digest: auth.SecretDigest(secret)}
 	if cur != nil {
 		c.Retiring, c.RetiringUntil = cur.Digest, time.Now().Add(s.cfg.SecretGrace).UTC()
 	}
-	if err := s.putClientCred(ctx, c); err != nil {
+	if err := s.putClientCred(ctx, c, cur); err != nil {
 		return "", err
 	}
 	return secret, nil
 }
 
-// retireClientSecret ends a retiring secret before its grace period does.
-func (s *Service) retireClientSecret(ctx context.Context, clientID string) error {
-	cur, err := s.clientCred(ctx, clientID)
-	if err != nil || cur == nil {
-		return err
-	}
-	return s.putClientCred(ctx, clientCred{ID: cur.ID, Digest: cur.Digest})
+// retireClientSecret ends cur's retiring secret before its grace period does.
+func (s *Service) retireClientSecret(ctx context.Context, cur *clientCred) error {
+	return s.putClientCred(ctx, clientCred{ID: cur.ID, Digest: cur.Digest}, cur)
+}
+
+// lockClient serialises credential changes of one client in this process.
+// FerretDB does not make a conditional replace atomic, so the condition in
+// putClientCred alone would let two rotations both win; MongoDB does.
+func (s *Service) lockClient(clientID string) func() {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(clientID))
+	mu := &s.credLocks[h.Sum32()%uint32(len(s.credLocks))]
+	mu.Lock()
+	return mu.Unlock
 }

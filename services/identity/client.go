@@ -115,7 +115,12 @@ func (s *Service) rotateSecret(ctx context.Context, r *bus.Request) (*bus.Respon
 	if err != nil {
 		return nil, err
 	}
-	secret, err := s.rotateClientSecret(ctx, client.ID)
+	defer s.lockClient(client.ID)()
+	cur, err := s.clientCred(ctx, client.ID)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := s.rotateClientSecret(ctx, client.ID, cur)
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +160,9 @@ func (s *Service) rotateOperation(ctx context.Context, r *bus.Request) (*bus.Res
 	if err != nil {
 		return nil, err
 	}
+	// The secret checked is the one replaced: the lock, and the condition
+	// in the write, keep another rotation from coming between.
+	defer s.lockClient(client.ID)()
 	cred, err := s.clientCred(ctx, client.ID)
 	if err != nil {
 		return nil, err
@@ -164,7 +172,7 @@ func (s *Service) rotateOperation(ctx context.Context, r *bus.Request) (*bus.Res
 		if cred == nil || !auth.SecretMatches(cred.Digest, current) {
 			return nil, mismatch
 		}
-		secret, err := s.rotateClientSecret(ctx, client.ID)
+		secret, err := s.rotateClientSecret(ctx, client.ID, cred)
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +181,7 @@ func (s *Service) rotateOperation(ctx context.Context, r *bus.Request) (*bus.Res
 	if cred == nil || !cred.retiringMatches(retiring) {
 		return nil, mismatch
 	}
-	if err := s.retireClientSecret(ctx, client.ID); err != nil {
+	if err := s.retireClientSecret(ctx, cred); err != nil {
 		return nil, err
 	}
 	return clientResponse(200, client, "")

@@ -53,6 +53,7 @@ type Service struct {
 	clients   map[string]*clientEntry
 	evSub     *nats.Subscription
 	credSub   *nats.Subscription
+	credLocks [64]sync.Mutex
 
 	// SuperAdmin holds the bootstrap result, for the standalone to print.
 	SuperAdmin Bootstrap
