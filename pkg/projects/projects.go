@@ -7,7 +7,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 
+	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -118,13 +120,49 @@ func CreateAgent(ctx context.Context, r *repo.Repo, sessions *session.Store, p *
 	return res, nil
 }
 
-// AgentBody reads the body of an admin route that creates a typ
+// AgentRequest is what an admin route that creates a client application
+// or bot has checked before it writes.
+type AgentRequest struct {
+	Project  *Info
+	Resource map[string]any
+	Policy   *fhir.Reference
+}
+
+// ReadAgentRequest makes the checks both such routes share: the caller
+// administers the project, the body (see agentBody) gives a name ("<label>
+// name is required" otherwise), the project exists and the access policy,
+// if any, is one of its.
+func ReadAgentRequest(ctx context.Context, rp *repo.Repo, r *bus.Request, typ, label string, serverSet ...string) (*AgentRequest, error) {
+	projectID := r.Param("projectId")
+	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
+		return nil, err
+	}
+	res, policy, err := agentBody(r, typ, serverSet...)
+	if err != nil {
+		return nil, err
+	}
+	if name, _ := res["name"].(string); strings.TrimSpace(name) == "" {
+		return nil, fhir.BadRequest(label+" name is required", "name")
+	}
+	project, err := Get(ctx, rp, projectID)
+	if err != nil {
+		return nil, err
+	}
+	if policy != nil {
+		if err := CheckPolicy(ctx, rp, projectID, policy.Reference, "accessPolicy"); err != nil {
+			return nil, err
+		}
+	}
+	return &AgentRequest{Project: project, Resource: res, Policy: policy}, nil
+}
+
+// agentBody reads the body of an admin route that creates a typ
 // (ClientApplication or Bot): a JSON object of the resource's own fields,
 // plus accessPolicy for its membership. id, meta and the fields in
 // serverSet are the server's to set: naming one is a 400, not silently
 // dropped, so a caller never believes it chose them. The rest is checked
 // against the resource's definition when it is written.
-func AgentBody(r *bus.Request, typ string, serverSet ...string) (map[string]any, *fhir.Reference, error) {
+func agentBody(r *bus.Request, typ string, serverSet ...string) (map[string]any, *fhir.Reference, error) {
 	if !r.IsJSON() {
 		return nil, nil, fhir.UnsupportedMediaType()
 	}

@@ -3,11 +3,9 @@ package botexec
 import (
 	"context"
 	"encoding/json"
-	"strings"
 
 	"github.com/google/uuid"
 
-	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/projects"
@@ -17,19 +15,13 @@ import (
 // fields and, as Medplum does, a membership whose profile is the bot, so it
 // acts under its own access policy. Its code comes later, by $deploy.
 func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	projectID := r.Param("projectId")
-	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
-		return nil, err
-	}
 	// executableCode is what $deploy writes: naming a Binary here would run
 	// code that never went through it.
-	res, policy, err := projects.AgentBody(r, "Bot", "executableCode")
+	req, err := projects.ReadAgentRequest(ctx, s.repo, r, "Bot", "Bot", "executableCode")
 	if err != nil {
 		return nil, err
 	}
-	if name, _ := res["name"].(string); strings.TrimSpace(name) == "" {
-		return nil, fhir.BadRequest("Bot name is required", "name")
-	}
+	res := req.Resource
 	// Every bot runs in Pinion's sandbox; Medplum's two JavaScript runtimes
 	// are accepted so its tools work unchanged, the rest is refused.
 	switch rt := res["runtimeVersion"]; rt {
@@ -45,17 +37,8 @@ func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response,
 			return nil, fhir.BadRequest("Bot timeout must be between 1 and 900 seconds", "timeout")
 		}
 	}
-	project, err := projects.Get(ctx, s.repo, projectID)
-	if err != nil {
-		return nil, err
-	}
-	if policy != nil {
-		if err := projects.CheckPolicy(ctx, s.repo, projectID, policy.Reference, "accessPolicy"); err != nil {
-			return nil, err
-		}
-	}
-	bot, err := projects.CreateAgent(ctx, s.repo, s.sessions, project, projects.Agent{
-		Resource: res, ID: uuid.NewString(), Policy: policy, Author: r.Principal.Profile, InvitedBy: r.Principal.User,
+	bot, err := projects.CreateAgent(ctx, s.repo, s.sessions, req.Project, projects.Agent{
+		Resource: res, ID: uuid.NewString(), Policy: req.Policy, Author: r.Principal.Profile, InvitedBy: r.Principal.User,
 	})
 	if err != nil {
 		return nil, err

@@ -21,28 +21,12 @@ import (
 // ClientApplication from the body's ClientApplication fields, with its
 // secret shown this once, and a membership whose profile is the client.
 func (s *Service) createClient(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	projectID := r.Param("projectId")
-	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
-		return nil, err
-	}
-	res, policy, err := projects.AgentBody(r, "ClientApplication", "secret", "retiringSecret")
+	req, err := projects.ReadAgentRequest(ctx, s.repo, r, "ClientApplication", "Client", "secret", "retiringSecret")
 	if err != nil {
 		return nil, err
 	}
-	if name, _ := res["name"].(string); strings.TrimSpace(name) == "" {
-		return nil, fhir.BadRequest("Client name is required", "name")
-	}
-	if err := checkRedirects(res); err != nil {
+	if err := checkRedirects(req.Resource); err != nil {
 		return nil, err
-	}
-	project, err := projects.Get(ctx, s.repo, projectID)
-	if err != nil {
-		return nil, err
-	}
-	if policy != nil {
-		if err := projects.CheckPolicy(ctx, s.repo, projectID, policy.Reference, "accessPolicy"); err != nil {
-			return nil, err
-		}
 	}
 	id := uuid.NewString()
 	secret := auth.NewSecret()
@@ -51,8 +35,8 @@ func (s *Service) createClient(ctx context.Context, r *bus.Request) (*bus.Respon
 	if err := s.setClientSecret(ctx, id, secret); err != nil {
 		return nil, err
 	}
-	client, err := projects.CreateAgent(ctx, s.repo, s.sessions, project, projects.Agent{
-		Resource: res, ID: id, Policy: policy, Author: r.Principal.Profile, InvitedBy: r.Principal.User,
+	client, err := projects.CreateAgent(ctx, s.repo, s.sessions, req.Project, projects.Agent{
+		Resource: req.Resource, ID: id, Policy: req.Policy, Author: r.Principal.Profile, InvitedBy: r.Principal.User,
 	})
 	if err != nil {
 		s.dropClientSecret(context.WithoutCancel(ctx), id)
