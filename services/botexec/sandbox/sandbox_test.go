@@ -671,17 +671,10 @@ func TestMemoryLimitBlamesTheAllocator(t *testing.T) {
 	// the growth window with a smaller budget, but it was not executing and
 	// so cannot have allocated: only the hog is stopped.
 	host := gatedHost{waiting: make(chan struct{}), release: make(chan struct{})}
-	hogs := make(chan *Result, 1)
-	go func() {
-		res, err := Run(context.Background(), mustCompile(t, `exports.handler = async () => { const a = []; while (true) a.push('x'.repeat(1e6)); };`), Event{}, nil, Limits{MemoryBytes: 96 << 20, Timeout: 20 * time.Second})
-		if err != nil {
-			t.Error(err)
-		}
-		hogs <- res
-	}()
-	// The waiter starts while the hog is growing, so the growth after its
-	// start soon exceeds its own (smaller) budget.
-	time.Sleep(20 * time.Millisecond)
+	// The waiter is parked on the FHIR API before the hog starts, so all of
+	// the hog's growth falls in the waiter's (smaller) window while the
+	// waiter runs no code. (Started the other way round, a loaded machine
+	// could see the waiter still executing when the growth passed its budget.)
 	waiter := make(chan *Result, 1)
 	go func() {
 		res, err := Run(context.Background(), mustCompile(t, `exports.handler = async (m) => (await m.readResource('Patient', '1')).id;`), Event{}, host, Limits{MemoryBytes: 16 << 20, Timeout: 30 * time.Second})
@@ -691,6 +684,14 @@ func TestMemoryLimitBlamesTheAllocator(t *testing.T) {
 		waiter <- res
 	}()
 	<-host.waiting
+	hogs := make(chan *Result, 1)
+	go func() {
+		res, err := Run(context.Background(), mustCompile(t, `exports.handler = async () => { const a = []; while (true) a.push('x'.repeat(1e6)); };`), Event{}, nil, Limits{MemoryBytes: 96 << 20, Timeout: 20 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		hogs <- res
+	}()
 	hog := <-hogs
 	if hog == nil || hog.Err == nil || hog.Err.Limit != LimitMemory {
 		t.Fatalf("hog = %+v", hog)
