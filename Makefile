@@ -39,6 +39,7 @@ test-fuzz:
 	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./fhir/
 	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./auth/
 	cd services/botexec && $(GO) test -run '^$$' -fuzz '^FuzzBotInput$$' -fuzztime $(FUZZTIME) .
+	cd gateway && $(GO) test -run '^$$' -fuzz '^FuzzDecodeBody$$' -fuzztime $(FUZZTIME) .
 
 # Medplum's own client (@medplum/core, pinned in tests/compat) against the
 # standalone binary; see tests/compat/GAPS.md for what it still lacks.

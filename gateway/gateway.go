@@ -152,6 +152,9 @@ func (g *Gateway) requestID(c *fiber.Ctx) error {
 	}
 	c.Locals("rid", id)
 	c.Set("X-Request-Id", id)
+	// Binary downloads and bot answers carry a type the caller chose:
+	// browsers must not guess another one from the content.
+	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 	return c.Next()
 }
 
@@ -179,7 +182,6 @@ func (g *Gateway) forward(r route) fiber.Handler {
 			Path:      c.Path(),
 			RawQuery:  string(c.Request().URI().QueryString()),
 			Header:    map[string]string{},
-			Body:      c.Body(),
 			RequestID: c.Locals("rid").(string),
 			Remote:    c.IP(),
 			Trace:     bus.TraceParentOrNew(c.Get(bus.TraceParent)),
@@ -203,6 +205,10 @@ func (g *Gateway) forward(r route) fiber.Handler {
 				return err
 			}
 			req.Principal = p
+		}
+		// Only now, with the caller known, is the body decoded.
+		if req.Body, err = requestBody(c, g.cfg.MaxBodyBytes); err != nil {
+			return err
 		}
 		ctx, cancel := context.WithTimeout(c.UserContext(), g.cfg.RequestTimeout)
 		defer cancel()
@@ -289,6 +295,8 @@ func (g *Gateway) onError(c *fiber.Ctx, err error) error {
 			fe = fhir.BadRequest(ferr.Message)
 		case http.StatusRequestTimeout:
 			fe = fhir.Timeout("Request timeout")
+		case http.StatusRequestHeaderFieldsTooLarge:
+			fe = fhir.HeadersTooLarge()
 		default:
 			g.log.Warn("http error", "code", ferr.Code, "msg", ferr.Message)
 			fe = fhir.Internal()
@@ -300,9 +308,10 @@ func (g *Gateway) onError(c *fiber.Ctx, err error) error {
 	for k, v := range fe.Header {
 		c.Set(k, v)
 	}
-	// Requests refused before the middleware ran (413) still get an id.
+	// Requests refused before the middleware ran (413, 431) still get an id.
 	if c.Locals("rid") == nil {
 		c.Set("X-Request-Id", uuid.NewString())
+		c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 	}
 	c.Set("Content-Type", bus.FHIRContentType)
 	return c.Status(fe.Status).Send(fe.JSON())

@@ -3,6 +3,7 @@ module github.com/pinion-health/pinion/gateway
 go 1.26.0
 
 require (
+	github.com/andybalholm/brotli v1.1.0
 	github.com/gofiber/fiber/v2 v2.52.15
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/golang-lru/v2 v2.0.7
@@ -16,7 +17,6 @@ require (
 	github.com/FerretDB/FerretDB v1.24.0 // indirect
 	github.com/FerretDB/wire v0.0.7 // indirect
 	github.com/SAP/go-hdb v1.10.1 // indirect
-	github.com/andybalholm/brotli v1.1.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect

@@ -66,6 +66,10 @@ func TestBotExecute(t *testing.T) {
 			if tc.wantType != "" && !strings.HasPrefix(r.header.Get("Content-Type"), tc.wantType) {
 				t.Fatalf("content type %q, want %s", r.header.Get("Content-Type"), tc.wantType)
 			}
+			// The type is the bot's (or the caller's) choice: browsers must not sniff another.
+			if r.header.Get("X-Content-Type-Options") != "nosniff" {
+				t.Fatal("answer without X-Content-Type-Options: nosniff")
+			}
 			if tc.wantBody != "" && !strings.Contains(strings.ReplaceAll(string(r.body), "\n", "\r"), tc.wantBody) {
 				t.Fatalf("body %q lacks %q", r.body, tc.wantBody)
 			}

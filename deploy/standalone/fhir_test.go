@@ -251,6 +251,14 @@ func TestBinaryContent(t *testing.T) {
 	if string(r.body) != "hello binary" || r.header.Get("Content-Type") != "text/plain" {
 		t.Fatalf("download: %q %q", r.header.Get("Content-Type"), r.body)
 	}
+	// Content whose type the uploader chose is never sniffed into another.
+	r = do(t, "POST", "fhir/R4/Binary", tok, "text/html", []byte("<script>alert(1)</script>"))
+	expect(t, r, 201)
+	r = do(t, "GET", "fhir/R4/Binary/"+r.json(t)["id"].(string), tok, "", nil, "Accept", "*/*")
+	expect(t, r, 200)
+	if r.header.Get("Content-Type") != "text/html" || r.header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatalf("download of html: type %q, nosniff %q", r.header.Get("Content-Type"), r.header.Get("X-Content-Type-Options"))
+	}
 	r = do(t, "GET", "fhir/R4/Binary/"+id, tok, "", nil, "Accept", "application/fhir+json")
 	expect(t, r, 200)
 	if r.json(t)["resourceType"] != "Binary" {

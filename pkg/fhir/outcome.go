@@ -120,6 +120,11 @@ func TooLarge(msg string) *Error {
 	return outcome(413, "content-too-large", "error", "too-long", msg)
 }
 
+// HeadersTooLarge is 431: the request's headers exceed what the server reads.
+func HeadersTooLarge() *Error {
+	return outcome(431, "", "error", "too-long", "Request headers too large")
+}
+
 // UnsupportedMediaType is 415.
 func UnsupportedMediaType() *Error {
 	return outcome(415, "unsupported-media-type", "error", "not-supported", "Unsupported media type")
