@@ -1,0 +1,88 @@
+package standalone
+
+import (
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pinion-health/pinion/pkg/rss"
+)
+
+// bounded runs one hostile request and fails when the process's resident
+// memory grew by more than limit while it ran.
+func bounded(t *testing.T, limit int64, f func() *response) *response {
+	t.Helper()
+	stop := rss.Watch(nil)
+	start := time.Now()
+	r := f()
+	grew := stop()
+	t.Logf("status %d in %v, resident memory grew %d MiB", r.status, time.Since(start).Round(time.Millisecond), grew>>20)
+	if grew > limit {
+		t.Fatalf("resident memory grew by %d MiB (limit %d MiB)", grew>>20, limit>>20)
+	}
+	return r
+}
+
+// doubling is a JSON Patch whose copies double an array twenty times: a
+// kilobyte would become a gigabyte.
+func doubling(path string) string {
+	ops := []string{`{"op":"add","path":"` + path + `","value":[{"url":"http://example.com/x","valueString":"` + strings.Repeat("x", 1000) + `"}]}`}
+	for i := 0; i < 20; i++ {
+		ops = append(ops, `{"op":"copy","from":"`+path+`","path":"`+path+`/-"}`)
+	}
+	return "[" + strings.Join(ops, ",") + "]"
+}
+
+// Every way to patch refuses a patch whose copies would grow the resource
+// past the limit: 413 before the memory is spent, nothing written.
+func TestPatchAmplification(t *testing.T) {
+	pid, su := adminProject(t, "Patch bombs")
+	m := member(t, su, pid, "resourceType", "Patient", "firstName", "Pat", "lastName", "Bomb",
+		"email", "patch-bomb@example.com", "password", "patch bomb password")
+	user := signIn(t, "patch-bomb@example.com", "patch bomb password", pid, "openid")["access_token"].(string)
+	admin := projectAdmin(t, su, pid, "patch-bomb-admin@example.com")
+	r := do(t, "POST", "fhir/R4/Patient", admin, "application/fhir+json", patient("Bomb"))
+	expect(t, r, 201)
+	pat := r.json(t)["id"].(string)
+	userID := idOf(refOf(m, "user"))
+	const limit = 200 << 20
+
+	t.Run("own User", func(t *testing.T) {
+		before := snapshot(t, su, "User", userID).vid
+		r := bounded(t, limit, func() *response {
+			return do(t, "PATCH", "fhir/R4/User/"+userID, user, "application/json-patch+json", []byte(doubling("/extension")))
+		})
+		expectOutcome(t, r, 413, "copy operations would add more than")
+		if v := snapshot(t, su, "User", userID).vid; v != before {
+			t.Fatalf("user written: version %s", v)
+		}
+	})
+	t.Run("batch entry", func(t *testing.T) {
+		bundle := `{"resourceType":"Bundle","type":"batch","entry":[{"request":{"method":"PATCH","url":"Patient/` + pat + `"},` +
+			`"resource":{"resourceType":"Binary","contentType":"application/json-patch+json","data":"` +
+			base64.StdEncoding.EncodeToString([]byte(doubling("/extension"))) + `"}}]}`
+		before := snapshot(t, su, "Patient", pat).vid
+		r := bounded(t, limit, func() *response {
+			return do(t, "POST", "fhir/R4", admin, "application/fhir+json", []byte(bundle))
+		})
+		expect(t, r, 200)
+		if !strings.Contains(string(r.body), `"status":"413 Request Entity Too Large"`) {
+			t.Fatalf("entry not refused with 413: %.300s", r.body)
+		}
+		if v := snapshot(t, su, "Patient", pat).vid; v != before {
+			t.Fatalf("patient written: version %s", v)
+		}
+	})
+	t.Run("membership through the admin route", func(t *testing.T) {
+		r := bounded(t, limit, func() *response {
+			return do(t, "PATCH", "admin/projects/"+pid+"/members/"+m["id"].(string), admin, "application/json-patch+json", []byte(doubling("/extension")))
+		})
+		expectOutcome(t, r, 413, "copy operations would add more than")
+	})
+	t.Run("too many operations", func(t *testing.T) {
+		ops := strings.Repeat(`{"op":"test","path":"/id","value":1},`, 1001)
+		r := do(t, "PATCH", "fhir/R4/Patient/"+pat, admin, "application/json-patch+json", []byte("["+strings.TrimSuffix(ops, ",")+"]"))
+		expectOutcome(t, r, 413, "at most 1000 operations")
+	})
+}
