@@ -86,3 +86,34 @@ func TestPatchAmplification(t *testing.T) {
 		expectOutcome(t, r, 413, "at most 1000 operations")
 	})
 }
+
+// A transaction whose deadline passes part way is undone: what it created
+// is deleted even though its own context has ended.
+func TestTransactionDeadline(t *testing.T) {
+	ownStack(t, map[string]string{"PINION_REQUEST_TIMEOUT": "1s", "PINION_MAX_BODY_BYTES": "1048576"})
+	pid, su := adminProject(t, "Slow transaction")
+	r := do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": "importer"}))
+	expect(t, r, 201)
+	tok := clientToken(t, r.json(t)["id"].(string), r.json(t)["secret"].(string))
+	entries := make([]string, 999)
+	for i := range entries {
+		entries[i] = `{"request":{"method":"POST","url":"Patient"},"resource":{"resourceType":"Patient","name":[{"family":"Deadline"}]}}`
+	}
+	bundle := `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join(entries, ",") + `]}`
+	start := time.Now()
+	r = do(t, "POST", "fhir/R4", tok, "application/fhir+json", []byte(bundle))
+	t.Logf("transaction answered %d after %v", r.status, time.Since(start).Round(time.Millisecond))
+	if r.status != 504 {
+		t.Fatalf("status %d, want 504 (the transaction was meant to outlive its deadline)", r.status)
+	}
+	// The undo runs after the deadline; give it time, then nothing is left.
+	left := -1
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if left = count(t, su, "Patient", pid); left == 0 {
+			break
+		}
+	}
+	if left != 0 {
+		t.Fatalf("%d of the transaction's creates were left behind", left)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
@@ -188,8 +189,15 @@ func (s *Service) runEntry(ctx context.Context, r *bus.Request, e batchEntry) (*
 	return h(ctx, sub)
 }
 
+// undoTimeout bounds the deletes that undo a failed transaction. They run
+// on a context of their own: a transaction that failed because its
+// deadline passed must still be undone.
+const undoTimeout = time.Minute
+
 // undo deletes what a failed transaction created.
 func (s *Service) undo(ctx context.Context, r *bus.Request, created []string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
 	sc := repo.Scope{Project: r.Principal.Project, SuperAdmin: r.Principal.SuperAdmin}
 	for _, ref := range created {
 		if t, id, ok := fhir.SplitReference(ref); ok {
