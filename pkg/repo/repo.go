@@ -436,7 +436,15 @@ func prepare(op, typ, id, project string, res map[string]any, author string) (*v
 	}
 	if author != "" {
 		meta["author"] = map[string]any{"reference": author}
+	} else {
+		delete(meta, "author")
 	}
+	// The server's to set (Medplum computes them; Pinion has no use for
+	// them yet): whatever path a write came by (a patch, a bot, a batch),
+	// a caller's value is never stored.
+	delete(meta, "account")
+	delete(meta, "accounts")
+	delete(meta, "compartment")
 	res["meta"] = meta
 	body, err := json.Marshal(res)
 	if err != nil {
