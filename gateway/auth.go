@@ -36,8 +36,8 @@ func (g *Gateway) authenticate(c *fiber.Ctx) (*bus.Principal, error) {
 			g.log.Debug("token refused", "err", err)
 			return nil, g.unauthorized()
 		}
-		if claims.LoginID == "" || claims.RefreshSecret != "" {
-			return nil, g.unauthorized() // not an access token
+		if !claims.IsAccessToken() {
+			return nil, g.unauthorized()
 		}
 		// Fiber's strings alias its request buffer: the cache key must own its bytes.
 		g.tokens.Add(strings.Clone(tok), claims)

@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/session"
 )
 
 func TestTokenClientCredentials(t *testing.T) {
@@ -183,4 +184,50 @@ func TestClientLogoutEndsOneToken(t *testing.T) {
 	expect(t, do(t, "GET", "auth/me", a, "", nil), 401)
 	expect(t, do(t, "GET", "auth/me", b, "", nil), 200)
 	expect(t, do(t, "GET", "auth/me", superToken(t), "", nil), 200)
+}
+
+// Only access tokens open the API: the ID token and the refresh token of
+// the same sign-in are signed by the same key and name the same login.
+func TestOnlyAccessTokensOpenTheAPI(t *testing.T) {
+	pid, su := adminProject(t, "token kinds")
+	member(t, su, pid, "resourceType", "Practitioner", "firstName", "Tok", "lastName", "Kinds",
+		"email", "token-kinds@example.com", "password", "token kinds password")
+	tokens := signIn(t, "token-kinds@example.com", "token kinds password", pid, "openid offline_access")
+	expect(t, do(t, "GET", "auth/me", tokens["access_token"].(string), "", nil), 200)
+	for _, kind := range []string{"id_token", "refresh_token"} {
+		tok, _ := tokens[kind].(string)
+		if tok == "" {
+			t.Fatalf("no %s issued", kind)
+		}
+		expect(t, do(t, "GET", "auth/me", tok, "", nil), 401)
+		expect(t, do(t, "GET", "fhir/R4/Patient", tok, "", nil), 401)
+	}
+}
+
+// An authorization code is good for a minute; redeeming it later is
+// refused, and the login can still be used by nothing.
+func TestAuthorizationCodeExpires(t *testing.T) {
+	pid, su := adminProject(t, "code expiry")
+	member(t, su, pid, "resourceType", "Practitioner", "firstName", "Code", "lastName", "Late",
+		"email", "code-late@example.com", "password", "code late password")
+	verifier := "verifier-" + strings.Repeat("y", 40)
+	r := do(t, "POST", "auth/login", "", "application/json", mustJSON(map[string]any{
+		"email": "code-late@example.com", "password": "code late password", "projectId": pid,
+		"codeChallenge": verifier, "codeChallengeMethod": "plain"}))
+	expect(t, r, 200)
+	code := r.json(t)["code"].(string)
+	loginID, _, _ := strings.Cut(code, ".")
+	// Age the code past its lifetime, as if the client had waited.
+	if _, err := stack.conns.Sessions.UpdateLogin(context.Background(), loginID, func(l *session.Login) error {
+		l.CodeAt -= (61 * time.Second).Milliseconds()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "code_verifier": {verifier}}
+	r = do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode()))
+	expect(t, r, 400)
+	if m := r.json(t); m["error"] != "invalid_grant" || m["error_description"] != "Code expired" {
+		t.Fatalf("late code: %s", r.body)
+	}
 }

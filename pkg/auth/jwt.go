@@ -33,6 +33,13 @@ type Claims struct {
 	Nonce    string `json:"nonce,omitempty"`
 }
 
+// IsAccessToken tells an access token from the other tokens the same key
+// signs: an ID token (fhirUser) or a refresh token (refresh_secret) names a
+// login too, but must never open the API.
+func (c *Claims) IsAccessToken() bool {
+	return c.LoginID != "" && c.Username != "" && c.RefreshSecret == "" && c.FHIRUser == "" && c.Nonce == ""
+}
+
 // Key is a signing key with its id.
 type Key struct {
 	ID      string

@@ -67,7 +67,7 @@ func Open(ctx context.Context, o Options) (*Conns, error) {
 		c.Close()
 		return nil, fmt.Errorf("stream %s: %w", ResourceStream, err)
 	}
-	if c.Sessions, err = session.Open(ctx, c.JS); err != nil {
+	if c.Sessions, err = session.Open(ctx, c.JS, session.Config{}); err != nil {
 		c.Close()
 		return nil, err
 	}

@@ -29,6 +29,28 @@ const (
 // not live longer (config refuses a longer lifetime).
 const RevokedTTL = 25 * time.Hour
 
+// RefreshLifetime is how long a refresh token is good (Medplum: two weeks).
+const RefreshLifetime = 14 * 24 * time.Hour
+
+// LoginTTL is how long a login is kept after its last write. Every token
+// of a login lives shorter (access tokens at most a day, refresh tokens
+// RefreshLifetime from the rotation that wrote the login), so a login the
+// bucket has dropped has no token left that could need it. Without a TTL
+// every sign-in would be kept, and held by every gateway, for ever.
+const LoginTTL = RefreshLifetime + 24*time.Hour
+
+// markerTTL is how long the bucket keeps the marker it writes when the TTL
+// removes a key: the markers are what tell watchers (the gateways' views)
+// to forget the key too.
+const markerTTL = time.Hour
+
+// Config sets the lifetimes of the buckets; zero fields take the defaults
+// (tests shorten them).
+type Config struct {
+	LoginTTL   time.Duration
+	RevokedTTL time.Duration
+}
+
 // Login is one sign-in: the membership it acts as, and whether it still counts.
 type Login struct {
 	Membership string `json:"m"`
@@ -39,6 +61,7 @@ type Login struct {
 
 	// The sign-in flow's state, used by identity only.
 	CodeDigest      string `json:"cd,omitempty"`
+	CodeAt          int64  `json:"ca,omitempty"` // when the code was issued, Unix milliseconds
 	Challenge       string `json:"ch,omitempty"`
 	ChallengeMethod string `json:"chm,omitempty"`
 	Granted         bool   `json:"g,omitempty"`
@@ -65,20 +88,30 @@ type Store struct {
 }
 
 // Open creates the buckets if needed (file storage: they survive a restart).
-func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
+func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
+	if cfg.LoginTTL == 0 {
+		cfg.LoginTTL = LoginTTL
+	}
+	if cfg.RevokedTTL == 0 {
+		cfg.RevokedTTL = RevokedTTL
+	}
 	open := func(name string, ttl time.Duration) (jetstream.KeyValue, error) {
-		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		c := jetstream.KeyValueConfig{
 			Bucket:  name,
 			History: 1,
 			Storage: jetstream.FileStorage,
 			TTL:     ttl,
-		})
+		}
+		if ttl > 0 {
+			c.LimitMarkerTTL = min(markerTTL, ttl)
+		}
+		kv, err := js.CreateOrUpdateKeyValue(ctx, c)
 		if err != nil {
 			return nil, fmt.Errorf("kv bucket %s: %w", name, err)
 		}
 		return kv, nil
 	}
-	l, err := open(LoginsBucket, 0)
+	l, err := open(LoginsBucket, cfg.LoginTTL)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +119,7 @@ func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := open(RevokedBucket, RevokedTTL)
+	r, err := open(RevokedBucket, cfg.RevokedTTL)
 	if err != nil {
 		return nil, err
 	}

@@ -25,9 +25,6 @@ import (
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
-// refreshLifetime is how long a refresh token is good (Medplum: two weeks).
-const refreshLifetime = 14 * 24 * time.Hour
-
 // memberChoice is one membership a user may sign in as.
 type memberChoice struct {
 	ID      string          `json:"id"`
@@ -129,11 +126,17 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 	return bus.JSON(200, map[string]any{"login": loginID, "code": code}), nil
 }
 
+// codeLifetime is how long an authorization code can be redeemed: a client
+// redeems it at once, and one found later in a log or a browser history
+// must be worthless (RFC 6749 §4.1.2 advises at most ten minutes).
+const codeLifetime = time.Minute
+
 // newCode makes an authorization code: the login id and a secret whose
 // digest the login keeps, so the code finds its login without a search.
 func newCode(loginID string, l *session.Login) string {
 	secret := auth.NewSecret()
 	l.CodeDigest = auth.SecretDigest(secret)
+	l.CodeAt = time.Now().UnixMilli()
 	return loginID + "." + secret
 }
 
@@ -240,6 +243,8 @@ func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.
 			l.Revoked = true
 			terr = tokenError("invalid_grant", "Token already granted")
 			return nil
+		case time.Since(time.UnixMilli(l.CodeAt)) > codeLifetime:
+			terr = tokenError("invalid_grant", "Code expired")
 		case l.Membership == "":
 			terr = tokenError("invalid_request", "Invalid profile")
 		case l.Client != "" && form.Get("client_id") != "" && form.Get("client_id") != l.Client:
@@ -373,7 +378,7 @@ func (s *Service) userTokens(ctx context.Context, loginID string, l *session.Log
 	if refresh != "" && !m.SuperAdmin {
 		rc := &auth.Claims{LoginID: loginID, RefreshSecret: refresh, ClientID: l.Client}
 		rc.Audience = jwt.ClaimStrings{s.cfg.BaseURL}
-		if body["refresh_token"], err = s.signer.Sign(rc, refreshLifetime); err != nil {
+		if body["refresh_token"], err = s.signer.Sign(rc, session.RefreshLifetime); err != nil {
 			return nil, err
 		}
 	}

@@ -1,0 +1,88 @@
+package session
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pinion-health/pinion/pkg/embedded"
+)
+
+func openStore(t *testing.T, cfg Config) *Store {
+	t.Helper()
+	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(context.Background(), js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A login the bucket's TTL removed is forgotten by every view too, so a
+// gateway holds only logins that can still have live tokens.
+func TestLoginsExpire(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, Config{LoginTTL: 2 * time.Second})
+	if _, err := s.PutMembership(ctx, "m1", Membership{Project: "p", User: "User/u", Profile: "Patient/p", Active: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutLogin(ctx, "l1", Login{Membership: "m1", User: "User/u"}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if _, _, _, err := v.Lookup(ctx, "l1"); err != nil {
+		t.Fatalf("fresh login: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v.mu.RLock()
+		_, held := v.logins["l1"]
+		v.mu.RUnlock()
+		if !held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the view still holds a login its bucket dropped")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, _, _, err := v.Lookup(ctx, "l1"); err != ErrInactive {
+		t.Fatalf("expired login looked up: %v", err)
+	}
+	// Memberships have no TTL.
+	if _, err := s.GetMembership(ctx, "m1"); err != nil {
+		t.Fatalf("membership gone with the login: %v", err)
+	}
+}
+
+// The default lifetime outlives every token a login can have.
+func TestLoginTTLOutlivesTokens(t *testing.T) {
+	s := openStore(t, Config{})
+	st, err := s.logins.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl := st.TTL(); ttl < RefreshLifetime+time.Hour || ttl < 25*time.Hour {
+		t.Fatalf("logins bucket TTL %v is shorter than a token's life", ttl)
+	}
+}
