@@ -231,3 +231,51 @@ func TestAuthorizationCodeExpires(t *testing.T) {
 		t.Fatalf("late code: %s", r.body)
 	}
 }
+
+// A sign-in for an unknown e-mail is answered like one with a wrong
+// password: the same status and text, and the same password check, so
+// neither the answer nor its time tells which addresses have accounts.
+func TestSignInAnswersAlike(t *testing.T) {
+	pid, su := adminProject(t, "sign-in alike")
+	member(t, su, pid, "resourceType", "Practitioner", "firstName", "Al", "lastName", "Ike",
+		"email", "alike@example.com", "password", "the right password")
+	attempt := func(email string) (*response, time.Duration) {
+		start := time.Now()
+		r := do(t, "POST", "auth/login", "", "application/json", mustJSON(map[string]any{
+			"email": email, "password": "a wrong password", "codeChallenge": "x", "codeChallengeMethod": "plain"}))
+		return r, time.Since(start)
+	}
+	// Interleaved, after a first attempt of each; the fastest of five is the
+	// cost, the rest is this machine's noise.
+	attempt("alike@example.com")
+	attempt("nobody-alike@example.com")
+	var known, unknown time.Duration
+	var knownText, unknownText string
+	for i := 0; i < 5; i++ {
+		for _, email := range []string{"alike@example.com", "nobody-alike@example.com"} {
+			r, d := attempt(email)
+			expect(t, r, 400)
+			if email == "alike@example.com" {
+				knownText, known = r.outcomeText(t), minPositive(known, d)
+			} else {
+				unknownText, unknown = r.outcomeText(t), minPositive(unknown, d)
+			}
+		}
+	}
+	t.Logf("wrong password %v %q; unknown e-mail %v %q", known, knownText, unknown, unknownText)
+	if knownText != unknownText || knownText != "Email or password is invalid" {
+		t.Fatalf("answers differ: %q and %q", knownText, unknownText)
+	}
+	// The password check dominates both; without it the unknown e-mail
+	// answers some thirty times faster.
+	if unknown < known/3 {
+		t.Fatalf("an unknown e-mail is answered in %v, a wrong password in %v", unknown, known)
+	}
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	if a == 0 || b < a {
+		return b
+	}
+	return a
+}

@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/sha256"
@@ -11,6 +12,7 @@ import (
 	"net/mail"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -76,21 +78,18 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 			return nil, err
 		}
 	}
-	if userID == "" {
-		s.limiter.failed(r.Remote, email)
-		return nil, fhir.BadRequest("User not found")
-	}
-	hash, err := s.passwordHash(ctx, userID)
+	// An unknown e-mail costs the same reads and password check and gets
+	// the same answer as a wrong password (Medplum answers "User not
+	// found", which tells anyone which addresses have accounts).
+	hash, err := s.passwordHash(ctx, cmp.Or(userID, decoyUser))
 	if err != nil {
 		return nil, err
 	}
-	ok := false
-	if hash != "" {
-		if ok, err = auth.CheckPassword(hash, in.Password); err != nil {
-			return nil, err
-		}
+	ok, err := auth.CheckPassword(orDecoy(hash), in.Password)
+	if err != nil {
+		return nil, err
 	}
-	if !ok {
+	if !ok || hash == "" {
 		s.limiter.failed(r.Remote, email)
 		return nil, fhir.BadRequest("Email or password is invalid")
 	}
@@ -130,6 +129,21 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 // redeems it at once, and one found later in a log or a browser history
 // must be worthless (RFC 6749 §4.1.2 advises at most ten minutes).
 const codeLifetime = time.Minute
+
+// decoyUser is an id no user has: its password is looked up for an unknown
+// e-mail, at the cost of a real lookup.
+const decoyUser = "00000000-0000-0000-0000-000000000000"
+
+// decoyHash is checked when there is no real hash to check, so that a
+// sign-in for an unknown e-mail takes as long as one for a known one.
+var decoyHash = sync.OnceValue(func() string { return auth.HashPassword(auth.NewSecret()) })
+
+func orDecoy(hash string) string {
+	if hash == "" {
+		return decoyHash()
+	}
+	return hash
+}
 
 // newCode makes an authorization code: the login id and a secret whose
 // digest the login keeps, so the code finds its login without a search.
