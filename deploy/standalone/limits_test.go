@@ -1,7 +1,9 @@
 package standalone
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -115,5 +117,117 @@ func TestTransactionDeadline(t *testing.T) {
 	}
 	if left != 0 {
 		t.Fatalf("%d of the transaction's creates were left behind", left)
+	}
+}
+
+// bigPatient is a Patient of about n bytes (its text narrative).
+func bigPatient(family string, n int) []byte {
+	return mustJSON(map[string]any{"resourceType": "Patient", "name": []any{map[string]any{"family": family}},
+		"text": map[string]any{"status": "generated", "div": `<div xmlns="http://www.w3.org/1999/xhtml">` + strings.Repeat("x", n) + `</div>`}})
+}
+
+// Answers that would not fit on the bus are bounded where they are
+// assembled, and a caller never waits for a deadline because of one.
+func TestOversizedAnswers(t *testing.T) {
+	pid, su := adminProject(t, "Large answers")
+	r := do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": "reader"}))
+	expect(t, r, 201)
+	tok := clientToken(t, r.json(t)["id"].(string), r.json(t)["secret"].(string))
+	// The test stack's bus carries 1 MiB + the 64 KiB body limit.
+	var ids []string
+	for i := 0; i < 24; i++ {
+		r := do(t, "POST", "fhir/R4/Patient", tok, "application/fhir+json", bigPatient("Large", 60000))
+		expect(t, r, 201)
+		ids = append(ids, r.json(t)["id"].(string))
+	}
+
+	t.Run("batch of reads", func(t *testing.T) {
+		var entries []string
+		for _, id := range ids {
+			entries = append(entries, `{"request":{"method":"GET","url":"Patient/`+id+`"}}`)
+		}
+		start := time.Now()
+		r := do(t, "POST", "fhir/R4", tok, "application/fhir+json", []byte(`{"resourceType":"Bundle","type":"batch","entry":[`+strings.Join(entries, ",")+`]}`))
+		t.Logf("answered %d in %v, %d bytes", r.status, time.Since(start).Round(time.Millisecond), len(r.body))
+		expect(t, r, 200)
+		ok, refused := 0, 0
+		for _, e := range r.json(t)["entry"].([]any) {
+			switch e.(map[string]any)["response"].(map[string]any)["status"] {
+			case "200 OK":
+				ok++
+			case "413 Request Entity Too Large":
+				refused++
+			}
+		}
+		if ok == 0 || refused == 0 || ok+refused != len(ids) {
+			t.Fatalf("%d read, %d refused of %d", ok, refused, len(ids))
+		}
+	})
+	t.Run("search page", func(t *testing.T) {
+		seen := map[string]bool{}
+		next := "fhir/R4/Patient?name=Large&_count=24"
+		pages := 0
+		for next != "" && pages < 10 {
+			r := do(t, "GET", next, tok, "", nil)
+			expect(t, r, 200)
+			pages++
+			b := r.json(t)
+			entries, _ := b["entry"].([]any)
+			for _, e := range entries {
+				seen[e.(map[string]any)["resource"].(map[string]any)["id"].(string)] = true
+			}
+			next = ""
+			for _, l := range b["link"].([]any) {
+				if l.(map[string]any)["relation"] == "next" {
+					next = strings.TrimPrefix(l.(map[string]any)["url"].(string), "http://localhost:8103/")
+				}
+			}
+		}
+		if pages < 2 || len(seen) != len(ids) {
+			t.Fatalf("%d pages gave %d of %d patients", pages, len(seen), len(ids))
+		}
+	})
+	t.Run("history", func(t *testing.T) {
+		id := ids[0]
+		for i := 0; i < 20; i++ {
+			body := bigPatient("Large", 60000+i)
+			var m map[string]any
+			_ = json.Unmarshal(body, &m)
+			m["id"] = id
+			expect(t, do(t, "PUT", "fhir/R4/Patient/"+id, tok, "application/fhir+json", mustJSON(m)), 200)
+		}
+		start := time.Now()
+		r := do(t, "GET", "fhir/R4/Patient/"+id+"/_history", tok, "", nil)
+		expectOutcome(t, r, 413, "too large to answer at once")
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("took %v", time.Since(start))
+		}
+	})
+}
+
+// A raw upload near the body limit is stored once and answered at once:
+// the answer does not repeat the content (which, base64-encoded, would be
+// too large for the bus and leave the uploader waiting, then retrying).
+func TestLargeBinaryUpload(t *testing.T) {
+	ownStack(t, map[string]string{"PINION_MAX_BODY_BYTES": "8388608", "PINION_REQUEST_TIMEOUT": "5s"})
+	_, tok := project(t, "large upload")
+	content := bytes.Repeat([]byte("0123456789abcdef"), 7_500_000/16)
+	start := time.Now()
+	r := do(t, "POST", "fhir/R4/Binary", tok, "application/octet-stream", content)
+	t.Logf("answered %d in %v", r.status, time.Since(start).Round(time.Millisecond))
+	expect(t, r, 201)
+	b := r.json(t)
+	if _, ok := b["data"]; ok || b["contentType"] != "application/octet-stream" {
+		t.Fatalf("answer: %.300s", r.body)
+	}
+	r = do(t, "GET", "fhir/R4/Binary/"+b["id"].(string), tok, "", nil, "Accept", "*/*")
+	expect(t, r, 200)
+	if !bytes.Equal(r.body, content) {
+		t.Fatalf("downloaded %d bytes, uploaded %d", len(r.body), len(content))
+	}
+	r = do(t, "GET", "fhir/R4/Binary?_summary=count", tok, "", nil)
+	expect(t, r, 200)
+	if n := r.json(t)["total"].(float64); n != 1 {
+		t.Fatalf("%v Binaries stored", n)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,14 +34,30 @@ type Handler func(ctx context.Context, r *Request) (*Response, error)
 // Service is a running micro service.
 type Service struct {
 	svc      micro.Service
+	nc       *nats.Conn
 	log      *slog.Logger
 	inflight sync.WaitGroup
+	// slots holds one token per request being handled; bytes counts their
+	// payloads. Both are bounded, so a burst costs a prompt 503, not
+	// unbounded goroutines and memory.
+	slots chan struct{}
+	bytes atomic.Int64
 }
+
+// In-flight bounds of one service instance. Requests are mostly small and
+// quick; what fills the slots is a slow dependency, and more work queued
+// behind it would only time out later.
+const (
+	MaxInFlight      = 512
+	MaxInFlightBytes = 256 << 20
+)
 
 // Serve registers the endpoints (subject → handler) as a micro service in
 // the shared queue group. Each request runs in its own goroutine: NATS calls
 // a subscription's handler serially, and a slow request must not hold up
-// the others.
+// the others. At most MaxInFlight requests (MaxInFlightBytes of payload)
+// run at once; beyond that a request is answered 503 with Retry-After at
+// once.
 func Serve(nc *nats.Conn, name, version string, endpoints map[string]Handler, log *slog.Logger) (*Service, error) {
 	if log == nil {
 		log = slog.Default()
@@ -49,15 +66,22 @@ func Serve(nc *nats.Conn, name, version string, endpoints map[string]Handler, lo
 	if err != nil {
 		return nil, fmt.Errorf("service %s: %w", name, err)
 	}
-	s := &Service{svc: ms, log: log.With("service", name)}
+	s := &Service{svc: ms, nc: nc, log: log.With("service", name), slots: make(chan struct{}, MaxInFlight)}
 	for subject, h := range endpoints {
 		h := h
 		subject := subject
 		// Endpoint names may not contain dots; the subject keeps them.
 		err := ms.AddEndpoint(strings.ReplaceAll(subject, ".", "_"), micro.HandlerFunc(func(mr micro.Request) {
+			size := int64(len(mr.Data()))
+			if !s.admit(size) {
+				metrics.BusOverload.WithLabelValues(subject).Inc()
+				s.reply(subject, mr, Outcome(fhir.Busy("Service busy, try again")))
+				return
+			}
 			s.inflight.Add(1)
 			go func() {
 				defer s.inflight.Done()
+				defer s.release(size)
 				s.handle(subject, h, mr)
 			}()
 		}), micro.WithEndpointSubject(subject),
@@ -71,6 +95,25 @@ func Serve(nc *nats.Conn, name, version string, endpoints map[string]Handler, lo
 	return s, nil
 }
 
+// admit takes a slot for a request of size bytes, or reports overload.
+func (s *Service) admit(size int64) bool {
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		return false
+	}
+	if s.bytes.Add(size) > MaxInFlightBytes && size > 0 {
+		s.release(size)
+		return false
+	}
+	return true
+}
+
+func (s *Service) release(size int64) {
+	s.bytes.Add(-size)
+	<-s.slots
+}
+
 func (s *Service) handle(subject string, h Handler, mr micro.Request) {
 	ctx := context.Background()
 	var cancel context.CancelFunc
@@ -80,10 +123,39 @@ func (s *Service) handle(subject string, h Handler, mr micro.Request) {
 		ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
 	}
 	defer cancel()
-	resp := s.run(ctx, subject, h, mr)
-	if err := mr.Respond(resp.Body, micro.WithHeaders(micro.Headers(EncodeResponse(resp)))); err != nil {
+	s.reply(subject, mr, s.run(ctx, subject, h, mr))
+}
+
+// reply sends an answer. One too large for the bus (handlers bound what
+// they assemble, so this is a bug) is replaced at once by a 500, so the
+// caller is not left waiting for its deadline.
+func (s *Service) reply(subject string, mr micro.Request, resp *Response) {
+	h := EncodeResponse(resp)
+	if size := len(resp.Body) + headerSize(h); int64(size) > s.nc.MaxPayload() {
+		s.log.Error("answer too large for the bus", "subject", subject, "bytes", size, "max", s.nc.MaxPayload())
+		resp = Outcome(fhir.Internal())
+		h = EncodeResponse(resp)
+	}
+	if err := mr.Respond(resp.Body, micro.WithHeaders(micro.Headers(h))); err != nil {
 		s.log.Warn("respond failed", "subject", subject, "err", err)
 	}
+}
+
+func headerSize(h nats.Header) int {
+	n := 16 // NATS/1.0 and the blank line
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// ReplyBudget is how large a body an answer on nc may carry, leaving room
+// for its headers. Handlers that assemble answers (searches, batches,
+// history) stay within it.
+func ReplyBudget(nc *nats.Conn) int {
+	return int(nc.MaxPayload()) - 64<<10
 }
 
 func (s *Service) run(ctx context.Context, subject string, h Handler, mr micro.Request) (resp *Response) {
@@ -146,6 +218,9 @@ func Call(ctx context.Context, nc *nats.Conn, subject string, r *Request) (*Resp
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		result = "timeout"
 		return nil, fhir.Timeout("")
+	case errors.Is(err, nats.ErrMaxPayload):
+		result = "too-large"
+		return nil, fhir.TooLarge("Request too large")
 	default:
 		result = "error"
 		return nil, fmt.Errorf("request %s: %w", subject, err)

@@ -148,6 +148,14 @@ func Unavailable(msg string) *Error {
 	return outcome(503, "unavailable", "error", "transient", msg)
 }
 
+// Busy is 503 with Retry-After: the service is at its bound for work in
+// flight and refuses more rather than queue it without limit.
+func Busy(msg string) *Error {
+	e := Unavailable(msg)
+	e.Header = map[string]string{"Retry-After": "1"}
+	return e
+}
+
 // BadRequest is 400 for bad input; expr names the offending field when known.
 func BadRequest(msg string, expr ...string) *Error {
 	e := outcome(400, "", "error", "invalid", msg)

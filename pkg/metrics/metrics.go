@@ -34,6 +34,11 @@ var (
 		Name: "pinion_bus_request_duration_seconds", Help: "NATS request/reply latency by subject.",
 		Buckets: []float64{.0002, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30},
 	}, []string{"subject", "result"})
+	// BusOverload counts requests a service refused because it was at its
+	// in-flight bound.
+	BusOverload = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pinion_bus_overload_total", Help: "Requests answered 503 because the service was at capacity.",
+	}, []string{"subject"})
 	// SagaSteps counts saga steps by step and result (done, retry, failed).
 	SagaSteps = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pinion_saga_steps_total", Help: "Saga steps handled.",
@@ -51,7 +56,7 @@ var (
 
 func init() {
 	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		HTTPRequests, HTTPDuration, BusDuration, SagaSteps, BotExecutions, BotDuration)
+		HTTPRequests, HTTPDuration, BusDuration, BusOverload, SagaSteps, BotExecutions, BotDuration)
 }
 
 // Since observes the seconds since t on a histogram.

@@ -15,6 +15,11 @@ import (
 // shorter; this covers the lookup and the writes around it).
 const asyncTimeout = 16 * time.Minute
 
+// maxAsync bounds the respond-async executions one instance runs at once:
+// they outlive their requests, so the bus's in-flight bound does not see
+// them.
+const maxAsync = 64
+
 // wantsAsync reports Prefer: respond-async.
 func wantsAsync(r *bus.Request) bool {
 	return strings.Contains(strings.ToLower(r.Get("Prefer")), "respond-async")
@@ -25,6 +30,17 @@ func wantsAsync(r *bus.Request) bool {
 // output Medplum gives: responseBody, or the outcome). A job whose process
 // dies before it ends stays "accepted".
 func (s *Service) executeAsync(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	select {
+	case s.asyncSlots <- struct{}{}:
+	default:
+		return nil, fhir.Busy("Too many asynchronous bot executions, try again")
+	}
+	started := false
+	defer func() {
+		if !started {
+			<-s.asyncSlots
+		}
+	}()
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	sc := repo.Scope{Project: r.Principal.Project}
 	job, err := s.repo.Create(ctx, sc, map[string]any{
@@ -34,7 +50,9 @@ func (s *Service) executeAsync(ctx context.Context, r *bus.Request) (*bus.Respon
 	if err != nil {
 		return nil, err
 	}
+	started = true
 	go func() {
+		defer func() { <-s.asyncSlots }()
 		bctx, cancel := context.WithTimeout(context.Background(), asyncTimeout)
 		defer cancel()
 		resp, err := s.executeNow(bctx, r)

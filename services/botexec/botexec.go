@@ -44,9 +44,11 @@ type Service struct {
 	identifiers sync.Map
 	evSub       *nats.Subscription
 	// audits queues AuditEvents for the writers, off the execution path.
-	audits    chan auditEvent
-	auditQuit chan struct{}
-	auditWG   sync.WaitGroup
+	audits chan auditEvent
+	// asyncSlots bounds the detached respond-async executions.
+	asyncSlots chan struct{}
+	auditQuit  chan struct{}
+	auditWG    sync.WaitGroup
 }
 
 // New wires the service.
@@ -56,7 +58,8 @@ func New(cfg Config, nc *nats.Conn, r *repo.Repo, sessions *session.Store, log *
 	}
 	progs, _ := lru.New[string, *sandbox.Program](1024)
 	log = log.With("service", "botexec")
-	return &Service{cfg: cfg, nc: nc, repo: r, sessions: sessions, policies: access.NewPolicies(r, log), log: log, programs: progs}
+	return &Service{cfg: cfg, nc: nc, repo: r, sessions: sessions, policies: access.NewPolicies(r, log), log: log, programs: progs,
+		asyncSlots: make(chan struct{}, maxAsync)}
 }
 
 // Start starts answering requests.

@@ -89,6 +89,8 @@ func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response
 	}
 	res, err := sandbox.Run(ctx, prog, ev, &host{s: s, principal: runAs, requestID: r.RequestID}, sandbox.Limits{
 		Timeout: time.Duration(timeout) * time.Second, MemoryBytes: s.cfg.MemoryBytes,
+		// What a bot returns must fit in one answer on the bus.
+		MaxOutputBytes: min(sandbox.DefaultLimits.MaxOutputBytes, bus.ReplyBudget(s.nc)),
 	})
 	if err != nil {
 		return nil, err

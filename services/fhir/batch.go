@@ -17,6 +17,10 @@ import (
 // maxBatchEntries bounds one batch or transaction.
 const maxBatchEntries = 1000
 
+// entryReserve is room kept in a batch's answer for each entry's response
+// without its resource (status, location, etag, or a short outcome).
+const entryReserve = 512
+
 type batchEntry struct {
 	FullURL  string          `json:"fullUrl"`
 	Resource json.RawMessage `json:"resource"`
@@ -92,8 +96,19 @@ func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, err
 	}
 	refs := map[string]string{} // urn:uuid:… → Type/id
 	var created []string
+	// The answer must fit on the bus: each entry's status line is reserved
+	// up front, and resources are included while they fit. A read that no
+	// longer fits is answered 413 (and not run once nothing fits); a write
+	// is still done and answered without its resource.
+	room := s.replyBudget() - len(b.Entry)*entryReserve
+	tooLarge := fhir.TooLarge("Entry not answered: the batch's answer would be too large; read it on its own")
 	for _, i := range order {
 		e := b.Entry[i]
+		read := e.Request != nil && strings.EqualFold(e.Request.Method, "GET")
+		if read && room <= 0 {
+			out[i] = responseEntry{Response: entryResponse{Status: statusLine(tooLarge.Status), Outcome: tooLarge.JSON()}}
+			continue
+		}
 		if tx && len(refs) > 0 && len(e.Resource) > 0 {
 			body := string(e.Resource)
 			for urn, ref := range refs {
@@ -108,15 +123,29 @@ func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, err
 				s.undo(ctx, r, created)
 				return nil, fe
 			}
-			out[i] = responseEntry{Response: entryResponse{Status: statusLine(fe.Status), Outcome: fe.JSON()}}
+			o := fe.JSON()
+			switch {
+			case len(o) <= entryReserve:
+			case len(o)-entryReserve <= room:
+				room -= len(o) - entryReserve
+			default: // a long list of validation issues
+				o = fhir.BadRequest("Entry failed; its outcome is too large to include in the batch's answer").JSON()
+			}
+			out[i] = responseEntry{Response: entryResponse{Status: statusLine(fe.Status), Outcome: o}}
 			continue
 		}
 		re := responseEntry{Response: entryResponse{
 			Status: statusLine(resp.Status), Location: resp.Header["Location"],
 			Etag: resp.Header["ETag"], LastModified: resp.Header["Last-Modified"],
 		}}
-		if len(resp.Body) > 0 {
-			re.Resource = resp.Body
+		switch {
+		case len(resp.Body) <= room:
+			room -= len(resp.Body)
+			if len(resp.Body) > 0 {
+				re.Resource = resp.Body
+			}
+		case read:
+			re = responseEntry{Response: entryResponse{Status: statusLine(tooLarge.Status), Outcome: tooLarge.JSON()}}
 		}
 		if resp.Status == 201 {
 			var res struct {

@@ -50,6 +50,9 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, log *s
 	return &Service{cfg: cfg, nc: nc, js: js, repo: r, policies: access.NewPolicies(r, log), log: log}
 }
 
+// replyBudget is how large an answer this service may assemble.
+func (s *Service) replyBudget() int { return bus.ReplyBudget(s.nc) }
+
 // Start creates indexes and starts answering requests.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.repo.EnsureIndexes(ctx); err != nil {

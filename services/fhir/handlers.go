@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
 	"net/url"
@@ -67,7 +68,11 @@ func (s *Service) history(ctx context.Context, r *bus.Request) (*bus.Response, e
 	}
 	total := len(versions)
 	b := fhir.Bundle{ResourceType: "Bundle", Type: "history", Total: &total}
+	room := s.replyBudget()
 	for _, v := range versions {
+		if room -= len(v.JSON) + 256; room < 0 {
+			return nil, fhir.TooLarge(fmt.Sprintf("The history of %s/%s (%d versions) is too large to answer at once; read versions one at a time", typ, r.Param("id"), total))
+		}
 		e := fhir.BundleEntry{FullURL: s.cfg.BaseURL + "fhir/R4/" + typ + "/" + v.ID}
 		e.Request = &struct {
 			Method string `json:"method"`
@@ -131,27 +136,37 @@ func (s *Service) search(ctx context.Context, r *bus.Request) (*bus.Response, er
 		self += "?" + enc
 	}
 	b.Link = append(b.Link, fhir.BundleLink{Relation: "self", URL: self})
-	if page.More {
-		next := url.Values{}
-		for k, v := range q.Canonical {
-			next[k] = v
-		}
-		next.Set("_offset", strconv.Itoa(q.Offset+q.Count))
-		next.Set("_count", strconv.Itoa(q.Count))
-		b.Link = append(b.Link, fhir.BundleLink{Relation: "next", URL: s.cfg.BaseURL + "fhir/R4/" + typ + "?" + next.Encode()})
-	}
-	for _, res := range page.Resources {
+	// A page is cut short where it would no longer fit in one answer; its
+	// next link continues from there.
+	room, more, returned := s.replyBudget(), page.More, len(page.Resources)
+	for i, res := range page.Resources {
 		body := res.JSON
 		if len(q.Elements) > 0 || q.Summary == "text" || q.Summary == "data" {
 			if body, err = subset(body, q); err != nil {
 				return nil, err
 			}
 		}
+		if room -= len(body) + 256; room < 0 {
+			if i == 0 {
+				return nil, fhir.TooLarge(typ + "/" + res.ID + " is too large to answer in a search; read it by id")
+			}
+			more, returned = true, i
+			break
+		}
 		e := fhir.BundleEntry{FullURL: s.cfg.BaseURL + "fhir/R4/" + typ + "/" + res.ID, Resource: body}
 		e.Search = &struct {
 			Mode string `json:"mode"`
 		}{Mode: "match"}
 		b.Entry = append(b.Entry, e)
+	}
+	if more {
+		next := url.Values{}
+		for k, v := range q.Canonical {
+			next[k] = v
+		}
+		next.Set("_offset", strconv.Itoa(q.Offset+returned))
+		next.Set("_count", strconv.Itoa(q.Count))
+		b.Link = append(b.Link, fhir.BundleLink{Relation: "next", URL: s.cfg.BaseURL + "fhir/R4/" + typ + "?" + next.Encode()})
 	}
 	out, err := json.Marshal(b)
 	if err != nil {
@@ -266,7 +281,8 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 	var res map[string]any
 	var project string
 	opts := repo.WriteOptions{Author: r.Principal.Profile, Strict: s.strict(ctx, g.project())}
-	if typ == "Binary" && !isMediaType(r.Get("Content-Type"), "application/fhir+json", "application/json") {
+	raw := typ == "Binary" && !isMediaType(r.Get("Content-Type"), "application/fhir+json", "application/json")
+	if raw {
 		// A raw upload (Medplum's createBinary): the body is the content.
 		opts.ID = uuid.NewString()
 		res = rawBinary(r, opts.ID)
@@ -295,6 +311,14 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 	out, err := g.create(ctx, res, opts)
 	if err != nil {
 		return nil, err
+	}
+	if raw {
+		// The uploader has the content; as in Medplum the answer describes
+		// it without repeating it (base64 would make it a third larger
+		// than the upload, and too large to answer near the body limit).
+		if out, err = withoutData(out); err != nil {
+			return nil, err
+		}
 	}
 	resp := resourceResponse(201, out)
 	resp.Header["Location"] = s.cfg.BaseURL + "fhir/R4/" + typ + "/" + out.ID + "/_history/" + out.VersionID
@@ -422,6 +446,22 @@ func rawBinary(r *bus.Request, id string) map[string]any {
 		b["securityContext"] = map[string]any{"reference": sc}
 	}
 	return b
+}
+
+// withoutData is a Binary without its content.
+func withoutData(res *repo.Resource) (*repo.Resource, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(res.JSON, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "data")
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	out := *res
+	out.JSON = b
+	return &out, nil
 }
 
 // wantsRaw reports whether a client asked for a Binary's content rather
