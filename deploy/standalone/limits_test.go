@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -230,4 +232,59 @@ func TestLargeBinaryUpload(t *testing.T) {
 	if n := r.json(t)["total"].(float64); n != 1 {
 		t.Fatalf("%v Binaries stored", n)
 	}
+}
+
+// An HL7 message whose delimiters would each become an element is refused
+// before it is parsed into memory (before: a megabyte of '|' became some
+// 360 MB on its way to the bot); a large realistic message still runs.
+func TestHL7Amplification(t *testing.T) {
+	ownStack(t, map[string]string{"PINION_MAX_BODY_BYTES": "8388608"})
+	pid, su := adminProject(t, "HL7 bombs")
+	echo := newBot(t, su, pid, "hl7 echo", "", `exports.handler = async (medplum, event) => event.input.getSegment('MSH').getField(9).toString();`, "echo.js")
+	const hdr = "MSH|^~\\&|A|B|C|D|20240101||ADT^A01|1|P|2.5\r"
+	hostile := map[string]string{
+		"fields":      hdr + "PID" + strings.Repeat("|", 1<<20),
+		"repetitions": hdr + "PID|" + strings.Repeat("~", 1<<20),
+		"components":  hdr + "PID|" + strings.Repeat("^", 1<<20),
+		"segments":    hdr + strings.Repeat("NTE|\r", 1<<18),
+	}
+	for name, msg := range hostile {
+		t.Run(name, func(t *testing.T) {
+			r := bounded(t, 100<<20, func() *response {
+				return do(t, "POST", "fhir/R4/Bot/"+echo+"/$execute", su, "x-application/hl7-v2+er7", []byte(msg))
+			})
+			expectOutcome(t, r, 413, "HL7 message too large")
+		})
+	}
+	t.Run("three at once", func(t *testing.T) {
+		msg := hdr + "PID" + strings.Repeat("|", 3<<20)
+		stop := rss.Watch(nil)
+		var wg sync.WaitGroup
+		statuses := make([]int, 3)
+		for i := range statuses {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				statuses[i] = do(t, "POST", "fhir/R4/Bot/"+echo+"/$execute", su, "x-application/hl7-v2+er7", []byte(msg)).status
+			}()
+		}
+		wg.Wait()
+		grew := stop()
+		t.Logf("statuses %v, resident memory grew %d MiB", statuses, grew>>20)
+		if grew > 150<<20 || statuses[0] != 413 || statuses[1] != 413 || statuses[2] != 413 {
+			t.Fatalf("statuses %v, grew %d MiB", statuses, grew>>20)
+		}
+	})
+	t.Run("realistic", func(t *testing.T) {
+		var b strings.Builder
+		b.WriteString(hdr + "PID|1||123^^^H^MR||DOE^JOHN\r")
+		for i := 0; i < 2000; i++ {
+			fmt.Fprintf(&b, "OBX|%d|NM|2345-7^Glucose^LN||%d|mg/dL|70-99|N|||F\r", i+1, 80+i%40)
+		}
+		r := do(t, "POST", "fhir/R4/Bot/"+echo+"/$execute", su, "x-application/hl7-v2+er7", []byte(b.String()))
+		expect(t, r, 200)
+		if !strings.Contains(string(r.body), "ADT^A01") {
+			t.Fatalf("answer %q", r.body)
+		}
+	})
 }

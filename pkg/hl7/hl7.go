@@ -78,34 +78,38 @@ func (e *ParseError) Error() string {
 	return fmt.Sprintf("hl7: segment %d, column %d (offset %d): %s", e.Segment, e.Column, e.Offset, e.Msg)
 }
 
-// Parse reads an ER7 message. Segments may be separated by \r, \n or \r\n;
-// blank lines are skipped, as Medplum's parser does.
+// Parse reads an ER7 message under DefaultLimits. Segments may be separated
+// by \r, \n or \r\n; blank lines are skipped, as Medplum's parser does. A
+// malformed message is refused with a *ParseError, one over a limit with a
+// *LimitError.
 func Parse(text string) (*Message, error) {
+	return ParseLimited(text, DefaultLimits)
+}
+
+// ParseLimited is Parse under other limits; a zero field of lim takes its
+// value from DefaultLimits.
+func ParseLimited(text string, lim Limits) (*Message, error) {
+	lim = lim.orDefaults()
+	if len(text) > lim.MaxBytes {
+		return nil, &LimitError{Limit: "MaxBytes", Max: lim.MaxBytes}
+	}
 	if !strings.HasPrefix(text, "MSH") {
 		return nil, &ParseError{Segment: 1, Column: 1, Offset: 0, Msg: "message must start with an MSH segment"}
 	}
 	first := text[:lineEnd(text, 0)]
-	enc, err := readEncoding(first)
-	if err != nil {
+	enc, perr := readEncoding(first)
+	if perr != nil {
+		return nil, perr
+	}
+	p := &parser{enc: enc, lim: lim}
+	if err := p.message(text); err != nil {
 		return nil, err
 	}
-	m := &Message{Enc: enc}
-	seg := 0
-	for start := 0; start < len(text); {
-		end := lineEnd(text, start)
-		if end > start {
-			seg++
-			s, perr := enc.parseSegment(text[start:end])
-			if perr != nil {
-				perr.Segment = seg
-				perr.Offset = start + perr.Column - 1
-				return nil, perr
-			}
-			m.Segments = append(m.Segments, s)
-		}
-		start = end + 1
+	p.allocate()
+	if err := p.message(text); err != nil {
+		return nil, err // not reached: the counting pass accepted the same text
 	}
-	return m, nil
+	return &Message{Enc: enc, Segments: p.segPtrs}, nil
 }
 
 // lineEnd is the index of the first \r or \n at or after start, or len(s).
@@ -163,66 +167,45 @@ func isAlnum(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z'
 }
 
-// parseSegment splits one line; errors carry only the column, the caller
+// segmentSyntax checks one line and finds its fields: fields is the text
+// after the segment name (after MSH-2 in an MSH), to be split at the field
+// separator when split is set. Errors carry only the column; the caller
 // fills in the segment number and offset.
-func (e Encoding) parseSegment(line string) (*Segment, *ParseError) {
+func (e Encoding) segmentSyntax(line string) (fields string, split bool, perr *ParseError) {
 	if i := strings.IndexByte(line, 0); i >= 0 {
-		return nil, &ParseError{Column: i + 1, Msg: "NUL byte in message"}
+		return "", false, &ParseError{Column: i + 1, Msg: "NUL byte in message"}
 	}
 	if len(line) < 3 {
-		return nil, &ParseError{Column: 1, Msg: fmt.Sprintf("segment name %q is not three characters", line)}
+		return "", false, &ParseError{Column: 1, Msg: fmt.Sprintf("segment name %q is not three characters", line)}
 	}
 	for i := 0; i < 3; i++ {
 		if c := line[i]; !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return nil, &ParseError{Column: i + 1, Msg: fmt.Sprintf("segment name %q must be three upper-case letters or digits", line[:3])}
+			return "", false, &ParseError{Column: i + 1, Msg: fmt.Sprintf("segment name %q must be three upper-case letters or digits", line[:3])}
 		}
 	}
 	if len(line) > 3 && line[3] != e.Field {
-		return nil, &ParseError{Column: 4, Msg: fmt.Sprintf("expected field separator %q after segment name, found %q", e.Field, line[3])}
+		return "", false, &ParseError{Column: 4, Msg: fmt.Sprintf("expected field separator %q after segment name, found %q", e.Field, line[3])}
 	}
-	s := &Segment{Name: line[:3]}
 	rest := line[min(len(line), 4):]
-	if s.Name == "MSH" {
+	if line[:3] == "MSH" {
 		// MSH-1 and MSH-2 are not delimited like other fields: they are the
 		// delimiters. A later MSH (a second message glued on) must declare
 		// the same ones, or its fields would be split wrongly.
 		msh2 := e.MSH2()
 		if len(line) < 4 || !strings.HasPrefix(rest, msh2) || len(rest) > len(msh2) && rest[len(msh2)] != e.Field {
-			return nil, &ParseError{Column: 4, Msg: fmt.Sprintf("MSH must declare the message's encoding characters %q", string(e.Field)+msh2)}
+			return "", false, &ParseError{Column: 4, Msg: fmt.Sprintf("MSH must declare the message's encoding characters %q", string(e.Field)+msh2)}
 		}
-		s.Fields = []Field{leaf(string(e.Field)), leaf(msh2)}
 		rest = rest[len(msh2):]
 		if rest == "" {
-			return s, nil
+			return "", false, nil
 		}
-		rest = rest[1:]
-	} else if len(line) == 3 {
-		return s, nil
+		return rest[1:], true, nil
 	}
-	for _, f := range strings.Split(rest, string(e.Field)) {
-		s.Fields = append(s.Fields, e.ParseField(f))
-	}
-	return s, nil
+	return rest, len(line) > 3, nil
 }
 
 // leaf is a field holding one unsplit text.
 func leaf(text string) Field { return Field{Repetition{Component{text}}} }
-
-// ParseField splits the raw ER7 text of one field into repetitions,
-// components and subcomponents.
-func (e Encoding) ParseField(text string) Field {
-	reps := strings.Split(text, string(e.Repetition))
-	f := make(Field, len(reps))
-	for i, r := range reps {
-		comps := strings.Split(r, string(e.Component))
-		rep := make(Repetition, len(comps))
-		for j, c := range comps {
-			rep[j] = Component(strings.Split(c, string(e.Subcomponent)))
-		}
-		f[i] = rep
-	}
-	return f
-}
 
 // String formats the message as ER7 with \r between segments (no trailing
 // \r). For a parsed message it equals the input with every run of \r and \n
@@ -534,16 +517,3 @@ func (m *Message) Escape(s string) string { return m.Enc.Escape(s) }
 
 // Unescape decodes a leaf of this message (see Encoding.Unescape).
 func (m *Message) Unescape(s string) string { return m.Enc.Unescape(s) }
-
-// ParseSegment parses one segment line under this encoding, for callers that
-// build messages piecewise (as Medplum's Hl7Segment.parse does). An MSH line
-// must declare this encoding.
-func (e Encoding) ParseSegment(line string) (*Segment, error) {
-	s, err := e.parseSegment(line)
-	if err != nil {
-		err.Segment = 1
-		err.Offset = err.Column - 1
-		return nil, err
-	}
-	return s, nil
-}

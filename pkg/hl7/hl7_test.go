@@ -198,6 +198,9 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("got segment %d offset %d %q; want segment %d offset %d containing %q",
 					pe.Segment, pe.Offset, pe.Msg, tt.segment, tt.offset, tt.msg)
 			}
+			if errors.As(err, new(*LimitError)) {
+				t.Error("a syntax error is also a *LimitError")
+			}
 			if !strings.Contains(err.Error(), "segment") || !strings.Contains(err.Error(), "column") {
 				t.Errorf("Error() = %q does not say where", err.Error())
 			}
@@ -324,6 +327,9 @@ func FuzzParse(f *testing.F) {
 		"MSH|^~|A",
 		"PID|1",
 		"\\X0D\\",
+		"MSH|^~\\&|a~b~c~d^e&f&g&h|||||\rPID|||\rNTE\rOBX|1^2^3^4",
+		"MSH|^~\\&|A\rPID|a&b&c&d\rPV1|a^b^c^d~e~f~g",
+		"MSH|^~\\&|||||||||||||||||||\r\n\r\nZZZ|~~~~|^^^^|&&&&",
 	} {
 		f.Add(s)
 	}
@@ -331,10 +337,43 @@ func FuzzParse(f *testing.F) {
 		m, err := Parse(in)
 		if err != nil {
 			var pe *ParseError
+			if errors.As(err, new(*LimitError)) {
+				return // the limits are checked against a parse under smaller ones below
+			}
 			if !errors.As(err, &pe) || pe.Segment < 1 || pe.Offset < 0 || pe.Offset > len(in) || pe.Column < 1 {
 				t.Fatalf("bad error %#v for %q", err, in)
 			}
 			return
+		}
+		// Under small limits, the parse succeeds exactly when the tree is
+		// within them, and refuses it naming a limit the tree exceeds.
+		small := Limits{MaxBytes: 300, MaxSegments: 4, MaxFields: 6, MaxRepetitions: 3, MaxComponents: 3, MaxSubcomponents: 3, MaxElements: 60}
+		over, _ := exceeded(m, len(in), small)
+		switch sm, err := ParseLimited(in, small); {
+		case err == nil && len(over) > 0:
+			t.Fatalf("accepted %q over limits %v", in, over)
+		case err == nil && !reflect.DeepEqual(sm, m):
+			t.Fatalf("ParseLimited differs from Parse for %q", in)
+		case err != nil:
+			var le *LimitError
+			if !errors.As(err, &le) || !over[le.Limit] {
+				t.Fatalf("ParseLimited(%q) = %v; limits exceeded: %v", in, err, over)
+			}
+		}
+		for _, s := range m.Segments {
+			got, err := m.Enc.ParseSegment(m.Enc.FormatSegment(s))
+			if err != nil || !reflect.DeepEqual(got, s) {
+				t.Fatalf("ParseSegment(FormatSegment(%q)) = %#v, %v", m.Enc.FormatSegment(s), got, err)
+			}
+			for i, f := range s.Fields {
+				if s.Name == "MSH" && i < 2 {
+					continue // MSH-1 and MSH-2 are not delimited
+				}
+				got, err := m.Enc.ParseField(m.Enc.FormatField(f))
+				if err != nil || !reflect.DeepEqual(got, f) {
+					t.Fatalf("ParseField(FormatField(%q)) = %#v, %v", m.Enc.FormatField(f), got, err)
+				}
+			}
 		}
 		out := m.String()
 		if want := normalise(in); out != want {
@@ -362,4 +401,35 @@ func FuzzParse(f *testing.F) {
 		}
 		_ = BuildAck(m, "AA").String()
 	})
+}
+
+// exceeded is the set of limits that a message of n bytes, parsed as m,
+// is over, and the number of elements in m.
+func exceeded(m *Message, n int, lim Limits) (over map[string]bool, elements int) {
+	over = map[string]bool{}
+	over["MaxBytes"] = n > lim.MaxBytes
+	over["MaxSegments"] = len(m.Segments) > lim.MaxSegments
+	for _, s := range m.Segments {
+		over["MaxFields"] = over["MaxFields"] || len(s.Fields) > lim.MaxFields
+		elements += len(s.Fields)
+		for _, f := range s.Fields {
+			over["MaxRepetitions"] = over["MaxRepetitions"] || len(f) > lim.MaxRepetitions
+			elements += len(f)
+			for _, r := range f {
+				over["MaxComponents"] = over["MaxComponents"] || len(r) > lim.MaxComponents
+				elements += len(r)
+				for _, c := range r {
+					over["MaxSubcomponents"] = over["MaxSubcomponents"] || len(c) > lim.MaxSubcomponents
+					elements += len(c)
+				}
+			}
+		}
+	}
+	over["MaxElements"] = elements > lim.MaxElements
+	for k, v := range over {
+		if !v {
+			delete(over, k)
+		}
+	}
+	return over, elements
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"mime"
 	"net/url"
 	"strings"
@@ -235,14 +236,24 @@ func botInput(r *bus.Request) (string, any, error) {
 		}
 		return mt, in, nil
 	case sandbox.HL7ContentType:
-		m, err := hl7.Parse(string(r.Body))
-		if err != nil {
+		m, err := hl7.ParseLimited(string(r.Body), hl7InputLimits)
+		var tooBig *hl7.LimitError
+		switch {
+		case errors.As(err, &tooBig):
+			return "", nil, fhir.TooLarge("HL7 message too large: " + err.Error())
+		case err != nil:
 			return "", nil, fhir.BadRequest("Invalid HL7 message: " + err.Error())
 		}
 		return mt, m, nil
 	}
 	return "", nil, fhir.UnsupportedMediaType()
 }
+
+// hl7InputLimits bound an HL7 message given to a bot. Each element becomes
+// a JavaScript value of 200 to 300 bytes before the bot runs; pkg/hl7's
+// default allows a million (some 300 MB), this 200,000 (some 60 MB, far
+// more than an ADT or ORU message holds).
+var hl7InputLimits = hl7.Limits{MaxElements: 200_000}
 
 // program returns the bot's compiled code, from the cache when warm.
 func (s *Service) program(ctx context.Context, b *bot) (*sandbox.Program, error) {

@@ -97,7 +97,7 @@ var nativeOps = map[string]func(st *runState, args []goja.Value) goja.Value{
 	},
 	"hl7ParseField": func(st *runState, args []goja.Value) goja.Value {
 		enc := st.encoding(arg(args, 1))
-		return st.hl7FieldToJS(enc, enc.ParseField(arg(args, 0).String()))
+		return st.hl7FieldToJS(enc, st.parseField(enc, arg(args, 0).String()))
 	},
 	"hl7Format": func(st *runState, args []goja.Value) goja.Value {
 		enc := st.encoding(arg(args, 0))
@@ -110,11 +110,11 @@ var nativeOps = map[string]func(st *runState, args []goja.Value) goja.Value{
 	},
 	"hl7FormatField": func(st *runState, args []goja.Value) goja.Value {
 		enc := st.encoding(arg(args, 0))
-		return st.vm.ToValue(enc.FormatField(fieldFromJS(enc, arg(args, 1).Export())))
+		return st.vm.ToValue(enc.FormatField(st.fieldFromJS(enc, arg(args, 1).Export())))
 	},
 	"hl7Subcomponent": func(st *runState, args []goja.Value) goja.Value {
 		enc := st.encoding(arg(args, 1))
-		subs := enc.ParseField(arg(args, 0).String())[0][0]
+		subs := st.parseField(enc, arg(args, 0).String())[0][0]
 		i := int(arg(args, 2).ToInteger())
 		if i < 0 || i >= len(subs) {
 			return st.vm.ToValue("")
@@ -123,7 +123,7 @@ var nativeOps = map[string]func(st *runState, args []goja.Value) goja.Value{
 	},
 	"hl7SetSubcomponent": func(st *runState, args []goja.Value) goja.Value {
 		enc := st.encoding(arg(args, 1))
-		subs := enc.ParseField(arg(args, 0).String())[0][0]
+		subs := st.parseField(enc, arg(args, 0).String())[0][0]
 		i := int(arg(args, 2).ToInteger())
 		if i < 0 || i > 1000 {
 			panic(st.vm.NewTypeError("subcomponent index out of range"))
@@ -283,7 +283,7 @@ func (st *runState) segmentFromJS(enc hl7.Encoding, v any) *hl7.Segment {
 	if !ok || len(fields) == 0 {
 		panic(st.vm.NewTypeError("an HL7 segment must be a non-empty array of fields"))
 	}
-	s := &hl7.Segment{Name: enc.FormatField(fieldFromJS(enc, fields[0]))}
+	s := &hl7.Segment{Name: enc.FormatField(st.fieldFromJS(enc, fields[0]))}
 	rest := fields[1:]
 	if s.Name == "MSH" {
 		// MSH-1 and MSH-2 are written from the encoding, whatever the
@@ -294,14 +294,24 @@ func (st *runState) segmentFromJS(enc hl7.Encoding, v any) *hl7.Segment {
 		}
 	}
 	for _, f := range rest {
-		s.Fields = append(s.Fields, fieldFromJS(enc, f))
+		s.Fields = append(s.Fields, st.fieldFromJS(enc, f))
 	}
 	return s
 }
 
+// parseField parses one field, throwing a JavaScript error when it is over
+// pkg/hl7's limits.
+func (st *runState) parseField(enc hl7.Encoding, text string) hl7.Field {
+	f, err := enc.ParseField(text)
+	if err != nil {
+		panic(st.vm.NewGoError(err))
+	}
+	return f
+}
+
 // fieldFromJS rebuilds a field from Medplum's string[][] by formatting it
 // back to ER7 text and parsing that, so the grammar lives only in pkg/hl7.
-func fieldFromJS(enc hl7.Encoding, v any) hl7.Field {
+func (st *runState) fieldFromJS(enc hl7.Encoding, v any) hl7.Field {
 	var b strings.Builder
 	reps, _ := v.([]any)
 	for i, r := range reps {
@@ -320,7 +330,7 @@ func fieldFromJS(enc hl7.Encoding, v any) hl7.Field {
 			b.WriteString(text(c))
 		}
 	}
-	return enc.ParseField(b.String())
+	return st.parseField(enc, b.String())
 }
 
 func text(v any) string {

@@ -218,7 +218,11 @@ func hl7Input(in any) (*hl7.Message, error) {
 		return x, nil
 	case string:
 		m, err := hl7.Parse(x)
-		if err != nil {
+		var tooBig *hl7.LimitError
+		switch {
+		case errors.As(err, &tooBig):
+			return nil, fhir.TooLarge(err.Error())
+		case err != nil:
 			return nil, fhir.BadRequest(err.Error())
 		}
 		return m, nil
