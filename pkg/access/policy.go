@@ -28,6 +28,7 @@ type Policy struct {
 	project      string
 	user         string // the caller's own User id; "" for clients and bots
 	entries      []*entry
+	blocked      *blockedParams // search parameters over hidden fields; nil when nothing is hidden
 }
 
 // entry is one AccessPolicy.resource[] entry, compiled.
@@ -188,6 +189,7 @@ func Compile(p *bus.Principal, membership []byte, policies map[string][]byte) (*
 	}
 	if len(grants) == 0 {
 		pol.entries = append(pol.entries, &entry{typ: "*", allow: allBits})
+		pol.blocked = compileBlocked(pol.entries)
 		return pol, nil
 	}
 	named := map[string]bool{}
@@ -226,6 +228,7 @@ func Compile(p *bus.Principal, membership []byte, policies map[string][]byte) (*
 			}
 		}
 	}
+	pol.blocked = compileBlocked(pol.entries)
 	return pol, nil
 }
 

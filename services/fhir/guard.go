@@ -108,8 +108,13 @@ func (g *guard) history(ctx context.Context, id string) ([]*repo.Resource, error
 }
 
 // search runs a query with the policy's criteria ANDed into it, so paging
-// and totals count only what the caller may see.
+// and totals count only what the caller may see. A query that filters or
+// sorts on a field the policy hides is refused: its answer would reveal
+// the field (conditional operations come here too).
 func (g *guard) search(ctx context.Context, q *search.Query) (*repo.Page, error) {
+	if err := g.policy.CheckSearch(g.typ, q); err != nil {
+		return nil, err
+	}
 	f, ok := g.policy.SearchFilter(g.typ, access.Search)
 	if !ok {
 		return &repo.Page{Total: 0}, nil
