@@ -220,10 +220,10 @@ func (g *Gateway) forward(r route) fiber.Handler {
 			}
 			return err
 		}
-		if dep, ok := resp.Header[bus.SessionHeader]; ok {
-			g.awaitSession(ctx, dep)
-			delete(resp.Header, bus.SessionHeader)
+		if bucket, rev, ok := resp.Session(); ok {
+			g.awaitSession(ctx, bucket, rev)
 		}
+		delete(resp.Header, bus.SessionHeader)
 		for k, v := range resp.Header {
 			c.Set(k, v)
 		}
@@ -234,12 +234,7 @@ func (g *Gateway) forward(r route) fiber.Handler {
 // awaitSession holds an answer until this gateway's session view has the
 // write it depends on, so the caller's next request sees it (a removed
 // member's token fails, a promotion counts). It waits at most two seconds.
-func (g *Gateway) awaitSession(ctx context.Context, dep string) {
-	bucket, revText, _ := strings.Cut(dep, "=")
-	rev, err := strconv.ParseUint(revText, 10, 64)
-	if err != nil {
-		return
-	}
+func (g *Gateway) awaitSession(ctx context.Context, bucket string, rev uint64) {
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := g.sessions.WaitApplied(wctx, bucket, rev); err != nil {

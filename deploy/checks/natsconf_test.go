@@ -165,7 +165,9 @@ func TestNATSPermissions(t *testing.T) {
 		// Key-value buckets: who may write which.
 		{"logins", true, kv(session.LoginsBucket), []string{"identity"}},
 		{"revoked tokens", true, kv(session.RevokedBucket), []string{"identity"}},
-		{"memberships", true, kv(session.MembershipsBucket), []string{"identity", "membership", "botexec"}},
+		{"memberships", true, kv(session.MembershipsBucket), []string{"identity", "membership", "fhir", "botexec"}},
+		{"ended sign-ins", true, kv(session.EndedBucket), []string{"identity"}},
+		{"watch ended sign-ins", true, "$JS.API.CONSUMER.CREATE.KV_" + session.EndedBucket + ".x.>", all},
 		{"invite records", true, kv(invite.Bucket), []string{"identity", "membership", "fhir"}},
 		// The gateway may read the session buckets but not change them.
 		{"watch sessions", true, "$JS.API.CONSUMER.CREATE.KV_" + session.MembershipsBucket + ".x.>", all},

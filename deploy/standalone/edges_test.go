@@ -1,8 +1,13 @@
 package standalone
 
 import (
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Fields of meta that only the server sets are dropped on every write
@@ -68,4 +73,150 @@ func TestSearchOnHiddenFields(t *testing.T) {
 	if strings.Contains(string(r.body), "1980") || strings.Contains(string(r.body), "secret-id") || !strings.Contains(string(r.body), "Hidden") {
 		t.Fatalf("search answer: %s", r.body)
 	}
+}
+
+// Whatever way a membership or client application is ended, its tokens
+// stop on the very next request and no new one is issued.
+func TestEndedMembershipsEndTokens(t *testing.T) {
+	pid, su := adminProject(t, "ending tokens")
+	newClient := func(name string) (id, secret, token string) {
+		r := do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": name}))
+		expect(t, r, 201)
+		id, secret = r.json(t)["id"].(string), r.json(t)["secret"].(string)
+		return id, secret, clientToken(t, id, secret)
+	}
+	membershipOf := func(clientID string) map[string]any {
+		r := do(t, "GET", "fhir/R4/ProjectMembership?profile=ClientApplication/"+clientID, su, "", nil)
+		expect(t, r, 200)
+		return r.json(t)["entry"].([]any)[0].(map[string]any)["resource"].(map[string]any)
+	}
+	grant := func(id, secret string) *response {
+		form := url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {secret}}
+		return do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode()))
+	}
+
+	t.Run("deactivated through PUT", func(t *testing.T) {
+		id, secret, tok := newClient("deactivated")
+		m := membershipOf(id)
+		m["active"] = false
+		expect(t, do(t, "PUT", "fhir/R4/ProjectMembership/"+m["id"].(string), su, "application/fhir+json", mustJSON(m)), 200)
+		expect(t, do(t, "GET", "fhir/R4/Patient", tok, "", nil), 401)
+		r := grant(id, secret)
+		expect(t, r, 400)
+		if r.json(t)["error_description"] != "Profile not active" {
+			t.Fatalf("grant for an inactive membership: %s", r.body)
+		}
+		// And back.
+		m = membershipOf(id)
+		m["active"] = true
+		expect(t, do(t, "PUT", "fhir/R4/ProjectMembership/"+m["id"].(string), su, "application/fhir+json", mustJSON(m)), 200)
+		expect(t, do(t, "GET", "fhir/R4/Patient", clientToken(t, id, secret), "", nil), 200)
+	})
+	t.Run("deactivated in a batch", func(t *testing.T) {
+		_, _, tok := newClient("batched")
+		m := membershipOf(idOfToken(t, tok))
+		m["active"] = false
+		bundle := mustJSON(map[string]any{"resourceType": "Bundle", "type": "batch", "entry": []any{map[string]any{
+			"request": map[string]any{"method": "PUT", "url": "ProjectMembership/" + m["id"].(string)}, "resource": m}}})
+		expect(t, do(t, "POST", "fhir/R4", su, "application/fhir+json", bundle), 200)
+		expect(t, do(t, "GET", "fhir/R4/Patient", tok, "", nil), 401)
+	})
+	t.Run("membership deleted", func(t *testing.T) {
+		id, secret, tok := newClient("unmembered")
+		expect(t, do(t, "DELETE", "fhir/R4/ProjectMembership/"+membershipOf(id)["id"].(string), su, "", nil), 200)
+		expect(t, do(t, "GET", "fhir/R4/Patient", tok, "", nil), 401)
+		expect(t, grant(id, secret), 400)
+	})
+	t.Run("client deleted", func(t *testing.T) {
+		id, secret, tok := newClient("deleted")
+		expect(t, do(t, "DELETE", "fhir/R4/ClientApplication/"+id, su, "", nil), 200)
+		expect(t, do(t, "GET", "fhir/R4/Patient", tok, "", nil), 401)
+		r := grant(id, secret)
+		expect(t, r, 400)
+		if r.json(t)["error_description"] != "Invalid client" {
+			t.Fatalf("grant for a deleted client: %s", r.body)
+		}
+		r = do(t, "GET", "fhir/R4/ProjectMembership?profile=ClientApplication/"+id, su, "", nil)
+		expect(t, r, 200)
+		if r.json(t)["entry"] != nil {
+			t.Fatalf("the deleted client's membership is left: %s", r.body)
+		}
+	})
+}
+
+// idOfToken is the client id a client-credentials token names.
+func idOfToken(t *testing.T, tok string) string {
+	t.Helper()
+	r := do(t, "GET", "auth/me", tok, "", nil)
+	expect(t, r, 200)
+	return r.json(t)["profile"].(map[string]any)["id"].(string)
+}
+
+// resetLinks are the set-password links mailed to an address, oldest first.
+func resetLinks(t *testing.T, addr string, want int) [][]string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		files, _ := filepath.Glob(filepath.Join(dataDir, "mail", "*.eml"))
+		type mailed struct {
+			at   time.Time
+			link []string
+		}
+		var found []mailed
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			fi, err2 := os.Stat(f)
+			if err != nil || err2 != nil || !strings.Contains(string(b), "<"+addr+">") {
+				continue
+			}
+			if m := setPasswordLink.FindStringSubmatch(strings.ReplaceAll(string(b), "=\r\n", "")); m != nil {
+				found = append(found, mailed{fi.ModTime(), m[1:]})
+			}
+		}
+		if len(found) >= want {
+			slices.SortFunc(found, func(a, b mailed) int { return a.at.Compare(b.at) })
+			var out [][]string
+			for _, m := range found {
+				out = append(out, m.link)
+			}
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d set-password e-mails to %s, want %d", len(found), addr, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A password reset ends every sign-in made with the old password, refresh
+// tokens included, and only the newest reset link works.
+func TestPasswordResetEndsSessions(t *testing.T) {
+	pid, su := adminProject(t, "password reset")
+	const email = "reset-ends@example.com"
+	member(t, su, pid, "resourceType", "Practitioner", "firstName", "Re", "lastName", "Set",
+		"email", email, "password", "the old password")
+	old := signIn(t, email, "the old password", pid, "openid offline_access")
+	access, refresh := old["access_token"].(string), old["refresh_token"].(string)
+	expect(t, do(t, "GET", "auth/me", access, "", nil), 200)
+
+	for i := 0; i < 2; i++ {
+		expect(t, do(t, "POST", "auth/resetpassword", "", "application/json", mustJSON(map[string]any{"email": email})), 200)
+		resetLinks(t, email, i+1) // mails are written in order
+	}
+	links := resetLinks(t, email, 2)
+	set := func(link []string) *response {
+		return do(t, "POST", "auth/setpassword", "", "application/json", mustJSON(map[string]any{"id": link[0], "secret": link[1], "password": "the new password"}))
+	}
+	expectOutcome(t, set(links[0]), 400, "Already used")
+	expect(t, set(links[1]), 200)
+
+	expect(t, do(t, "GET", "auth/me", access, "", nil), 401)
+	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}}
+	r := do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode()))
+	expect(t, r, 400)
+	if r.json(t)["error"] != "invalid_grant" {
+		t.Fatalf("refresh after the reset: %s", r.body)
+	}
+	fresh := signIn(t, email, "the new password", pid, "openid")
+	expect(t, do(t, "GET", "auth/me", fresh["access_token"].(string), "", nil), 200)
 }

@@ -121,7 +121,9 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 	}
 	var id *identity.Service
 	st.services = map[string]*service{
-		"fhir": {build: func() lifecycle { return fhir.New(fhir.Config{BaseURL: cfg.BaseURL}, c.NC, c.JS, c.Repo, log) }},
+		"fhir": {build: func() lifecycle {
+			return fhir.New(fhir.Config{BaseURL: cfg.BaseURL}, c.NC, c.JS, c.Repo, c.Sessions, log)
+		}},
 		"identity": {build: func() lifecycle {
 			id = identity.New(identity.Config{
 				BaseURL: cfg.BaseURL, DataDir: cfg.DataDir,

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -92,6 +93,17 @@ func (r *Response) WithSession(bucket string, rev uint64) *Response {
 	}
 	r.Header[SessionHeader] = bucket + "=" + strconv.FormatUint(rev, 10)
 	return r
+}
+
+// Session reads the session revision a response depends on, if any.
+func (r *Response) Session() (bucket string, rev uint64, ok bool) {
+	dep, found := r.Header[SessionHeader]
+	if !found {
+		return "", 0, false
+	}
+	bucket, revText, _ := strings.Cut(dep, "=")
+	rev, err := strconv.ParseUint(revText, 10, 64)
+	return bucket, rev, err == nil
 }
 
 // FHIRContentType is the content type of every FHIR JSON response.

@@ -192,3 +192,41 @@ func agentBody(r *bus.Request, typ string, serverSet ...string) (map[string]any,
 	}
 	return res, &fhir.Reference{Reference: ref}, nil
 }
+
+// SessionOf derives what a membership allows, for the session bucket: the
+// one way a stored ProjectMembership becomes a session entry.
+func SessionOf(ctx context.Context, r *repo.Repo, res *repo.Resource) (*session.Membership, error) {
+	var m struct {
+		Project      fhir.Reference   `json:"project"`
+		User         fhir.Reference   `json:"user"`
+		Profile      fhir.Reference   `json:"profile"`
+		Admin        bool             `json:"admin"`
+		Active       *bool            `json:"active"`
+		AccessPolicy *fhir.Reference  `json:"accessPolicy"`
+		Access       []map[string]any `json:"access"`
+	}
+	if err := json.Unmarshal(res.JSON, &m); err != nil {
+		return nil, err
+	}
+	_, projectID, _ := fhir.SplitReference(m.Project.Reference)
+	pj, err := Get(ctx, r, projectID)
+	if err != nil {
+		return nil, err
+	}
+	return &session.Membership{
+		Project: projectID, User: m.User.Reference, Profile: m.Profile.Reference, Admin: m.Admin,
+		SuperAdmin: pj.SuperAdmin, Active: m.Active == nil || *m.Active,
+		AccessPolicy: m.AccessPolicy != nil || len(m.Access) > 0,
+	}, nil
+}
+
+// SyncSession writes a stored membership's rights to the session bucket
+// (an inactive one stays, marked inactive: its tokens fail) and returns the
+// bucket revision the caller's answer depends on.
+func SyncSession(ctx context.Context, r *repo.Repo, sessions *session.Store, res *repo.Resource) (uint64, error) {
+	st, err := SessionOf(ctx, r, res)
+	if err != nil {
+		return 0, err
+	}
+	return sessions.PutMembership(ctx, res.ID, *st)
+}

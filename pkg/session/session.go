@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,6 +24,9 @@ const (
 	// RevokedBucket lists single tokens ended before their expiry (by jti):
 	// a client-credentials sign-out ends that token, not the client's login.
 	RevokedBucket = "pinion_revoked_tokens"
+	// EndedBucket holds, per user, when all of its sign-ins were ended (a
+	// password was set or reset): every login started before is dead.
+	EndedBucket = "pinion_sessions_ended"
 )
 
 // RevokedTTL is how long a revoked token is remembered; access tokens must
@@ -68,7 +72,8 @@ type Login struct {
 	RefreshDigest   string `json:"rd,omitempty"`
 	Nonce           string `json:"n,omitempty"`
 	AuthTime        int64  `json:"at,omitempty"`
-	Project         string `json:"p,omitempty"` // the project asked for at sign-in
+	Start           int64  `json:"st,omitempty"` // when the sign-in began, Unix milliseconds
+	Project         string `json:"p,omitempty"`  // the project asked for at sign-in
 }
 
 // Membership is what a token may do in its project.
@@ -84,7 +89,7 @@ type Membership struct {
 
 // Store writes and reads the buckets.
 type Store struct {
-	logins, memberships, revoked jetstream.KeyValue
+	logins, memberships, revoked, ended jetstream.KeyValue
 }
 
 // Open creates the buckets if needed (file storage: they survive a restart).
@@ -123,7 +128,12 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Store{logins: l, memberships: m, revoked: r}, nil
+	// An end matters only while a login that began before it can exist.
+	e, err := open(EndedBucket, cfg.LoginTTL)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{logins: l, memberships: m, revoked: r, ended: e}, nil
 }
 
 // PutLogin records a login and returns the bucket revision written.
@@ -202,6 +212,31 @@ func (s *Store) RevokeToken(ctx context.Context, jti string) (uint64, error) {
 	return s.revoked.Put(ctx, jti, []byte{1})
 }
 
+// EndSessions ends every sign-in of a user that began before now (a login
+// that starts later is unaffected) and returns the bucket revision.
+func (s *Store) EndSessions(ctx context.Context, user string) (uint64, error) {
+	return s.ended.Put(ctx, endedKey(user), []byte(strconv.FormatInt(time.Now().UnixMilli(), 10)))
+}
+
+// SessionsEnded is when a user's sign-ins were last ended (Unix
+// milliseconds; 0 if never).
+func (s *Store) SessionsEnded(ctx context.Context, user string) (int64, error) {
+	e, err := s.ended.Get(ctx, endedKey(user))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(string(e.Value()), 10, 64)
+}
+
+// endedKey is a user reference as a key ("User/<id>": slashes are allowed).
+func endedKey(user string) string { return user }
+
+// Dead reports whether a login began before its user's sign-ins were ended.
+func (l *Login) Dead(ended int64) bool { return ended > 0 && l.Start < ended }
+
 // GetLogin reads one login from the bucket.
 func (s *Store) GetLogin(ctx context.Context, id string) (*Login, error) {
 	e, err := s.logins.Get(ctx, id)
@@ -229,6 +264,7 @@ type View struct {
 	logins      map[string]*Login
 	memberships map[string]*Membership
 	revoked     map[string]bool
+	ended       map[string]int64
 	cancel      context.CancelFunc
 	// applied is the newest revision applied per bucket; changed is closed
 	// and replaced whenever one moves, to wake WaitApplied.
@@ -239,8 +275,8 @@ type View struct {
 // Watch starts the watchers and returns once the initial values are loaded.
 func (s *Store) Watch(ctx context.Context) (*View, error) {
 	wctx, cancel := context.WithCancel(context.Background())
-	v := &View{store: s, logins: map[string]*Login{}, memberships: map[string]*Membership{}, revoked: map[string]bool{}, cancel: cancel,
-		applied: map[string]uint64{}, changed: make(chan struct{})}
+	v := &View{store: s, logins: map[string]*Login{}, memberships: map[string]*Membership{}, revoked: map[string]bool{},
+		ended: map[string]int64{}, cancel: cancel, applied: map[string]uint64{}, changed: make(chan struct{})}
 	lw, err := s.logins.WatchAll(wctx)
 	if err != nil {
 		cancel()
@@ -256,7 +292,12 @@ func (s *Store) Watch(ctx context.Context) (*View, error) {
 		cancel()
 		return nil, err
 	}
-	ready := make(chan struct{}, 3)
+	ew, err := s.ended.WatchAll(wctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	ready := make(chan struct{}, 4)
 	go v.watch(wctx, LoginsBucket, lw, ready, func(k string, b []byte) {
 		var l *Login
 		if b != nil {
@@ -298,7 +339,17 @@ func (s *Store) Watch(ctx context.Context) (*View, error) {
 		}
 		v.mu.Unlock()
 	})
-	for i := 0; i < 3; i++ {
+	go v.watch(wctx, EndedBucket, ew, ready, func(k string, b []byte) {
+		at, err := strconv.ParseInt(string(b), 10, 64)
+		v.mu.Lock()
+		if b == nil || err != nil {
+			delete(v.ended, k)
+		} else {
+			v.ended[k] = at
+		}
+		v.mu.Unlock()
+	})
+	for i := 0; i < 4; i++ {
 		select {
 		case <-ready:
 		case <-ctx.Done():
@@ -386,12 +437,13 @@ func (v *View) Lookup(ctx context.Context, loginID string) (*Login, string, *Mem
 			return nil, "", nil, ErrInactive
 		}
 	}
-	if l.Revoked {
-		return nil, "", nil, ErrInactive
-	}
 	v.mu.RLock()
+	ended := v.ended[endedKey(l.User)]
 	m := v.memberships[l.Membership]
 	v.mu.RUnlock()
+	if l.Revoked || l.Dead(ended) {
+		return nil, "", nil, ErrInactive
+	}
 	if m == nil {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()

@@ -101,6 +101,7 @@ func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, err
 	// longer fits is answered 413 (and not run once nothing fits); a write
 	// is still done and answered without its resource.
 	room := s.replyBudget() - len(b.Entry)*entryReserve
+	sessionRevs := map[string]uint64{}
 	tooLarge := fhir.TooLarge("Entry not answered: the batch's answer would be too large; read it on its own")
 	for _, i := range order {
 		e := b.Entry[i]
@@ -133,6 +134,10 @@ func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, err
 			}
 			out[i] = responseEntry{Response: entryResponse{Status: statusLine(fe.Status), Outcome: o}}
 			continue
+		}
+		// An entry that changed a session: the whole answer waits for it.
+		if bucket, rev, ok := resp.Session(); ok && rev > sessionRevs[bucket] {
+			sessionRevs[bucket] = rev
 		}
 		re := responseEntry{Response: entryResponse{
 			Status: statusLine(resp.Status), Location: resp.Header["Location"],
@@ -168,7 +173,11 @@ func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err != nil {
 		return nil, err
 	}
-	return bus.FHIR(200, body), nil
+	resp := bus.FHIR(200, body)
+	for bucket, rev := range sessionRevs {
+		resp.WithSession(bucket, rev) // only the memberships bucket is written here
+	}
+	return resp, nil
 }
 
 func statusLine(code int) string { return strconv.Itoa(code) + " " + http.StatusText(code) }

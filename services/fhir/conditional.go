@@ -92,7 +92,7 @@ func (s *Service) conditionalUpdate(ctx context.Context, r *bus.Request, g *guar
 		if err != nil {
 			return nil, err
 		}
-		return resourceResponse(201, out), nil
+		return s.afterWrite(ctx, resourceResponse(201, out), out)
 	}
 	if id, ok := res["id"].(string); ok && id != found.ID {
 		return nil, fhir.BadRequest("Resource id does not match the resource the condition found", "id")
@@ -103,7 +103,7 @@ func (s *Service) conditionalUpdate(ctx context.Context, r *bus.Request, g *guar
 	if err != nil {
 		return nil, err
 	}
-	return resourceResponse(200, out), nil
+	return s.afterWrite(ctx, resourceResponse(200, out), out)
 }
 
 // validate is POST /fhir/R4/<type>/$validate: the checks of a create,

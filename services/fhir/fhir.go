@@ -16,6 +16,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/saga"
+	"github.com/pinion-health/pinion/pkg/session"
 )
 
 // Config is what the FHIR service needs to know.
@@ -31,6 +32,7 @@ type Service struct {
 	invites  *invite.Store
 	stopSaga func()
 	repo     *repo.Repo
+	sessions *session.Store
 	policies *access.Policies
 	log      *slog.Logger
 	svc      *bus.Service
@@ -42,12 +44,12 @@ type Service struct {
 }
 
 // New wires the service.
-func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, log *slog.Logger) *Service {
+func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessions *session.Store, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
 	log = log.With("service", "fhir")
-	return &Service{cfg: cfg, nc: nc, js: js, repo: r, policies: access.NewPolicies(r, log), log: log}
+	return &Service{cfg: cfg, nc: nc, js: js, repo: r, sessions: sessions, policies: access.NewPolicies(r, log), log: log}
 }
 
 // replyBudget is how large an answer this service may assemble.

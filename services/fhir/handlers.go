@@ -322,7 +322,7 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 	}
 	resp := resourceResponse(201, out)
 	resp.Header["Location"] = s.cfg.BaseURL + "fhir/R4/" + typ + "/" + out.ID + "/_history/" + out.VersionID
-	return resp, nil
+	return s.afterWrite(ctx, resp, out)
 }
 
 // ifMatch reads the version from an If-Match header (W/"v" or "v" or v).
@@ -352,7 +352,7 @@ func (s *Service) update(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	return resourceResponse(200, out), nil
+	return s.afterWrite(ctx, resourceResponse(200, out), out)
 }
 
 func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, error) {
@@ -396,7 +396,7 @@ func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err != nil {
 		return nil, err
 	}
-	return resourceResponse(200, out), nil
+	return s.afterWrite(ctx, resourceResponse(200, out), out)
 }
 
 func (s *Service) delete(ctx context.Context, r *bus.Request) (*bus.Response, error) {
@@ -428,7 +428,7 @@ func (s *Service) delete(ctx context.Context, r *bus.Request) (*bus.Response, er
 		}
 		return nil, err
 	}
-	return bus.Outcome(fhir.OK()), nil
+	return s.afterDelete(ctx, bus.Outcome(fhir.OK()), typ, cur.ID)
 }
 
 // rawBinary makes a Binary of a raw upload: the request's content type and

@@ -108,7 +108,7 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 	l := session.Login{
 		User: "User/" + userID, Client: in.ClientID, Scope: scope, Nonce: in.Nonce,
 		Challenge: in.CodeChallenge, ChallengeMethod: in.CodeChallengeMethod,
-		AuthTime: time.Now().Unix(), Project: in.ProjectID,
+		AuthTime: time.Now().Unix(), Start: time.Now().UnixMilli(), Project: in.ProjectID,
 	}
 	loginID := uuid.NewString()
 	if len(choices) > 1 {
@@ -243,6 +243,10 @@ func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.
 	if !ok {
 		return tokenError("invalid_request", "Invalid code"), nil
 	}
+	ended, err := s.sessionsEnded(ctx, loginID)
+	if err != nil {
+		return nil, err
+	}
 	var terr *bus.Response
 	var refresh string
 	l, rev, err := s.sessions.UpdateLoginRev(ctx, loginID, func(l *session.Login) error {
@@ -259,6 +263,10 @@ func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.
 			return nil
 		case time.Since(time.UnixMilli(l.CodeAt)) > codeLifetime:
 			terr = tokenError("invalid_grant", "Code expired")
+		case l.Dead(ended):
+			l.Revoked = true
+			terr = tokenError("invalid_grant", "Token revoked")
+			return nil
 		case l.Membership == "":
 			terr = tokenError("invalid_request", "Invalid profile")
 		case l.Client != "" && form.Get("client_id") != "" && form.Get("client_id") != l.Client:
@@ -308,6 +316,16 @@ func rotateRefresh(l *session.Login) string {
 
 var errStop = errors.New("stop")
 
+// sessionsEnded is when the sign-ins of a login's user were last ended (a
+// password set or reset); a login that began before is dead.
+func (s *Service) sessionsEnded(ctx context.Context, loginID string) (int64, error) {
+	l, err := s.sessions.GetLogin(ctx, loginID)
+	if err != nil {
+		return 0, nil // an unknown login fails its own checks
+	}
+	return s.sessions.SessionsEnded(ctx, l.User)
+}
+
 func verifierMatches(challenge, method, verifier string) bool {
 	want := verifier
 	if method == "S256" {
@@ -327,6 +345,10 @@ func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Respo
 	if err != nil || c.RefreshSecret == "" || c.LoginID == "" {
 		return tokenError("invalid_request", "Invalid refresh token"), nil
 	}
+	ended, err := s.sessionsEnded(ctx, c.LoginID)
+	if err != nil {
+		return nil, err
+	}
 	var terr *bus.Response
 	var refresh string
 	l, rev, err := s.sessions.UpdateLoginRev(ctx, c.LoginID, func(l *session.Login) error {
@@ -335,6 +357,11 @@ func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Respo
 		case l.Revoked:
 			terr = tokenError("invalid_grant", "Token revoked")
 			return errStop
+		case l.Dead(ended):
+			// The password changed since this sign-in: its refresh tokens end too.
+			l.Revoked = true
+			terr = tokenError("invalid_grant", "Token revoked")
+			return nil
 		case !auth.SecretMatches(l.RefreshDigest, c.RefreshSecret):
 			// An old refresh token came back: someone holds a copy. End the chain.
 			l.Revoked = true
@@ -490,5 +517,11 @@ func (s *Service) setPassword(ctx context.Context, r *bus.Request) (*bus.Respons
 	if err := s.setPasswordHash(ctx, pr.User, auth.HashPassword(in.Password)); err != nil {
 		return nil, err
 	}
-	return bus.Outcome(fhir.OK()), nil
+	// Whoever signed in with the old password is signed out, refresh
+	// tokens included (Medplum 5.1.13 revokes every login of the user too).
+	rev, err := s.sessions.EndSessions(ctx, "User/"+pr.User)
+	if err != nil {
+		return nil, err
+	}
+	return bus.Outcome(fhir.OK()).WithSession(session.EndedBucket, rev), nil
 }

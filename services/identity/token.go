@@ -103,6 +103,11 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 	if !c.cred.matches(secret) && !s.matchesFresh(ctx, id, secret) {
 		return tokenError("invalid_request", "Invalid secret"), nil
 	}
+	if !c.member.Active {
+		// Medplum issues the token and refuses its every use; refusing it
+		// here says why.
+		return tokenError("access_denied", "Profile not active"), nil
+	}
 	scope := form.Get("scope")
 	if scope == "" {
 		scope = "openid"

@@ -161,6 +161,13 @@ func (s *Service) newPasswordRequest(ctx context.Context, userID, typ, key strin
 	if err != nil {
 		return "", "", fmt.Errorf("password request: %w", err)
 	}
+	// Only the newest link of a user works: an older one, perhaps in a
+	// mailbox someone else reads, is spent.
+	if _, err := s.creds.UpdateMany(ctx, bson.D{{Key: "user", Value: userID}, {Key: "used", Value: false},
+		{Key: "_id", Value: bson.D{{Key: "$ne", Value: "pwreq:" + id}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "used", Value: true}}}}); err != nil {
+		return "", "", fmt.Errorf("password request: %w", err)
+	}
 	return id, s.cfg.BaseURL + "setpassword/" + id + "/" + secret, nil
 }
 

@@ -14,32 +14,6 @@ import (
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
-// sessionOf derives what a membership allows, for the session bucket.
-func (s *Service) sessionOf(ctx context.Context, res *repo.Resource) (*session.Membership, error) {
-	var m struct {
-		Project      fhir.Reference   `json:"project"`
-		User         fhir.Reference   `json:"user"`
-		Profile      fhir.Reference   `json:"profile"`
-		Admin        bool             `json:"admin"`
-		Active       *bool            `json:"active"`
-		AccessPolicy *fhir.Reference  `json:"accessPolicy"`
-		Access       []map[string]any `json:"access"`
-	}
-	if err := json.Unmarshal(res.JSON, &m); err != nil {
-		return nil, err
-	}
-	_, projectID, _ := fhir.SplitReference(m.Project.Reference)
-	pj, err := projects.Get(ctx, s.repo, projectID)
-	if err != nil {
-		return nil, err
-	}
-	return &session.Membership{
-		Project: projectID, User: m.User.Reference, Profile: m.Profile.Reference, Admin: m.Admin,
-		SuperAdmin: pj.SuperAdmin, Active: m.Active == nil || *m.Active,
-		AccessPolicy: m.AccessPolicy != nil || len(m.Access) > 0,
-	}, nil
-}
-
 // member reads the membership named in the path, within the project.
 func (s *Service) member(ctx context.Context, r *bus.Request) (*repo.Resource, error) {
 	projectID := r.Param("projectId")
@@ -145,11 +119,7 @@ func (s *Service) saveMember(ctx context.Context, r *bus.Request, cur *repo.Reso
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.sessionOf(ctx, out)
-	if err != nil {
-		return nil, err
-	}
-	rev, err := s.sessions.PutMembership(ctx, out.ID, *st)
+	rev, err := projects.SyncSession(ctx, s.repo, s.sessions, out)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/mail"
+	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/saga"
 	"github.com/pinion-health/pinion/pkg/search"
@@ -153,11 +154,7 @@ func (s *Service) publishMembership(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.sessionOf(ctx, res)
-	if err != nil {
-		return err
-	}
-	_, err = s.sessions.PutMembership(ctx, id, *st)
+	_, err = projects.SyncSession(ctx, s.repo, s.sessions, res)
 	return err
 }
 

@@ -170,7 +170,7 @@ func startProcess(t *testing.T, name string, env map[string]string) (*process, s
 		}
 		svc = membership.New(membership.Config{BaseURL: cfg.BaseURL, Mailer: mailer}, c.NC, c.JS, c.Repo, c.Sessions, log)
 	case "fhir":
-		svc = fhir.New(fhir.Config{BaseURL: cfg.BaseURL}, c.NC, c.JS, c.Repo, log)
+		svc = fhir.New(fhir.Config{BaseURL: cfg.BaseURL}, c.NC, c.JS, c.Repo, c.Sessions, log)
 	case "botexec":
 		svc = botexec.New(botexec.Config{BaseURL: cfg.BaseURL}, c.NC, c.Repo, c.Sessions, log)
 	default:

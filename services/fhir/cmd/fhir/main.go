@@ -9,6 +9,6 @@ import (
 
 func main() {
 	infra.RunService("fhir", func(cfg *config.Config, c *infra.Conns) (infra.Service, error) {
-		return fhir.New(fhir.Config{BaseURL: cfg.BaseURL}, c.NC, c.JS, c.Repo, nil), nil
+		return fhir.New(fhir.Config{BaseURL: cfg.BaseURL}, c.NC, c.JS, c.Repo, c.Sessions, nil), nil
 	})
 }

@@ -1,0 +1,67 @@
+package fhir
+
+import (
+	"context"
+	"net/url"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/projects"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/search"
+	"github.com/pinion-health/pinion/pkg/session"
+)
+
+// Writes through /fhir that change what a token may do reach the session
+// bucket before they are answered, as the admin routes' do: a membership
+// set inactive through PUT stops its tokens on their next request, as does
+// a deleted membership or client application.
+
+// afterWrite brings the session bucket in step with a stored resource and
+// marks the answer with the revision it depends on.
+func (s *Service) afterWrite(ctx context.Context, resp *bus.Response, res *repo.Resource) (*bus.Response, error) {
+	if res.Type != "ProjectMembership" {
+		return resp, nil
+	}
+	rev, err := projects.SyncSession(ctx, s.repo, s.sessions, res)
+	if err != nil {
+		return nil, err
+	}
+	return resp.WithSession(session.MembershipsBucket, rev), nil
+}
+
+// afterDelete ends the sessions a deleted resource held up: a membership's,
+// and a client application's (whose memberships are deleted with it: they
+// would name a profile that is gone).
+func (s *Service) afterDelete(ctx context.Context, resp *bus.Response, typ, id string) (*bus.Response, error) {
+	var rev uint64
+	switch typ {
+	case "ProjectMembership":
+		r, err := s.sessions.DeleteMembership(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		rev = r
+	case "ClientApplication":
+		q, err := search.Parse("ProjectMembership", url.Values{"profile": {typ + "/" + id}, "_count": {"100"}})
+		if err != nil {
+			return nil, err
+		}
+		page, err := s.repo.Search(ctx, repo.System, "ProjectMembership", q)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range page.Resources {
+			// Tokens first, then the membership.
+			if rev, err = s.sessions.DeleteMembership(ctx, m.ID); err != nil {
+				return nil, err
+			}
+			if err := s.repo.Delete(ctx, repo.System, "ProjectMembership", m.ID); err != nil && !isStatus(err, 410) && !isStatus(err, 404) {
+				return nil, err
+			}
+		}
+	}
+	if rev == 0 {
+		return resp, nil
+	}
+	return resp.WithSession(session.MembershipsBucket, rev), nil
+}
