@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -117,10 +119,22 @@ func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, err
 			}
 			e.Resource = json.RawMessage(body)
 		}
-		resp, err := s.runEntry(ctx, r, e)
+		assigned := ""
+		if tx && e.Request != nil && strings.EqualFold(e.Request.Method, "POST") {
+			assigned = uuid.NewString()
+		}
+		resp, err := s.runEntry(ctx, r, e, assigned)
 		if err != nil {
 			fe := fhir.AsError(err)
 			if tx {
+				if assigned != "" {
+					// Its outcome is unknown (a deadline may have cut it
+					// off after the write): undo it too.
+					rel := strings.TrimPrefix(strings.TrimPrefix(e.Request.URL, s.cfg.BaseURL+"fhir/R4/"), "/")
+					if typ, _, _ := strings.Cut(rel, "?"); typ != "" {
+						created = append(created, typ+"/"+assigned)
+					}
+				}
 				s.undo(ctx, r, created)
 				return nil, fe
 			}
@@ -183,7 +197,8 @@ func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, err
 func statusLine(code int) string { return strconv.Itoa(code) + " " + http.StatusText(code) }
 
 // runEntry dispatches one entry to the handler its request names.
-func (s *Service) runEntry(ctx context.Context, r *bus.Request, e batchEntry) (*bus.Response, error) {
+// A create may be given its id (assigned; "" lets the handler choose).
+func (s *Service) runEntry(ctx context.Context, r *bus.Request, e batchEntry, assigned string) (*bus.Response, error) {
 	if e.Request == nil || e.Request.URL == "" {
 		return nil, fhir.BadRequest("Entry has no request", "entry.request")
 	}
@@ -195,6 +210,9 @@ func (s *Service) runEntry(ctx context.Context, r *bus.Request, e batchEntry) (*
 	h := s.handlers[subject]
 	if !ok || h == nil || subject == bus.SubjBatch {
 		return nil, fhir.BadRequest("Unsupported entry request: "+method+" "+e.Request.URL, "entry.request")
+	}
+	if assigned != "" && subject == bus.SubjCreate {
+		params["id"] = assigned
 	}
 	path, _, _ := strings.Cut(strings.TrimPrefix(rel, "/"), "?")
 	sub := &bus.Request{
@@ -239,7 +257,7 @@ func (s *Service) undo(ctx context.Context, r *bus.Request, created []string) {
 	sc := repo.Scope{Project: r.Principal.Project, SuperAdmin: r.Principal.SuperAdmin}
 	for _, ref := range created {
 		if t, id, ok := fhir.SplitReference(ref); ok {
-			if err := s.repo.Delete(ctx, sc, t, id); err != nil {
+			if err := s.repo.Delete(ctx, sc, t, id); err != nil && !isStatus(err, 404) && !isStatus(err, 410) {
 				s.log.Warn("undo transaction create", "ref", ref, "err", err)
 			}
 		}

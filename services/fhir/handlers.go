@@ -281,15 +281,21 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 	var res map[string]any
 	var project string
 	opts := repo.WriteOptions{Author: r.Principal.Profile, Strict: s.strict(ctx, g.project())}
+	// The server names new resources. A transaction names its creates in
+	// advance (no HTTP route carries an id on a create), so that it can undo
+	// a create whose outcome its deadline cut off.
+	opts.ID = r.Param("id")
+	if opts.ID == "" {
+		opts.ID = uuid.NewString()
+	}
 	raw := typ == "Binary" && !isMediaType(r.Get("Content-Type"), "application/fhir+json", "application/json")
 	if raw {
 		// A raw upload (Medplum's createBinary): the body is the content.
-		opts.ID = uuid.NewString()
 		res = rawBinary(r, opts.ID)
 	} else if res, project, err = decodeBodyProject(r, typ); err != nil {
 		return nil, err
 	}
-	delete(res, "id") // the server names new resources
+	delete(res, "id")
 	if p := project; p != "" && r.Principal.SuperAdmin && typ != "Project" {
 		// As in Medplum, a super admin may place a resource in any project.
 		if _, err := s.repo.Read(ctx, repo.System, "Project", p); err != nil {
