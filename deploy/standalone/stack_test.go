@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pinion-health/pinion/pkg/config"
+	"github.com/pinion-health/pinion/services/botexec/worker"
 )
 
 // The suite runs against one real stack: embedded NATS and FerretDB, every
@@ -49,6 +50,8 @@ func testConfig(dir string, extra map[string]string) *config.Config {
 }
 
 func TestMain(m *testing.M) {
+	// The stack runs bots in workers started from this test binary.
+	worker.MainIfWorker()
 	dir, err := os.MkdirTemp("", "pinion-stack-")
 	if err != nil {
 		panic(err)

@@ -136,7 +136,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 			return membership.New(membership.Config{BaseURL: cfg.BaseURL, Mailer: mailer}, c.NC, c.JS, c.Repo, c.Sessions, log)
 		}},
 		"botexec": {build: func() lifecycle {
-			return botexec.New(botexec.Config{BaseURL: cfg.BaseURL}, c.NC, c.Repo, c.Sessions, log)
+			return botexec.New(botexec.ConfigFrom(cfg), c.NC, c.Repo, c.Sessions, log)
 		}},
 	}
 	for _, name := range serviceOrder {

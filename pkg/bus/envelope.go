@@ -26,6 +26,7 @@ const (
 	hRequestID = "Pinion-Request-Id"
 	hRemote    = "Pinion-Remote-Addr"
 	hStatus    = "Pinion-Status"
+	hBotDepth  = "Pinion-Bot-Depth"
 	hHTTP      = "H-"
 	// TraceParent is the W3C trace context header, carried as is.
 	TraceParent = "traceparent"
@@ -66,6 +67,10 @@ type Request struct {
 	RequestID string
 	Remote    string // client IP
 	Trace     string // traceparent
+	// BotDepth counts the bots in the chain of calls that made this
+	// request: 0 from the gateway, 1 from a bot's medplum client, 2 from a
+	// bot run by that bot, and so on.
+	BotDepth int
 }
 
 // Param returns a route parameter.
@@ -165,6 +170,9 @@ func EncodeRequest(subject string, r *Request) *nats.Msg {
 	if r.Trace != "" {
 		h.Set(TraceParent, r.Trace)
 	}
+	if r.BotDepth > 0 {
+		h.Set(hBotDepth, strconv.Itoa(r.BotDepth))
+	}
 	return m
 }
 
@@ -183,6 +191,11 @@ func DecodeRequest(h nats.Header, data []byte) (*Request, error) {
 	q, err := url.ParseQuery(r.RawQuery)
 	if err != nil {
 		return nil, fhir.BadRequest("Invalid query string: " + err.Error())
+	}
+	if d := h.Get(hBotDepth); d != "" {
+		if r.BotDepth, err = strconv.Atoi(d); err != nil || r.BotDepth < 0 {
+			return nil, fhir.BadRequest("Invalid bot depth")
+		}
 	}
 	r.Query = q
 	if p := h.Get(hParams); p != "" {

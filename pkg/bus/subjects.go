@@ -42,12 +42,14 @@ const (
 	SubjDelete   = "pinion.fhir.delete"
 	SubjValidate = "pinion.fhir.validate"
 	SubjBatch    = "pinion.fhir.batch"
+	// SubjJobStatus is a read of an AsyncJob (Medplum's job status URL),
+	// through the same access check as any read.
+	SubjJobStatus = "pinion.fhir.job.status"
 
 	// botexec
 	SubjExecute   = "pinion.botexec.execute"
 	SubjDeploy    = "pinion.botexec.deploy"
 	SubjBotCreate = "pinion.botexec.bot.create"
-	SubjJobStatus = "pinion.botexec.job.status"
 )
 
 // Resource change events are published on EventSubject(type, id) after a

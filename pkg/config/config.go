@@ -41,6 +41,9 @@ var Vars = []Var{
 	{"PINION_ADMIN_ADDR", "", "Admin HTTP address of this process (/metrics for Prometheus, /livez); off when empty."},
 	{"PINION_ACCESS_TOKEN_LIFETIME", "1h", "Lifetime of access tokens."},
 	{"PINION_CLIENT_SECRET_GRACE", "24h", "How long a client secret keeps working after $rotate-secret replaced it."},
+	{"PINION_BOT_WORKERS", "2", "Worker processes that run bots (a bot that crashes its worker fails only the runs in it)."},
+	{"PINION_BOT_WORKER_MEMORY", "2147483648", "Address space, in bytes, each bot worker process may use beyond what the Go runtime reserves."},
+	{"PINION_BOT_PROJECT_CONCURRENCY", "8", "Bots one project may run at once per botexec instance; more wait up to 10 s, then 429."},
 	{"PINION_LOG_LEVEL", "info", "debug, info, warn or error."},
 	{"PINION_LOG_FORMAT", "text", "text or json."},
 }
@@ -65,6 +68,9 @@ type Config struct {
 	RequestTimeout      time.Duration
 	AccessTokenLifetime time.Duration
 	ClientSecretGrace   time.Duration
+	BotWorkers          int
+	BotWorkerMemory     int64
+	BotProjectRuns      int
 	LogLevel            string
 	LogFormat           string
 }
@@ -143,6 +149,15 @@ func LoadFrom(get func(string) string) (*Config, error) {
 	}
 	if c.ClientSecretGrace, err = time.ParseDuration(v("PINION_CLIENT_SECRET_GRACE")); err != nil || c.ClientSecretGrace < time.Second || c.ClientSecretGrace > 30*24*time.Hour {
 		return nil, fmt.Errorf("PINION_CLIENT_SECRET_GRACE: want a duration between 1s and 720h")
+	}
+	if c.BotWorkers, err = strconv.Atoi(v("PINION_BOT_WORKERS")); err != nil || c.BotWorkers < 1 || c.BotWorkers > 64 {
+		return nil, fmt.Errorf("PINION_BOT_WORKERS: want a number between 1 and 64")
+	}
+	if c.BotWorkerMemory, err = strconv.ParseInt(v("PINION_BOT_WORKER_MEMORY"), 10, 64); err != nil || c.BotWorkerMemory < 256<<20 {
+		return nil, fmt.Errorf("PINION_BOT_WORKER_MEMORY: want a number of bytes, at least 268435456 (256 MiB)")
+	}
+	if c.BotProjectRuns, err = strconv.Atoi(v("PINION_BOT_PROJECT_CONCURRENCY")); err != nil || c.BotProjectRuns < 1 {
+		return nil, fmt.Errorf("PINION_BOT_PROJECT_CONCURRENCY: want a number >= 1")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -38,6 +38,9 @@ func TestLoadRefusesBadSettings(t *testing.T) {
 		"short tokens":    {"PINION_ACCESS_TOKEN_LIFETIME": "5m"},
 		"no grace":        {"PINION_CLIENT_SECRET_GRACE": "0s"},
 		"month of grace":  {"PINION_CLIENT_SECRET_GRACE": "1000h"},
+		"no bot workers":  {"PINION_BOT_WORKERS": "0"},
+		"tiny workers":    {"PINION_BOT_WORKER_MEMORY": "1000"},
+		"no bot runs":     {"PINION_BOT_PROJECT_CONCURRENCY": "0"},
 	}
 	for name, env := range cases {
 		t.Run(name, func(t *testing.T) {

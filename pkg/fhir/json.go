@@ -15,7 +15,7 @@ const MaxDepth = 64
 // Decode parses a JSON object keeping numbers exact (json.Number), as FHIR
 // decimals require. Bad JSON is 400 "Content could not be parsed".
 func Decode(b []byte) (map[string]any, error) {
-	if err := checkDepth(b); err != nil {
+	if err := CheckDepth(b, MaxDepth); err != nil {
 		return nil, err
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
@@ -30,8 +30,9 @@ func Decode(b []byte) (map[string]any, error) {
 	return m, nil
 }
 
-// checkDepth scans brackets outside strings; it is cheap and runs first.
-func checkDepth(b []byte) error {
+// CheckDepth refuses JSON nested deeper than max (400) by scanning its
+// brackets outside strings: cheap, and run before any parser recurses.
+func CheckDepth(b []byte, max int) error {
 	depth, inStr, esc := 0, false, false
 	for _, c := range b {
 		switch {
@@ -47,7 +48,7 @@ func checkDepth(b []byte) error {
 			inStr = true
 		case c == '{' || c == '[':
 			depth++
-			if depth > MaxDepth {
+			if depth > max {
 				return BadRequest("Content could not be parsed: nested too deeply")
 			}
 		case c == '}' || c == ']':

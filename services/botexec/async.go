@@ -94,15 +94,3 @@ func query(r *bus.Request) string {
 	}
 	return "?" + r.RawQuery
 }
-
-// jobStatus is GET /fhir/R4/job/<id>/status: the AsyncJob, in the caller's project.
-func (s *Service) jobStatus(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	if r.Principal == nil {
-		return nil, fhir.Unauthorized()
-	}
-	res, err := s.repo.Read(ctx, repo.Scope{Project: r.Principal.Project, SuperAdmin: r.Principal.SuperAdmin}, "AsyncJob", r.Param("id"))
-	if err != nil {
-		return nil, err
-	}
-	return bus.FHIR(200, res.JSON), nil
-}

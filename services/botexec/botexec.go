@@ -9,14 +9,14 @@ import (
 	"sync"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go"
 
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
-	"github.com/pinion-health/pinion/services/botexec/sandbox"
+	"github.com/pinion-health/pinion/services/botexec/worker"
 )
 
 // Config is what the bot executor needs to know.
@@ -24,6 +24,18 @@ type Config struct {
 	BaseURL string
 	// Memory bounds one execution's heap growth (0: the sandbox default).
 	MemoryBytes int64
+	// Workers is how many worker processes run bots, WorkerMemoryBytes the
+	// address space each may use.
+	Workers           int
+	WorkerMemoryBytes int64
+	// ProjectConcurrency is how many bots one project may run at once on
+	// this instance.
+	ProjectConcurrency int
+}
+
+// ConfigFrom takes the bot executor's settings from the process's.
+func ConfigFrom(c *config.Config) Config {
+	return Config{BaseURL: c.BaseURL, Workers: c.BotWorkers, WorkerMemoryBytes: c.BotWorkerMemory, ProjectConcurrency: c.BotProjectRuns}
 }
 
 // Service is the bot executor.
@@ -35,9 +47,10 @@ type Service struct {
 	policies *access.Policies
 	log      *slog.Logger
 	svc      *bus.Service
-	// programs caches compiled bot code by Binary version: a warm execution
-	// never parses source.
-	programs *lru.Cache[string, *sandbox.Program]
+	// pool runs bots in worker processes.
+	pool *worker.Pool
+	// slots bounds the bots each project runs at once.
+	slots *projectSlots
 	// botMembers caches each bot's membership id (botMember values).
 	botMembers sync.Map
 	// identifiers caches identifier lookups (identifierHit values).
@@ -56,14 +69,18 @@ func New(cfg Config, nc *nats.Conn, r *repo.Repo, sessions *session.Store, log *
 	if log == nil {
 		log = slog.Default()
 	}
-	progs, _ := lru.New[string, *sandbox.Program](1024)
 	log = log.With("service", "botexec")
-	return &Service{cfg: cfg, nc: nc, repo: r, sessions: sessions, policies: access.NewPolicies(r, log), log: log, programs: progs,
-		asyncSlots: make(chan struct{}, maxAsync)}
+	return &Service{cfg: cfg, nc: nc, repo: r, sessions: sessions, policies: access.NewPolicies(r, log), log: log,
+		asyncSlots: make(chan struct{}, maxAsync), slots: newProjectSlots(cfg.ProjectConcurrency)}
 }
 
-// Start starts answering requests.
+// Start starts the bot workers and answering requests.
 func (s *Service) Start(ctx context.Context) error {
+	pool, err := worker.New(worker.Config{Workers: s.cfg.Workers, MemoryBytes: s.cfg.WorkerMemoryBytes, Log: s.log})
+	if err != nil {
+		return err
+	}
+	s.pool = pool
 	s.audits = make(chan auditEvent, auditQueue)
 	s.auditQuit = make(chan struct{})
 	for i := 0; i < auditWriters; i++ {
@@ -73,6 +90,7 @@ func (s *Service) Start(ctx context.Context) error {
 	// A new or changed bot may change what an identifier finds.
 	sub, err := s.nc.Subscribe(bus.EventPrefix+"Bot.*", func(*nats.Msg) { s.forgetIdentifiers() })
 	if err != nil {
+		s.pool.Close()
 		return err
 	}
 	s.evSub = sub
@@ -80,8 +98,10 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.SubjExecute:   s.execute,
 		bus.SubjDeploy:    s.deploy,
 		bus.SubjBotCreate: s.createBot,
-		bus.SubjJobStatus: s.jobStatus,
 	}, s.log)
+	if err != nil {
+		s.pool.Close()
+	}
 	return err
 }
 
@@ -93,6 +113,9 @@ func (s *Service) Stop(ctx context.Context) error {
 	var err error
 	if s.svc != nil {
 		err = s.svc.Stop(ctx)
+	}
+	if s.pool != nil {
+		s.pool.Close()
 	}
 	// In-flight executions are answered: write the audit events they queued.
 	if s.auditQuit != nil {

@@ -20,9 +20,6 @@ func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	if err := pol.Allow("Bot", access.Update); err != nil {
-		return nil, err
-	}
 	var in struct {
 		Code     string `json:"code"`
 		Filename string `json:"filename"`
@@ -37,19 +34,17 @@ func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, er
 		in.Filename = "index.ts"
 	}
 	in.Filename = path.Base(in.Filename)
-	cur, err := s.repo.Read(ctx, pol.Scope("Bot", r.Param("id")), "Bot", r.Param("id"))
+	// Deploying updates the bot: the same check as a FHIR update of it.
+	cur, err := s.readBot(ctx, pol, r.Param("id"), access.Update)
 	if err != nil {
 		return nil, err
 	}
-	// Deploying updates the bot: its policy's criteria must allow that.
-	if err := pol.Write(access.Update, "Bot", cur, nil, cur.Project); err != nil {
+	// Nesting is checked here, cheaply; whatever else would take the
+	// compiler down takes down only the worker it runs in.
+	if err := sandbox.CheckNesting(in.Code, in.Filename); err != nil {
 		return nil, err
 	}
-	js, err := sandbox.Transpile(in.Code, in.Filename)
-	if err != nil {
-		return nil, err
-	}
-	prog, err := sandbox.Compile("Bot/"+cur.ID, js)
+	js, err := s.pool.Compile(ctx, "Bot/"+cur.ID, "", in.Code, in.Filename)
 	if err != nil {
 		return nil, err
 	}
@@ -62,8 +57,6 @@ func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	// The first execution finds the compiled program already cached.
-	s.programs.Add("Binary/"+exe.ID+"/"+exe.VersionID, prog)
 	b, err := cur.Decode()
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"mime"
 	"net/url"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/services/botexec/sandbox"
+	"github.com/pinion-health/pinion/services/botexec/worker"
 )
 
 // Bot timeouts (seconds): Medplum's default and the most we allow.
@@ -46,11 +48,18 @@ func (s *Service) execute(ctx context.Context, r *bus.Request) (*bus.Response, e
 	if err := access.Check(r.Principal, "Bot", access.Read); err != nil {
 		return nil, err
 	}
+	if r.BotDepth >= maxBotDepth {
+		return nil, fhir.BadRequest(fmt.Sprintf("Bots may run bots at most %d deep", maxBotDepth-1))
+	}
 	if wantsAsync(r) {
 		return s.executeAsync(ctx, r)
 	}
 	return s.executeNow(ctx, r)
 }
+
+// maxBotDepth bounds chains of bots running bots: without it, one request
+// fanned out into more than a thousand executions.
+const maxBotDepth = 5
 
 // executeNow runs the bot and answers with its result.
 func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response, error) {
@@ -59,11 +68,11 @@ func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response
 	if err != nil {
 		return nil, err
 	}
-	contentType, input, err := botInput(r)
+	in, err := botInput(r)
 	if err != nil {
 		return nil, err
 	}
-	prog, err := s.program(ctx, b)
+	code, err := s.program(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -79,19 +88,30 @@ func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response
 	if n, err := b.Timeout.Int64(); err == nil && n > 0 {
 		timeout = int(min(n, maxTimeout))
 	}
-	ev := sandbox.Event{
-		Bot:         map[string]any{"reference": "Bot/" + b.ID, "display": b.Name},
-		Requester:   map[string]any{"reference": r.Principal.Profile},
-		Input:       input,
-		ContentType: r.Get("Content-Type"),
-		Secrets:     secrets,
-		TraceID:     traceID(r),
-		Headers:     lowerHeaders(r.Header),
+	// A bot run by a bot does not wait for a slot its caller may be
+	// holding: it is refused at once rather than deadlock.
+	release, err := s.slots.acquire(ctx, b.Project, r.BotDepth == 0)
+	if err != nil {
+		return nil, err
 	}
-	res, err := sandbox.Run(ctx, prog, ev, &host{s: s, principal: runAs, requestID: r.RequestID}, sandbox.Limits{
-		Timeout: time.Duration(timeout) * time.Second, MemoryBytes: s.cfg.MemoryBytes,
-		// What a bot returns must fit in one answer on the bus.
-		MaxOutputBytes: min(sandbox.DefaultLimits.MaxOutputBytes, bus.ReplyBudget(s.nc)),
+	defer release()
+	res, err := s.pool.Run(ctx, &worker.Job{
+		Key: code.key, Name: "Bot/" + b.ID, Code: code.source,
+		Event: sandbox.Event{
+			Bot:         map[string]any{"reference": "Bot/" + b.ID, "display": b.Name},
+			Requester:   map[string]any{"reference": r.Principal.Profile},
+			ContentType: r.Get("Content-Type"),
+			Secrets:     secrets,
+			TraceID:     traceID(r),
+			Headers:     lowerHeaders(r.Header),
+		},
+		Input: in.body, InputKind: in.kind,
+		Limits: sandbox.Limits{
+			Timeout: time.Duration(timeout) * time.Second, MemoryBytes: s.cfg.MemoryBytes,
+			// What a bot returns must fit in one answer on the bus.
+			MaxOutputBytes: min(sandbox.DefaultLimits.MaxOutputBytes, bus.ReplyBudget(s.nc)),
+		},
+		Host: &host{s: s, principal: runAs, requestID: r.RequestID, depth: r.BotDepth + 1},
 	})
 	if err != nil {
 		return nil, err
@@ -107,48 +127,62 @@ func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response
 	metrics.BotExecutions.WithLabelValues(outcome).Inc()
 	metrics.BotDuration.Observe(res.Elapsed.Seconds())
 	s.audit(b, r.Principal, runAs, start, res, secrets)
-	return botResponse(res, contentType), nil
+	return botResponse(res, in.mediaType), nil
 }
 
-// findBot finds the bot by id, or by identifier in the caller's project:
-// several bots with the identifier is 412, not an arbitrary pick. The
-// caller must be able to read the bot under its access policy (403 when the
-// policy grants no read of Bot; 404 when its criteria hide this one).
+// findBot finds the bot to run, by id or by identifier in the caller's
+// project (several bots with the identifier is 412, not an arbitrary
+// pick), through the caller's access policy either way: 403 when it grants
+// no read of Bot, 404 when its criteria hide the bot.
 func (s *Service) findBot(ctx context.Context, r *bus.Request) (*bot, error) {
 	pol, err := s.policies.For(ctx, r.Principal)
 	if err != nil {
 		return nil, err
 	}
-	if err := pol.Allow("Bot", access.Read); err != nil {
-		return nil, err
+	id := r.Param("id")
+	if id == "" {
+		ident := r.Query.Get("identifier")
+		if ident == "" {
+			return nil, fhir.BadRequest("Must specify bot ID or identifier.")
+		}
+		if id, err = s.botByIdentifier(ctx, pol, r.Principal.Project, ident); err != nil {
+			return nil, err
+		}
 	}
-	var res *repo.Resource
-	switch id, ident := r.Param("id"), r.Query.Get("identifier"); {
-	case id != "":
-		if res, err = s.repo.Read(ctx, pol.Scope("Bot", id), "Bot", id); err != nil {
-			return nil, err
-		}
-		if ok, err := pol.Readable(access.Read, res); err != nil {
-			return nil, err
-		} else if !ok {
-			return nil, fhir.NotFound()
-		}
-	case ident != "":
-		id, err := s.botByIdentifier(ctx, r.Principal.Project, ident)
-		if err != nil {
-			return nil, err
-		}
-		if res, err = s.repo.Read(ctx, repo.Scope{Project: r.Principal.Project}, "Bot", id); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, fhir.BadRequest("Must specify bot ID or identifier.")
+	res, err := s.readBot(ctx, pol, id, access.Read)
+	if err != nil {
+		return nil, err
 	}
 	b := &bot{ID: res.ID, Project: res.Project}
 	if err := json.Unmarshal(res.JSON, b); err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// readBot reads a bot as the caller may: the one access check of every
+// route that runs or changes a bot, the same as a FHIR read or update of
+// it (403 when the policy grants no such interaction on Bot, 404 when its
+// criteria hide this one or it is another project's).
+func (s *Service) readBot(ctx context.Context, pol *access.Policy, id string, i access.Interaction) (*repo.Resource, error) {
+	if err := pol.Allow("Bot", access.Read); err != nil {
+		return nil, err
+	}
+	res, err := s.repo.Read(ctx, pol.Scope("Bot", id), "Bot", id)
+	if err != nil {
+		return nil, err
+	}
+	if ok, err := pol.Readable(access.Read, res); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, fhir.NotFound()
+	}
+	if i != access.Read {
+		if err := pol.Write(i, "Bot", res, nil, res.Project); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }
 
 // identifierTTL is how long an identifier's answer is reused: executing by
@@ -163,8 +197,21 @@ type identifierHit struct {
 
 // botByIdentifier finds the one bot with the identifier in the caller's
 // project — even for super admins: the same identifier in another project
-// never matters.
-func (s *Service) botByIdentifier(ctx context.Context, project, ident string) (string, error) {
+// never matters. The search is the caller's: a policy that hides
+// Bot.identifier refuses it, as it would refuse Bot?identifier=.
+func (s *Service) botByIdentifier(ctx context.Context, pol *access.Policy, project, ident string) (string, error) {
+	q, err := search.Parse("Bot", url.Values{"identifier": {ident}, "_count": {"2"}})
+	if err != nil {
+		return "", err
+	}
+	if err := pol.CheckSearch("Bot", q); err != nil {
+		return "", err
+	}
+	return s.botWithIdentifier(ctx, project, ident, q)
+}
+
+// botWithIdentifier is botByIdentifier's lookup, through a short cache.
+func (s *Service) botWithIdentifier(ctx context.Context, project, ident string, q *search.Query) (string, error) {
 	key := project + "|" + ident
 	if v, ok := s.identifiers.Load(key); ok && time.Since(v.(identifierHit).at) < identifierTTL {
 		h := v.(identifierHit)
@@ -175,10 +222,6 @@ func (s *Service) botByIdentifier(ctx context.Context, project, ident string) (s
 			return "", fhir.MultipleMatches()
 		}
 		return h.id, nil
-	}
-	q, err := search.Parse("Bot", url.Values{"identifier": {ident}, "_count": {"2"}})
-	if err != nil {
-		return "", err
 	}
 	page, err := s.repo.Search(ctx, repo.Scope{Project: project}, "Bot", q)
 	if err != nil {
@@ -194,59 +237,76 @@ func (s *Service) botByIdentifier(ctx context.Context, project, ident string) (s
 		h.err = "multiple"
 	}
 	s.identifiers.Store(key, h)
-	return s.botByIdentifier(ctx, project, ident)
+	return s.botWithIdentifier(ctx, project, ident, q)
 }
 
-// botInput turns the request into event.input by its content type.
-func botInput(r *bus.Request) (string, any, error) {
+// input is event.input as a worker receives it.
+type input struct {
+	kind      string // worker.InputText, InputJSON, InputHL7
+	body      []byte
+	mediaType string // the request's, for the answer's content type
+}
+
+// maxInputDepth bounds the nesting of JSON input: the bot's JSON.parse
+// recurses per level.
+const maxInputDepth = 512
+
+// botInput turns the request into event.input by its content type,
+// checking it here so that a bad body is a 400 (or 413, 415) before any
+// bot runs.
+func botInput(r *bus.Request) (*input, error) {
 	if r.Method == "GET" {
-		in := map[string]any{}
+		in := map[string]string{}
 		for k, v := range r.Query {
 			if k != "identifier" && len(v) > 0 {
 				in[k] = v[0]
 			}
 		}
-		return "", in, nil
+		b, _ := json.Marshal(in) // keys sorted: runs are repeatable
+		return &input{kind: worker.InputJSON, body: b}, nil
 	}
-	ct := r.Get("Content-Type")
-	mt, _, err := mime.ParseMediaType(ct)
+	mt, _, err := mime.ParseMediaType(r.Get("Content-Type"))
 	if err != nil {
-		return "", nil, fhir.UnsupportedMediaType()
+		return nil, fhir.UnsupportedMediaType()
 	}
 	switch mt {
 	case "text/plain":
-		return mt, string(r.Body), nil
+		return &input{kind: worker.InputText, body: r.Body, mediaType: mt}, nil
 	case "application/json", "application/fhir+json":
 		// Checked here, handed over as raw JSON: the bot sees the keys in
 		// the order the client sent them.
 		if !json.Valid(r.Body) {
 			var v any
 			err := json.Unmarshal(r.Body, &v)
-			return "", nil, fhir.BadRequest("Content could not be parsed: " + err.Error())
+			return nil, fhir.BadRequest("Content could not be parsed: " + err.Error())
 		}
-		return mt, json.RawMessage(r.Body), nil
+		if err := fhir.CheckDepth(r.Body, maxInputDepth); err != nil {
+			return nil, err
+		}
+		return &input{kind: worker.InputJSON, body: r.Body, mediaType: mt}, nil
 	case "application/x-www-form-urlencoded":
 		form, err := url.ParseQuery(string(r.Body))
 		if err != nil {
-			return "", nil, fhir.BadRequest("Content could not be parsed: " + err.Error())
+			return nil, fhir.BadRequest("Content could not be parsed: " + err.Error())
 		}
-		in := map[string]any{}
+		in := map[string]string{}
 		for k, v := range form {
 			in[k] = v[0]
 		}
-		return mt, in, nil
+		b, _ := json.Marshal(in)
+		return &input{kind: worker.InputJSON, body: b, mediaType: mt}, nil
 	case sandbox.HL7ContentType:
-		m, err := hl7.ParseLimited(string(r.Body), hl7InputLimits)
+		_, err := hl7.ParseLimited(string(r.Body), hl7InputLimits)
 		var tooBig *hl7.LimitError
 		switch {
 		case errors.As(err, &tooBig):
-			return "", nil, fhir.TooLarge("HL7 message too large: " + err.Error())
+			return nil, fhir.TooLarge("HL7 message too large: " + err.Error())
 		case err != nil:
-			return "", nil, fhir.BadRequest("Invalid HL7 message: " + err.Error())
+			return nil, fhir.BadRequest("Invalid HL7 message: " + err.Error())
 		}
-		return mt, m, nil
+		return &input{kind: worker.InputHL7, body: r.Body, mediaType: mt}, nil
 	}
-	return "", nil, fhir.UnsupportedMediaType()
+	return nil, fhir.UnsupportedMediaType()
 }
 
 // hl7InputLimits bound an HL7 message given to a bot. Each element becomes
@@ -255,8 +315,16 @@ func botInput(r *bus.Request) (string, any, error) {
 // more than an ADT or ORU message holds).
 var hl7InputLimits = hl7.Limits{MaxElements: 200_000}
 
-// program returns the bot's compiled code, from the cache when warm.
-func (s *Service) program(ctx context.Context, b *bot) (*sandbox.Program, error) {
+// code names a bot's program and gives its source on demand: workers keep
+// compiled programs by key (the Binary's version), so a warm execution
+// neither reads nor parses the source.
+type code struct {
+	key    string
+	source func() (string, error)
+}
+
+// program finds the bot's executable code.
+func (s *Service) program(ctx context.Context, b *bot) (*code, error) {
 	typ, id, ok := fhir.SplitReference(b.Code.URL)
 	if b.Code.URL == "" {
 		return nil, fhir.BadRequest("No executable code")
@@ -268,51 +336,57 @@ func (s *Service) program(ctx context.Context, b *bot) (*sandbox.Program, error)
 	if err != nil {
 		return nil, fhir.BadRequest("No executable code")
 	}
-	key := "Binary/" + id + "/" + bin.VersionID
-	if p, ok := s.programs.Get(key); ok {
-		return p, nil
-	}
-	var v struct {
-		Data string `json:"data"`
-	}
-	if err := json.Unmarshal(bin.JSON, &v); err != nil {
-		return nil, err
-	}
-	code, err := base64.StdEncoding.DecodeString(v.Data)
-	if err != nil {
-		return nil, fhir.BadRequest("Executable code is not valid base64")
-	}
-	p, err := sandbox.Compile("Bot/"+b.ID, string(code))
-	if err != nil {
-		return nil, err
-	}
-	s.programs.Add(key, p)
-	return p, nil
+	return &code{key: "Binary/" + id + "/" + bin.VersionID, source: func() (string, error) {
+		var v struct {
+			Data string `json:"data"`
+		}
+		if err := json.Unmarshal(bin.JSON, &v); err != nil {
+			return "", err
+		}
+		src, err := base64.StdEncoding.DecodeString(v.Data)
+		if err != nil {
+			return "", fhir.BadRequest("Executable code is not valid base64")
+		}
+		return string(src), nil
+	}}, nil
 }
 
 // runAs is who the bot's medplum client acts as: the caller when the bot
-// says runAsUser, else the bot's own membership in its project (falling back
-// to the caller for a bot without one, as Medplum does).
+// says runAsUser, else the bot's own membership in its project (falling
+// back to the caller for a bot without one, as Medplum does). Whoever runs
+// it, a bot never reaches outside its own project: it never acts as a
+// super admin, and a caller from another project (only a super admin can
+// run another project's bot) lends it nothing — it runs as itself.
 func (s *Service) runAs(ctx context.Context, b *bot, caller *bus.Principal) (*bus.Principal, error) {
-	if b.RunAsUser {
-		return caller, nil
+	if b.RunAsUser && caller.Project == b.Project {
+		return confined(caller), nil
 	}
 	mid, err := s.botMembership(ctx, b)
 	if err != nil {
 		return nil, err
 	}
 	if mid == "" {
-		return caller, nil
+		if caller.Project != b.Project {
+			return nil, fhir.Forbidden()
+		}
+		return confined(caller), nil
 	}
 	// The rights come fresh from the session bucket on every run.
 	m, err := s.sessions.GetMembership(ctx, mid)
 	if err != nil || !m.Active {
 		return nil, fhir.Forbidden()
 	}
-	return &bus.Principal{
+	return confined(&bus.Principal{
 		User: m.User, Profile: m.Profile, Project: m.Project, Membership: mid,
 		Admin: m.Admin, SuperAdmin: m.SuperAdmin, AccessPolicy: m.AccessPolicy,
-	}, nil
+	}), nil
+}
+
+// confined is a principal held to its own project.
+func confined(p *bus.Principal) *bus.Principal {
+	c := *p
+	c.SuperAdmin = false
+	return &c
 }
 
 // botMemberTTL is how long a bot's membership id is trusted without a

@@ -13,6 +13,7 @@ type host struct {
 	s         *Service
 	principal *bus.Principal
 	requestID string
+	depth     int // the bot's place in a chain of bots running bots
 }
 
 // Request implements sandbox.Host.
@@ -28,7 +29,7 @@ func (h *host) Request(ctx context.Context, method, path string, body []byte, co
 	req := &bus.Request{
 		Method: method, Path: "/fhir/R4/" + path, Query: q, RawQuery: raw, Params: params,
 		Header: map[string]string{"Content-Type": contentType}, Body: body,
-		Principal: h.principal, RequestID: h.requestID,
+		Principal: h.principal, RequestID: h.requestID, BotDepth: h.depth,
 	}
 	resp, err := bus.Call(ctx, h.s.nc, subject, req)
 	if err != nil {

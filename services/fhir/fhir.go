@@ -69,17 +69,18 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.handlers = map[string]bus.Handler{
-		bus.SubjMetadata: s.capabilities,
-		bus.SubjRead:     s.read,
-		bus.SubjVRead:    s.vread,
-		bus.SubjHistory:  s.history,
-		bus.SubjSearch:   s.search,
-		bus.SubjCreate:   s.create,
-		bus.SubjUpdate:   s.update,
-		bus.SubjPatch:    s.patch,
-		bus.SubjDelete:   s.delete,
-		bus.SubjValidate: s.validate,
-		bus.SubjBatch:    s.batch,
+		bus.SubjMetadata:  s.capabilities,
+		bus.SubjRead:      s.read,
+		bus.SubjVRead:     s.vread,
+		bus.SubjHistory:   s.history,
+		bus.SubjSearch:    s.search,
+		bus.SubjCreate:    s.create,
+		bus.SubjUpdate:    s.update,
+		bus.SubjPatch:     s.patch,
+		bus.SubjDelete:    s.delete,
+		bus.SubjValidate:  s.validate,
+		bus.SubjBatch:     s.batch,
+		bus.SubjJobStatus: s.jobStatus,
 	}
 	s.svc, err = bus.Serve(s.nc, "fhir", "1.0.0", s.handlers, s.log)
 	return err

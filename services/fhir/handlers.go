@@ -44,6 +44,14 @@ func (s *Service) read(ctx context.Context, r *bus.Request) (*bus.Response, erro
 	return resourceResponse(200, res), nil
 }
 
+// jobStatus is GET /fhir/R4/job/<id>/status: the AsyncJob, read as any
+// read of it is (Medplum reads it with the caller's repository too).
+func (s *Service) jobStatus(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	job := *r
+	job.Params = map[string]string{"type": "AsyncJob", "id": r.Param("id")}
+	return s.read(ctx, &job)
+}
+
 func (s *Service) vread(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	g, err := s.target(ctx, r, access.VRead)
 	if err != nil {

@@ -172,7 +172,7 @@ func startProcess(t *testing.T, name string, env map[string]string) (*process, s
 	case "fhir":
 		svc = fhir.New(fhir.Config{BaseURL: cfg.BaseURL}, c.NC, c.JS, c.Repo, c.Sessions, log)
 	case "botexec":
-		svc = botexec.New(botexec.Config{BaseURL: cfg.BaseURL}, c.NC, c.Repo, c.Sessions, log)
+		svc = botexec.New(botexec.ConfigFrom(cfg), c.NC, c.Repo, c.Sessions, log)
 	default:
 		t.Fatalf("unknown process %s", name)
 	}

@@ -171,6 +171,9 @@ const (
 	LimitOutput    Limit = "output"
 	LimitCallDepth Limit = "call-depth"
 	LimitCancelled Limit = "cancelled"
+	// LimitWorker: the worker process running the bot ended under it (out
+	// of memory, a stack overflow, killed for not stopping).
+	LimitWorker Limit = "worker"
 )
 
 // BotError is why a run failed: what the bot threw (or how its promise

@@ -27,6 +27,7 @@ import (
 	"github.com/pinion-health/pinion/deploy/standalone"
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/embedded"
+	"github.com/pinion-health/pinion/services/botexec/worker"
 )
 
 var (
@@ -117,6 +118,7 @@ func wanted(name string) bool {
 }
 
 func main() {
+	worker.MainIfWorker() // the stack it starts runs bots in this binary
 	flag.Parse()
 	fmt.Printf("pinion-bench: %d clients, %s per operation after %s warm-up, loopback only\n", *clients, *duration, *warmup)
 

@@ -13,9 +13,12 @@ import (
 
 	"github.com/pinion-health/pinion/deploy/standalone"
 	"github.com/pinion-health/pinion/pkg/config"
+	"github.com/pinion-health/pinion/services/botexec/worker"
 )
 
 func main() {
+	// A bot worker is this binary started again: it goes no further.
+	worker.MainIfWorker()
 	cfg, err := config.Load()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pinion:", err)

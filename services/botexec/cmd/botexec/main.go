@@ -5,10 +5,13 @@ import (
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/services/botexec"
+	"github.com/pinion-health/pinion/services/botexec/worker"
 )
 
 func main() {
+	// A bot worker is this binary started again: it goes no further.
+	worker.MainIfWorker()
 	infra.RunService("botexec", func(cfg *config.Config, c *infra.Conns) (infra.Service, error) {
-		return botexec.New(botexec.Config{BaseURL: cfg.BaseURL}, c.NC, c.Repo, c.Sessions, nil), nil
+		return botexec.New(botexec.ConfigFrom(cfg), c.NC, c.Repo, c.Sessions, nil), nil
 	})
 }
