@@ -25,6 +25,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/metrics"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -39,7 +40,17 @@ type Config struct {
 	BaseURL        string
 	MaxBodyBytes   int
 	RequestTimeout time.Duration
-	AuthRateLimit  int // per IP per minute; 0 = off
+	AuthRateLimit  int // per client address per minute; 0 = off
+	// TrustedProxies may name the client in X-Forwarded-For.
+	TrustedProxies Proxies
+}
+
+// ConfigFrom takes the gateway's settings from the process's.
+func ConfigFrom(c *config.Config) Config {
+	return Config{
+		Addr: c.Addr, BaseURL: c.BaseURL, MaxBodyBytes: c.MaxBodyBytes,
+		RequestTimeout: c.RequestTimeout, AuthRateLimit: c.AuthRateLimit, TrustedProxies: c.TrustedProxies,
+	}
 }
 
 // Gateway is the HTTP front door.
@@ -96,6 +107,7 @@ func (g *Gateway) routes() {
 		limit = limiter.New(limiter.Config{
 			Max:               g.cfg.AuthRateLimit,
 			Expiration:        time.Minute,
+			KeyGenerator:      g.clientIP,
 			LimiterMiddleware: limiter.SlidingWindow{},
 			LimitReached: func(c *fiber.Ctx) error {
 				return fhir.TooManyRequests()
@@ -183,7 +195,7 @@ func (g *Gateway) forward(r route) fiber.Handler {
 			RawQuery:  string(c.Request().URI().QueryString()),
 			Header:    map[string]string{},
 			RequestID: c.Locals("rid").(string),
-			Remote:    c.IP(),
+			Remote:    g.clientIP(c),
 			Trace:     bus.TraceParentOrNew(c.Get(bus.TraceParent)),
 		}
 		c.Set(bus.TraceParent, req.Trace)

@@ -24,6 +24,12 @@ import (
 // standing in for the identity service.
 func startGateway(t *testing.T, timeout time.Duration) (string, *nats.Conn) {
 	t.Helper()
+	return startGatewayWith(t, Config{RequestTimeout: timeout})
+}
+
+// startGatewayWith is startGateway with more settings.
+func startGatewayWith(t *testing.T, cfg Config) (string, *nats.Conn) {
+	t.Helper()
 	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -49,8 +55,8 @@ func startGateway(t *testing.T, timeout time.Duration) (string, *nats.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(view.Close)
-	g := New(Config{Addr: "127.0.0.1:0", BaseURL: "http://localhost:8103/", MaxBodyBytes: 4096, RequestTimeout: timeout},
-		c.NC, view, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cfg.Addr, cfg.BaseURL, cfg.MaxBodyBytes = "127.0.0.1:0", "http://localhost:8103/", 4096
+	g := New(cfg, c.NC, view, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -164,9 +164,10 @@ func TestKustomizeExampleOverlay(t *testing.T) {
 				t.Errorf("gateway: PINION_MAX_BODY_BYTES %d does not fit NATS max_payload %d", cfg.MaxBodyBytes, o.MaxPayload)
 			}
 			// Behind an Ingress every request comes from the controller's
-			// address: a per-IP limit would be one limit for all clients.
-			if len(r.ingresses) > 0 && cfg.AuthRateLimit != 0 {
-				t.Error("gateway behind an Ingress: PINION_AUTH_RATE_LIMIT must be 0 (limit per client at the ingress)")
+			// address: unless the gateway trusts its X-Forwarded-For, a
+			// per-address limit would be one limit for all clients.
+			if len(r.ingresses) > 0 && cfg.AuthRateLimit != 0 && len(cfg.TrustedProxies) == 0 {
+				t.Error("gateway behind an Ingress: set PINION_TRUSTED_PROXIES to the ingress controller's addresses (or PINION_AUTH_RATE_LIMIT to 0)")
 			}
 		}
 	}

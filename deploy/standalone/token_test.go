@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/base64"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -278,4 +279,40 @@ func minPositive(a, b time.Duration) time.Duration {
 		return b
 	}
 	return a
+}
+
+// Whoever guesses passwords is stopped, not the account's owner: failures
+// count per (e-mail, client address) and per address, the address read
+// through a trusted proxy's X-Forwarded-For.
+func TestSignInLimiter(t *testing.T) {
+	ownStack(t, map[string]string{"PINION_TRUSTED_PROXIES": "127.0.0.1"})
+	pid, su := adminProject(t, "guessing")
+	member(t, su, pid, "resourceType", "Practitioner", "firstName", "Vic", "lastName", "Tim",
+		"email", "victim@example.com", "password", "the victim's password")
+	login := func(email, password, from string) int {
+		return do(t, "POST", "auth/login", "", "application/json", mustJSON(map[string]any{
+			"email": email, "password": password, "codeChallenge": "x", "codeChallengeMethod": "plain"}),
+			"X-Forwarded-For", from).status
+	}
+	for i := 0; i < 10; i++ {
+		if st := login("victim@example.com", "a wrong guess", "203.0.113.7"); st != 400 {
+			t.Fatalf("guess %d: %d", i, st)
+		}
+	}
+	if st := login("victim@example.com", "the victim's password", "203.0.113.7"); st != 429 {
+		t.Fatalf("the guessing address: %d, want 429", st)
+	}
+	if st := login("victim@example.com", "the victim's password", "198.51.100.2"); st != 200 {
+		t.Fatalf("the owner from another address: %d, want 200", st)
+	}
+	// An address spraying many accounts is stopped; its neighbour is not.
+	for i := 0; i < 50; i++ {
+		login(fmt.Sprintf("sprayed-%d@example.com", i), "a wrong guess", "203.0.113.8")
+	}
+	if st := login("victim@example.com", "the victim's password", "203.0.113.8"); st != 429 {
+		t.Fatalf("the spraying address: %d, want 429", st)
+	}
+	if st := login("victim@example.com", "the victim's password", "203.0.113.9"); st != 200 {
+		t.Fatalf("another address: %d, want 200", st)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -35,7 +36,8 @@ var Vars = []Var{
 	{"PINION_FERRETDB_POSTGRESQL_URL", "", "Run the embedded FerretDB on this PostgreSQL server instead of SQLite."},
 	{"PINION_FERRETDB_LISTEN", "127.0.0.1:0", "Standalone: address of the embedded FerretDB's MongoDB listener."},
 	{"PINION_SMTP_URL", "", "SMTP server for invitation e-mails (smtp://user:pass@host:port); empty writes .eml files under the data directory."},
-	{"PINION_AUTH_RATE_LIMIT", "160", "Requests per minute per IP on /auth and /oauth2; 0 turns the limit off."},
+	{"PINION_AUTH_RATE_LIMIT", "160", "Requests per minute per client address on /auth and /oauth2; 0 turns the limit off."},
+	{"PINION_TRUSTED_PROXIES", "", "Addresses or CIDR ranges of reverse proxies (an ingress) whose X-Forwarded-For names the client; the TCP peer is the client when empty."},
 	{"PINION_MAX_BODY_BYTES", "8388608", "Largest request body accepted (413 above)."},
 	{"PINION_REQUEST_TIMEOUT", "30s", "How long the gateway waits for a service before answering 504."},
 	{"PINION_ADMIN_ADDR", "", "Admin HTTP address of this process (/metrics for Prometheus, /livez); off when empty."},
@@ -64,6 +66,7 @@ type Config struct {
 	SMTPURL             string
 	AdminAddr           string
 	AuthRateLimit       int
+	TrustedProxies      []netip.Prefix
 	MaxBodyBytes        int
 	RequestTimeout      time.Duration
 	AccessTokenLifetime time.Duration
@@ -136,6 +139,9 @@ func LoadFrom(get func(string) string) (*Config, error) {
 	if c.AuthRateLimit, err = strconv.Atoi(v("PINION_AUTH_RATE_LIMIT")); err != nil || c.AuthRateLimit < 0 {
 		return nil, fmt.Errorf("PINION_AUTH_RATE_LIMIT: want a number >= 0")
 	}
+	if c.TrustedProxies, err = ParsePrefixes(v("PINION_TRUSTED_PROXIES")); err != nil {
+		return nil, fmt.Errorf("PINION_TRUSTED_PROXIES: want addresses or CIDR ranges separated by commas: %v", err)
+	}
 	if c.MaxBodyBytes, err = strconv.Atoi(v("PINION_MAX_BODY_BYTES")); err != nil || c.MaxBodyBytes < 1024 || c.MaxBodyBytes > 64<<20 {
 		return nil, fmt.Errorf("PINION_MAX_BODY_BYTES: want a number between 1024 and 67108864")
 	}
@@ -168,6 +174,30 @@ func LoadFrom(get func(string) string) (*Config, error) {
 		return nil, fmt.Errorf("PINION_LOG_FORMAT: want text or json")
 	}
 	return c, nil
+}
+
+// ParsePrefixes reads a comma-separated list of addresses and CIDR ranges.
+func ParsePrefixes(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if !strings.Contains(f, "/") {
+			a, err := netip.ParseAddr(f)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 func validID(id string) bool {

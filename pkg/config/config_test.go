@@ -41,6 +41,7 @@ func TestLoadRefusesBadSettings(t *testing.T) {
 		"no bot workers":  {"PINION_BOT_WORKERS": "0"},
 		"tiny workers":    {"PINION_BOT_WORKER_MEMORY": "1000"},
 		"no bot runs":     {"PINION_BOT_PROJECT_CONCURRENCY": "0"},
+		"bad proxies":     {"PINION_TRUSTED_PROXIES": "10.0.0.0/8, ingress"},
 	}
 	for name, env := range cases {
 		t.Run(name, func(t *testing.T) {

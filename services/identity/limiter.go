@@ -1,50 +1,78 @@
 package identity
 
 import (
+	"net/netip"
 	"sync"
 	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
 )
 
-// signinLimiter slows password guessing: after maxFailures failed sign-ins
-// for one e-mail (from anywhere) or from one address (for any e-mail)
-// within failureWindow, further attempts are refused with 429 until the
-// window passes. It is per identity instance; the gateway's per-IP rate
-// limit bounds the rest.
+// signinLimiter slows password guessing without locking the owner out.
+// Failures count per (e-mail, client address): after maxFailures within
+// failureWindow that pair is refused with 429, so whoever guesses is
+// stopped while the owner, signing in from elsewhere, is not. Failures
+// also count per client address, for any e-mail: an address that sprays
+// many accounts is stopped after maxAddressFailures. The client address is
+// the gateway's (behind an ingress, PINION_TRUSTED_PROXIES makes it the
+// real client's rather than the ingress's); IPv6 addresses count by /64,
+// which one client usually holds whole. A success clears its pair.
+//
+// Counts are per identity instance and bounded in number (the least
+// recently failed keys are forgotten first); the gateway's per-address
+// rate limit bounds the rest.
 type signinLimiter struct {
 	mu       sync.Mutex
-	failures map[string][]time.Time
+	failures *lru.Cache[string, []time.Time]
 }
 
 const (
-	maxFailures   = 10
-	failureWindow = 15 * time.Minute
+	maxFailures        = 10
+	maxAddressFailures = 50
+	failureWindow      = 15 * time.Minute
+	// limiterKeys bounds the memory of the counts.
+	limiterKeys = 100_000
 )
 
-func newSigninLimiter() *signinLimiter { return &signinLimiter{failures: map[string][]time.Time{}} }
+func newSigninLimiter() *signinLimiter {
+	c, _ := lru.New[string, []time.Time](limiterKeys)
+	return &signinLimiter{failures: c}
+}
 
+// addressKey groups an address as one client: itself, or its /64.
+func addressKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	if a = a.Unmap(); a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
+}
+
+func pairKey(ip, email string) string { return "p:" + addressKey(ip) + "|" + email }
+func ipKey(ip string) string          { return "a:" + addressKey(ip) }
+
+// recent is a key's failures within the window; l.mu is held.
 func (l *signinLimiter) recent(key string, now time.Time) []time.Time {
-	ts := l.failures[key]
+	ts, _ := l.failures.Peek(key)
 	i := 0
 	for i < len(ts) && now.Sub(ts[i]) > failureWindow {
 		i++
 	}
-	ts = ts[i:]
-	if len(ts) == 0 {
-		delete(l.failures, key)
-	} else {
-		l.failures[key] = ts
-	}
-	return ts
+	return ts[i:]
 }
 
-// allow refuses an attempt when either key has failed too often.
+// allow refuses an attempt when its pair or its address has failed too often.
 func (l *signinLimiter) allow(ip, email string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
-	if len(l.recent("e:"+email, now)) >= maxFailures || len(l.recent("ip:"+ip, now)) >= maxFailures*5 {
+	if len(l.recent(pairKey(ip, email), now)) >= maxFailures || len(l.recent(ipKey(ip), now)) >= maxAddressFailures {
 		return fhir.TooManyRequests()
 	}
 	return nil
@@ -55,13 +83,18 @@ func (l *signinLimiter) failed(ip, email string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
-	l.failures["e:"+email] = append(l.recent("e:"+email, now), now)
-	l.failures["ip:"+ip] = append(l.recent("ip:"+ip, now), now)
+	for _, k := range []string{pairKey(ip, email), ipKey(ip)} {
+		ts := l.recent(k, now)
+		if len(ts) >= maxAddressFailures {
+			ts = ts[1:] // enough to decide; keep the count bounded
+		}
+		l.failures.Add(k, append(append([]time.Time(nil), ts...), now))
+	}
 }
 
-// succeeded clears an e-mail's failures.
-func (l *signinLimiter) succeeded(email string) {
+// succeeded clears the failures of an e-mail from an address.
+func (l *signinLimiter) succeeded(ip, email string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.failures, "e:"+email)
+	l.failures.Remove(pairKey(ip, email))
 }

@@ -1,6 +1,9 @@
 package identity
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func TestSigninLimiter(t *testing.T) {
 	l := newSigninLimiter()
@@ -10,20 +13,46 @@ func TestSigninLimiter(t *testing.T) {
 		}
 		l.failed("10.0.0.1", "a@example.com")
 	}
-	if err := l.allow("10.0.0.2", "a@example.com"); err == nil {
-		t.Fatal("guessing one account from another address is not slowed")
+	if err := l.allow("10.0.0.1", "a@example.com"); err == nil {
+		t.Fatal("the guessing address is not slowed")
+	}
+	// The owner, from elsewhere, is not locked out by someone's guesses.
+	if err := l.allow("10.0.0.2", "a@example.com"); err != nil {
+		t.Fatal("the owner is locked out by another address's failures")
 	}
 	if err := l.allow("10.0.0.1", "b@example.com"); err != nil {
 		t.Fatal("another account is locked by a neighbour's failures")
 	}
-	l.succeeded("a@example.com")
-	if err := l.allow("10.0.0.2", "a@example.com"); err != nil {
-		t.Fatal("a success does not clear the account's failures")
+	l.succeeded("10.0.0.1", "a@example.com")
+	if err := l.allow("10.0.0.1", "a@example.com"); err != nil {
+		t.Fatal("a success does not clear the pair's failures")
 	}
-	for i := 0; i < maxFailures*5; i++ {
-		l.failed("10.0.0.9", "x"+string(rune('a'+i%26))+"@example.com")
+	// An address spraying many accounts is stopped.
+	for i := 0; i < maxAddressFailures; i++ {
+		l.failed("10.0.0.9", fmt.Sprintf("x%d@example.com", i))
 	}
 	if err := l.allow("10.0.0.9", "new@example.com"); err == nil {
 		t.Fatal("an address spraying many accounts is not slowed")
+	}
+	// IPv6 counts by /64: rotating addresses within one does not help.
+	for i := 0; i < maxFailures; i++ {
+		l.failed(fmt.Sprintf("2001:db8::%x", i+1), "v6@example.com")
+	}
+	if err := l.allow("2001:db8::ffff", "v6@example.com"); err == nil {
+		t.Fatal("an IPv6 /64 escapes the limit by changing addresses")
+	}
+	if err := l.allow("2001:db8:0:1::1", "v6@example.com"); err != nil {
+		t.Fatal("another /64 is refused")
+	}
+}
+
+// The counts stay bounded however many keys an attacker makes up.
+func TestSigninLimiterBounded(t *testing.T) {
+	l := newSigninLimiter()
+	for i := 0; i < limiterKeys+1000; i++ {
+		l.failed(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), fmt.Sprintf("u%d@example.com", i))
+	}
+	if n := l.failures.Len(); n > limiterKeys {
+		t.Fatalf("%d keys kept", n)
 	}
 }

@@ -93,7 +93,7 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 		s.limiter.failed(r.Remote, email)
 		return nil, fhir.BadRequest("Email or password is invalid")
 	}
-	s.limiter.succeeded(email)
+	s.limiter.succeeded(r.Remote, email)
 	choices, err := s.memberships(ctx, "User/"+userID, in.ProjectID)
 	if err != nil {
 		return nil, err

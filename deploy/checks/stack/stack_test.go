@@ -144,10 +144,7 @@ func startProcess(t *testing.T, name string, env map[string]string) (*process, s
 		if err != nil {
 			t.Fatalf("gateway: %v", err)
 		}
-		gw := gateway.New(gateway.Config{
-			Addr: cfg.Addr, BaseURL: cfg.BaseURL, MaxBodyBytes: cfg.MaxBodyBytes,
-			RequestTimeout: cfg.RequestTimeout, AuthRateLimit: cfg.AuthRateLimit,
-		}, c.NC, view, log)
+		gw := gateway.New(gateway.ConfigFrom(cfg), c.NC, view, log)
 		ln, err := net.Listen("tcp", cfg.Addr)
 		if err != nil {
 			t.Fatal(err)

@@ -45,10 +45,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gateway: PINION_ADMIN_ADDR:", err)
 		os.Exit(1)
 	}
-	gw := gateway.New(gateway.Config{
-		Addr: cfg.Addr, BaseURL: cfg.BaseURL, MaxBodyBytes: cfg.MaxBodyBytes,
-		RequestTimeout: cfg.RequestTimeout, AuthRateLimit: cfg.AuthRateLimit,
-	}, c.NC, view, log)
+	gw := gateway.New(gateway.ConfigFrom(cfg), c.NC, view, log)
 	if err := gw.Listen(ctx, nil); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)
