@@ -21,6 +21,14 @@ func (g *Gateway) unauthorized() *fhir.Error {
 	return e
 }
 
+// addressNotAllowed is the answer to a request from an address the
+// caller's access policy blocks (Medplum's text).
+func addressNotAllowed() *fhir.Error {
+	e := fhir.Forbidden()
+	e.Outcome.Issue[0].Details.Text = "IP address not allowed"
+	return e
+}
+
 // authenticate verifies the bearer token and that its login and membership
 // still count, and returns who is calling.
 func (g *Gateway) authenticate(c *fiber.Ctx) (*bus.Principal, error) {
@@ -48,6 +56,10 @@ func (g *Gateway) authenticate(c *fiber.Ctx) (*bus.Principal, error) {
 	login, mid, m, err := g.sessions.Lookup(c.UserContext(), claims.LoginID)
 	if err != nil {
 		return nil, g.unauthorized()
+	}
+	// The access policy's ipAccessRule, on every request.
+	if !m.AllowsAddress(g.clientIP(c)) {
+		return nil, addressNotAllowed()
 	}
 	return &bus.Principal{
 		LoginID:      claims.LoginID,

@@ -220,3 +220,57 @@ func TestPasswordResetEndsSessions(t *testing.T) {
 	fresh := signIn(t, email, "the new password", pid, "openid")
 	expect(t, do(t, "GET", "auth/me", fresh["access_token"].(string), "", nil), 200)
 }
+
+// An access policy's ipAccessRule holds at sign-in, at the token endpoint
+// and on every request, and follows edits of the policy.
+func TestIPAccessRules(t *testing.T) {
+	ownStack(t, map[string]string{"PINION_TRUSTED_PROXIES": "127.0.0.1"})
+	pid, su := adminProject(t, "ip rules")
+	policy := map[string]any{
+		"resourceType": "AccessPolicy", "name": "office only", "meta": map[string]any{"project": pid},
+		"resource": []any{map[string]any{"resourceType": "Patient"}},
+		"ipAccessRule": []any{
+			map[string]any{"name": "office", "value": "203.0.113.", "action": "allow"},
+			map[string]any{"name": "lab", "value": "192.0.2.0/24", "action": "allow"},
+			map[string]any{"name": "everyone else", "value": "*", "action": "block"},
+		},
+	}
+	r := do(t, "POST", "fhir/R4/AccessPolicy", su, "application/fhir+json", mustJSON(policy))
+	expect(t, r, 201)
+	policy = r.json(t)
+	ref := map[string]any{"reference": "AccessPolicy/" + policy["id"].(string)}
+	r = do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": "office app", "accessPolicy": ref}))
+	expect(t, r, 201)
+	clientID, secret := r.json(t)["id"].(string), r.json(t)["secret"].(string)
+	member(t, su, pid, "resourceType", "Practitioner", "firstName", "Off", "lastName", "Ice",
+		"email", "office@example.com", "password", "office password", "membership", map[string]any{"accessPolicy": ref})
+
+	grant := func(from string) *response {
+		form := url.Values{"grant_type": {"client_credentials"}, "client_id": {clientID}, "client_secret": {secret}}
+		return do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode()), "X-Forwarded-For", from)
+	}
+	r = grant("198.51.100.1")
+	expect(t, r, 400)
+	if r.json(t)["error_description"] != "IP address not allowed" {
+		t.Fatalf("grant from a blocked address: %s", r.body)
+	}
+	r = grant("203.0.113.5")
+	expect(t, r, 200)
+	tok := r.json(t)["access_token"].(string)
+	expect(t, do(t, "GET", "fhir/R4/Patient", tok, "", nil, "X-Forwarded-For", "203.0.113.5"), 200)
+	expect(t, do(t, "GET", "fhir/R4/Patient", tok, "", nil, "X-Forwarded-For", "192.0.2.77"), 200)
+	expectOutcome(t, do(t, "GET", "fhir/R4/Patient", tok, "", nil, "X-Forwarded-For", "198.51.100.1"), 403, "IP address not allowed")
+
+	login := func(from string) *response {
+		return do(t, "POST", "auth/login", "", "application/json", mustJSON(map[string]any{
+			"email": "office@example.com", "password": "office password", "codeChallenge": "x", "codeChallengeMethod": "plain"}),
+			"X-Forwarded-For", from)
+	}
+	expectOutcome(t, login("198.51.100.1"), 400, "IP address not allowed")
+	expect(t, login("203.0.113.9"), 200)
+
+	// The policy drops its block: the token works from anywhere at once.
+	policy["ipAccessRule"] = policy["ipAccessRule"].([]any)[:2]
+	expect(t, do(t, "PUT", "fhir/R4/AccessPolicy/"+policy["id"].(string), su, "application/fhir+json", mustJSON(policy)), 200)
+	expect(t, do(t, "GET", "fhir/R4/Patient", tok, "", nil, "X-Forwarded-For", "198.51.100.1"), 200)
+}

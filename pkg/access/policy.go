@@ -95,7 +95,11 @@ type membershipDoc struct {
 
 // policyDoc is what a policy needs of an AccessPolicy.
 type policyDoc struct {
-	Resource []resourceDoc `json:"resource"`
+	Resource     []resourceDoc `json:"resource"`
+	IPAccessRule []struct {
+		Value  string `json:"value"`
+		Action string `json:"action"`
+	} `json:"ipAccessRule"`
 }
 
 // resourceDoc is one AccessPolicy.resource[] entry as written.

@@ -104,9 +104,7 @@ func CreateAgent(ctx context.Context, r *repo.Repo, sessions *session.Store, p *
 	}
 	pm, err := r.Create(ctx, repo.Scope{Project: p.ID}, m, repo.WriteOptions{Project: p.ID})
 	if err == nil {
-		_, err = sessions.PutMembership(ctx, pm.ID, session.Membership{
-			Project: p.ID, User: ref, Profile: ref, SuperAdmin: p.SuperAdmin, Active: true, AccessPolicy: a.Policy != nil,
-		})
+		_, err = SyncSession(ctx, r, sessions, pm)
 	}
 	if err != nil {
 		// The request may be what failed; the clean-up must not be cut short.
@@ -213,10 +211,14 @@ func SessionOf(ctx context.Context, r *repo.Repo, res *repo.Resource) (*session.
 	if err != nil {
 		return nil, err
 	}
+	addresses, err := access.AddressRules(ctx, r, res)
+	if err != nil {
+		return nil, err
+	}
 	return &session.Membership{
 		Project: projectID, User: m.User.Reference, Profile: m.Profile.Reference, Admin: m.Admin,
 		SuperAdmin: pj.SuperAdmin, Active: m.Active == nil || *m.Active,
-		AccessPolicy: m.AccessPolicy != nil || len(m.Access) > 0,
+		AccessPolicy: m.AccessPolicy != nil || len(m.Access) > 0, Addresses: addresses,
 	}, nil
 }
 

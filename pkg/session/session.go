@@ -10,7 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,6 +87,49 @@ type Membership struct {
 	SuperAdmin   bool   `json:"sa,omitempty"`
 	Active       bool   `json:"ac"`
 	AccessPolicy bool   `json:"ap,omitempty"`
+	// Addresses are the ipAccessRule entries of the membership's access
+	// policies, in order, parameters filled in.
+	Addresses []AddressRule `json:"ip,omitempty"`
+}
+
+// AddressRule is one AccessPolicy.ipAccessRule entry.
+type AddressRule struct {
+	Value string `json:"v"`
+	Block bool   `json:"b,omitempty"`
+}
+
+// AllowsAddress applies the membership's address rules to a client
+// address, as Medplum does: the first rule that matches decides (allow or
+// block), and an address no rule matches is allowed. An unknown address
+// ("", a bot's own call) is allowed.
+func (m *Membership) AllowsAddress(ip string) bool {
+	if ip == "" {
+		return true
+	}
+	for _, r := range m.Addresses {
+		if MatchAddress(r.Value, ip) {
+			return !r.Block
+		}
+	}
+	return true
+}
+
+// MatchAddress reports whether a rule's value covers an address: "*",
+// the address itself, a CIDR range, or a prefix ending in '.' or ':'
+// ("192.168."). Medplum matches any string prefix, so that a rule for
+// 10.0.0.1 also covers 10.0.0.15; here a prefix must end at a boundary.
+func MatchAddress(value, ip string) bool {
+	switch {
+	case value == "*" || value == ip:
+		return true
+	case strings.Contains(value, "/"):
+		p, err := netip.ParsePrefix(value)
+		a, err2 := netip.ParseAddr(ip)
+		return err == nil && err2 == nil && p.Contains(a.Unmap())
+	case strings.HasSuffix(value, ".") || strings.HasSuffix(value, ":"):
+		return strings.HasPrefix(ip, value)
+	}
+	return false
 }
 
 // Store writes and reads the buckets.

@@ -86,3 +86,35 @@ func TestLoginTTLOutlivesTokens(t *testing.T) {
 		t.Fatalf("logins bucket TTL %v is shorter than a token's life", ttl)
 	}
 }
+
+func TestAddressRules(t *testing.T) {
+	cases := []struct {
+		value, ip string
+		match     bool
+	}{
+		{"*", "198.51.100.1", true},
+		{"198.51.100.1", "198.51.100.1", true},
+		{"198.51.100.1", "198.51.100.10", false}, // Medplum's prefix match would say yes
+		{"198.51.100.", "198.51.100.10", true},
+		{"198.51.", "198.510.0.1", false},
+		{"198.51.100.0/24", "198.51.100.200", true},
+		{"198.51.100.0/24", "198.51.101.1", false},
+		{"2001:db8::/32", "2001:db8:1::5", true},
+		{"2001:db8:", "2001:db8::1", true},
+		{"not an address/8", "10.0.0.1", false},
+	}
+	for _, tc := range cases {
+		if got := MatchAddress(tc.value, tc.ip); got != tc.match {
+			t.Errorf("%q covers %q: %v, want %v", tc.value, tc.ip, got, tc.match)
+		}
+	}
+	m := Membership{Addresses: []AddressRule{{Value: "10.0.0.0/8"}, {Value: "10.1.", Block: true}, {Value: "*", Block: true}}}
+	for ip, want := range map[string]bool{"10.1.2.3": true, "192.168.1.1": false, "": true} {
+		if got := m.AllowsAddress(ip); got != want {
+			t.Errorf("%q allowed: %v, want %v (the first matching rule decides)", ip, got, want)
+		}
+	}
+	if !(&Membership{}).AllowsAddress("198.51.100.1") {
+		t.Error("a membership without rules refuses an address")
+	}
+}

@@ -442,7 +442,7 @@ func (s *Service) delete(ctx context.Context, r *bus.Request) (*bus.Response, er
 		}
 		return nil, err
 	}
-	return s.afterDelete(ctx, bus.Outcome(fhir.OK()), typ, cur.ID)
+	return s.afterDelete(ctx, bus.Outcome(fhir.OK()), cur.Project, typ, cur.ID)
 }
 
 // rawBinary makes a Binary of a raw upload: the request's content type and

@@ -3,6 +3,7 @@ package fhir
 import (
 	"context"
 	"net/url"
+	"strconv"
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/projects"
@@ -19,24 +20,62 @@ import (
 // afterWrite brings the session bucket in step with a stored resource and
 // marks the answer with the revision it depends on.
 func (s *Service) afterWrite(ctx context.Context, resp *bus.Response, res *repo.Resource) (*bus.Response, error) {
-	if res.Type != "ProjectMembership" {
-		return resp, nil
+	var rev uint64
+	var err error
+	switch res.Type {
+	case "ProjectMembership":
+		rev, err = projects.SyncSession(ctx, s.repo, s.sessions, res)
+	case "AccessPolicy":
+		// Its address rules are part of each session that uses it.
+		rev, err = s.syncPolicyUsers(ctx, res.Project, "AccessPolicy/"+res.ID)
 	}
-	rev, err := projects.SyncSession(ctx, s.repo, s.sessions, res)
 	if err != nil {
 		return nil, err
 	}
+	if rev == 0 {
+		return resp, nil
+	}
 	return resp.WithSession(session.MembershipsBucket, rev), nil
+}
+
+// syncPolicyUsers writes again the session entry of every membership of
+// the project that names the policy, and returns the last revision.
+func (s *Service) syncPolicyUsers(ctx context.Context, project, policy string) (uint64, error) {
+	var rev uint64
+	for offset := 0; ; offset += 100 {
+		q, err := search.Parse("ProjectMembership", url.Values{"access-policy": {policy}, "_count": {"100"}, "_offset": {strconv.Itoa(offset)}})
+		if err != nil {
+			return 0, err
+		}
+		page, err := s.repo.Search(ctx, repo.Scope{Project: project}, "ProjectMembership", q)
+		if err != nil {
+			return 0, err
+		}
+		for _, m := range page.Resources {
+			if rev, err = projects.SyncSession(ctx, s.repo, s.sessions, m); err != nil {
+				return 0, err
+			}
+		}
+		if !page.More {
+			return rev, nil
+		}
+	}
 }
 
 // afterDelete ends the sessions a deleted resource held up: a membership's,
 // and a client application's (whose memberships are deleted with it: they
 // would name a profile that is gone).
-func (s *Service) afterDelete(ctx context.Context, resp *bus.Response, typ, id string) (*bus.Response, error) {
+func (s *Service) afterDelete(ctx context.Context, resp *bus.Response, project, typ, id string) (*bus.Response, error) {
 	var rev uint64
 	switch typ {
 	case "ProjectMembership":
 		r, err := s.sessions.DeleteMembership(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		rev = r
+	case "AccessPolicy":
+		r, err := s.syncPolicyUsers(ctx, project, typ+"/"+id)
 		if err != nil {
 			return nil, err
 		}

@@ -118,6 +118,9 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 		return bus.JSON(200, map[string]any{"login": loginID, "memberships": choices}), nil
 	}
 	l.Membership = choices[0].ID
+	if err := s.checkAddress(ctx, l.Membership, r.Remote); err != nil {
+		return nil, err
+	}
 	code := newCode(loginID, &l)
 	if _, err := s.sessions.PutLogin(ctx, loginID, l); err != nil {
 		return nil, err
@@ -143,6 +146,19 @@ func orDecoy(hash string) string {
 		return decoyHash()
 	}
 	return hash
+}
+
+// checkAddress applies a membership's access-policy IP rules at sign-in:
+// Medplum's check and answer.
+func (s *Service) checkAddress(ctx context.Context, membership, remote string) error {
+	m, err := s.sessions.GetMembership(ctx, membership)
+	if err != nil {
+		return err
+	}
+	if !m.AllowsAddress(remote) {
+		return fhir.BadRequest("IP address not allowed")
+	}
+	return nil
 }
 
 // newCode makes an authorization code: the login id and a secret whose
@@ -216,6 +232,9 @@ func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Respo
 		}
 		for _, c := range choices {
 			if c.ID == in.Profile {
+				if err := s.checkAddress(ctx, c.ID, r.Remote); err != nil {
+					return err
+				}
 				l.Membership = c.ID
 				code = newCode(in.Login, l)
 				return nil

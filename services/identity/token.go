@@ -17,6 +17,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -108,6 +109,9 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 		// here says why.
 		return tokenError("access_denied", "Profile not active"), nil
 	}
+	if !c.member.AllowsAddress(r.Remote) {
+		return tokenError("invalid_request", "IP address not allowed"), nil
+	}
 	scope := form.Get("scope")
 	if scope == "" {
 		scope = "openid"
@@ -186,24 +190,11 @@ func (s *Service) client(ctx context.Context, id string) (*clientEntry, error) {
 	}
 	if len(page.Resources) > 0 {
 		pm := page.Resources[0]
-		var m struct {
-			Project      fhir.Reference   `json:"project"`
-			Profile      fhir.Reference   `json:"profile"`
-			Admin        bool             `json:"admin"`
-			Active       *bool            `json:"active"`
-			AccessPolicy *fhir.Reference  `json:"accessPolicy"`
-			Access       []map[string]any `json:"access"`
-		}
-		if err := json.Unmarshal(pm.JSON, &m); err != nil {
+		m, err := projects.SessionOf(ctx, s.repo, pm)
+		if err != nil {
 			return nil, err
 		}
-		_, project, _ := fhir.SplitReference(m.Project.Reference)
-		c.membership = pm.ID
-		c.member = session.Membership{
-			Project: project, User: ref, Profile: m.Profile.Reference, Admin: m.Admin,
-			SuperAdmin: project == SuperAdminProjectID, Active: m.Active == nil || *m.Active,
-			AccessPolicy: m.AccessPolicy != nil || len(m.Access) > 0,
-		}
+		c.membership, c.member = pm.ID, *m
 		// One login per client: client tokens are cheap to issue and all of
 		// them stop together when the client or its membership goes.
 		c.loginID = uuid.NewSHA1(idNamespace, []byte("client-login:"+id+":"+pm.ID)).String()
@@ -241,7 +232,7 @@ func (s *Service) onResourceEvent(m *nats.Msg) {
 	switch ev.Type {
 	case "ClientApplication":
 		s.forgetClient(ev.ID)
-	case "ProjectMembership":
+	case "ProjectMembership", "AccessPolicy":
 		s.clientsMu.Lock()
 		clear(s.clients)
 		s.clientsMu.Unlock()
