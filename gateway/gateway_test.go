@@ -30,13 +30,13 @@ func startGateway(t *testing.T, timeout time.Duration) (string, *nats.Conn) {
 // startGatewayWith is startGateway with more settings.
 func startGatewayWith(t *testing.T, cfg Config) (string, *nats.Conn) {
 	t.Helper()
-	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
+	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir(), NoListen: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Shutdown)
 	ctx := context.Background()
-	c, err := infra.Open(ctx, infra.Options{NATSURL: ns.ClientURL(), Name: "gateway-test"})
+	c, err := infra.Open(ctx, infra.Options{NATSURL: "nats://in-process", InProcess: ns, Name: "gateway-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,12 +140,12 @@ func TestGatewayErrors(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
+	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir(), NoListen: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ns.Shutdown()
-	c, err := infra.Open(context.Background(), infra.Options{NATSURL: ns.ClientURL(), Name: "ratelimit-test"})
+	c, err := infra.Open(context.Background(), infra.Options{NATSURL: "nats://in-process", InProcess: ns, Name: "ratelimit-test"})
 	if err != nil {
 		t.Fatal(err)
 	}

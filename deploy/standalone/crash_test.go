@@ -32,13 +32,13 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	bin := buildBinaries(t)
 	data := t.TempDir()
-	natsAddr, mongoAddr, httpAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	urls := natsURLs(t, data, natsAddr)
 	common := []string{
 		"PINION_DATA_DIR=" + data, "PINION_LOG_LEVEL=error", "PINION_LOG_FORMAT=json",
 		"PINION_SUPERADMIN_CLIENT_ID=" + saID, "PINION_SUPERADMIN_CLIENT_SECRET=" + saSec,
 		"PINION_AUTH_RATE_LIMIT=0", "PINION_REQUEST_TIMEOUT=5s",
-		"PINION_NATS_LISTEN=" + natsAddr, "PINION_FERRETDB_LISTEN=" + mongoAddr,
-		"PINION_NATS_URL=nats://" + natsAddr, "PINION_MONGODB_URI=mongodb://" + mongoAddr + "/", "PINION_ADDR=" + httpAddr,
+		"PINION_NATS_LISTEN=" + natsAddr, "PINION_MONGODB_URI=" + ferretURI(data), "PINION_ADDR=" + httpAddr,
 	}
 	// proc is supervised like systemd or Kubernetes would: a process that
 	// exits (a service cannot start while NATS is down) is started again.
@@ -61,13 +61,16 @@ func TestCrashRecovery(t *testing.T) {
 	envFor := func(name string) []string {
 		env := []string{}
 		for _, e := range common {
-			if name == "nats" && strings.HasPrefix(e, "PINION_FERRETDB_LISTEN") || name == "ferretdb" && strings.HasPrefix(e, "PINION_NATS_LISTEN") {
+			if name == "ferretdb" && strings.HasPrefix(e, "PINION_NATS_LISTEN") {
 				continue
 			}
-			if (name == "nats" || name == "ferretdb") && (strings.HasPrefix(e, "PINION_NATS_URL") || strings.HasPrefix(e, "PINION_MONGODB_URI")) {
+			if (name == "nats" || name == "ferretdb") && strings.HasPrefix(e, "PINION_MONGODB_URI") {
 				continue
 			}
 			env = append(env, e)
+		}
+		if name != "nats" && name != "ferretdb" {
+			env = append(env, "PINION_NATS_URL="+urls[name]) // each process as its own user
 		}
 		return env
 	}
@@ -95,7 +98,7 @@ func TestCrashRecovery(t *testing.T) {
 			waitPort(t, natsAddr)
 		}
 		if name == "ferretdb" {
-			waitPort(t, mongoAddr)
+			waitSocket(t, ferretSocket(data))
 		}
 	}
 	defer func() {
@@ -134,7 +137,7 @@ func TestCrashRecovery(t *testing.T) {
 	waitReadyAt(t, base)
 
 	// Invites settle: each is done or failed with a reason, none pending.
-	nc, err := nats.Connect("nats://" + natsAddr)
+	nc, err := nats.Connect(urls["membership"]) // the invite records are the membership service's
 	if err != nil {
 		t.Fatal(err)
 	}

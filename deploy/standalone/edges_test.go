@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pinion-health/pinion/pkg/bus"
 )
 
 // Fields of meta that only the server sets are dropped on every write
@@ -273,4 +277,46 @@ func TestIPAccessRules(t *testing.T) {
 	policy["ipAccessRule"] = policy["ipAccessRule"].([]any)[:2]
 	expect(t, do(t, "PUT", "fhir/R4/AccessPolicy/"+policy["id"].(string), su, "application/fhir+json", mustJSON(policy)), 200)
 	expect(t, do(t, "GET", "fhir/R4/Patient", tok, "", nil, "X-Forwarded-For", "198.51.100.1"), 200)
+}
+
+// The embedded servers listen where no other local user can reach them:
+// FerretDB on a Unix socket only this user may open, NATS in-process, or,
+// when asked to listen, only for Pinion's per-process users.
+func TestLocalListeners(t *testing.T) {
+	if !strings.HasPrefix(stack.ferret.URI, "mongodb://%2F") {
+		t.Fatalf("FerretDB URI %s is not a Unix socket", stack.ferret.URI)
+	}
+	sock := filepath.Join(dataDir, "db", "run", "ferretdb.sock")
+	for path, want := range map[string]os.FileMode{sock: 0o600, filepath.Dir(sock): 0o700} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s has mode %v, want %v", path, fi.Mode().Perm(), want)
+		}
+	}
+	if addr := stack.ns.Addr(); addr != nil {
+		t.Errorf("the embedded NATS listens on %v", addr)
+	}
+
+	natsAddr, data := freeAddr(t), t.TempDir()
+	ownStack(t, map[string]string{"PINION_NATS_LISTEN": natsAddr, "PINION_DATA_DIR": data})
+	_, tok := project(t, "listening")
+	expect(t, do(t, "GET", "fhir/R4/Patient", tok, "", nil), 200) // the stack itself still works
+	if nc, err := nats.Connect("nats://" + natsAddr); err == nil {
+		nc.Close()
+		t.Fatal("the listening NATS accepted an anonymous connection")
+	}
+	urls := natsURLs(t, data, natsAddr) // the passwords the stack made
+	nc, err := nats.Connect(urls["identity"], nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	forged := bus.EncodeRequest(bus.SubjSearch, &bus.Request{Method: "GET", Path: "/fhir/R4/Patient",
+		Params: map[string]string{"type": "Patient"}, Principal: &bus.Principal{SuperAdmin: true, Project: "x"}})
+	if _, err := nc.RequestMsg(forged, time.Second); err == nil {
+		t.Fatal("a service's user sent a request with a forged principal")
+	}
 }

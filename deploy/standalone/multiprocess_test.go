@@ -6,6 +6,7 @@ import (
 
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pinion-health/pinion/pkg/embedded"
 )
 
 // TestMultiProcess builds every binary, runs NATS and FerretDB (pinion
@@ -25,29 +28,33 @@ func TestMultiProcess(t *testing.T) {
 	}
 	bin := buildBinaries(t)
 	data := t.TempDir()
-	natsAddr, mongoAddr, httpAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	urls := natsURLs(t, data, natsAddr)
 	common := []string{
 		"PINION_DATA_DIR=" + data, "PINION_LOG_LEVEL=warn", "PINION_LOG_FORMAT=json",
 		"PINION_SUPERADMIN_CLIENT_ID=" + saID, "PINION_SUPERADMIN_CLIENT_SECRET=" + saSec,
 		"PINION_AUTH_RATE_LIMIT=0", "PINION_REQUEST_TIMEOUT=5s",
 	}
-	infra := start(t, bin, "pinion", append(common, "PINION_NATS_LISTEN="+natsAddr, "PINION_FERRETDB_LISTEN="+mongoAddr), "infra")
+	infra := start(t, bin, "pinion", append(common, "PINION_NATS_LISTEN="+natsAddr), "infra")
 	defer stopProc(infra)
 	waitPort(t, natsAddr)
-	waitPort(t, mongoAddr)
-	svcEnv := append(common, "PINION_NATS_URL=nats://"+natsAddr, "PINION_MONGODB_URI=mongodb://"+mongoAddr+"/", "PINION_ADDR="+httpAddr)
+	waitSocket(t, ferretSocket(data))
+	svcEnv := append(common, "PINION_MONGODB_URI="+ferretURI(data), "PINION_ADDR="+httpAddr)
+	envOf := func(name string, extra ...string) []string {
+		return append(append(append([]string{}, svcEnv...), "PINION_NATS_URL="+urls[name]), extra...)
+	}
 	procs := map[string]*exec.Cmd{}
 	adminAddr := freeAddr(t)
 	for _, name := range []string{"fhir", "identity", "membership", "botexec", "gateway"} {
-		env := svcEnv
+		env := envOf(name)
 		if name == "gateway" {
-			env = append(append([]string{}, svcEnv...), "PINION_ADMIN_ADDR="+adminAddr)
+			env = envOf(name, "PINION_ADMIN_ADDR="+adminAddr)
 		}
 		procs[name] = start(t, bin, name, env)
 	}
 	// A second identity instance: the two share token requests (one queue
 	// group), so a client's secret must change in both at once.
-	procs["identity 2"] = start(t, bin, "identity", svcEnv)
+	procs["identity 2"] = start(t, bin, "identity", envOf("identity"))
 	defer func() {
 		for _, p := range procs {
 			stopProc(p)
@@ -121,7 +128,7 @@ func TestMultiProcess(t *testing.T) {
 		t.Fatalf("answer took %v", time.Since(t0))
 	}
 	// Back again: the same request succeeds, and the data is there.
-	procs["fhir"] = start(t, bin, "fhir", svcEnv)
+	procs["fhir"] = start(t, bin, "fhir", envOf("fhir"))
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r = do(t, "GET", "fhir/R4/Patient/"+id, user, "", nil)
@@ -147,6 +154,40 @@ func buildBinaries(t *testing.T) string {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// natsURLs are each process's address of the embedded NATS, with its own
+// user: the test writes the passwords file the server then reads.
+func natsURLs(t *testing.T, data, addr string) map[string]string {
+	t.Helper()
+	pw, err := embedded.NATSPasswords(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	urls := map[string]string{}
+	for name, p := range pw {
+		urls[name] = "nats://" + name + ":" + p + "@" + addr
+	}
+	return urls
+}
+
+// ferretSocket is the embedded FerretDB's socket in a data directory.
+func ferretSocket(data string) string { return filepath.Join(data, "db", "run", "ferretdb.sock") }
+
+// ferretURI is the MongoDB URI of that socket.
+func ferretURI(data string) string { return "mongodb://" + url.PathEscape(ferretSocket(data)) + "/" }
+
+func waitSocket(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("nothing listens on %s", path)
 }
 
 func freeAddr(t *testing.T) string {

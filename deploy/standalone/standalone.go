@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -71,34 +70,15 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 	natsURL := cfg.NATSURL
 	var inProc nats.InProcessConnProvider
 	if natsURL == "" {
-		st.ns, err = embedded.StartNATS(embedded.NATSOptions{
-			Dir:        filepath.Join(cfg.DataDir, "nats"),
-			Addr:       cfg.NATSListen,
-			NoListen:   cfg.NATSListen == "",
-			MaxPayload: int32(cfg.MaxBodyBytes + 1<<20),
-			// Flush JetStream to disk every second rather than NATS's default
-			// two minutes: an acknowledged invite step survives a power cut
-			// with at most a second of exposure.
-			SyncInterval: time.Second,
-		})
-		if err != nil {
+		if st.ns, _, natsURL, err = startNATS(cfg, true, log); err != nil {
 			ln.Close()
 			return nil, err
 		}
 		inProc = st.ns
-		natsURL = st.ns.ClientURL()
-		if cfg.NATSListen == "" {
-			natsURL = "nats://in-process"
-		}
 	}
 	mongoURI := cfg.MongoURI
 	if mongoURI == "" {
-		st.ferret, err = embedded.StartFerretDB(embedded.FerretOptions{
-			Dir:           filepath.Join(cfg.DataDir, "db"),
-			PostgreSQLURL: cfg.FerretPostgreSQLURL,
-			Addr:          cfg.FerretListen,
-		})
-		if err != nil {
+		if st.ferret, err = startFerretDB(cfg, log); err != nil {
 			ln.Close()
 			return nil, err
 		}

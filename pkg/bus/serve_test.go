@@ -17,12 +17,12 @@ import (
 
 func connect(t *testing.T) *nats.Conn {
 	t.Helper()
-	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir(), MaxPayload: 2 << 20})
+	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir(), MaxPayload: 2 << 20, NoListen: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Shutdown)
-	nc, err := Connect(ns.ClientURL(), "bus-test", nil)
+	nc, err := Connect("nats://in-process", "bus-test", ns)
 	if err != nil {
 		t.Fatal(err)
 	}

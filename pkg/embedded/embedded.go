@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
@@ -32,6 +34,9 @@ type NATSOptions struct {
 	// NoListen serves only in-process connections: nothing else on the
 	// machine can reach the bus.
 	NoListen bool
+	// Users, when set, are the only connections the server accepts (a
+	// server that listens must have them: see NATSUsers).
+	Users []*server.User
 }
 
 // StartNATS starts a NATS server with JetStream and waits until it accepts
@@ -57,6 +62,10 @@ func StartNATS(o NATSOptions) (*server.Server, error) {
 		SyncAlways:         o.SyncAlways,
 		JetStreamMaxMemory: 256 << 20,
 		DontListen:         o.NoListen,
+		Users:              o.Users,
+	}
+	if !o.NoListen && len(o.Users) == 0 {
+		return nil, errors.New("nats: a server that listens must require credentials")
 	}
 	if opts.MaxPayload == 0 {
 		opts.MaxPayload = 9 << 20
@@ -88,19 +97,41 @@ type FerretOptions struct {
 	Dir string
 	// PostgreSQLURL switches the backend from SQLite to a PostgreSQL server.
 	PostgreSQLURL string
-	// Addr is host:port to listen on; port 0 picks a free one.
+	// Addr is host:port to listen on (port 0 picks a free one). A TCP
+	// listener takes connections from anyone who can reach it, with no
+	// password: without Addr, FerretDB listens on a Unix socket in Dir
+	// instead, which only this user can open.
 	Addr   string
 	Logger *slog.Logger
 }
 
+// socketName is the embedded FerretDB's Unix socket, in a directory of its
+// own (mode 0700) under the store's.
+const socketName = "ferretdb.sock"
+
 // StartFerretDB starts FerretDB and returns its MongoDB URI.
 func StartFerretDB(o FerretOptions) (*FerretDB, error) {
-	if o.Addr == "" {
-		o.Addr = "127.0.0.1:0"
-	}
-	cfg := &ferretdb.Config{
-		Listener: ferretdb.ListenerConfig{TCP: o.Addr},
-		Logger:   o.Logger,
+	cfg := &ferretdb.Config{Logger: o.Logger}
+	var socket string
+	if o.Addr != "" {
+		cfg.Listener.TCP = o.Addr
+	} else {
+		dir, err := filepath.Abs(filepath.Join(o.Dir, "run"))
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("ferretdb socket directory: %w", err)
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("ferretdb socket directory: %w", err)
+		}
+		socket = filepath.Join(dir, socketName)
+		if len(socket) > 100 {
+			return nil, fmt.Errorf("ferretdb: the socket path %s is too long for a Unix socket; use a shorter data directory", socket)
+		}
+		_ = os.Remove(socket) // left by a process that was killed
+		cfg.Listener.Unix = socket
 	}
 	if cfg.Logger == nil {
 		// FerretDB logs every connection at info and every command it lacks
@@ -131,22 +162,30 @@ func StartFerretDB(o FerretOptions) (*FerretDB, error) {
 		defer close(done)
 		_ = f.Run(ctx)
 	}()
-	uri := f.MongoDBURI()
 	// Wait until the listener accepts connections.
-	u := uri[len("mongodb://"):]
-	u = u[:len(u)-1]
+	network, addr, uri := "unix", socket, "mongodb://"+url.PathEscape(socket)+"/"
+	if socket == "" {
+		uri = f.MongoDBURI()
+		network, addr = "tcp", strings.TrimSuffix(strings.TrimPrefix(uri, "mongodb://"), "/")
+	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", u, time.Second)
+		c, err := net.DialTimeout(network, addr, time.Second)
 		if err == nil {
 			c.Close()
 			break
 		}
 		if time.Now().After(deadline) {
 			cancel()
-			return nil, fmt.Errorf("ferretdb: not listening on %s: %w", u, err)
+			return nil, fmt.Errorf("ferretdb: not listening on %s: %w", addr, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if socket != "" {
+		if err := os.Chmod(socket, 0o600); err != nil {
+			cancel()
+			return nil, fmt.Errorf("ferretdb socket: %w", err)
+		}
 	}
 	return &FerretDB{URI: uri, cancel: cancel, done: done}, nil
 }

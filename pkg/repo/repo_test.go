@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -20,13 +21,13 @@ import (
 )
 
 var (
-	db      *mongo.Database
-	natsURL string
+	db         *mongo.Database
+	natsServer *server.Server
 )
 
 func TestMain(m *testing.M) {
 	dir, _ := os.MkdirTemp("", "pinion-repo-")
-	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: dir + "/nats"})
+	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: dir + "/nats", NoListen: true})
 	if err != nil {
 		panic(err)
 	}
@@ -39,7 +40,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	db = c.Database("repo_test")
-	natsURL = ns.ClientURL()
+	natsServer = ns
 	code := m.Run()
 	_ = c.Disconnect(context.Background())
 	f.Close()
@@ -51,7 +52,7 @@ func TestMain(m *testing.M) {
 // instance is one repository as one service process would have it.
 func instance(t *testing.T) *Repo {
 	t.Helper()
-	nc, err := nats.Connect(natsURL)
+	nc, err := nats.Connect("", nats.InProcessServer(natsServer))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +259,7 @@ func TestClaims(t *testing.T) {
 // relayed, and an event for a write that never happened is dropped.
 func TestOutbox(t *testing.T) {
 	ctx := context.Background()
-	nc, err := nats.Connect(natsURL)
+	nc, err := nats.Connect("", nats.InProcessServer(natsServer))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,12 +13,12 @@ import (
 
 func openStore(t *testing.T, cfg Config) *Store {
 	t.Helper()
-	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir()})
+	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir(), NoListen: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.ClientURL())
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
 	if err != nil {
 		t.Fatal(err)
 	}

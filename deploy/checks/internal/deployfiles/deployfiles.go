@@ -39,7 +39,7 @@ const (
 	ComposeFile    = "docker-compose.yml"
 	Dockerfile     = "deploy/docker/Dockerfile"
 	NATSConf       = "deploy/docker/nats.conf"
-	PinionNATSConf = "deploy/docker/pinion-nats.conf"
+	PinionNATSConf = "pkg/embedded/pinion-nats.conf"
 	K8sDir         = "deploy/k8s"
 	NATSValues     = "deploy/k8s/nats/values.yaml"
 )
@@ -88,8 +88,24 @@ func PinionServices(p *types.Project) map[string]types.ServiceConfig {
 // parser. The configuration reads passwords from the environment, so the
 // caller sets them first (t.Setenv). Parse errors and warnings both fail.
 func NATS(root string) (*server.Options, error) {
+	// The server reads both files from one directory, as compose mounts
+	// them (nats.conf includes ./pinion-nats.conf).
+	dir, err := os.MkdirTemp("", "pinion-nats-conf-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	for _, f := range []string{NATSConf, PinionNATSConf} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o600); err != nil {
+			return nil, err
+		}
+	}
 	o := &server.Options{}
-	if err := o.ProcessConfigFile(filepath.Join(root, NATSConf)); err != nil {
+	if err := o.ProcessConfigFile(filepath.Join(dir, filepath.Base(NATSConf))); err != nil {
 		return nil, fmt.Errorf("%s: %w", NATSConf, err)
 	}
 	return o, nil

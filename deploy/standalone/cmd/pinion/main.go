@@ -5,6 +5,8 @@
 package main
 
 import (
+	"path/filepath"
+
 	"context"
 	"fmt"
 	"os"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/pinion-health/pinion/deploy/standalone"
 	"github.com/pinion-health/pinion/pkg/config"
+	"github.com/pinion-health/pinion/pkg/embedded"
 	"github.com/pinion-health/pinion/services/botexec/worker"
 )
 
@@ -32,12 +35,18 @@ func main() {
 			fmt.Fprintln(os.Stderr, "usage: pinion [infra|nats|ferretdb]")
 			os.Exit(2)
 		}
-		in, err := standalone.StartInfra(cfg, which)
+		in, err := standalone.StartInfra(cfg, which, cfg.Logger())
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "pinion:", err)
 			os.Exit(1)
 		}
-		fmt.Printf("PINION_NATS_URL=%s\nPINION_MONGODB_URI=%s\n", in.NATSURL, in.MongoURI)
+		if in.NATSURLs != nil {
+			fmt.Printf("PINION_NATS_URL=nats://<process>:<password>@%s (each process's password is in %s)\n",
+				cfg.NATSListen, filepath.Join(cfg.DataDir, embedded.NATSPasswordsFile))
+		}
+		if in.MongoURI != "" {
+			fmt.Printf("PINION_MONGODB_URI=%s\n", in.MongoURI)
+		}
 		<-ctx.Done()
 		in.Close()
 		return
