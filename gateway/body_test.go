@@ -40,19 +40,7 @@ var bomb = sync.OnceValue(func() []byte {
 
 func post(t *testing.T, url string, body []byte, header map[string]string) (int, map[string]any, http.Header) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var m map[string]any
-	b, _ := io.ReadAll(resp.Body)
-	_ = json.Unmarshal(b, &m)
-	return resp.StatusCode, m, resp.Header
+	return send(t, "POST", url, body, header)
 }
 
 func TestCompressedBodies(t *testing.T) {

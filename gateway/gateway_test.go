@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -73,8 +74,16 @@ func startGatewayWith(t *testing.T, cfg Config) (string, *nats.Conn) {
 
 func get(t *testing.T, method, url, body string) (int, map[string]any, http.Header) {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/fhir+json")
+	return send(t, method, url, []byte(body), map[string]string{"Content-Type": "application/fhir+json"})
+}
+
+// send makes one request and decodes a JSON answer.
+func send(t *testing.T, method, url string, body []byte, header map[string]string) (int, map[string]any, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, bytes.NewReader(body))
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -70,6 +70,12 @@ func TestBotPathsHonourPolicy(t *testing.T) {
 	})
 }
 
+// readPatient is a bot that reads the Patient its input names, or says why not.
+const readPatient = `exports.handler = async (medplum, event) => {
+	try { return (await medplum.readResource('Patient', event.input)).name[0].family; }
+	catch (e) { return 'refused: ' + e.message; }
+};`
+
 // A bot never reaches outside its own project, whoever runs it: a super
 // admin running a runAsUser bot lends it nothing beyond the bot's project.
 func TestRunAsUserStaysInItsProject(t *testing.T) {
@@ -79,20 +85,14 @@ func TestRunAsUserStaysInItsProject(t *testing.T) {
 		"resourceType": "Patient", "meta": map[string]any{"project": other}, "name": []any{map[string]any{"family": "Elsewhere"}}}))
 	expect(t, r, 201)
 	foreign := r.json(t)["id"].(string)
-	reader := newBot(t, su, pid, "reader", "", `exports.handler = async (medplum, event) => {
-		try { return (await medplum.readResource('Patient', event.input)).name[0].family; }
-		catch (e) { return 'refused: ' + e.message; }
-	};`, "reader.js", "runAsUser", true)
+	reader := newBot(t, su, pid, "reader", "", readPatient, "reader.js", "runAsUser", true)
 	r = do(t, "POST", "fhir/R4/Bot/"+reader+"/$execute", su, "text/plain", []byte(foreign))
 	expect(t, r, 200)
 	if !strings.HasPrefix(string(r.body), "refused") {
 		t.Fatalf("a runAsUser bot run by a super admin read another project's patient: %s", r.body)
 	}
 	// And a bot in the super admin's own project does not act as one either.
-	local := newBot(t, su, saProject(t, su), "sa reader", "", `exports.handler = async (medplum, event) => {
-		try { return (await medplum.readResource('Patient', event.input)).name[0].family; }
-		catch (e) { return 'refused: ' + e.message; }
-	};`, "reader.js", "runAsUser", true)
+	local := newBot(t, su, saProject(t, su), "sa reader", "", readPatient, "reader.js", "runAsUser", true)
 	r = do(t, "POST", "fhir/R4/Bot/"+local+"/$execute", su, "text/plain", []byte(foreign))
 	expect(t, r, 200)
 	if !strings.HasPrefix(string(r.body), "refused") {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -46,8 +45,8 @@ func AddressRules(ctx context.Context, store Reader, membership *repo.Resource) 
 			continue
 		}
 		for _, r := range doc.IPAccessRule {
-			v, ok := fillVariables(r.Value, g.params)
-			if !ok || v == "" {
+			v, unresolved, err := substitute(r.Value, g.params)
+			if err != nil || unresolved != "" || v == "" {
 				continue // names a parameter the membership does not give: matches nothing
 			}
 			switch r.Action {
@@ -59,30 +58,4 @@ func AddressRules(ctx context.Context, store Reader, membership *repo.Resource) 
 		}
 	}
 	return out, nil
-}
-
-// fillVariables replaces %name and %name.id in a rule's value (Medplum
-// replaces them in the whole policy's text); ok is false when a variable is
-// not given.
-func fillVariables(v string, ps params) (string, bool) {
-	var out strings.Builder
-	for i := 0; i < len(v); i++ {
-		if v[i] != '%' {
-			out.WriteByte(v[i])
-			continue
-		}
-		name := identAt(v[i+1:])
-		rest := v[i+1+len(name):]
-		idPart := strings.HasPrefix(rest, ".id") && (len(rest) == 3 || !identChar(rest[3]))
-		val, ok := ps.lookup(name, idPart)
-		if name == "" || !ok {
-			return "", false
-		}
-		out.WriteString(val)
-		i += len(name)
-		if idPart {
-			i += 3
-		}
-	}
-	return out.String(), true
 }
