@@ -124,6 +124,10 @@ func (ch *child) dispatch(h *header, payload []byte) {
 
 // run compiles (or finds) the program, builds the event and runs it.
 func (ch *child) run(h *header, payload []byte) {
+	if h.CodeLen < 0 || h.CodeLen > len(payload) || h.Event == nil || h.Limits == nil {
+		_ = ch.c.send(&header{T: msgResult, ID: h.ID, Fault: faultOf(errorf("malformed run"))})
+		return
+	}
 	code, input := payload[:h.CodeLen], payload[h.CodeLen:]
 	prog, ok := ch.programs.Get(h.Key)
 	if !ok {

@@ -127,34 +127,64 @@ func (p *Pool) live(s *slot, i int) (*proc, error) {
 		return nil, err
 	}
 	s.proc = pr
+	pr.serving.Store(true)
+	if pr.ended() { // it ended before it was serving: nothing replaced it
+		p.replace(i)
+	}
 	return pr, nil
 }
 
-// pick is the live, unretired worker with the fewest runs.
+// current is the slot's worker if it is running and takes runs; nil
+// otherwise (being replaced, or retired).
+func (s *slot) current() *proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil || s.proc.ended() || s.proc.retired.Load() {
+		return nil
+	}
+	return s.proc
+}
+
+// replace starts a new worker in a slot whose worker ended, in the
+// background: runs go to the other workers meanwhile.
+func (p *Pool) replace(i int) {
+	if p.closed.Load() {
+		return
+	}
+	go func() {
+		if _, err := p.live(p.slots[i], i); err != nil {
+			p.log.Error("bot worker not replaced", "slot", i, "err", err)
+		}
+	}()
+}
+
+// pick is the running worker with the fewest runs. Only when none runs
+// (all ended at once) does the caller wait for one to start.
 func (p *Pool) pick() (*proc, error) {
 	var best *proc
-	var firstErr error
-	for i, s := range p.slots {
-		pr, err := p.live(s, i)
-		if err != nil {
-			firstErr = err
-			continue
-		}
-		if pr.retired.Load() {
-			continue
-		}
-		if best == nil || pr.active.Load() < best.active.Load() {
+	for _, s := range p.slots {
+		if pr := s.current(); pr != nil && (best == nil || pr.active.Load() < best.active.Load()) {
 			best = pr
 		}
 	}
-	if best == nil {
-		if firstErr == nil {
-			firstErr = errors.New("every bot worker is being replaced")
-		}
-		p.log.Error("no bot worker", "err", firstErr)
-		return nil, fhir.Busy("No bot worker is available, try again")
+	if best != nil {
+		return best, nil
 	}
-	return best, nil
+	var firstErr error
+	for i, s := range p.slots {
+		pr, err := p.live(s, i)
+		if err == nil && !pr.retired.Load() {
+			return pr, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr == nil {
+		firstErr = errors.New("every bot worker is being replaced")
+	}
+	p.log.Error("no bot worker", "err", firstErr)
+	return nil, fhir.Busy("No bot worker is available, try again")
 }
 
 // Job is one bot run.

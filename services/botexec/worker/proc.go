@@ -31,6 +31,7 @@ type proc struct {
 	known *lru.Cache[string, struct{}]
 
 	active  atomic.Int32 // runs in progress
+	serving atomic.Bool  // started and given to its slot: replaced when it ends
 	retired atomic.Bool  // takes no new runs; stopped once idle
 	done    chan struct{}
 	why     atomic.Pointer[string] // why it ended
@@ -99,6 +100,9 @@ func start(p *Pool, slot int) (*proc, error) {
 		pr.why.CompareAndSwap(nil, &why)
 		fromChildR.Close()
 		close(pr.done)
+		if pr.serving.Load() {
+			p.replace(slot)
+		}
 	}()
 	ready := make(chan error, 1)
 	go func() {
