@@ -52,6 +52,12 @@ func (st *runState) wait(p *goja.Promise) *BotError {
 			continue
 		}
 		now := time.Now()
+		if !now.Before(st.deadline) {
+			// The deadline's own stop may be a moment late: a timer clamped
+			// to the deadline must not fire first.
+			st.timedOut()
+			return st.reason.Load()
+		}
 		if len(st.timers) > 0 && !st.timers[0].when.After(now) {
 			if berr := st.fire(heap.Pop(&st.timers).(*timer)); berr != nil {
 				return berr

@@ -74,6 +74,10 @@ type runState struct {
 	busySince atomic.Int64 // unix nanoseconds when it last left a wait, 0 while waiting
 	busyTotal atomic.Int64 // nanoseconds spent outside waits before that
 
+	// deadline is when the run times out; the loop checks it too, so that
+	// a timer due at the deadline never fires before the deadline's stop.
+	deadline time.Time
+
 	timers    timerHeap
 	timerByID map[int64]*timer
 	timerSeq  int64
@@ -122,9 +126,8 @@ func Run(ctx context.Context, p *Program, ev Event, host Host, lim Limits) (res 
 	}
 	st.vm.SetMaxCallStackSize(lim.MaxCallDepth)
 
-	deadline := time.AfterFunc(lim.Timeout, func() {
-		st.stop(&BotError{Message: fmt.Sprintf("Bot timed out after %d ms", lim.Timeout.Milliseconds()), Limit: LimitTimeout})
-	})
+	st.deadline = start.Add(lim.Timeout)
+	deadline := time.AfterFunc(lim.Timeout, st.timedOut)
 	defer deadline.Stop()
 	stopOnCancel := context.AfterFunc(ctx, func() {
 		st.stop(&BotError{Message: "Bot execution cancelled: " + context.Cause(ctx).Error(), Limit: LimitCancelled})
@@ -230,6 +233,11 @@ func hl7Input(in any) (*hl7.Message, error) {
 		return hl7Input(string(x))
 	}
 	return nil, fhir.BadRequest(fmt.Sprintf("HL7 input must be text, not %T", in))
+}
+
+// timedOut stops the run at its deadline.
+func (st *runState) timedOut() {
+	st.stop(&BotError{Message: fmt.Sprintf("Bot timed out after %d ms", st.lim.Timeout.Milliseconds()), Limit: LimitTimeout})
 }
 
 // stop ends the run for a limit or cancellation; safe from any goroutine.
