@@ -115,7 +115,14 @@ func (f Files) Send(ctx context.Context, m Message) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(f.Dir, unsafeName.ReplaceAllString(m.ID, "_")+".eml")
-	if err := msg.WriteToFile(path); err != nil {
+	// Written beside it and renamed: whoever reads the directory (a person,
+	// a test, a mail pickup) never sees half a message.
+	tmp := filepath.Join(f.Dir, "."+filepath.Base(path)+".tmp")
+	if err := msg.WriteToFile(tmp); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
 		return "", err
 	}
 	return path, nil
