@@ -30,8 +30,9 @@ func addressNotAllowed() *fhir.Error {
 }
 
 // authenticate verifies the bearer token and that its login and membership
-// still count, and returns who is calling.
-func (g *Gateway) authenticate(c *fiber.Ctx) (*bus.Principal, error) {
+// still count (from the client's address, for the policy's IP rules), and
+// returns who is calling.
+func (g *Gateway) authenticate(c *fiber.Ctx, remote string) (*bus.Principal, error) {
 	h := c.Get("Authorization")
 	tok, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || tok == "" || len(tok) > 8192 {
@@ -58,7 +59,7 @@ func (g *Gateway) authenticate(c *fiber.Ctx) (*bus.Principal, error) {
 		return nil, g.unauthorized()
 	}
 	// The access policy's ipAccessRule, on every request.
-	if !m.AllowsAddress(g.clientIP(c)) {
+	if !m.AllowsAddress(remote) {
 		return nil, addressNotAllowed()
 	}
 	return &bus.Principal{

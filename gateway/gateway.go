@@ -212,7 +212,7 @@ func (g *Gateway) forward(r route) fiber.Handler {
 			}
 		}
 		if !r.public {
-			p, err := g.authenticate(c)
+			p, err := g.authenticate(c, req.Remote)
 			if err != nil {
 				return err
 			}
