@@ -260,13 +260,13 @@ func (s *Store) RevokeToken(ctx context.Context, jti string) (uint64, error) {
 // EndSessions ends every sign-in of a user that began before now (a login
 // that starts later is unaffected) and returns the bucket revision.
 func (s *Store) EndSessions(ctx context.Context, user string) (uint64, error) {
-	return s.ended.Put(ctx, endedKey(user), []byte(strconv.FormatInt(time.Now().UnixMilli(), 10)))
+	return s.ended.Put(ctx, user, []byte(strconv.FormatInt(time.Now().UnixMilli(), 10)))
 }
 
 // SessionsEnded is when a user's sign-ins were last ended (Unix
 // milliseconds; 0 if never).
 func (s *Store) SessionsEnded(ctx context.Context, user string) (int64, error) {
-	e, err := s.ended.Get(ctx, endedKey(user))
+	e, err := s.ended.Get(ctx, user)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, nil
 	}
@@ -275,9 +275,6 @@ func (s *Store) SessionsEnded(ctx context.Context, user string) (int64, error) {
 	}
 	return strconv.ParseInt(string(e.Value()), 10, 64)
 }
-
-// endedKey is a user reference as a key ("User/<id>": slashes are allowed).
-func endedKey(user string) string { return user }
 
 // Dead reports whether a login began before its user's sign-ins were ended.
 func (l *Login) Dead(ended int64) bool { return ended > 0 && l.Start < ended }
@@ -483,7 +480,7 @@ func (v *View) Lookup(ctx context.Context, loginID string) (*Login, string, *Mem
 		}
 	}
 	v.mu.RLock()
-	ended := v.ended[endedKey(l.User)]
+	ended := v.ended[l.User] // keyed by user reference ("User/<id>")
 	m := v.memberships[l.Membership]
 	v.mu.RUnlock()
 	if l.Revoked || l.Dead(ended) {

@@ -262,14 +262,14 @@ func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.
 	if !ok {
 		return tokenError("invalid_request", "Invalid code"), nil
 	}
-	ended, err := s.sessionsEnded(ctx, loginID)
-	if err != nil {
-		return nil, err
-	}
 	var terr *bus.Response
 	var refresh string
 	l, rev, err := s.sessions.UpdateLoginRev(ctx, loginID, func(l *session.Login) error {
 		terr = nil
+		ended, err := s.sessions.SessionsEnded(ctx, l.User)
+		if err != nil {
+			return err
+		}
 		switch {
 		case !auth.SecretMatches(l.CodeDigest, secret):
 			terr = tokenError("invalid_request", "Invalid code")
@@ -335,16 +335,6 @@ func rotateRefresh(l *session.Login) string {
 
 var errStop = errors.New("stop")
 
-// sessionsEnded is when the sign-ins of a login's user were last ended (a
-// password set or reset); a login that began before is dead.
-func (s *Service) sessionsEnded(ctx context.Context, loginID string) (int64, error) {
-	l, err := s.sessions.GetLogin(ctx, loginID)
-	if err != nil {
-		return 0, nil // an unknown login fails its own checks
-	}
-	return s.sessions.SessionsEnded(ctx, l.User)
-}
-
 func verifierMatches(challenge, method, verifier string) bool {
 	want := verifier
 	if method == "S256" {
@@ -364,14 +354,14 @@ func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Respo
 	if err != nil || c.RefreshSecret == "" || c.LoginID == "" {
 		return tokenError("invalid_request", "Invalid refresh token"), nil
 	}
-	ended, err := s.sessionsEnded(ctx, c.LoginID)
-	if err != nil {
-		return nil, err
-	}
 	var terr *bus.Response
 	var refresh string
 	l, rev, err := s.sessions.UpdateLoginRev(ctx, c.LoginID, func(l *session.Login) error {
 		terr = nil
+		ended, err := s.sessions.SessionsEnded(ctx, l.User)
+		if err != nil {
+			return err
+		}
 		switch {
 		case l.Revoked:
 			terr = tokenError("invalid_grant", "Token revoked")
