@@ -130,8 +130,7 @@ func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, err
 				if assigned != "" {
 					// Its outcome is unknown (a deadline may have cut it
 					// off after the write): undo it too.
-					rel := strings.TrimPrefix(strings.TrimPrefix(e.Request.URL, s.cfg.BaseURL+"fhir/R4/"), "/")
-					if typ, _, _ := strings.Cut(rel, "?"); typ != "" {
+					if typ, _, _ := strings.Cut(strings.TrimPrefix(s.entryPath(e), "/"), "?"); typ != "" {
 						created = append(created, typ+"/"+assigned)
 					}
 				}
@@ -203,7 +202,7 @@ func (s *Service) runEntry(ctx context.Context, r *bus.Request, e batchEntry, as
 		return nil, fhir.BadRequest("Entry has no request", "entry.request")
 	}
 	method := strings.ToUpper(e.Request.Method)
-	rel := strings.TrimPrefix(e.Request.URL, s.cfg.BaseURL+"fhir/R4/")
+	rel := s.entryPath(e)
 	// The same route table as a bot's calls; within a batch only the
 	// resource interactions of this service (no nested batch) apply.
 	subject, params, q, query, ok := bus.FHIRRoute(method, rel)
@@ -243,6 +242,11 @@ func (s *Service) runEntry(ctx context.Context, r *bus.Request, e batchEntry, as
 		sub.Header["Content-Type"] = "application/json-patch+json"
 	}
 	return h(ctx, sub)
+}
+
+// entryPath is an entry's URL relative to the FHIR base.
+func (s *Service) entryPath(e batchEntry) string {
+	return strings.TrimPrefix(e.Request.URL, s.cfg.BaseURL+"fhir/R4/")
 }
 
 // undoTimeout bounds the deletes that undo a failed transaction. They run
