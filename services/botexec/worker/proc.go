@@ -99,6 +99,7 @@ func start(p *Pool, slot int) (*proc, error) {
 		}
 		pr.why.CompareAndSwap(nil, &why)
 		fromChildR.Close()
+		_ = toChildW.Close() // a second close (after stop) is harmless
 		close(pr.done)
 		if pr.serving.Load() {
 			p.replace(slot)
@@ -192,7 +193,10 @@ func (pr *proc) read() {
 		}
 		switch h.T {
 		case msgResult, msgCompiled:
-			p.answer <- frame{h, payload}
+			select {
+			case p.answer <- frame{h, payload}:
+			default: // answered already: never hold up the other runs' answers
+			}
 		case msgNeedCode:
 			go p.resend()
 		case msgHost:
@@ -265,7 +269,10 @@ func (pr *proc) run(ctx context.Context, j *Job) (*sandbox.Result, error) {
 	}
 	p.resend = func() {
 		if err := send(true); err != nil {
-			p.answer <- frame{h: &header{T: msgResult, ID: id, Fault: faultOf(err)}}
+			select {
+			case p.answer <- frame{h: &header{T: msgResult, ID: id, Fault: faultOf(err)}}:
+			default:
+			}
 		}
 	}
 	pr.add(id, p)
