@@ -1,6 +1,10 @@
 package standalone
 
 import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -12,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/dirlock"
 )
 
 // Fields of meta that only the server sets are dropped on every write
@@ -280,29 +285,35 @@ func TestIPAccessRules(t *testing.T) {
 }
 
 // The embedded servers listen where no other local user can reach them:
-// FerretDB on a Unix socket only this user may open, NATS in-process, or,
-// when asked to listen, only for Pinion's per-process users.
+// the SQLite store is a file only this user may open, NATS is in-process,
+// or, when asked to listen, only for Pinion's per-process users, and an
+// embedded FerretDB listens on a Unix socket only this user may open.
 func TestLocalListeners(t *testing.T) {
-	if !strings.HasPrefix(stack.ferret.URI, "mongodb://%2F") {
-		t.Fatalf("FerretDB URI %s is not a Unix socket", stack.ferret.URI)
+	if stack.ferret != nil {
+		t.Fatal("the default stack runs a FerretDB")
 	}
-	sock := filepath.Join(dataDir, "db", "run", "ferretdb.sock")
-	for path, want := range map[string]os.FileMode{sock: 0o600, filepath.Dir(sock): 0o700} {
-		fi, err := os.Stat(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fi.Mode().Perm() != want {
-			t.Errorf("%s has mode %v, want %v", path, fi.Mode().Perm(), want)
+	modes := func(want map[string]os.FileMode) {
+		t.Helper()
+		for path, mode := range want {
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != mode {
+				t.Errorf("%s has mode %v, want %v", path, fi.Mode().Perm(), mode)
+			}
 		}
 	}
+	modes(map[string]os.FileMode{filepath.Join(dataDir, "pinion.db"): 0o600, filepath.Join(dataDir, "pinion.db-wal"): 0o600})
 	if addr := stack.ns.Addr(); addr != nil {
 		t.Errorf("the embedded NATS listens on %v", addr)
 	}
 
 	natsAddr, data := freeAddr(t), t.TempDir()
-	ownStack(t, map[string]string{"PINION_NATS_LISTEN": natsAddr, "PINION_DATA_DIR": data})
+	ownStack(t, map[string]string{"PINION_NATS_LISTEN": natsAddr, "PINION_DATA_DIR": data, "PINION_STORE": "ferretdb"})
 	_, tok := project(t, "listening")
+	sock := filepath.Join(data, "db", "run", "ferretdb.sock")
+	modes(map[string]os.FileMode{sock: 0o600, filepath.Dir(sock): 0o700})
 	expect(t, do(t, "GET", "fhir/R4/Patient", tok, "", nil), 200) // the stack itself still works
 	if nc, err := nats.Connect("nats://" + natsAddr); err == nil {
 		nc.Close()
@@ -318,5 +329,48 @@ func TestLocalListeners(t *testing.T) {
 		Params: map[string]string{"type": "Patient"}, Principal: &bus.Principal{SuperAdmin: true, Project: "x"}})
 	if _, err := nc.RequestMsg(forged, time.Second); err == nil {
 		t.Fatal("a service's user sent a request with a forged principal")
+	}
+}
+
+// A second stack on a data directory in use refuses at once, naming the
+// process that holds it.
+func TestOneProcessPerDataDir(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := Start(ctx, testConfig(dataDir, nil), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil {
+		st.Close()
+		t.Fatal("a second stack started on the same data directory")
+	}
+	var held *dirlock.HeldError
+	if !errors.As(err, &held) || held.PID != os.Getpid() {
+		t.Fatalf("error %v, want the directory held by pid %d", err, os.Getpid())
+	}
+	if !strings.Contains(err.Error(), "in use by") || !strings.Contains(err.Error(), "PINION_DATA_DIR") {
+		t.Errorf("message %q does not say what to do", err)
+	}
+	// The running stack still works.
+	expect(t, do(t, "GET", "healthcheck", "", "", nil), 200)
+}
+
+// A data directory written by the earlier default store, FerretDB, is not
+// silently replaced by an empty SQLite store.
+func TestFerretDataIsNotHidden(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "db"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := Start(ctx, testConfig(dir, nil), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil {
+		st.Close()
+		t.Fatal("started an empty SQLite store beside FerretDB data")
+	}
+	if !strings.Contains(err.Error(), "PINION_STORE=ferretdb") {
+		t.Errorf("message %q does not say how to keep the data", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pinion.db")); err == nil {
+		t.Error("a SQLite store was created anyway")
 	}
 }

@@ -1,8 +1,8 @@
 // Package standalone runs all of Pinion in one process: an embedded NATS
-// server with JetStream, an embedded FerretDB (the MongoDB wire protocol on
-// SQLite files, or on PostgreSQL), the four services and the gateway.
-// Setting PINION_NATS_URL or PINION_MONGODB_URI uses external servers
-// instead of the embedded ones.
+// server with JetStream, the embedded SQLite store (or an embedded FerretDB,
+// the MongoDB wire protocol, with PINION_STORE=ferretdb), the four services
+// and the gateway. Setting PINION_NATS_URL or PINION_MONGODB_URI uses
+// external servers instead of the embedded ones.
 package standalone
 
 import (
@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/pinion-health/pinion/gateway"
 	"github.com/pinion-health/pinion/pkg/config"
+	"github.com/pinion-health/pinion/pkg/dirlock"
 	"github.com/pinion-health/pinion/pkg/embedded"
 	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/mail"
@@ -39,6 +41,7 @@ type Stack struct {
 	SuperAdmin identity.Bootstrap
 
 	log      *slog.Logger
+	lock     *dirlock.Lock
 	ns       *server.Server
 	ferret   *embedded.FerretDB
 	conns    *infra.Conns
@@ -56,16 +59,20 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 			st.shutdown()
 		}
 	}()
-	// Take the port first: a taken port is the most common start-up failure.
+	// One process per data directory: two would write the same files. The
+	// lock comes before the port so that a second `make run` names the
+	// process holding the directory rather than only a taken port.
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
+	}
+	if st.lock, err = dirlock.Acquire(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s (PINION_ADDR): %w", cfg.Addr, err)
 	}
 	st.Addr = ln.Addr().String()
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
-	}
 
 	natsURL := cfg.NATSURL
 	var inProc nats.InProcessConnProvider
@@ -76,18 +83,24 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 		}
 		inProc = st.ns
 	}
-	mongoURI := cfg.MongoURI
-	if mongoURI == "" {
+	o := infra.Options{NATSURL: natsURL, InProcess: inProc, Name: "pinion-standalone",
+		MongoURI: cfg.MongoURI, Database: cfg.MongoDatabase, Log: log}
+	switch {
+	case cfg.MongoURI != "":
+	case cfg.Store == "ferretdb":
 		if st.ferret, err = startFerretDB(cfg, log); err != nil {
 			ln.Close()
 			return nil, err
 		}
-		mongoURI = st.ferret.URI
+		o.MongoURI = st.ferret.URI
+	default:
+		if err := refuseFerretData(cfg.DataDir); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		o.SQLitePath, o.SQLiteSync = filepath.Join(cfg.DataDir, "pinion.db"), cfg.SQLiteSync
 	}
-	st.conns, err = infra.Open(ctx, infra.Options{
-		NATSURL: natsURL, InProcess: inProc, Name: "pinion-standalone",
-		MongoURI: mongoURI, Database: cfg.MongoDatabase, Log: log,
-	})
+	st.conns, err = infra.Open(ctx, o)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -109,7 +122,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 				BaseURL: cfg.BaseURL, DataDir: cfg.DataDir,
 				SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret,
 				TokenLifetime: cfg.AccessTokenLifetime, SecretGrace: cfg.ClientSecretGrace,
-			}, c.NC, c.JS, c.DB, c.Repo, c.Sessions, log)
+			}, c.NC, c.JS, c.Repo, c.Sessions, log)
 			return id
 		}},
 		"membership": {build: func() lifecycle {
@@ -140,6 +153,22 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 	}
 	go func() { st.done <- gw.Listen(gctx, ln) }()
 	return st, nil
+}
+
+// refuseFerretData stops the SQLite store from starting empty beside the
+// data of the earlier default, an embedded FerretDB: the data would seem
+// lost. It is not migrated; the message says how to keep using it.
+func refuseFerretData(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "pinion.db")); err == nil {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, "db")); err != nil {
+		return nil
+	}
+	return fmt.Errorf("data directory %s holds a FerretDB store (%s) written by an earlier Pinion, whose default store was FerretDB; "+
+		"it is not migrated to SQLite. Start with PINION_STORE=ferretdb to keep using it, "+
+		"or start on a new PINION_DATA_DIR and load your resources again through the API (a transaction Bundle per batch)",
+		dir, filepath.Join(dir, "db"))
 }
 
 // Wait blocks until the gateway stops or ctx ends, then shuts down.
@@ -186,6 +215,10 @@ func (st *Stack) shutdown() {
 		st.ns.Shutdown()
 		st.ns.WaitForShutdown()
 		st.ns = nil
+	}
+	if st.lock != nil {
+		_ = st.lock.Release()
+		st.lock = nil
 	}
 }
 

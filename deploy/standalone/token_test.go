@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
@@ -14,7 +15,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -87,11 +87,14 @@ func TestTokenErrors(t *testing.T) {
 func serverKey(t *testing.T) *ecdsa.PrivateKey {
 	t.Helper()
 	var d struct {
-		Kid string `bson:"kid"`
-		PEM string `bson:"pem"`
+		Kid string `json:"kid"`
+		PEM string `json:"pem"`
 	}
-	err := stack.conns.DB.Collection("credentials").FindOne(context.Background(), bson.D{{Key: "_id", Value: "signing-key"}}).Decode(&d)
+	raw, err := stack.conns.Store.Secret(context.Background(), "signing-key")
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
 		t.Fatal(err)
 	}
 	k, err := auth.ParsePrivate(d.Kid, d.PEM)

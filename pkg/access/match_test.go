@@ -5,10 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/search"
+	"github.com/pinion-health/pinion/pkg/store"
 )
 
 // TestMatcherShapes runs criteria through search.Parse and the matcher
@@ -87,8 +86,9 @@ func TestMatcherShapes(t *testing.T) {
 			t.Errorf("%s?%s: %v", tc.typ, tc.query, err)
 			continue
 		}
-		if err := checkShape(parsed.Filter); err != nil {
-			t.Errorf("%s?%s: shape %v: %v", tc.typ, tc.query, parsed.Filter, err)
+		f := store.And(parsed.Filter...)
+		if err := store.Check(f); err != nil {
+			t.Errorf("%s?%s: %v: %v", tc.typ, tc.query, f, err)
 			continue
 		}
 		res, err := fhir.Decode([]byte(tc.body))
@@ -97,21 +97,24 @@ func TestMatcherShapes(t *testing.T) {
 		}
 		id, _ := res["id"].(string)
 		d := &doc{typ: tc.typ, id: id, project: "proj", ts: time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC), content: res}
-		if got := matches(parsed.Filter, d.field); got != tc.want {
-			t.Errorf("%s?%s: %v, want %v (filter %v)", tc.typ, tc.query, got, tc.want, parsed.Filter)
+		if got := store.Matches(f, d.field); got != tc.want {
+			t.Errorf("%s?%s: %v, want %v (filter %v)", tc.typ, tc.query, got, tc.want, f)
 		}
 	}
 }
 
-func TestCheckShapeRefuses(t *testing.T) {
-	for _, f := range []bson.D{
-		{{Key: "s_x", Value: bson.D{{Key: "$elemMatch", Value: bson.D{}}}}},
-		{{Key: "$where", Value: "1"}},
-		{{Key: "s_x", Value: bson.D{{Key: "$regex", Value: "("}}}},
-		{{Key: "s_x", Value: bson.M{"a": 1}}},
+func TestCheckRefuses(t *testing.T) {
+	for _, c := range []store.Cond{
+		{Op: store.OpAnd},
+		{Op: store.OpEq, Field: "s_x"},
+		{Op: store.OpPrefix, Field: "s_x", Values: []any{1.0}},
+		{Op: store.OpEq, Field: "s_x", Values: []any{map[string]any{"a": 1}}},
+		{Op: store.OpLt, Field: "s_x", Values: []any{"a"}},
+		{Op: store.OpExists, Field: "s_x", Values: []any{"yes"}},
+		{Op: 99, Field: "s_x", Values: []any{"a"}},
 	} {
-		if checkShape(f) == nil {
-			t.Errorf("%v accepted", f)
+		if store.Check(c) == nil {
+			t.Errorf("%+v accepted", c)
 		}
 	}
 }

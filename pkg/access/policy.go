@@ -6,12 +6,11 @@ import (
 	"strings"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
+	"github.com/pinion-health/pinion/pkg/store"
 )
 
 // Policy is what one principal may do: the entries of its membership's
@@ -33,10 +32,10 @@ type Policy struct {
 
 // entry is one AccessPolicy.resource[] entry, compiled.
 type entry struct {
-	typ      string // a resource type, or "*"
-	allow    uint8  // interactions, as bits
-	criteria string // as written, for logs
-	filter   bson.D // nil when the entry has no criteria
+	typ      string      // a resource type, or "*"
+	allow    uint8       // interactions, as bits
+	criteria string      // as written, for logs
+	filter   *store.Cond // nil when the entry has no criteria
 	// never marks criteria naming a parameter the membership does not
 	// give: the entry grants its interactions on no resource.
 	never    bool
@@ -247,17 +246,17 @@ func fixedEntries(p *bus.Principal, user string) []*entry {
 	if user != "" {
 		out = append(out, &entry{
 			typ: "User", allow: bitRead | bitVRead | bitHistory | bitUpdate,
-			criteria: "User?_id=" + user, filter: bson.D{{Key: "_id", Value: user}},
+			criteria: "User?_id=" + user, filter: cond(store.Eq(store.FieldID, user)),
 			hidden: userSecrets,
 			readonly: [][]string{{"email"}, {"emailVerified"}, {"project"}, {"admin"},
 				{"mfaEnrolled"}, {"externalId"}},
 		})
 	}
 	if p.Admin && p.Project != "" {
-		own := bson.D{{Key: "project", Value: p.Project}}
+		own := cond(store.Eq(store.FieldProject, p.Project))
 		out = append(out,
 			&entry{typ: "Project", allow: readBits, criteria: "Project?_id=" + p.Project,
-				filter: bson.D{{Key: "_id", Value: p.Project}},
+				filter: cond(store.Eq(store.FieldID, p.Project)),
 				hidden: [][]string{{"superAdmin"}, {"systemSecret"}, {"strictMode"}}},
 			&entry{typ: "ProjectMembership", allow: readBits, criteria: "ProjectMembership?_project=" + p.Project, filter: own},
 			&entry{typ: "User", allow: readBits, criteria: "User?_project=" + p.Project, filter: own, hidden: userSecrets},
@@ -323,10 +322,11 @@ func compileEntry(r resourceDoc, ps params) (*entry, error) {
 		return nil, fmt.Errorf("criteria %q: %w", crit, err)
 	}
 	if len(q.Filter) > 0 {
-		if err := checkShape(q.Filter); err != nil {
+		f := store.And(q.Filter...)
+		if err := store.Check(f); err != nil {
 			return nil, fmt.Errorf("criteria %q: %w", crit, err)
 		}
-		e.filter = q.Filter
+		e.filter = &f
 	}
 	return e, nil
 }
@@ -353,7 +353,7 @@ func (e *entry) matches(d *doc) bool {
 	if e.filter == nil {
 		return true
 	}
-	return matches(e.filter, d.field)
+	return store.Matches(*e.filter, d.field)
 }
 
 // Allow decides whether the policy grants an interaction on a type at all:
@@ -414,14 +414,14 @@ func (p *Policy) Scope(typ, id string) repo.Scope {
 }
 
 // SearchFilter is the condition an interaction's criteria put on a search of
-// typ, in the form repo.Search ANDs with the query; nil when the criteria
-// do not confine it. ok is false when no resource can match, so there is
-// nothing to search.
-func (p *Policy) SearchFilter(typ string, i Interaction) (f bson.D, ok bool) {
+// typ, which repo.Search ANDs with the query; nil when the criteria do not
+// confine it. ok is false when no resource can match, so there is nothing
+// to search.
+func (p *Policy) SearchFilter(typ string, i Interaction) (f []store.Cond, ok bool) {
 	if p.unrestricted {
 		return nil, true
 	}
-	var ors bson.A
+	var ors []store.Cond
 	for _, e := range p.entries {
 		if e.allow&i.bit() == 0 || !e.applies(typ) || e.never {
 			continue
@@ -429,25 +429,16 @@ func (p *Policy) SearchFilter(typ string, i Interaction) (f bson.D, ok bool) {
 		if e.filter == nil {
 			return nil, true
 		}
-		ors = append(ors, e.filter)
+		ors = append(ors, *e.filter)
 	}
-	switch len(ors) {
-	case 0:
+	if len(ors) == 0 {
 		return nil, false
-	case 1:
-		// One filter's fields join the query's at the top level, where an
-		// index serves them; a nested $and would repeat the key
-		// search.Query.Scoped keeps once, so such a filter stays whole.
-		f := ors[0].(bson.D)
-		for _, e := range f {
-			if e.Key == "$and" {
-				return bson.D{{Key: "$or", Value: ors}}, true
-			}
-		}
-		return f, true
 	}
-	return bson.D{{Key: "$or", Value: ors}}, true
+	return []store.Cond{store.Or(ors...)}, true
 }
+
+// cond is a condition's address, for an entry's filter.
+func cond(c store.Cond) *store.Cond { return &c }
 
 // Readable reports whether the policy lets i (read, vread, history) reach
 // a stored resource: some entry granting i matches it. A resource that is
@@ -624,7 +615,7 @@ type doc struct {
 	ts               time.Time
 	raw              []byte
 	content          map[string]any
-	fields           bson.M
+	fields           map[string]any
 	err              error
 }
 

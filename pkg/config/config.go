@@ -26,10 +26,12 @@ type Var struct {
 var Vars = []Var{
 	{"PINION_ADDR", "127.0.0.1:8103", "HTTP address of the gateway."},
 	{"PINION_BASE_URL", "http://localhost:8103/", "Public base URL: token issuer, links in e-mails and Bundles."},
-	{"PINION_DATA_DIR", "./data", "Standalone: where the embedded NATS and FerretDB keep their files, and superadmin.json."},
+	{"PINION_DATA_DIR", "./data", "Standalone: where the embedded store and NATS keep their files, and superadmin.json. One process per directory."},
+	{"PINION_STORE", "sqlite", "Standalone: sqlite (the embedded store, <data>/pinion.db) or ferretdb (an embedded FerretDB, the MongoDB wire protocol, for separate service processes on one machine); PINION_MONGODB_URI overrides both."},
+	{"PINION_SQLITE_SYNC", "full", "When an acknowledged write reaches the disk: full (fsync at each commit: survives power loss), normal (survives a crash of Pinion, not of the machine) or off."},
 	{"PINION_SUPERADMIN_CLIENT_ID", "", "Super-admin client id; generated on first start when empty."},
 	{"PINION_SUPERADMIN_CLIENT_SECRET", "", "Super-admin client secret (at least 32 characters); generated when empty."},
-	{"PINION_MONGODB_URI", "", "External MongoDB; when set, FerretDB is not embedded."},
+	{"PINION_MONGODB_URI", "", "External MongoDB (a replica set); when set, no store is embedded."},
 	{"PINION_MONGODB_DATABASE", "pinion", "Database name."},
 	{"PINION_NATS_URL", "", "External NATS with JetStream; when set, NATS is not embedded."},
 	{"PINION_NATS_LISTEN", "", "Standalone: also expose the embedded NATS on this address (for separate service processes), with a password per process in <data>/nats-users.json; in-process only when empty."},
@@ -57,6 +59,8 @@ type Config struct {
 	DataDir             string
 	SuperAdminClientID  string
 	SuperAdminSecret    string
+	Store               string
+	SQLiteSync          string
 	MongoURI            string
 	MongoDatabase       string
 	NATSURL             string
@@ -100,6 +104,8 @@ func LoadFrom(get func(string) string) (*Config, error) {
 		DataDir:             v("PINION_DATA_DIR"),
 		SuperAdminClientID:  v("PINION_SUPERADMIN_CLIENT_ID"),
 		SuperAdminSecret:    v("PINION_SUPERADMIN_CLIENT_SECRET"),
+		Store:               v("PINION_STORE"),
+		SQLiteSync:          v("PINION_SQLITE_SYNC"),
 		MongoURI:            v("PINION_MONGODB_URI"),
 		MongoDatabase:       v("PINION_MONGODB_DATABASE"),
 		NATSURL:             v("PINION_NATS_URL"),
@@ -126,6 +132,12 @@ func LoadFrom(get func(string) string) (*Config, error) {
 		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
 			return nil, fmt.Errorf("PINION_ADMIN_ADDR: %q is not host:port", c.AdminAddr)
 		}
+	}
+	if c.Store != "sqlite" && c.Store != "ferretdb" {
+		return nil, fmt.Errorf("PINION_STORE: want sqlite or ferretdb")
+	}
+	if c.SQLiteSync != "full" && c.SQLiteSync != "normal" && c.SQLiteSync != "off" {
+		return nil, fmt.Errorf("PINION_SQLITE_SYNC: want full, normal or off")
 	}
 	if (c.SuperAdminClientID == "") != (c.SuperAdminSecret == "") {
 		return nil, fmt.Errorf("PINION_SUPERADMIN_CLIENT_ID and PINION_SUPERADMIN_CLIENT_SECRET must be set together")

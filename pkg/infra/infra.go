@@ -1,6 +1,7 @@
-// Package infra connects a Pinion process to its NATS and MongoDB and opens
-// what every service shares (the repository, the session buckets, the
-// resource-event stream), so each main stays a few lines of wiring.
+// Package infra connects a Pinion process to its NATS and its store (SQLite
+// on one machine, MongoDB when shared) and opens what every service shares
+// (the repository, the session buckets, the resource-event stream), so each
+// main stays a few lines of wiring.
 package infra
 
 import (
@@ -18,7 +19,11 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/pkg/store"
+	"github.com/pinion-health/pinion/pkg/store/mongostore"
+	"github.com/pinion-health/pinion/pkg/store/sqlstore"
 )
 
 // Conns are a process's connections and the shared handles built on them.
@@ -26,7 +31,7 @@ type Conns struct {
 	NC       *nats.Conn
 	JS       jetstream.JetStream
 	Mongo    *mongo.Client
-	DB       *mongo.Database
+	Store    store.Store
 	Repo     *repo.Repo
 	Sessions *session.Store
 	stop     context.CancelFunc
@@ -37,9 +42,14 @@ type Options struct {
 	NATSURL   string
 	InProcess nats.InProcessConnProvider
 	Name      string
-	MongoURI  string
-	Database  string
-	Log       *slog.Logger
+	// SQLitePath opens the embedded SQLite store there; otherwise MongoURI
+	// and Database name the MongoDB (or FerretDB) to use. With neither the
+	// process has no store (the gateway).
+	SQLitePath string
+	SQLiteSync string
+	MongoURI   string
+	Database   string
+	Log        *slog.Logger
 }
 
 // ResourceStream keeps resource-change events for consumers that must not
@@ -71,39 +81,53 @@ func Open(ctx context.Context, o Options) (*Conns, error) {
 		c.Close()
 		return nil, err
 	}
-	if o.MongoURI != "" {
-		// Majority writes with journaling: an acknowledged write is on disk on
-		// a majority of the replica set and survives a primary failover.
-		// Reads are majority too, so a read never sees a write that a
-		// failover could roll back. FerretDB accepts and ignores both.
-		journaled := true
-		mo := options.Client().ApplyURI(o.MongoURI).SetAppName(o.Name).
-			SetWriteConcern(&writeconcern.WriteConcern{W: "majority", Journal: &journaled}).
-			SetReadConcern(readconcern.Majority()).
-			SetMaxPoolSize(64).
-			SetTimeout(30 * time.Second)
-		if c.Mongo, err = mongo.Connect(mo); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("mongodb: %w", err)
-		}
-		pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		err = c.Mongo.Ping(pctx, nil)
-		cancel()
-		if err != nil {
-			c.Close()
-			return nil, fmt.Errorf("mongodb ping: %w", err)
-		}
-		c.DB = c.Mongo.Database(o.Database)
-		if c.Repo, err = repo.New(c.DB, nc, repo.Options{Log: o.Log, JS: c.JS}); err != nil {
-			c.Close()
-			return nil, err
-		}
-		// Every process relays what a crashed writer left in the outbox.
-		rctx, cancel := context.WithCancel(context.Background())
-		c.stop = cancel
-		go c.Repo.Relay(rctx, 5*time.Second)
+	switch {
+	case o.SQLitePath != "":
+		c.Store, err = sqlstore.Open(ctx, o.SQLitePath, sqlstore.Options{Sync: o.SQLiteSync, Log: o.Log})
+	case o.MongoURI != "":
+		c.Store, err = c.openMongo(ctx, o)
+	default:
+		return c, nil
 	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if c.Repo, err = repo.New(c.Store, nc, repo.Options{Log: o.Log, JS: c.JS}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	// Every process relays what a crashed writer left in the outbox.
+	rctx, cancel := context.WithCancel(context.Background())
+	c.stop = cancel
+	go c.Repo.Relay(rctx, 5*time.Second)
 	return c, nil
+}
+
+func (c *Conns) openMongo(ctx context.Context, o Options) (store.Store, error) {
+	// Majority writes with journaling: an acknowledged write is on disk on
+	// a majority of the replica set and survives a primary failover.
+	// Reads are majority too, so a read never sees a write that a
+	// failover could roll back. FerretDB accepts and ignores both.
+	journaled := true
+	mo := options.Client().ApplyURI(o.MongoURI).SetAppName(o.Name).
+		SetWriteConcern(&writeconcern.WriteConcern{W: "majority", Journal: &journaled}).
+		SetReadConcern(readconcern.Majority()).
+		SetMaxPoolSize(64).
+		SetTimeout(30 * time.Second)
+	var err error
+	if c.Mongo, err = mongo.Connect(mo); err != nil {
+		return nil, fmt.Errorf("mongodb: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	err = c.Mongo.Ping(pctx, nil)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("mongodb ping: %w", err)
+	}
+	return mongostore.Open(ctx, c.Mongo.Database(o.Database), mongostore.Options{
+		IndexKeys: search.IndexKeys, CoreTypes: repo.CoreTypes, Log: o.Log,
+	})
 }
 
 // Close closes everything that was opened.
@@ -113,6 +137,9 @@ func (c *Conns) Close() {
 	}
 	if c.Repo != nil {
 		c.Repo.Close()
+	}
+	if c.Store != nil {
+		_ = c.Store.Close()
 	}
 	if c.Mongo != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -3,57 +3,39 @@ package repo
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/store"
 )
 
-// The outbox makes resource events exact without transactions. A write
-// first records its event in the outbox, then stores the version, then
-// publishes the event to JetStream (Nats-Msg-Id = type/id/version, so a
+// The outbox makes resource events exact. A write stores its event in the
+// outbox with the version (in one transaction where the store has them),
+// then publishes it to JetStream (Nats-Msg-Id = type/id/version, so a
 // second publish is dropped) and removes the record. A crash in between
-// leaves the record; the relay later publishes it if that version exists
-// in the history, or drops it once it is old enough to know the write
-// never happened. So no event is published for a write that did not happen,
-// and none is lost for a write that did.
-const outboxColl = "outbox"
+// leaves the record; the relay publishes it later. So no event is published
+// for a write that did not happen, and none is lost for a write that did.
 
 // outboxGrace is how long a record may wait before the relay looks at it
 // (its writer is normally done in milliseconds); outboxAbandon is when a
-// record whose version never appeared is dropped.
+// record whose version never appeared is dropped (stores without
+// transactions record the event before the write).
 var (
 	outboxGrace   = 3 * time.Second
 	outboxAbandon = 2 * time.Minute
 )
 
-type outboxDoc struct {
-	ID      string    `bson:"_id"`
-	Event   string    `bson:"event"`
-	Type    string    `bson:"type"`
-	Version string    `bson:"v"`
-	Res     string    `bson:"res"`
-	At      time.Time `bson:"at"`
-}
+func outboxID(ev Event) string { return store.OutboxID(ev.Type, ev.ID, ev.VersionID) }
 
-func outboxID(ev Event) string { return ev.Type + "/" + ev.ID + "/" + ev.VersionID }
-
-// record stores an event in the outbox before its write.
-func (r *Repo) record(ctx context.Context, ev Event, at time.Time) error {
+// outboxEvent is the event to record with a write; none without JetStream.
+func (r *Repo) outboxEvent(ev Event) []byte {
 	if r.js == nil {
 		return nil
 	}
-	_, err := r.db.Collection(outboxColl).InsertOne(ctx, outboxRecord(ev, at))
-	return err
-}
-
-func outboxRecord(ev Event, at time.Time) outboxDoc {
 	b, _ := json.Marshal(ev)
-	return outboxDoc{ID: outboxID(ev), Event: string(b), Type: ev.Type, Version: ev.VersionID, Res: ev.ID, At: at}
+	return b
 }
 
 // publish sends a written version's event and clears its outbox record. A
@@ -96,7 +78,7 @@ func (r *Repo) flushCleared() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := r.db.Collection(outboxColl).DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}); err != nil {
+	if err := r.st.ClearOutbox(ctx, ids); err != nil {
 		r.log.Warn("outbox records not cleared; the relay will republish them", "count", len(ids), "err", err)
 	}
 }
@@ -127,30 +109,19 @@ func (r *Repo) Relay(ctx context.Context, interval time.Duration) {
 // RelayOnce handles the outbox records older than the grace period and
 // returns how many events it published.
 func (r *Repo) RelayOnce(ctx context.Context) (int, error) {
-	cur, err := r.db.Collection(outboxColl).Find(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$lt", Value: time.Now().Add(-outboxGrace)}}}})
+	now := time.Now()
+	pending, err := r.st.Pending(ctx, now.Add(-outboxGrace), now.Add(-outboxAbandon))
 	if err != nil {
 		return 0, err
 	}
-	var docs []outboxDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return 0, err
-	}
 	n := 0
-	for _, d := range docs {
-		err := r.history(d.Type).FindOne(ctx, bson.D{{Key: fID, Value: d.Res + "/" + d.Version}}).Err()
-		switch {
-		case err == nil:
-			var ev Event
-			if json.Unmarshal([]byte(d.Event), &ev) == nil {
-				r.publish(ctx, ev)
-				n++
-			}
-		case errors.Is(err, mongo.ErrNoDocuments):
-			if time.Since(d.At) > outboxAbandon {
-				_, _ = r.db.Collection(outboxColl).DeleteOne(ctx, bson.D{{Key: "_id", Value: d.ID}})
-			}
-		default:
-			return n, err
+	for _, p := range pending {
+		var ev Event
+		if json.Unmarshal(p.Event, &ev) == nil {
+			r.publish(ctx, ev)
+			n++
+		} else {
+			r.clear(p.ID) // unreadable: publishing it would not help anyone
 		}
 	}
 	return n, nil

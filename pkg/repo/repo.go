@@ -1,7 +1,7 @@
 // Package repo is the resource repository every service writes and reads
-// through: FHIR resources over MongoDB with versions, history, project
-// isolation, validation, search and a read cache that change events keep
-// honest across instances.
+// through: FHIR resources over the storage port (pkg/store) with versions,
+// history, project isolation, validation, search, change events and a read
+// cache that those events keep honest across instances.
 package repo
 
 import (
@@ -20,24 +20,12 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/fhirschema"
 	"github.com/pinion-health/pinion/pkg/search"
-)
-
-// Stored document fields. Search fields (s_*) sit beside them, top level.
-const (
-	fID      = "_id"
-	fVersion = "v"
-	fTime    = "ts"
-	fProject = "project"
-	fDeleted = "deleted"
-	fJSON    = "r"
+	"github.com/pinion-health/pinion/pkg/store"
 )
 
 // Resource is one version of a resource as stored.
@@ -79,7 +67,7 @@ type Event struct {
 
 // Repo is the repository. It is safe for concurrent use.
 type Repo struct {
-	db    *mongo.Database
+	st    store.Store
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	log   *slog.Logger
@@ -88,13 +76,11 @@ type Repo struct {
 	// a concurrent write has already replaced: a read caches its result only
 	// if its key's stripe saw no invalidation meanwhile.
 	gens [256]atomic.Uint64
-	// locks serialise writes to one resource within this process. MongoDB's
-	// conditional replace already lets one of two racing writers win, but
-	// FerretDB's is not atomic (it finds, then writes): measured, two
-	// writers could both succeed. Across processes on FerretDB that race
-	// remains; on MongoDB it does not.
-	locks   [256]sync.Mutex
-	indexed sync.Map // resource type → struct{}: indexes ensured
+	// locks serialise updates of one resource within this process, so two
+	// concurrent updates both land (the second on the first) rather than
+	// one losing to the store's version check with a 409. Across processes
+	// the version check decides.
+	locks [256]sync.Mutex
 	// cleared are outbox records whose events are published, removed in batches.
 	clearMu sync.Mutex
 	cleared []string
@@ -113,7 +99,7 @@ type Options struct {
 
 // New opens the repository. With nc set, writes publish events and the cache
 // follows other instances' writes.
-func New(db *mongo.Database, nc *nats.Conn, o Options) (*Repo, error) {
+func New(st store.Store, nc *nats.Conn, o Options) (*Repo, error) {
 	if o.CacheSize <= 0 {
 		o.CacheSize = 100_000
 	}
@@ -121,7 +107,7 @@ func New(db *mongo.Database, nc *nats.Conn, o Options) (*Repo, error) {
 		o.Log = slog.Default()
 	}
 	c, _ := lru.New[string, *Resource](o.CacheSize)
-	r := &Repo{db: db, nc: nc, js: o.JS, log: o.Log, cache: c}
+	r := &Repo{st: st, nc: nc, js: o.JS, log: o.Log, cache: c}
 	if nc != nil {
 		sub, err := nc.Subscribe(bus.EventPrefix+">", r.onEvent)
 		if err != nil {
@@ -171,9 +157,9 @@ func (r *Repo) onEvent(m *nats.Msg) {
 	r.cache.Remove(key)
 }
 
-func (r *Repo) coll(typ string) *mongo.Collection { return r.db.Collection(typ) }
-
-func (r *Repo) history(typ string) *mongo.Collection { return r.db.Collection(typ + "_history") }
+// Store is the storage port under the repository, for the services'
+// credentials.
+func (r *Repo) Store() store.Store { return r.st }
 
 // Read returns the current version of a resource: 404 if absent or in
 // another project, 410 if deleted.
@@ -204,35 +190,33 @@ func (r *Repo) readAny(ctx context.Context, typ, id string) (*Resource, error) {
 		return res, nil
 	}
 	gen := r.stripe(key).Load()
-	var doc bson.Raw
-	err := r.coll(typ).FindOne(ctx, bson.D{{Key: fID, Value: id}},
-		options.FindOne().SetProjection(bson.D{{Key: fVersion, Value: 1}, {Key: fTime, Value: 1}, {Key: fProject, Value: 1}, {Key: fDeleted, Value: 1}, {Key: fJSON, Value: 1}})).Decode(&doc)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, fhir.NotFound()
-	}
+	rec, err := r.st.Get(ctx, typ, id)
 	if err != nil {
-		return nil, fmt.Errorf("read %s/%s: %w", typ, id, err)
+		return nil, storeError(err, typ, id)
 	}
-	res := fromDoc(typ, doc)
+	res := fromRecord(rec)
 	if r.stripe(key).Load() == gen {
 		r.cache.Add(key, res)
 	}
 	return res, nil
 }
 
-func fromDoc(typ string, doc bson.Raw) *Resource {
-	res := &Resource{Type: typ}
-	res.ID, _ = doc.Lookup(fID).StringValueOK()
-	res.VersionID, _ = doc.Lookup(fVersion).StringValueOK()
-	if dt, ok := doc.Lookup(fTime).DateTimeOK(); ok {
-		res.LastUpdated = time.UnixMilli(dt).UTC()
+func fromRecord(rec *store.Record) *Resource {
+	return &Resource{Type: rec.Type, ID: rec.ID, VersionID: rec.Version, LastUpdated: rec.Time,
+		Project: rec.Project, Deleted: rec.Deleted, JSON: rec.JSON}
+}
+
+// storeError maps the port's errors to the answers callers see.
+func storeError(err error, typ, id string) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fhir.NotFound()
+	case errors.Is(err, store.ErrConflict):
+		return fhir.Conflict("Resource was changed by another request; retry with the current version")
+	case errors.Is(err, store.ErrExists):
+		return fhir.Conflict("Resource already exists: " + typ + "/" + id)
 	}
-	res.Project, _ = doc.Lookup(fProject).StringValueOK()
-	res.Deleted, _ = doc.Lookup(fDeleted).BooleanOK()
-	if s, ok := doc.Lookup(fJSON).StringValueOK(); ok {
-		res.JSON = []byte(s)
-	}
-	return res
+	return err
 }
 
 // VRead returns one version from the history.
@@ -240,16 +224,14 @@ func (r *Repo) VRead(ctx context.Context, sc Scope, typ, id, vid string) (*Resou
 	if _, err := r.Read(ctx, sc, typ, id); err != nil && !isGone(err) {
 		return nil, err
 	}
-	var doc bson.Raw
-	err := r.history(typ).FindOne(ctx, bson.D{{Key: fID, Value: id + "/" + vid}}).Decode(&doc)
-	if errors.Is(err, mongo.ErrNoDocuments) {
+	if !validID(vid) {
 		return nil, fhir.NotFound()
 	}
+	rec, err := r.st.GetVersion(ctx, typ, id, vid)
 	if err != nil {
-		return nil, fmt.Errorf("vread %s/%s/%s: %w", typ, id, vid, err)
+		return nil, storeError(err, typ, id)
 	}
-	res := fromDoc(typ, doc)
-	res.ID = id
+	res := fromRecord(rec)
 	if !sc.allows(res.Project) {
 		return nil, fhir.NotFound()
 	}
@@ -264,19 +246,15 @@ func (r *Repo) History(ctx context.Context, sc Scope, typ, id string) ([]*Resour
 	if _, err := r.Read(ctx, sc, typ, id); err != nil && !isGone(err) {
 		return nil, err
 	}
-	cur, err := r.history(typ).Find(ctx, bson.D{{Key: "id", Value: id}},
-		options.Find().SetSort(bson.D{{Key: fTime, Value: -1}}).SetLimit(1000))
+	recs, err := r.st.History(ctx, typ, id, 1000)
 	if err != nil {
-		return nil, fmt.Errorf("history %s/%s: %w", typ, id, err)
+		return nil, err
 	}
-	defer cur.Close(ctx)
-	var out []*Resource
-	for cur.Next(ctx) {
-		res := fromDoc(typ, cur.Current)
-		res.ID = id
-		out = append(out, res)
+	out := make([]*Resource, len(recs))
+	for i, rec := range recs {
+		out[i] = fromRecord(rec)
 	}
-	return out, cur.Err()
+	return out, nil
 }
 
 func isGone(err error) bool {
@@ -359,67 +337,49 @@ func (r *Repo) Delete(ctx context.Context, sc Scope, typ, id string) error {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	vid := uuid.NewString()
 	ev := Event{Op: "delete", Type: typ, ID: id, VersionID: vid, Project: cur.Project}
-	if err := r.record(ctx, ev, now); err != nil {
-		return err
+	w := &store.Write{Record: store.Record{Type: typ, ID: id, Version: vid, Time: now, Project: cur.Project, Deleted: true},
+		Prev: cur.VersionID, Event: r.outboxEvent(ev)}
+	if err := r.st.Write(ctx, w); err != nil {
+		r.forget(typ, id)
+		return storeError(err, typ, id)
 	}
-	hist := bson.D{{Key: fID, Value: id + "/" + vid}, {Key: "id", Value: id}, {Key: fVersion, Value: vid},
-		{Key: fTime, Value: now}, {Key: fProject, Value: cur.Project}, {Key: fDeleted, Value: true}}
-	if _, err := r.history(typ).InsertOne(ctx, hist); err != nil {
-		return fmt.Errorf("delete %s/%s history: %w", typ, id, err)
-	}
-	doc := bson.D{{Key: fID, Value: id}, {Key: fVersion, Value: vid}, {Key: fTime, Value: now},
-		{Key: fProject, Value: cur.Project}, {Key: fDeleted, Value: true}}
-	if err := r.replace(ctx, typ, id, cur.VersionID, doc); err != nil {
-		return err
-	}
-	out := &Resource{Type: typ, ID: id, VersionID: vid, LastUpdated: now, Project: cur.Project, Deleted: true}
-	key := cacheKey(typ, id)
-	r.stripe(key).Add(1)
-	r.cache.Add(key, out)
-	r.publish(ctx, ev)
+	r.stored(&version{ev: ev, out: fromRecord(&w.Record)})
 	return nil
 }
 
-// write stores a new version: history first (so every current version is
-// in the history), then the current document, conditional on prevVersion.
+// write stores a new version, replacing prevVersion ("" creates).
 func (r *Repo) write(ctx context.Context, op, typ, id, project string, res map[string]any, author, prevVersion string) (*Resource, error) {
-	if err := r.ensureIndexes(ctx, typ); err != nil {
-		return nil, err
-	}
-	v, err := prepare(op, typ, id, project, res, author)
+	v, err := r.prepare(op, typ, id, project, res, author)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.record(ctx, v.ev, v.out.LastUpdated); err != nil {
-		return nil, err
-	}
-	if _, err := r.history(typ).InsertOne(ctx, v.hist); err != nil {
-		return nil, fmt.Errorf("write %s/%s history: %w", typ, id, err)
-	}
-	if prevVersion == "" {
-		if _, err := r.coll(typ).InsertOne(ctx, v.doc); err != nil {
-			if mongo.IsDuplicateKeyError(err) {
-				return nil, fhir.Conflict("Resource already exists: " + typ + "/" + id)
-			}
-			return nil, fmt.Errorf("write %s/%s: %w", typ, id, err)
+	v.w.Prev = prevVersion
+	if err := r.st.Write(ctx, v.w); err != nil {
+		if prevVersion != "" {
+			r.forget(typ, id)
 		}
-	} else if err := r.replace(ctx, typ, id, prevVersion, v.doc); err != nil {
-		return nil, err
+		return nil, storeError(err, typ, id)
 	}
 	r.stored(v)
 	return v.out, nil
 }
 
-// version is one new version, ready to store.
-type version struct {
-	ev        Event
-	hist, doc bson.D
-	out       *Resource
+// forget drops a cached version a write found stale.
+func (r *Repo) forget(typ, id string) {
+	key := cacheKey(typ, id)
+	r.stripe(key).Add(1)
+	r.cache.Remove(key)
 }
 
-// prepare stamps id and meta on a resource and builds its history and
-// current documents.
-func prepare(op, typ, id, project string, res map[string]any, author string) (*version, error) {
+// version is one new version, ready to store.
+type version struct {
+	ev  Event
+	w   *store.Write
+	out *Resource
+}
+
+// prepare stamps id and meta on a resource and builds its write.
+func (r *Repo) prepare(op, typ, id, project string, res map[string]any, author string) (*version, error) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	vid := uuid.NewString()
 	res["id"] = id
@@ -454,13 +414,8 @@ func prepare(op, typ, id, project string, res map[string]any, author string) (*v
 		ev:  Event{Op: op, Type: typ, ID: id, VersionID: vid, Project: project},
 		out: &Resource{Type: typ, ID: id, VersionID: vid, LastUpdated: now, Project: project, JSON: body},
 	}
-	v.hist = bson.D{{Key: fID, Value: id + "/" + vid}, {Key: "id", Value: id}, {Key: fVersion, Value: vid},
-		{Key: fTime, Value: now}, {Key: fProject, Value: project}, {Key: fDeleted, Value: false}, {Key: fJSON, Value: string(body)}}
-	v.doc = bson.D{{Key: fID, Value: id}, {Key: fVersion, Value: vid}, {Key: fTime, Value: now},
-		{Key: fProject, Value: project}, {Key: fDeleted, Value: false}, {Key: fJSON, Value: string(body)}}
-	for k, f := range search.Fields(typ, res) {
-		v.doc = append(v.doc, bson.E{Key: k, Value: f})
-	}
+	v.w = &store.Write{Record: store.Record{Type: typ, ID: id, Version: vid, Time: now, Project: project, JSON: body},
+		Fields: search.Fields(typ, res), Event: r.outboxEvent(v.ev)}
 	return v, nil
 }
 
@@ -480,15 +435,12 @@ func (r *Repo) CreateMany(ctx context.Context, sc Scope, typ string, list []map[
 	if len(list) == 0 {
 		return nil
 	}
-	if err := r.ensureIndexes(ctx, typ); err != nil {
-		return err
-	}
 	project := o.Project
 	if project == "" {
 		project = sc.Project
 	}
 	vs := make([]*version, 0, len(list))
-	var outbox, hist, docs []any
+	ws := make([]*store.Write, 0, len(list))
 	for _, res := range list {
 		if t, _ := res["resourceType"].(string); t != typ {
 			return fhir.BadRequest("Incorrect resource type", "resourceType")
@@ -496,43 +448,18 @@ func (r *Repo) CreateMany(ctx context.Context, sc Scope, typ string, list []map[
 		if err := fhirschema.Validate(withoutMeta(res), fhirschema.Options{Strict: o.Strict}); err != nil {
 			return err
 		}
-		v, err := prepare("create", typ, uuid.NewString(), project, res, o.Author)
+		v, err := r.prepare("create", typ, uuid.NewString(), project, res, o.Author)
 		if err != nil {
 			return err
 		}
 		vs = append(vs, v)
-		if r.js != nil {
-			outbox = append(outbox, outboxRecord(v.ev, v.out.LastUpdated))
-		}
-		hist = append(hist, v.hist)
-		docs = append(docs, v.doc)
+		ws = append(ws, v.w)
 	}
-	if len(outbox) > 0 {
-		if _, err := r.db.Collection(outboxColl).InsertMany(ctx, outbox); err != nil {
-			return fmt.Errorf("write %s outbox: %w", typ, err)
-		}
-	}
-	if _, err := r.history(typ).InsertMany(ctx, hist); err != nil {
-		return fmt.Errorf("write %s history: %w", typ, err)
-	}
-	if _, err := r.coll(typ).InsertMany(ctx, docs); err != nil {
-		return fmt.Errorf("write %s: %w", typ, err)
+	if err := r.st.Write(ctx, ws...); err != nil {
+		return storeError(err, typ, "")
 	}
 	for _, v := range vs {
 		r.stored(v)
-	}
-	return nil
-}
-
-// replace swaps the current document if it is still at prevVersion.
-func (r *Repo) replace(ctx context.Context, typ, id, prevVersion string, doc bson.D) error {
-	res, err := r.coll(typ).ReplaceOne(ctx, bson.D{{Key: fID, Value: id}, {Key: fVersion, Value: prevVersion}}, doc)
-	if err != nil {
-		return fmt.Errorf("write %s/%s: %w", typ, id, err)
-	}
-	if res.MatchedCount == 0 {
-		r.cache.Remove(cacheKey(typ, id))
-		return fhir.Conflict("Resource was changed by another request; retry with the current version")
 	}
 	return nil
 }

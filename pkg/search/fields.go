@@ -4,8 +4,6 @@ import (
 	"math"
 	"strings"
 	"time"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // Fields computes the flat search fields to store beside a resource (keys s_<code>); resource is decoded JSON (numbers as json.Number or float64).
@@ -22,11 +20,11 @@ import (
 //
 // A field is absent when the resource has no value for it, which is what
 // :missing tests.
-func Fields(resourceType string, resource map[string]any) bson.M {
+func Fields(resourceType string, resource map[string]any) map[string]any {
 	if resource == nil {
-		return bson.M{}
+		return map[string]any{}
 	}
-	out := make(bson.M, 32)
+	out := make(map[string]any, 32)
 	var vals []value
 	for _, p := range loadRegistry().list(resourceType) {
 		vals = p.eval(resource, vals[:0])
@@ -68,7 +66,7 @@ func (s *set) add(v string) {
 	*s = append(*s, v)
 }
 
-func stringFields(p *Param, vals []value, out bson.M) {
+func stringFields(p *Param, vals []value, out map[string]any) {
 	norm, exact := make(set, 0, 2*len(vals)), make(set, 0, 2*len(vals))
 	add := func(s string) {
 		if n := normalize(s); n != "" {
@@ -87,25 +85,6 @@ func stringFields(p *Param, vals []value, out bson.M) {
 	out[p.field] = []string(norm)
 	out[p.f.exact] = []string(exact)
 	out[p.f.sort] = norm[0]
-	out[p.f.prefix] = prefixes(norm)
-}
-
-// maxPrefix is the longest prefix stored for "starts with" string search.
-// A query up to this long is one equality on the prefix field, which
-// FerretDB pushes down and an index serves; a longer one is that equality
-// on its first maxPrefix runes plus the regular expression.
-const maxPrefix = 12
-
-// prefixes lists every prefix (by rune, up to maxPrefix) of the values.
-func prefixes(vals []string) []string {
-	out := make(set, 0, len(vals)*maxPrefix)
-	for _, v := range vals {
-		r := []rune(v)
-		for i := 1; i <= len(r) && i <= maxPrefix; i++ {
-			out.add(string(r[:i]))
-		}
-	}
-	return out
 }
 
 // stringsOf finds the text a string parameter matches in one value: a
@@ -153,7 +132,7 @@ func stringsOf(v value, add func(string)) {
 	}
 }
 
-func tokenFields(p *Param, vals []value, out bson.M) {
+func tokenFields(p *Param, vals []value, out map[string]any) {
 	keys := make(set, 0, 3*len(vals))
 	var text set
 	first := ""
@@ -218,7 +197,7 @@ func tokensOf(v value, addToken func(system, code string), addText func(string))
 	}
 }
 
-func referenceFields(p *Param, vals []value, out bson.M) {
+func referenceFields(p *Param, vals []value, out map[string]any) {
 	var keys set
 	for _, v := range vals {
 		switch x := v.v.(type) {
@@ -246,7 +225,7 @@ func referenceFields(p *Param, vals []value, out bson.M) {
 	}
 }
 
-func dateFields(p *Param, vals []value, out bson.M) {
+func dateFields(p *Param, vals []value, out map[string]any) {
 	var lo, hi time.Time
 	found := false
 	add := func(l, h time.Time) {
@@ -309,7 +288,7 @@ func period(m map[string]any, add func(lo, hi time.Time)) {
 	}
 }
 
-func numberFields(p *Param, vals []value, out bson.M) {
+func numberFields(p *Param, vals []value, out map[string]any) {
 	var nums []float64
 	for _, v := range vals {
 		if f, ok := number(v.v); ok && !math.IsNaN(f) && !math.IsInf(f, 0) {
@@ -321,7 +300,7 @@ func numberFields(p *Param, vals []value, out bson.M) {
 	}
 }
 
-func quantityFields(p *Param, vals []value, out bson.M) {
+func quantityFields(p *Param, vals []value, out map[string]any) {
 	var nums []float64
 	var units set
 	for _, v := range vals {
@@ -350,7 +329,7 @@ func quantityFields(p *Param, vals []value, out bson.M) {
 	}
 }
 
-func uriFields(p *Param, vals []value, out bson.M) {
+func uriFields(p *Param, vals []value, out map[string]any) {
 	var uris set
 	for _, v := range vals {
 		if s, ok := v.v.(string); ok && len(s) <= maxStored {

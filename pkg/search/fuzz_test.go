@@ -6,14 +6,15 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"go.mongodb.org/mongo-driver/v2/bson"
+	"github.com/pinion-health/pinion/pkg/store"
 )
 
 // FuzzParse feeds arbitrary query strings to Parse: it must never panic,
-// must fail only with a 400 *fhir.Error, and must build filters the driver
-// can encode.
+// must fail only with a 400 *fhir.Error, and must build conditions every
+// store can run.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		"",
@@ -46,12 +47,9 @@ func FuzzParse(f *testing.F) {
 			if query.Count < 0 || query.Count > MaxCount || query.Offset < 0 {
 				t.Fatalf("Parse(%s, %q): count %d offset %d", typ, s, query.Count, query.Offset)
 			}
-			if _, err := bson.Marshal(query.Filter); err != nil {
-				t.Fatalf("Parse(%s, %q): filter does not encode: %v", typ, s, err)
-			}
-			if len(query.Sort) > 0 {
-				if _, err := bson.Marshal(query.Sort); err != nil {
-					t.Fatalf("Parse(%s, %q): sort does not encode: %v", typ, s, err)
+			for _, c := range query.Filter {
+				if err := store.Check(c); err != nil {
+					t.Fatalf("Parse(%s, %q): a condition no store can run: %v", typ, s, err)
 				}
 			}
 		}
@@ -59,7 +57,7 @@ func FuzzParse(f *testing.F) {
 }
 
 // FuzzFields feeds arbitrary JSON to Fields: it must never panic, and what
-// it returns must encode as BSON.
+// it returns must be of the kinds every store takes.
 func FuzzFields(f *testing.F) {
 	for _, s := range []string{
 		`{}`,
@@ -79,8 +77,12 @@ func FuzzFields(f *testing.F) {
 			return
 		}
 		for _, typ := range types {
-			if _, err := bson.Marshal(Fields(typ, res)); err != nil {
-				t.Fatalf("Fields(%s, %s) does not encode: %v", typ, s, err)
+			for k, v := range Fields(typ, res) {
+				switch v.(type) {
+				case string, []string, []float64, time.Time:
+				default:
+					t.Fatalf("Fields(%s, %s): %s is a %T", typ, s, k, v)
+				}
 			}
 		}
 	})

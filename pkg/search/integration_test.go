@@ -6,18 +6,24 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/pinion-health/pinion/pkg/embedded"
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/pinion-health/pinion/pkg/embedded"
+	"github.com/pinion-health/pinion/pkg/store"
+	"github.com/pinion-health/pinion/pkg/store/mongostore"
+	"github.com/pinion-health/pinion/pkg/store/sqlstore"
 )
 
-// db is the database of the embedded FerretDB that TestMain starts.
-var db *mongo.Database
+// These tests run each query through every store adapter: the SQLite store
+// and the MongoDB adapter on the embedded FerretDB that TestMain starts.
+var (
+	client *mongo.Client
+	tmpDir string
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -30,17 +36,17 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	tmpDir = dir
 	// FerretDB warns about every endSessions the driver sends on Disconnect;
 	// only its errors matter here.
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	f, err := embedded.StartFerretDB(embedded.FerretOptions{Dir: dir, Logger: quiet})
+	f, err := embedded.StartFerretDB(embedded.FerretOptions{Dir: dir + "/ferret", Logger: quiet})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "search tests: start FerretDB:", err)
 		return 1
 	}
 	defer f.Close()
-	client, err := mongo.Connect(options.Client().ApplyURI(f.URI))
-	if err != nil {
+	if client, err = mongo.Connect(options.Client().ApplyURI(f.URI)); err != nil {
 		fmt.Fprintln(os.Stderr, "search tests: connect:", err)
 		return 1
 	}
@@ -49,8 +55,30 @@ func run(m *testing.M) int {
 		defer cancel()
 		_ = client.Disconnect(ctx)
 	}()
-	db = client.Database("search_test")
 	return m.Run()
+}
+
+// backend is one store adapter, fresh and empty for one test.
+type backend struct {
+	name string
+	st   store.Store
+}
+
+var dbSeq int
+
+func backends(t *testing.T, ctx context.Context) []backend {
+	t.Helper()
+	dbSeq++
+	sq, err := sqlstore.Open(ctx, fmt.Sprintf("%s/search-%d.db", tmpDir, dbSeq), sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sq.Close() })
+	mg, err := mongostore.Open(ctx, client.Database(fmt.Sprintf("search_test_%d", dbSeq)), mongostore.Options{IndexKeys: IndexKeys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []backend{{"sqlite", sq}, {"ferretdb", mg}}
 }
 
 // fixture is one stored resource.
@@ -58,68 +86,38 @@ type fixture struct {
 	id, lastUpdated, json string
 }
 
-// store writes resources in the repository's layout, search fields from
-// Fields, into the collection named after their type.
-func store(t *testing.T, ctx context.Context, resourceType string, fixtures []fixture) *mongo.Collection {
+// load writes resources of one type, in project proj1, with their search
+// fields from Fields, into every backend.
+func load(t *testing.T, ctx context.Context, resourceType string, fixtures []fixture) []backend {
 	t.Helper()
-	return storeIn(t, ctx, resourceType, resourceType, fixtures)
-}
-
-func storeIn(t *testing.T, ctx context.Context, collection, resourceType string, fixtures []fixture) *mongo.Collection {
-	t.Helper()
-	coll := db.Collection(collection)
-	if err := coll.Drop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var docs []any
+	bs := backends(t, ctx)
+	var ws []*store.Write
 	for _, f := range fixtures {
 		res := decode(t, f.json)
 		res["resourceType"], res["id"] = resourceType, f.id
-		d := bson.D{
-			{Key: "_id", Value: f.id},
-			{Key: "v", Value: "1"},
-			{Key: "ts", Value: ts(f.lastUpdated)},
-			{Key: "project", Value: "proj1"},
-			{Key: "deleted", Value: false},
-			{Key: "r", Value: f.json},
-		}
-		fields := Fields(resourceType, res)
-		keys := make([]string, 0, len(fields))
-		for k := range fields {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			d = append(d, bson.E{Key: k, Value: fields[k]})
-		}
-		docs = append(docs, d)
+		ws = append(ws, &store.Write{
+			Record: store.Record{Type: resourceType, ID: f.id, Version: "1", Time: ts(f.lastUpdated), Project: "proj1", JSON: []byte(f.json)},
+			Fields: Fields(resourceType, res),
+		})
 	}
-	if _, err := coll.InsertMany(ctx, docs); err != nil {
-		t.Fatal(err)
+	for _, b := range bs {
+		if err := b.st.Write(ctx, ws...); err != nil {
+			t.Fatalf("%s: %v", b.name, err)
+		}
 	}
-	return coll
+	return bs
 }
 
 // find runs a parsed query the way the repository does and returns the ids.
-func find(t *testing.T, ctx context.Context, coll *mongo.Collection, q *Query) []string {
+func find(t *testing.T, ctx context.Context, st store.Store, resourceType, project string, q *Query) []string {
 	t.Helper()
-	opts := options.Find().SetSkip(int64(q.Offset)).SetLimit(int64(q.Count)).SetProjection(bson.D{{Key: "_id", Value: 1}})
-	if len(q.Sort) > 0 {
-		opts.SetSort(q.Sort)
-	}
-	cur, err := coll.Find(ctx, q.Filter, opts)
+	recs, err := st.Search(ctx, resourceType, &store.Query{Project: project, Filter: q.Filter, Sort: q.Sort, Offset: q.Offset, Limit: q.Count})
 	if err != nil {
-		t.Fatalf("find %s: %v", extJSON(t, q.Filter), err)
+		t.Fatalf("search %s: %v", render(q.Filter), err)
 	}
-	var docs []struct {
-		ID string `bson:"_id"`
-	}
-	if err := cur.All(ctx, &docs); err != nil {
-		t.Fatal(err)
-	}
-	ids := make([]string, len(docs))
-	for i, d := range docs {
-		ids[i] = d.ID
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[i] = r.ID
 	}
 	return ids
 }
@@ -130,7 +128,14 @@ type searchCase struct {
 	want  []string // in order when the query sorts; otherwise as a set
 }
 
-func runCases(t *testing.T, ctx context.Context, coll *mongo.Collection, resourceType string, cases []searchCase) {
+func runCases(t *testing.T, ctx context.Context, bs []backend, resourceType string, cases []searchCase) {
+	t.Helper()
+	for _, b := range bs {
+		t.Run(b.name, func(t *testing.T) { runCasesOn(t, ctx, b.st, resourceType, cases) })
+	}
+}
+
+func runCasesOn(t *testing.T, ctx context.Context, st store.Store, resourceType string, cases []searchCase) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,13 +144,13 @@ func runCases(t *testing.T, ctx context.Context, coll *mongo.Collection, resourc
 				t.Fatalf("Parse(%q): %v", tc.query, err)
 			}
 			if q.Count == 0 {
-				// The repository only counts; a limit of 0 means none to MongoDB.
+				// The repository only counts.
 				if len(tc.want) != 0 {
 					t.Fatalf("_count=0 with results wanted")
 				}
 				return
 			}
-			got := find(t, ctx, coll, q)
+			got := find(t, ctx, st, resourceType, "proj1", q)
 			want := slices.Clone(tc.want)
 			if len(q.Sort) == 0 {
 				slices.Sort(got)
@@ -156,7 +161,7 @@ func runCases(t *testing.T, ctx context.Context, coll *mongo.Collection, resourc
 			}
 			if !slices.Equal(got, want) {
 				t.Errorf("%s?%s\nfilter %s sort %s\n got %v\nwant %v",
-					resourceType, tc.query, extJSON(t, q.Filter), extJSON(t, q.Sort), got, want)
+					resourceType, tc.query, render(q.Filter), renderSort(q.Sort), got, want)
 			}
 		})
 	}
@@ -170,7 +175,7 @@ func testContext(t *testing.T) context.Context {
 
 func TestSearchPatients(t *testing.T) {
 	ctx := testContext(t)
-	coll := store(t, ctx, "Patient", []fixture{
+	bs := load(t, ctx, "Patient", []fixture{
 		{"p1", "2024-01-01T10:00:00Z", `{"name":[{"given":["John"],"family":"Smith"}],"birthDate":"1980-05-12","gender":"male","active":true,
 			"identifier":[{"system":"http://hospital/mrn","value":"123"}],"telecom":[{"system":"email","value":"John.Smith@Example.com"}]}`},
 		{"p2", "2024-02-01T10:00:00Z", `{"name":[{"given":["José"],"family":"Müller"}],"birthDate":"1990","gender":"female",
@@ -179,7 +184,7 @@ func TestSearchPatients(t *testing.T) {
 			"identifier":[{"system":"http://hospital/mrn","value":"789"}]}`},
 		{"p4", "2024-04-01T10:00:00Z", `{"active":false}`},
 	})
-	runCases(t, ctx, coll, "Patient", []searchCase{
+	runCases(t, ctx, bs, "Patient", []searchCase{
 		{"everything", "", []string{"p1", "p2", "p3", "p4"}},
 		{"name prefix", "name=smi", []string{"p1", "p3"}},
 		{"name is case-insensitive", "name=SMITH", []string{"p1", "p3"}},
@@ -249,12 +254,12 @@ func TestSearchPatients(t *testing.T) {
 
 func TestSearchPractitioners(t *testing.T) {
 	ctx := testContext(t)
-	coll := store(t, ctx, "Practitioner", []fixture{
+	bs := load(t, ctx, "Practitioner", []fixture{
 		{"pr1", "2024-01-01T00:00:00Z", `{"name":[{"given":["Alice"],"family":"Walker","prefix":["Dr"]}],"telecom":[{"system":"email","value":"alice@clinic.org"}],
 			"identifier":[{"system":"http://hl7.org/fhir/sid/us-npi","value":"1234567893"}],"address":[{"city":"Zürich","line":["Bahnhofstrasse 1"]}]}`},
 		{"pr2", "2024-01-02T00:00:00Z", `{"name":[{"given":["Bob"],"family":"Brown"}],"gender":"male","active":true}`},
 	})
-	runCases(t, ctx, coll, "Practitioner", []searchCase{
+	runCases(t, ctx, bs, "Practitioner", []searchCase{
 		{"name", "name=alice", []string{"pr1"}},
 		{"name prefix", "name=dr", []string{"pr1"}},
 		{"family", "family=bro", []string{"pr2"}},
@@ -279,7 +284,7 @@ func TestSearchMemberships(t *testing.T) {
 		}
 		return s + extra + "}"
 	}
-	coll := store(t, ctx, "ProjectMembership", []fixture{
+	bs := load(t, ctx, "ProjectMembership", []fixture{
 		{"m1", "2024-01-01T00:00:00Z", m("Patient/p1", "User/u1", `,"active":true,"userName":"john@example.com"`)},
 		{"m2", "2024-01-02T00:00:00Z", m("Practitioner/pr1", "User/u2", `,"admin":true,"accessPolicy":{"reference":"AccessPolicy/ap1"},"externalId":"EXT-2"`)},
 		{"m3", "2024-01-03T00:00:00Z", m("ClientApplication/c1", "ClientApplication/c1", "")},
@@ -288,7 +293,7 @@ func TestSearchMemberships(t *testing.T) {
 		{"m6", "2024-01-06T00:00:00Z", m("", "User/u6", "")},
 		{"m7", "2024-01-07T00:00:00Z", m("https://example.com/fhir/R4/Patient/p2", "User/u7", "")},
 	})
-	runCases(t, ctx, coll, "ProjectMembership", []searchCase{
+	runCases(t, ctx, bs, "ProjectMembership", []searchCase{
 		// The four use cases of E4.
 		{"all members", "", []string{"m1", "m2", "m3", "m4", "m5", "m6", "m7"}},
 		{"human members", "profile-type:not=ClientApplication,Bot", []string{"m1", "m2", "m5", "m6", "m7"}},
@@ -321,12 +326,12 @@ func TestSearchMemberships(t *testing.T) {
 
 func TestSearchBots(t *testing.T) {
 	ctx := testContext(t)
-	coll := store(t, ctx, "Bot", []fixture{
+	bs := load(t, ctx, "Bot", []fixture{
 		{"b1", "2024-01-01T00:00:00Z", `{"name":"Echo Bot","identifier":[{"system":"https://example.com/bots","value":"echo"}]}`},
 		{"b2", "2024-01-02T00:00:00Z", `{"name":"Echo Two","identifier":[{"value":"echo"}]}`},
 		{"b3", "2024-01-03T00:00:00Z", `{"name":"Reader","identifier":[{"system":"https://other.example","value":"reader"}]}`},
 	})
-	runCases(t, ctx, coll, "Bot", []searchCase{
+	runCases(t, ctx, bs, "Bot", []searchCase{
 		{"identifier system|code", "identifier=https://example.com/bots|echo", []string{"b1"}},
 		{"identifier |code", "identifier=|echo", []string{"b2"}},
 		{"identifier bare code, any system", "identifier=echo", []string{"b1", "b2"}},
@@ -343,12 +348,12 @@ func TestSearchBots(t *testing.T) {
 
 func TestSearchAccessPolicies(t *testing.T) {
 	ctx := testContext(t)
-	coll := store(t, ctx, "AccessPolicy", []fixture{
+	bs := load(t, ctx, "AccessPolicy", []fixture{
 		{"ap1", "2024-01-01T00:00:00Z", `{"name":"Patient Access","resource":[{"resourceType":"Patient"}]}`},
 		{"ap2", "2024-01-02T00:00:00Z", `{"name":"Practitioner Policy","meta":{"tag":[{"system":"http://tags","code":"staff"}]}}`},
 		{"ap3", "2024-01-03T00:00:00Z", `{"resource":[{"resourceType":"*"}]}`},
 	})
-	runCases(t, ctx, coll, "AccessPolicy", []searchCase{
+	runCases(t, ctx, bs, "AccessPolicy", []searchCase{
 		{"name", "name=pati", []string{"ap1"}},
 		{"name shared prefix", "name=pa", []string{"ap1"}},
 		{"name any", "name=p", []string{"ap1", "ap2"}},
@@ -362,7 +367,7 @@ func TestSearchAccessPolicies(t *testing.T) {
 // accepted by FerretDB, whatever it matches.
 func TestFilterShapes(t *testing.T) {
 	ctx := testContext(t)
-	coll := store(t, ctx, "Observation", []fixture{
+	bs := load(t, ctx, "Observation", []fixture{
 		{"o1", "2024-01-01T00:00:00Z", `{"status":"final","subject":{"reference":"Patient/p1"},
 			"code":{"coding":[{"system":"http://loinc.org","code":"8867-4","display":"Heart rate"}]},
 			"effectivePeriod":{"start":"2021-05-06T07:08:09Z","end":"2021-05-06T08:00:00Z"},
@@ -370,7 +375,7 @@ func TestFilterShapes(t *testing.T) {
 		{"o2", "2024-01-02T00:00:00Z", `{"status":"preliminary","subject":{"reference":"Group/g1"},"effectiveDateTime":"2022",
 			"valueQuantity":{"value":100.2,"system":"http://unitsofmeasure.org","code":"mg"}}`},
 	})
-	runCases(t, ctx, coll, "Observation", []searchCase{
+	runCases(t, ctx, bs, "Observation", []searchCase{
 		{"code text", "code:text=heart", []string{"o1"}},
 		{"code", "code=http://loinc.org|8867-4", []string{"o1"}},
 		{"patient only for patients", "patient=p1", []string{"o1"}},
@@ -390,26 +395,10 @@ func TestFilterShapes(t *testing.T) {
 	})
 }
 
-func TestIndexKeysCreate(t *testing.T) {
+// TestScoped runs queries with the repository's project scope.
+func TestScoped(t *testing.T) {
 	ctx := testContext(t)
-	coll := db.Collection("ProjectMembership_index_test")
-	var models []mongo.IndexModel
-	for _, k := range IndexKeys("ProjectMembership") {
-		models = append(models, mongo.IndexModel{Keys: bson.D{{Key: k, Value: 1}}})
-	}
-	names, err := coll.Indexes().CreateMany(ctx, models)
-	if err != nil {
-		t.Fatalf("create indexes: %v", err)
-	}
-	if len(names) != len(models) || !strings.Contains(strings.Join(names, ","), "s_profile_type") {
-		t.Errorf("created %v", names)
-	}
-}
-
-// TestScopedOnFerretDB runs filters with the repository's scoping added.
-func TestScopedOnFerretDB(t *testing.T) {
-	ctx := testContext(t)
-	coll := storeIn(t, ctx, "Patient_scoped", "Patient", []fixture{
+	bs := load(t, ctx, "Patient", []fixture{
 		{"p1", "2024-01-01T00:00:00Z", `{"gender":"female","name":[{"family":"Smith"}]}`},
 		{"p2", "2024-01-02T00:00:00Z", `{"gender":"female","name":[{"family":"Smithers"}]}`},
 		{"p3", "2024-01-03T00:00:00Z", `{"gender":"male"}`},
@@ -420,21 +409,23 @@ func TestScopedOnFerretDB(t *testing.T) {
 	}{
 		{"own project", "gender=female", "proj1", []string{"p1", "p2"}},
 		{"other project", "gender=female", "proj2", nil},
+		{"every project", "gender=female", "", []string{"p1", "p2"}},
 		{"_project agreeing", "_project=proj1&name=smith&name=smithe", "proj1", []string{"p2"}},
 		{"_project disagreeing", "_project=proj2", "proj1", nil},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			q, err := Parse("Patient", mustQuery(t, tc.query))
-			if err != nil {
-				t.Fatal(err)
-			}
-			q.Filter = q.Scoped(bson.E{Key: "project", Value: tc.project}, bson.E{Key: "deleted", Value: false})
-			got := find(t, ctx, coll, q)
-			slices.Sort(got)
-			if !slices.Equal(got, tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
-				t.Errorf("%s: got %v, want %v (filter %s)", tc.query, got, tc.want, extJSON(t, q.Filter))
-			}
-		})
+	for _, b := range bs {
+		for _, tc := range tests {
+			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
+				q, err := Parse("Patient", mustQuery(t, tc.query))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := find(t, ctx, b.st, "Patient", tc.project, q)
+				slices.Sort(got)
+				if !slices.Equal(got, tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
+					t.Errorf("%s: got %v, want %v (filter %s)", tc.query, got, tc.want, render(q.Filter))
+				}
+			})
+		}
 	}
 }

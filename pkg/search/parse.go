@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"go.mongodb.org/mongo-driver/v2/bson"
+	"github.com/pinion-health/pinion/pkg/store"
 )
 
 // Paging limits.
@@ -23,14 +23,14 @@ const (
 // Query is a parsed search: what to match, in which order, which page, and
 // how to present it.
 type Query struct {
-	Filter    bson.D     // conditions on stored fields; the repository adds project and deleted scoping itself
-	Sort      bson.D     // empty unless _sort was given; then ends with _id, so pages are stable
-	Count     int        // _count, default 20, max 1000 (over → 400), 0 allowed
-	Offset    int        // _offset, >= 0
-	Total     string     // _total: "", "none", "estimate" or "accurate"
-	Summary   string     // _summary: "", "count", "true", "data", "text", "false"
-	Elements  []string   // _elements
-	Canonical url.Values // the parameters as understood, for self/next links
+	Filter    []store.Cond // conditions on stored fields, ANDed; the repository adds project and deleted scoping itself
+	Sort      []store.Sort // empty unless _sort was given; then ends with _id, so pages are stable
+	Count     int          // _count, default 20, max 1000 (over → 400), 0 allowed
+	Offset    int          // _offset, >= 0
+	Total     string       // _total: "", "none", "estimate" or "accurate"
+	Summary   string       // _summary: "", "count", "true", "data", "text", "false"
+	Elements  []string     // _elements
+	Canonical url.Values   // the parameters as understood, for self/next links
 }
 
 // now is the clock the ap (approximately) date prefix measures from.
@@ -180,7 +180,7 @@ func Parse(resourceType string, q url.Values) (*Query, error) {
 	if query.Offset == 0 {
 		query.Canonical.Del("_offset")
 	}
-	query.Filter = f.done()
+	query.Filter = f.conds
 	return query, nil
 }
 
@@ -242,20 +242,20 @@ func splitList(key, v string) ([]string, error) {
 	return items, nil
 }
 
-func sortFor(reg *registry, resourceType string, spec []string) (bson.D, error) {
-	var s bson.D
+func sortFor(reg *registry, resourceType string, spec []string) ([]store.Sort, error) {
+	var s []store.Sort
 	hasID := false
 	for _, item := range spec {
-		dir, code := 1, item
+		desc, code := false, item
 		if strings.HasPrefix(item, "-") {
-			dir, code = -1, item[1:]
+			desc, code = true, item[1:]
 		}
 		var field string
 		switch code {
 		case "_id":
-			field, hasID = "_id", true
+			field, hasID = store.FieldID, true
 		case "_lastUpdated":
-			field = "ts"
+			field = store.FieldTime
 		default:
 			p := reg.lookup(resourceType, code)
 			if p == nil {
@@ -273,14 +273,14 @@ func sortFor(reg *registry, resourceType string, spec []string) (bson.D, error) 
 			}
 		}
 		for _, e := range s {
-			if e.Key == field {
+			if e.Field == field {
 				return nil, fhir.BadRequest("Sort parameter given twice: "+clip(code), "_sort")
 			}
 		}
-		s = append(s, bson.E{Key: field, Value: dir})
+		s = append(s, store.Sort{Field: field, Desc: desc})
 	}
 	if !hasID {
-		s = append(s, bson.E{Key: "_id", Value: 1})
+		s = append(s, store.Sort{Field: store.FieldID})
 	}
 	return s, nil
 }
@@ -310,81 +310,13 @@ func truncateRunes(s string, n int) string {
 	return s
 }
 
-// filter collects conditions. Each field appears once at the top level,
-// where MongoDB indexes and FerretDB's PostgreSQL backend can use it; a
-// second condition on the same field goes into a trailing $and.
-type filter struct {
-	top  bson.D
-	more bson.A
-}
+// filter collects the query's conditions, ANDed.
+type filter struct{ conds []store.Cond }
 
-func (f *filter) add(key string, val any) {
-	for _, e := range f.top {
-		if e.Key == key {
-			f.more = append(f.more, bson.D{{Key: key, Value: val}})
-			return
-		}
-	}
-	f.top = append(f.top, bson.E{Key: key, Value: val})
-}
-
-// addAll adds every element of a condition document.
-func (f *filter) addAll(d bson.D) {
-	for _, e := range d {
-		f.add(e.Key, e.Value)
-	}
-}
-
-func (f *filter) done() bson.D {
-	d := append(bson.D{}, f.top...)
-	if len(f.more) > 0 {
-		d = append(d, bson.E{Key: "$and", Value: f.more})
-	}
-	return d
-}
-
-// Scoped returns the filter with the repository's own conditions (project, deleted) first, each field still once at the top level.
-//
-// A condition on a field the query also constrains, such as project when
-// _project was given, joins the trailing $and rather than repeating a key,
-// which MongoDB would not read as AND.
-func (q *Query) Scoped(conds ...bson.E) bson.D {
-	var f filter
-	for _, c := range conds {
-		f.add(c.Key, c.Value)
-	}
-	for _, e := range q.Filter {
-		if more, ok := e.Value.(bson.A); ok && e.Key == "$and" {
-			f.more = append(f.more, more...)
-			continue
-		}
-		f.add(e.Key, e.Value)
-	}
-	return f.done()
-}
-
-// oneOf is an equality on field with any of values.
-func oneOf(field string, values []string) bson.D {
-	if len(values) == 1 {
-		return bson.D{{Key: field, Value: values[0]}}
-	}
-	return bson.D{{Key: field, Value: bson.D{{Key: "$in", Value: values}}}}
-}
-
-// anyOf ORs condition documents, flattening a single one.
-func anyOf(conds []bson.D) bson.D {
-	if len(conds) == 1 {
-		return conds[0]
-	}
-	a := make(bson.A, len(conds))
-	for i, c := range conds {
-		a[i] = c
-	}
-	return bson.D{{Key: "$or", Value: a}}
-}
+func (f *filter) add(c store.Cond) { f.conds = append(f.conds, c) }
 
 func (f *filter) addEach(key string, values []string, hasModifier bool, modifier string,
-	cond func(key string, vals []string) (bson.D, error)) error {
+	cond func(key string, vals []string) (store.Cond, error)) error {
 	if hasModifier {
 		return badModifier(key, modifier)
 	}
@@ -393,28 +325,28 @@ func (f *filter) addEach(key string, values []string, hasModifier bool, modifier
 		if err != nil {
 			return err
 		}
-		d, err := cond(key, vals)
+		c, err := cond(key, vals)
 		if err != nil {
 			return err
 		}
-		f.addAll(d)
+		f.add(c)
 	}
 	return nil
 }
 
-func idCondition(_ string, vals []string) (bson.D, error) {
-	return oneOf("_id", vals), nil
+func idCondition(_ string, vals []string) (store.Cond, error) {
+	return store.Strings(store.FieldID, vals), nil
 }
 
-func projectCondition(key string, vals []string) (bson.D, error) {
+func projectCondition(key string, vals []string) (store.Cond, error) {
 	ids := make([]string, len(vals))
 	for i, v := range vals {
 		ids[i] = strings.TrimPrefix(v, "Project/")
 		if ids[i] == "" || strings.Contains(ids[i], "/") {
-			return nil, badValue(key, "project", v)
+			return store.Cond{}, badValue(key, "project", v)
 		}
 	}
-	return oneOf("project", ids), nil
+	return store.Strings(store.FieldProject, ids), nil
 }
 
 // splitValues splits a value on unescaped commas and removes the escapes
@@ -490,7 +422,7 @@ func (f *filter) addParam(p *Param, key, modifier string, hasModifier bool, v st
 		if p.Type == "date" {
 			field = p.f.lo
 		}
-		f.add(field, bson.D{{Key: "$exists", Value: !missing}})
+		f.add(store.Exists(field, !missing))
 		return nil
 	}
 	vals, err := splitValues(key, v)
@@ -514,7 +446,7 @@ func (f *filter) addParam(p *Param, key, modifier string, hasModifier bool, v st
 	case "date":
 		return f.addDates(key, v, p.f.lo, p.f.hi)
 	case "number", "quantity":
-		var conds []bson.D
+		var conds []store.Cond
 		for _, x := range vals {
 			c, err := numberCondition(p, key, x)
 			if err != nil {
@@ -522,7 +454,7 @@ func (f *filter) addParam(p *Param, key, modifier string, hasModifier bool, v st
 			}
 			conds = append(conds, c)
 		}
-		f.addAll(anyOf(conds))
+		f.add(store.Or(conds...))
 		return nil
 	}
 	return badModifier(key, modifier)
@@ -530,92 +462,44 @@ func (f *filter) addParam(p *Param, key, modifier string, hasModifier bool, v st
 
 func (f *filter) addString(p *Param, key, modifier string, hasModifier bool, vals []string) error {
 	switch {
-	case !hasModifier:
-		// Starts-with: an equality on the stored prefixes, plus the regular
-		// expression only for a value longer than the stored prefixes.
-		var pfx, patterns []string
-		for _, v := range vals {
-			n := normalize(unescapeValue(v))
-			if n == "" {
-				return badValue(key, "string", v)
-			}
-			r := []rune(n)
-			if len(r) > maxPrefix {
-				patterns = append(patterns, "^"+quoteRegex(n))
-				n = string(r[:maxPrefix])
-			}
-			pfx = append(pfx, n)
-		}
-		if len(vals) == 1 || len(patterns) == 0 {
-			f.addAll(oneOf(p.f.prefix, pfx))
-			if len(patterns) > 0 {
-				f.add(p.field, regexCondition(patterns))
-			}
-			return nil
-		}
-		// Several values, some long: OR of per-value conditions.
-		conds := make([]bson.D, len(vals))
-		for i, v := range vals {
-			n := normalize(unescapeValue(v))
-			if r := []rune(n); len(r) > maxPrefix {
-				conds[i] = bson.D{{Key: p.f.prefix, Value: string(r[:maxPrefix])}, {Key: p.field, Value: bson.D{{Key: "$regex", Value: "^" + quoteRegex(n)}}}}
-			} else {
-				conds[i] = bson.D{{Key: p.f.prefix, Value: n}}
-			}
-		}
-		f.addAll(anyOf(conds))
-	case modifier == "contains":
-		anchor := ""
-		patterns := make([]string, len(vals))
+	case !hasModifier, modifier == "contains":
+		// Starts-with, or contains, on the normalised values.
+		norm := make([]any, len(vals))
 		for i, v := range vals {
 			n := normalize(unescapeValue(v))
 			if n == "" {
 				return badValue(key, "string", v)
 			}
-			patterns[i] = anchor + quoteRegex(n)
+			norm[i] = n
 		}
-		f.add(p.field, regexCondition(patterns))
+		op := store.OpPrefix
+		if hasModifier {
+			op = store.OpContains
+		}
+		f.add(store.Cond{Op: op, Field: p.field, Values: norm})
 	case modifier == "exact":
 		exact := make([]string, len(vals))
 		for i, v := range vals {
 			exact[i] = unescapeValue(v)
 		}
-		f.addAll(oneOf(p.f.exact, exact))
+		f.add(store.Strings(p.f.exact, exact))
 	default:
 		return badModifier(key, modifier)
 	}
 	return nil
 }
 
-// quoteRegex escapes s for a regular expression. A NUL byte is written as
-// \x00 because BSON stores a pattern NUL-terminated.
-func quoteRegex(s string) string {
-	return strings.ReplaceAll(regexp.QuoteMeta(s), "\x00", `\x00`)
-}
-
-// regexCondition matches any of the patterns.
-func regexCondition(patterns []string) bson.D {
-	if len(patterns) == 1 {
-		return bson.D{{Key: "$regex", Value: patterns[0]}}
-	}
-	rs := make(bson.A, len(patterns))
-	for i, p := range patterns {
-		rs[i] = bson.Regex{Pattern: p}
-	}
-	return bson.D{{Key: "$in", Value: rs}}
-}
-
 func (f *filter) addToken(p *Param, key, modifier string, hasModifier bool, vals []string) error {
 	if hasModifier && modifier == "text" {
-		patterns := make([]string, len(vals))
+		norm := make([]any, len(vals))
 		for i, v := range vals {
 			n := normalize(unescapeValue(v))
 			if n == "" {
 				return badValue(key, "text", v)
 			}
-			patterns[i] = "^" + quoteRegex(n)
+			norm[i] = n
 		}
-		f.add(p.f.text, regexCondition(patterns))
+		f.add(store.Cond{Op: store.OpPrefix, Field: p.f.text, Values: norm})
 		return nil
 	}
 	if hasModifier && modifier != "not" {
@@ -641,10 +525,12 @@ func (f *filter) addToken(p *Param, key, modifier string, hasModifier bool, vals
 	}
 	if modifier == "not" {
 		// $nin also matches resources without the field, as :not should.
-		f.add(p.field, bson.D{{Key: "$nin", Value: keys}})
+		c := store.Strings(p.field, keys)
+		c.Op = store.OpNotIn
+		f.add(c)
 		return nil
 	}
-	f.addAll(oneOf(p.field, keys))
+	f.add(store.Strings(p.field, keys))
 	return nil
 }
 
@@ -668,7 +554,7 @@ func (f *filter) addReference(p *Param, key, modifier string, hasModifier bool, 
 			}
 			keys = append(keys, modifier+"/"+v)
 		}
-		f.addAll(oneOf(p.field, keys))
+		f.add(store.Strings(p.field, keys))
 		return nil
 	}
 	for _, v := range vals {
@@ -696,7 +582,7 @@ func (f *filter) addReference(p *Param, key, modifier string, hasModifier bool, 
 			keys = append(keys, v)
 		}
 	}
-	f.addAll(oneOf(p.field, keys))
+	f.add(store.Strings(p.field, keys))
 	return nil
 }
 
@@ -706,13 +592,11 @@ func (f *filter) addURI(p *Param, key, modifier string, hasModifier bool, vals [
 	}
 	switch {
 	case !hasModifier:
-		f.addAll(oneOf(p.field, vals))
+		f.add(store.Strings(p.field, vals))
 	case modifier == "below":
-		patterns := make([]string, len(vals))
-		for i, v := range vals {
-			patterns[i] = "^" + quoteRegex(v)
-		}
-		f.add(p.field, regexCondition(patterns))
+		c := store.Strings(p.field, vals)
+		c.Op = store.OpPrefix
+		f.add(c)
 	default:
 		return badModifier(key, modifier)
 	}
@@ -747,7 +631,7 @@ func (f *filter) addDates(key, v, lo, hi string) error {
 	if err != nil {
 		return err
 	}
-	conds := make([]bson.D, len(vals))
+	conds := make([]store.Cond, len(vals))
 	for i, x := range vals {
 		prefix, rest := prefixed(x)
 		pl, ph, err := parseDate(rest)
@@ -756,51 +640,48 @@ func (f *filter) addDates(key, v, lo, hi string) error {
 		}
 		conds[i] = dateCondition(prefix, lo, hi, pl, ph)
 	}
-	f.addAll(anyOf(conds))
+	f.add(store.Or(conds...))
 	return nil
 }
 
-func dateCondition(prefix, lo, hi string, pl, ph time.Time) bson.D {
-	cmp := func(field, op string, t time.Time) bson.D {
-		return bson.D{{Key: field, Value: bson.D{{Key: op, Value: t}}}}
-	}
-	or := func(a, b bson.D) bson.D { return bson.D{{Key: "$or", Value: bson.A{a, b}}} }
+func dateCondition(prefix, lo, hi string, pl, ph time.Time) store.Cond {
+	cmp := func(field string, op store.Op, t time.Time) store.Cond { return store.Compare(field, op, t) }
 	if lo == hi { // an instant
 		switch prefix {
 		case "ne":
-			return or(cmp(lo, "$lt", pl), cmp(lo, "$gt", ph))
+			return store.Or(cmp(lo, store.OpLt, pl), cmp(lo, store.OpGt, ph))
 		case "gt", "sa":
-			return cmp(lo, "$gt", ph)
+			return cmp(lo, store.OpGt, ph)
 		case "lt", "eb":
-			return cmp(lo, "$lt", pl)
+			return cmp(lo, store.OpLt, pl)
 		case "ge":
-			return cmp(lo, "$gte", pl)
+			return cmp(lo, store.OpGe, pl)
 		case "le":
-			return cmp(lo, "$lte", ph)
+			return cmp(lo, store.OpLe, ph)
 		case "ap":
 			pl, ph = widen(pl, ph)
 		}
-		return bson.D{{Key: lo, Value: bson.D{{Key: "$gte", Value: pl}, {Key: "$lte", Value: ph}}}}
+		return store.And(cmp(lo, store.OpGe, pl), cmp(lo, store.OpLe, ph))
 	}
-	eq := bson.D{{Key: lo, Value: bson.D{{Key: "$gte", Value: pl}}}, {Key: hi, Value: bson.D{{Key: "$lte", Value: ph}}}}
+	eq := store.And(cmp(lo, store.OpGe, pl), cmp(hi, store.OpLe, ph))
 	switch prefix {
 	case "ne":
-		return or(cmp(lo, "$lt", pl), cmp(hi, "$gt", ph))
+		return store.Or(cmp(lo, store.OpLt, pl), cmp(hi, store.OpGt, ph))
 	case "gt":
-		return cmp(hi, "$gt", ph)
+		return cmp(hi, store.OpGt, ph)
 	case "lt":
-		return cmp(lo, "$lt", pl)
+		return cmp(lo, store.OpLt, pl)
 	case "ge":
-		return or(cmp(hi, "$gt", ph), eq)
+		return store.Or(cmp(hi, store.OpGt, ph), eq)
 	case "le":
-		return or(cmp(lo, "$lt", pl), eq)
+		return store.Or(cmp(lo, store.OpLt, pl), eq)
 	case "sa":
-		return cmp(lo, "$gt", ph)
+		return cmp(lo, store.OpGt, ph)
 	case "eb":
-		return cmp(hi, "$lt", pl)
+		return cmp(hi, store.OpLt, pl)
 	case "ap":
 		pl, ph = widen(pl, ph)
-		return bson.D{{Key: lo, Value: bson.D{{Key: "$lte", Value: ph}}}, {Key: hi, Value: bson.D{{Key: "$gte", Value: pl}}}}
+		return store.And(cmp(lo, store.OpLe, ph), cmp(hi, store.OpGe, pl))
 	}
 	return eq
 }
@@ -819,7 +700,7 @@ func widen(pl, ph time.Time) (time.Time, time.Time) {
 // numberCondition is the condition of one number or quantity value. A
 // number's precision sets the range eq accepts, as FHIR says: 100 matches
 // [99.5, 100.5). A quantity may add |system|code, matched on s_c_unit.
-func numberCondition(p *Param, key, v string) (bson.D, error) {
+func numberCondition(p *Param, key, v string) (store.Cond, error) {
 	prefix, rest := prefixed(v)
 	var unit string
 	if p.Type == "quantity" {
@@ -827,7 +708,7 @@ func numberCondition(p *Param, key, v string) (bson.D, error) {
 		if found {
 			system, code, ok := strings.Cut(sysCode, "|")
 			if !ok || code == "" {
-				return nil, badValue(key, "quantity", v)
+				return store.Cond{}, badValue(key, "quantity", v)
 			}
 			unit = code
 			if system != "" {
@@ -838,33 +719,32 @@ func numberCondition(p *Param, key, v string) (bson.D, error) {
 	}
 	x, err := strconv.ParseFloat(rest, 64)
 	if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || strings.ContainsAny(rest, "xXpP_") {
-		return nil, badValue(key, "number", v)
+		return store.Cond{}, badValue(key, "number", v)
 	}
 	half := 0.5 * precision(rest)
-	field := p.field
-	cmp := func(op string, y float64) bson.D { return bson.D{{Key: field, Value: bson.D{{Key: op, Value: y}}}} }
-	var c bson.D
+	cmp := func(op store.Op, y float64) store.Cond { return store.Compare(p.field, op, y) }
+	var c store.Cond
 	switch prefix {
 	case "eq":
-		c = bson.D{{Key: field, Value: bson.D{{Key: "$gte", Value: x - half}, {Key: "$lt", Value: x + half}}}}
+		c = store.And(cmp(store.OpGe, x-half), cmp(store.OpLt, x+half))
 	case "ne":
-		c = bson.D{{Key: "$or", Value: bson.A{cmp("$lt", x-half), cmp("$gte", x+half)}}}
+		c = store.Or(cmp(store.OpLt, x-half), cmp(store.OpGe, x+half))
 	case "gt":
-		c = cmp("$gt", x)
+		c = cmp(store.OpGt, x)
 	case "lt":
-		c = cmp("$lt", x)
+		c = cmp(store.OpLt, x)
 	case "ge":
-		c = cmp("$gte", x)
+		c = cmp(store.OpGe, x)
 	case "le":
-		c = cmp("$lte", x)
+		c = cmp(store.OpLe, x)
 	case "ap":
 		d := math.Abs(x) * 0.1
-		c = bson.D{{Key: field, Value: bson.D{{Key: "$gte", Value: x - d}, {Key: "$lte", Value: x + d}}}}
+		c = store.And(cmp(store.OpGe, x-d), cmp(store.OpLe, x+d))
 	default:
-		return nil, badValue(key, "number prefix", v)
+		return store.Cond{}, badValue(key, "number prefix", v)
 	}
 	if unit != "" {
-		c = append(c, bson.E{Key: p.f.unit, Value: unit})
+		c = store.And(c, store.Eq(p.f.unit, unit))
 	}
 	return c, nil
 }

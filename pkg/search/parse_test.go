@@ -4,24 +4,32 @@ import (
 	"errors"
 	"net/url"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"go.mongodb.org/mongo-driver/v2/bson"
+	"github.com/pinion-health/pinion/pkg/store"
 )
 
-// extJSON renders a filter or sort for comparison with the tables below.
-func extJSON(t testing.TB, d bson.D) string {
-	t.Helper()
-	if d == nil {
-		return ""
+// render writes a query's conditions and sort compactly (store.Cond.String).
+func render(conds []store.Cond) string {
+	parts := make([]string, len(conds))
+	for i, c := range conds {
+		parts[i] = c.String()
 	}
-	b, err := bson.MarshalExtJSON(d, false, false)
-	if err != nil {
-		t.Fatalf("marshal %v: %v", d, err)
+	return strings.Join(parts, " & ")
+}
+
+func renderSort(sort []store.Sort) string {
+	parts := make([]string, len(sort))
+	for i, o := range sort {
+		parts[i] = o.Field
+		if o.Desc {
+			parts[i] = "-" + o.Field
+		}
 	}
-	return string(b)
+	return strings.Join(parts, ",")
 }
 
 func mustQuery(t testing.TB, s string) url.Values {
@@ -41,89 +49,123 @@ func TestParseFilters(t *testing.T) {
 		name   string
 		typ    string
 		query  string
-		filter string // relaxed extended JSON
+		filter string // render
 		sort   string
 	}{
-		{"no parameters", "Patient", "", `{}`, ""},
-		{"format and pretty are ignored", "Patient", "_format=json&_pretty=true", `{}`, ""},
-		{"_id list", "Patient", "_id=a,b", `{"_id":{"$in":["a","b"]}}`, ""},
-		{"_id single", "Patient", "_id=a", `{"_id":"a"}`, ""},
-		{"_project id or reference", "Patient", "_project=Project/p1,p2", `{"project":{"$in":["p1","p2"]}}`, ""},
+		{"no parameters", "Patient", "",
+			``, ""},
+		{"format and pretty are ignored", "Patient", "_format=json&_pretty=true",
+			``, ""},
+		{"_id list", "Patient", "_id=a,b",
+			`_id in ["a" "b"]`, ""},
+		{"_id single", "Patient", "_id=a",
+			`_id="a"`, ""},
+		{"_project id or reference", "Patient", "_project=Project/p1,p2",
+			`project in ["p1" "p2"]`, ""},
 		{"_lastUpdated range, repeated is AND", "Patient", "_lastUpdated=ge2020-01-01&_lastUpdated=lt2020-02",
-			`{"ts":{"$gte":{"$date":"2020-01-01T00:00:00Z"}},"$and":[{"ts":{"$lt":{"$date":"2020-02-01T00:00:00Z"}}}]}`, ""},
+			`ts>=2020-01-01T00:00:00.000Z & ts<2020-02-01T00:00:00.000Z`, ""},
 		{"_lastUpdated eq covers its precision", "Patient", "_lastUpdated=2020-01-02",
-			`{"ts":{"$gte":{"$date":"2020-01-02T00:00:00Z"},"$lte":{"$date":"2020-01-02T23:59:59.999Z"}}}`, ""},
+			`(ts>=2020-01-02T00:00:00.000Z and ts<=2020-01-02T23:59:59.999Z)`, ""},
 		{"_lastUpdated ne", "Patient", "_lastUpdated=ne2020",
-			`{"$or":[{"ts":{"$lt":{"$date":"2020-01-01T00:00:00Z"}}},{"ts":{"$gt":{"$date":"2020-12-31T23:59:59.999Z"}}}]}`, ""},
+			`(ts<2020-01-01T00:00:00.000Z or ts>2020-12-31T23:59:59.999Z)`, ""},
 		{"_lastUpdated gt sa le eb", "Patient", "_lastUpdated=gt2020,sa2021,le2019,eb2018",
-			`{"$or":[{"ts":{"$gt":{"$date":"2020-12-31T23:59:59.999Z"}}},{"ts":{"$gt":{"$date":"2021-12-31T23:59:59.999Z"}}},{"ts":{"$lte":{"$date":"2019-12-31T23:59:59.999Z"}}},{"ts":{"$lt":{"$date":"2018-01-01T00:00:00Z"}}}]}`, ""},
+			`(ts>2020-12-31T23:59:59.999Z or ts>2021-12-31T23:59:59.999Z or ts<=2019-12-31T23:59:59.999Z or ts<2018-01-01T00:00:00.000Z)`, ""},
 		{"_lastUpdated ap widens by a tenth of the distance from now", "Patient", "_lastUpdated=ap2010-01-01",
-			`{"ts":{"$gte":{"$date":"2008-12-31T19:12:00Z"},"$lte":{"$date":"2011-01-02T04:47:59.999Z"}}}`, ""},
+			`(ts>=2008-12-31T19:12:00.000Z and ts<=2011-01-02T04:47:59.999Z)`, ""},
 		{"string starts with, normalised and escaped", "Patient", "name=Mü.ller",
-			`{"s_name_pfx":"mu.ller"}`, ""},
+			`s_name^="mu.ller"`, ""},
 		{"string alternatives", "Patient", "family=smi,jon",
-			`{"s_family_pfx":{"$in":["smi","jon"]}}`, ""},
-		{"string exact", "Patient", "family:exact=Smith", `{"s_family_exact":"Smith"}`, ""},
-		{"string contains", "Patient", "given:contains=an", `{"s_given":{"$regex":"an"}}`, ""},
-		{"string escaped comma", "Patient", `name=a\,b`, `{"s_name_pfx":"a,b"}`, ""},
-		{"string with a NUL byte", "Patient", "name=a%00b", `{"s_name_pfx":"a\u0000b"}`, ""},
+			`s_family^=["smi" "jon"]`, ""},
+		{"string exact", "Patient", "family:exact=Smith",
+			`s_family_exact="Smith"`, ""},
+		{"string contains", "Patient", "given:contains=an",
+			`s_given*="an"`, ""},
+		{"string escaped comma", "Patient", `name=a\,b`,
+			`s_name^="a,b"`, ""},
+		{"string with a NUL byte", "Patient", "name=a%00b",
+			`s_name^="a\x00b"`, ""},
 		{"string repeated is AND", "Patient", "name=jo&name=sm",
-			`{"s_name_pfx":"jo","$and":[{"s_name_pfx":"sm"}]}`, ""},
-		{"token code", "Patient", "identifier=123", `{"s_identifier":"123"}`, ""},
-		{"token system|code", "Patient", "identifier=http://h|123", `{"s_identifier":"http://h|123"}`, ""},
-		{"token |code", "Bot", "identifier=|echo", `{"s_identifier":"|echo"}`, ""},
-		{"token system|", "Bot", "identifier=https://ex.com/bots|", `{"s_identifier":"https://ex.com/bots|"}`, ""},
-		{"token escaped pipe stays in the code", "Patient", `identifier=a\|b`, `{"s_identifier":"a|b"}`, ""},
-		{"token not", "Patient", "gender:not=male,other", `{"s_gender":{"$nin":["male","other"]}}`, ""},
-		{"token text", "Patient", "identifier:text=MR", `{"s_identifier_text":{"$regex":"^mr"}}`, ""},
-		{"token ContactPoint lower-cased", "Patient", "email=Ann@Example.COM", `{"s_email":"ann@example.com"}`, ""},
-		{"token ContactPoint system|value", "Patient", "telecom=email|Ann@X.org", `{"s_telecom":"email|ann@x.org"}`, ""},
-		{"token boolean", "ProjectMembership", "admin=true", `{"s_admin":"true"}`, ""},
-		{"profile-type", "ProjectMembership", "profile-type=Patient", `{"s_profile_type":"Patient"}`, ""},
+			`s_name^="jo" & s_name^="sm"`, ""},
+		{"token code", "Patient", "identifier=123",
+			`s_identifier="123"`, ""},
+		{"token system|code", "Patient", "identifier=http://h|123",
+			`s_identifier="http://h|123"`, ""},
+		{"token |code", "Bot", "identifier=|echo",
+			`s_identifier="|echo"`, ""},
+		{"token system|", "Bot", "identifier=https://ex.com/bots|",
+			`s_identifier="https://ex.com/bots|"`, ""},
+		{"token escaped pipe stays in the code", "Patient", `identifier=a\|b`,
+			`s_identifier="a|b"`, ""},
+		{"token not", "Patient", "gender:not=male,other",
+			`s_gender not in ["male" "other"]`, ""},
+		{"token text", "Patient", "identifier:text=MR",
+			`s_identifier_text^="mr"`, ""},
+		{"token ContactPoint lower-cased", "Patient", "email=Ann@Example.COM",
+			`s_email="ann@example.com"`, ""},
+		{"token ContactPoint system|value", "Patient", "telecom=email|Ann@X.org",
+			`s_telecom="email|ann@x.org"`, ""},
+		{"token boolean", "ProjectMembership", "admin=true",
+			`s_admin="true"`, ""},
+		{"profile-type", "ProjectMembership", "profile-type=Patient",
+			`s_profile_type="Patient"`, ""},
 		{"profile-type OR", "ProjectMembership", "profile-type=Patient,Practitioner",
-			`{"s_profile_type":{"$in":["Patient","Practitioner"]}}`, ""},
+			`s_profile_type in ["Patient" "Practitioner"]`, ""},
 		{"profile-type not", "ProjectMembership", "profile-type:not=ClientApplication,Bot",
-			`{"s_profile_type":{"$nin":["ClientApplication","Bot"]}}`, ""},
-		{"profile-type missing", "ProjectMembership", "profile-type:missing=true", `{"s_profile_type":{"$exists":false}}`, ""},
-		{"missing false", "ProjectMembership", "profile:missing=false", `{"s_profile":{"$exists":true}}`, ""},
-		{"date missing tests the low end", "Patient", "birthdate:missing=true", `{"s_birthdate_lo":{"$exists":false}}`, ""},
-		{"reference Type/id", "ProjectMembership", "profile=Patient/p1", `{"s_profile":"Patient/p1"}`, ""},
-		{"reference bare id", "ProjectMembership", "user=u1", `{"s_user":"u1"}`, ""},
+			`s_profile_type not in ["ClientApplication" "Bot"]`, ""},
+		{"profile-type missing", "ProjectMembership", "profile-type:missing=true",
+			`s_profile_type missing`, ""},
+		{"missing false", "ProjectMembership", "profile:missing=false",
+			`s_profile exists`, ""},
+		{"date missing tests the low end", "Patient", "birthdate:missing=true",
+			`s_birthdate_lo missing`, ""},
+		{"reference Type/id", "ProjectMembership", "profile=Patient/p1",
+			`s_profile="Patient/p1"`, ""},
+		{"reference bare id", "ProjectMembership", "user=u1",
+			`s_user="u1"`, ""},
 		{"reference absolute", "ProjectMembership", "profile=https://h/fhir/R4/Patient/p1",
-			`{"s_profile":{"$in":["https://h/fhir/R4/Patient/p1","Patient/p1"]}}`, ""},
-		{"reference type modifier", "ProjectMembership", "user:User=u1,u2", `{"s_user":{"$in":["User/u1","User/u2"]}}`, ""},
+			`s_profile in ["https://h/fhir/R4/Patient/p1" "Patient/p1"]`, ""},
+		{"reference type modifier", "ProjectMembership", "user:User=u1,u2",
+			`s_user in ["User/u1" "User/u2"]`, ""},
 		{"reference canonical", "QuestionnaireResponse", "questionnaire=http://q/Questionnaire/intake",
-			`{"s_questionnaire":{"$in":["http://q/Questionnaire/intake","Questionnaire/intake"]}}`, ""},
+			`s_questionnaire in ["http://q/Questionnaire/intake" "Questionnaire/intake"]`, ""},
 		{"date eq", "Patient", "birthdate=2000",
-			`{"s_birthdate_lo":{"$gte":{"$date":"2000-01-01T00:00:00Z"}},"s_birthdate_hi":{"$lte":{"$date":"2000-12-31T23:59:59.999Z"}}}`, ""},
+			`(s_birthdate_lo>=2000-01-01T00:00:00.000Z and s_birthdate_hi<=2000-12-31T23:59:59.999Z)`, ""},
 		{"date ge is gt or eq", "Patient", "birthdate=ge2000-06",
-			`{"$or":[{"s_birthdate_hi":{"$gt":{"$date":"2000-06-30T23:59:59.999Z"}}},{"s_birthdate_lo":{"$gte":{"$date":"2000-06-01T00:00:00Z"}},"s_birthdate_hi":{"$lte":{"$date":"2000-06-30T23:59:59.999Z"}}}]}`, ""},
+			`(s_birthdate_hi>2000-06-30T23:59:59.999Z or (s_birthdate_lo>=2000-06-01T00:00:00.000Z and s_birthdate_hi<=2000-06-30T23:59:59.999Z))`, ""},
 		{"date lt sa eb, keys in order", "Patient", "birthdate=lt2000&death-date=sa2001&_lastUpdated=eb2002",
-			`{"ts":{"$lt":{"$date":"2002-01-01T00:00:00Z"}},"s_birthdate_lo":{"$lt":{"$date":"2000-01-01T00:00:00Z"}},"s_death_date_lo":{"$gt":{"$date":"2001-12-31T23:59:59.999Z"}}}`, ""},
+			`ts<2002-01-01T00:00:00.000Z & s_birthdate_lo<2000-01-01T00:00:00.000Z & s_death_date_lo>2001-12-31T23:59:59.999Z`, ""},
 		{"date gt eb le ne: first $or on top, more in $and", "Observation", "date=gt2000&date=eb2001&date=le2002&date=ne2003",
-			`{"s_date_hi":{"$gt":{"$date":"2000-12-31T23:59:59.999Z"}},"$or":[{"s_date_lo":{"$lt":{"$date":"2002-01-01T00:00:00Z"}}},{"s_date_lo":{"$gte":{"$date":"2002-01-01T00:00:00Z"}},"s_date_hi":{"$lte":{"$date":"2002-12-31T23:59:59.999Z"}}}],"$and":[{"s_date_hi":{"$lt":{"$date":"2001-01-01T00:00:00Z"}}},{"$or":[{"s_date_lo":{"$lt":{"$date":"2003-01-01T00:00:00Z"}}},{"s_date_hi":{"$gt":{"$date":"2003-12-31T23:59:59.999Z"}}}]}]}`, ""},
+			`s_date_hi>2000-12-31T23:59:59.999Z & s_date_hi<2001-01-01T00:00:00.000Z & (s_date_lo<2002-01-01T00:00:00.000Z or (s_date_lo>=2002-01-01T00:00:00.000Z and s_date_hi<=2002-12-31T23:59:59.999Z)) & (s_date_lo<2003-01-01T00:00:00.000Z or s_date_hi>2003-12-31T23:59:59.999Z)`, ""},
 		{"date ap overlaps", "Observation", "date=ap2019-12-31",
-			`{"s_date_lo":{"$lte":{"$date":"2020-01-01T02:23:59.999Z"}},"s_date_hi":{"$gte":{"$date":"2019-12-30T21:36:00Z"}}}`, ""},
+			`(s_date_lo<=2020-01-01T02:23:59.999Z and s_date_hi>=2019-12-30T21:36:00.000Z)`, ""},
 		{"number eq by precision", "RiskAssessment", "probability=0.5",
-			`{"s_probability":{"$gte":0.45,"$lt":0.55}}`, ""},
+			`(s_probability>=0.45 and s_probability<0.55)`, ""},
 		{"number prefixes", "RiskAssessment", "probability=gt0.1,le0.9",
-			`{"$or":[{"s_probability":{"$gt":0.1}},{"s_probability":{"$lte":0.9}}]}`, ""},
+			`(s_probability>0.1 or s_probability<=0.9)`, ""},
 		{"quantity with unit", "Observation", "value-quantity=gt70|http://unitsofmeasure.org|/min",
-			`{"s_value_quantity":{"$gt":70.0},"s_value_quantity_unit":"http://unitsofmeasure.org|/min"}`, ""},
+			`(s_value_quantity>70 and s_value_quantity_unit="http://unitsofmeasure.org|/min")`, ""},
 		{"quantity with code only", "Observation", "value-quantity=ge70||/min",
-			`{"s_value_quantity":{"$gte":70.0},"s_value_quantity_unit":"/min"}`, ""},
-		{"uri equality", "Questionnaire", "url=http://q/x", `{"s_url":"http://q/x"}`, ""},
-		{"uri below", "Questionnaire", "url:below=http://q/", `{"s_url":{"$regex":"^http://q/"}}`, ""},
-		{"meta tag on any type", "Bot", "_tag=s|t", `{"s__tag":"s|t"}`, ""},
+			`(s_value_quantity>=70 and s_value_quantity_unit="/min")`, ""},
+		{"uri equality", "Questionnaire", "url=http://q/x",
+			`s_url="http://q/x"`, ""},
+		{"uri below", "Questionnaire", "url:below=http://q/",
+			`s_url^="http://q/"`, ""},
+		{"meta tag on any type", "Bot", "_tag=s|t",
+			`s__tag="s|t"`, ""},
 		{"sort", "Patient", "_sort=-birthdate,name,_lastUpdated",
-			`{}`, `{"s_birthdate_lo":-1,"s_name_sort":1,"ts":1,"_id":1}`},
-		{"sort by _id needs no tie-break", "Patient", "_sort=-_id", `{}`, `{"_id":-1}`},
-		{"sort by token", "ProjectMembership", "_sort=profile-type", `{}`, `{"s_profile_type_sort":1,"_id":1}`},
+			``, `-s_birthdate_lo,s_name_sort,ts,_id`},
+		{"sort by _id needs no tie-break", "Patient", "_sort=-_id",
+			``, `-_id`},
+		{"sort by token", "ProjectMembership", "_sort=profile-type",
+			``, `s_profile_type_sort,_id`},
 		{"several parameters, in key order", "ProjectMembership", "user-name=al&active=true&profile-type:not=Bot",
-			`{"s_active":"true","s_profile_type":{"$nin":["Bot"]},"s_user_name_pfx":"al"}`, ""},
-		{"access-policy", "ProjectMembership", "access-policy=AccessPolicy/a1", `{"s_access_policy":"AccessPolicy/a1"}`, ""},
-		{"external-id", "ProjectMembership", "external-id:exact=E-1", `{"s_external_id_exact":"E-1"}`, ""},
-		{"access policy name", "AccessPolicy", "name=Nur", `{"s_name_pfx":"nur"}`, ""},
+			`s_active="true" & s_profile_type not in "Bot" & s_user_name^="al"`, ""},
+		{"access-policy", "ProjectMembership", "access-policy=AccessPolicy/a1",
+			`s_access_policy="AccessPolicy/a1"`, ""},
+		{"external-id", "ProjectMembership", "external-id:exact=E-1",
+			`s_external_id_exact="E-1"`, ""},
+		{"access policy name", "AccessPolicy", "name=Nur",
+			`s_name^="nur"`, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,10 +173,10 @@ func TestParseFilters(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse(%s, %q): %v", tc.typ, tc.query, err)
 			}
-			if got := extJSON(t, q.Filter); got != tc.filter {
+			if got := render(q.Filter); got != tc.filter {
 				t.Errorf("filter\n got %s\nwant %s", got, tc.filter)
 			}
-			if got := extJSON(t, q.Sort); got != tc.sort {
+			if got := renderSort(q.Sort); got != tc.sort {
 				t.Errorf("sort\n got %s\nwant %s", got, tc.sort)
 			}
 		})
@@ -249,31 +291,6 @@ func TestParseErrors(t *testing.T) {
 			}
 			if got := fe.Outcome.Issue[0].Expression; !reflect.DeepEqual(got, []string{tc.expr}) {
 				t.Errorf("expression %v, want [%s]", got, tc.expr)
-			}
-		})
-	}
-}
-
-func TestScoped(t *testing.T) {
-	tests := []struct {
-		name  string
-		query string
-		want  string
-	}{
-		{"no conditions of its own", "", `{"project":"p1","deleted":false}`},
-		{"other fields", "name=jo", `{"project":"p1","deleted":false,"s_name_pfx":"jo"}`},
-		{"_project joins the $and", "_project=p2&name=jo&name=sm",
-			`{"project":"p1","deleted":false,"s_name_pfx":"jo","$and":[{"project":"p2"},{"s_name_pfx":"sm"}]}`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			q, err := Parse("Patient", mustQuery(t, tc.query))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := extJSON(t, q.Scoped(bson.E{Key: "project", Value: "p1"}, bson.E{Key: "deleted", Value: false}))
-			if got != tc.want {
-				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
 		})
 	}

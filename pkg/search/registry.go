@@ -159,7 +159,7 @@ func parseLine(line string) (*Param, []string, error) {
 	p := &Param{Code: f[0], Type: f[1], Definition: f[4]}
 	p.field = fieldName(p.Code)
 	p.f = suffixed{exact: p.field + "_exact", text: p.field + "_text", sort: p.field + "_sort",
-		lo: p.field + "_lo", hi: p.field + "_hi", unit: p.field + "_unit", prefix: p.field + "_pfx"}
+		lo: p.field + "_lo", hi: p.field + "_hi", unit: p.field + "_unit"}
 	if f[3] != "" && f[3] != "*" {
 		p.Targets = strings.Split(f[3], ",")
 	}
@@ -276,7 +276,7 @@ func unhex(a, b byte) (byte, bool) {
 // suffixed holds a parameter's other stored fields, named once rather than
 // concatenated on every write.
 type suffixed struct {
-	exact, text, sort, lo, hi, unit, prefix string
+	exact, text, sort, lo, hi, unit string
 }
 
 // fieldName is the stored field of a parameter code.
@@ -304,10 +304,8 @@ func IndexKeys(resourceType string) []string {
 	var out []string
 	for _, p := range loadRegistry().list(resourceType) {
 		switch p.Type {
-		case "token", "reference":
+		case "token", "reference", "string":
 			out = append(out, p.field)
-		case "string":
-			out = append(out, p.f.prefix)
 		}
 	}
 	slices.Sort(out)

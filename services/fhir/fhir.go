@@ -55,11 +55,8 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 // replyBudget is how large an answer this service may assemble.
 func (s *Service) replyBudget() int { return bus.ReplyBudget(s.nc) }
 
-// Start creates indexes and starts answering requests.
+// Start starts answering requests.
 func (s *Service) Start(ctx context.Context) error {
-	if err := s.repo.EnsureIndexes(ctx); err != nil {
-		return err
-	}
 	s.metadata = capabilityStatement(s.cfg.BaseURL)
 	var err error
 	if s.invites, err = invite.Open(ctx, s.js); err != nil {

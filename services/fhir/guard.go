@@ -119,13 +119,7 @@ func (g *guard) search(ctx context.Context, q *search.Query) (*repo.Page, error)
 	if !ok {
 		return &repo.Page{Total: 0}, nil
 	}
-	var page *repo.Page
-	var err error
-	if f == nil {
-		page, err = g.repo.Search(ctx, g.sc, g.typ, q)
-	} else {
-		page, err = g.repo.Search(ctx, g.sc, g.typ, q, f)
-	}
+	page, err := g.repo.Search(ctx, g.sc, g.typ, q, f...)
 	if err != nil {
 		return nil, err
 	}

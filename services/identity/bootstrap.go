@@ -12,14 +12,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/pkg/store"
 )
 
 // Bootstrap is the super-admin client, and whether this start created its
@@ -130,10 +128,11 @@ func (s *Service) ensure(ctx context.Context, typ, id string, res map[string]any
 // clientCred is the stored digest of a client's secret, and after a
 // rotation the old one's, good until RetiringUntil (Medplum's retiringSecret).
 type clientCred struct {
-	ID            string    `bson:"_id"`
-	Digest        string    `bson:"digest"`
-	Retiring      string    `bson:"retiring,omitempty"`
-	RetiringUntil time.Time `bson:"retiringUntil,omitempty"`
+	ID            string    `json:"id"`
+	Digest        string    `json:"digest"`
+	Retiring      string    `json:"retiring,omitempty"`
+	RetiringUntil time.Time `json:"retiringUntil,omitzero"`
+	raw           []byte    // as stored: the condition of a swap
 }
 
 // matches checks a presented secret against the current and retiring digests.
@@ -158,17 +157,17 @@ func (s *Service) setClientSecret(ctx context.Context, clientID, secret string) 
 // credentials: of two rotations at once, one wins and the other is a 409,
 // rather than both answering a secret of which one never works.
 func (s *Service) putClientCred(ctx context.Context, c clientCred, prev *clientCred) error {
-	filter := bson.D{{Key: "_id", Value: c.ID}}
-	opts := options.Replace().SetUpsert(prev == nil)
-	if prev != nil {
-		filter = append(filter, bson.E{Key: "digest", Value: prev.Digest})
+	var err error
+	if prev == nil {
+		err = s.saveSecret(ctx, c.ID, c)
+	} else {
+		err = s.swapSecret(ctx, c.ID, prev.raw, c)
 	}
-	res, err := s.creds.ReplaceOne(ctx, filter, c, opts)
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		return fhir.Conflict("The client's secret changed meanwhile; try again")
+	}
 	if err != nil {
 		return fmt.Errorf("store client secret: %w", err)
-	}
-	if prev != nil && res.MatchedCount == 0 {
-		return fhir.Conflict("The client's secret changed meanwhile; try again")
 	}
 	s.announceClient(strings.TrimPrefix(c.ID, "ClientApplication/"))
 	return nil
@@ -176,18 +175,19 @@ func (s *Service) putClientCred(ctx context.Context, c clientCred, prev *clientC
 
 // dropClientSecret removes the credentials of a client that was not created.
 func (s *Service) dropClientSecret(ctx context.Context, clientID string) {
-	if _, err := s.creds.DeleteOne(ctx, bson.D{{Key: "_id", Value: credID(clientID)}}); err != nil {
+	if err := s.repo.Store().SetSecret(ctx, credID(clientID), nil); err != nil {
 		s.log.Warn("credentials of an uncreated client left behind", "client", clientID, "err", err)
 	}
 }
 
 func (s *Service) clientCred(ctx context.Context, clientID string) (*clientCred, error) {
 	var c clientCred
-	err := s.creds.FindOne(ctx, bson.D{{Key: "_id", Value: credID(clientID)}}).Decode(&c)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, nil
+	raw, found, err := s.loadSecret(ctx, credID(clientID), &c)
+	if err != nil || !found {
+		return nil, err
 	}
-	return &c, err
+	c.raw = raw
+	return &c, nil
 }
 
 // rotateClientSecret gives a client a new secret in place of cur (nil

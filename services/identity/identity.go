@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
@@ -43,7 +42,6 @@ type Service struct {
 	limiter  *signinLimiter
 	stopSaga func()
 	repo     *repo.Repo
-	creds    *mongo.Collection
 	sessions *session.Store
 	log      *slog.Logger
 	signer   *auth.Signer
@@ -60,7 +58,7 @@ type Service struct {
 }
 
 // New wires the service; Start or Run brings it up.
-func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, db *mongo.Database, r *repo.Repo, sessions *session.Store, log *slog.Logger) *Service {
+func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessions *session.Store, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -71,7 +69,7 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, db *mongo.Database, 
 		cfg.SecretGrace = 24 * time.Hour
 	}
 	return &Service{
-		cfg: cfg, nc: nc, js: js, repo: r, limiter: newSigninLimiter(), creds: db.Collection("credentials"), sessions: sessions,
+		cfg: cfg, nc: nc, js: js, repo: r, limiter: newSigninLimiter(), sessions: sessions,
 		log: log.With("service", "identity"), clients: map[string]*clientEntry{},
 	}
 }

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/store"
 )
 
 // signingKeyDoc is the credentials document holding the signing key. Its
@@ -19,16 +17,15 @@ import (
 const signingKeyDoc = "signing-key"
 
 type keyDoc struct {
-	ID      string    `bson:"_id"`
-	Kid     string    `bson:"kid"`
-	PEM     string    `bson:"pem"`
-	Created time.Time `bson:"created"`
+	Kid     string    `json:"kid"`
+	PEM     string    `json:"pem"`
+	Created time.Time `json:"created"`
 }
 
 func (s *Service) signingKey(ctx context.Context) (*auth.Key, error) {
 	var d keyDoc
-	err := s.creds.FindOne(ctx, bson.D{{Key: "_id", Value: signingKeyDoc}}).Decode(&d)
-	if errors.Is(err, mongo.ErrNoDocuments) {
+	_, found, err := s.loadSecret(ctx, signingKeyDoc, &d)
+	if err == nil && !found {
 		k, err := auth.GenerateKey()
 		if err != nil {
 			return nil, err
@@ -37,9 +34,9 @@ func (s *Service) signingKey(ctx context.Context) (*auth.Key, error) {
 		if err != nil {
 			return nil, err
 		}
-		d = keyDoc{ID: signingKeyDoc, Kid: k.ID, PEM: pem, Created: time.Now().UTC()}
-		if _, err := s.creds.InsertOne(ctx, d); err != nil {
-			if mongo.IsDuplicateKeyError(err) {
+		d = keyDoc{Kid: k.ID, PEM: pem, Created: time.Now().UTC()}
+		if err := s.swapSecret(ctx, signingKeyDoc, nil, d); err != nil {
+			if errors.Is(err, store.ErrExists) {
 				return s.signingKey(ctx)
 			}
 			return nil, fmt.Errorf("store signing key: %w", err)

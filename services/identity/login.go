@@ -17,7 +17,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
@@ -25,6 +24,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/pkg/store"
 )
 
 // memberChoice is one membership a user may sign in as.
@@ -503,11 +503,19 @@ func (s *Service) setPassword(ctx context.Context, r *bus.Request) (*bus.Respons
 		return nil, fhir.Invalid(issues...)
 	}
 	var pr passwordRequest
-	if err := s.creds.FindOne(ctx, bson.D{{Key: "_id", Value: "pwreq:" + in.ID}}).Decode(&pr); err != nil {
+	raw, found, err := s.loadSecret(ctx, "pwreq:"+in.ID, &pr)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
 		return nil, fhir.NotFound()
 	}
+	latest, err := s.repo.Store().Secret(ctx, latestRequestKey(pr.User))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
 	switch {
-	case pr.Used:
+	case pr.Used, string(latest) != in.ID:
 		return nil, fhir.BadRequest("Already used")
 	case time.Now().After(pr.Expires):
 		return nil, fhir.BadRequest("Request expired")
@@ -515,13 +523,12 @@ func (s *Service) setPassword(ctx context.Context, r *bus.Request) (*bus.Respons
 		return nil, fhir.BadRequest("Incorrect secret")
 	}
 	// Spend the request first, conditionally: of two racing requests one wins.
-	res, err := s.creds.UpdateOne(ctx, bson.D{{Key: "_id", Value: "pwreq:" + in.ID}, {Key: "used", Value: false}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "used", Value: true}}}})
-	if err != nil {
-		return nil, err
-	}
-	if res.ModifiedCount == 0 {
+	spent := pr
+	spent.Used = true
+	if err := s.swapSecret(ctx, "pwreq:"+in.ID, raw, spent); errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
 		return nil, fhir.BadRequest("Already used")
+	} else if err != nil {
+		return nil, err
 	}
 	if err := s.setPasswordHash(ctx, pr.User, auth.HashPassword(in.Password)); err != nil {
 		return nil, err

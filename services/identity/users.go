@@ -8,9 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/fhir"
@@ -113,34 +110,33 @@ func isGoneOrMissing(err error) bool {
 
 // passwordDoc is a user's password hash, kept beside the other secrets.
 type passwordDoc struct {
-	ID   string `bson:"_id"`
-	Hash string `bson:"hash"`
+	Hash string `json:"hash"`
 }
 
 func (s *Service) setPasswordHash(ctx context.Context, userID, hash string) error {
-	_, err := s.creds.ReplaceOne(ctx, bson.D{{Key: "_id", Value: "User/" + userID}},
-		passwordDoc{ID: "User/" + userID, Hash: hash}, options.Replace().SetUpsert(true))
-	return err
+	return s.saveSecret(ctx, "User/"+userID, passwordDoc{Hash: hash})
 }
 
 func (s *Service) passwordHash(ctx context.Context, userID string) (string, error) {
 	var d passwordDoc
-	err := s.creds.FindOne(ctx, bson.D{{Key: "_id", Value: "User/" + userID}}).Decode(&d)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return "", nil
-	}
+	_, _, err := s.loadSecret(ctx, "User/"+userID, &d)
 	return d.Hash, err
 }
 
 // passwordRequest is a one-time, expiring secret to set a password with.
 type passwordRequest struct {
-	ID      string    `bson:"_id"`
-	User    string    `bson:"user"`
-	Type    string    `bson:"type"` // invite or reset
-	Digest  string    `bson:"digest"`
-	Expires time.Time `bson:"expires"`
-	Used    bool      `bson:"used"`
+	ID      string    `json:"id"`
+	User    string    `json:"user"`
+	Type    string    `json:"type"` // invite or reset
+	Digest  string    `json:"digest"`
+	Expires time.Time `json:"expires"`
+	Used    bool      `json:"used"`
 }
+
+// latestRequestKey holds the id of a user's newest password request: only
+// that one works, so an older link, perhaps in a mailbox someone else
+// reads, is spent once a newer one is sent.
+func latestRequestKey(userID string) string { return "pwreq-latest:" + userID }
 
 // passwordRequestTTL is how long a set-password link stays good.
 const passwordRequestTTL = 7 * 24 * time.Hour
@@ -154,18 +150,14 @@ func (s *Service) newPasswordRequest(ctx context.Context, userID, typ, key strin
 		id = uuid.NewString()
 	}
 	secret := auth.NewSecret()
-	_, err = s.creds.ReplaceOne(ctx, bson.D{{Key: "_id", Value: "pwreq:" + id}}, passwordRequest{
-		ID: "pwreq:" + id, User: userID, Type: typ, Digest: auth.SecretDigest(secret),
+	err = s.saveSecret(ctx, "pwreq:"+id, passwordRequest{
+		ID: id, User: userID, Type: typ, Digest: auth.SecretDigest(secret),
 		Expires: time.Now().Add(passwordRequestTTL).UTC(),
-	}, options.Replace().SetUpsert(true))
+	})
 	if err != nil {
 		return "", "", fmt.Errorf("password request: %w", err)
 	}
-	// Only the newest link of a user works: an older one, perhaps in a
-	// mailbox someone else reads, is spent.
-	if _, err := s.creds.UpdateMany(ctx, bson.D{{Key: "user", Value: userID}, {Key: "used", Value: false},
-		{Key: "_id", Value: bson.D{{Key: "$ne", Value: "pwreq:" + id}}}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "used", Value: true}}}}); err != nil {
+	if err := s.repo.Store().SetSecret(ctx, latestRequestKey(userID), []byte(id)); err != nil {
 		return "", "", fmt.Errorf("password request: %w", err)
 	}
 	return id, s.cfg.BaseURL + "setpassword/" + id + "/" + secret, nil

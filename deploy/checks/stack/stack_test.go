@@ -159,7 +159,7 @@ func startProcess(t *testing.T, name string, env map[string]string) (*process, s
 			BaseURL: cfg.BaseURL, SuperAdminClientID: cfg.SuperAdminClientID,
 			SuperAdminSecret: cfg.SuperAdminSecret, TokenLifetime: cfg.AccessTokenLifetime,
 			SecretGrace: cfg.ClientSecretGrace,
-		}, c.NC, c.JS, c.DB, c.Repo, c.Sessions, log)
+		}, c.NC, c.JS, c.Repo, c.Sessions, log)
 	case "membership":
 		mailer, err := mail.FromConfig(cfg.SMTPURL, cfg.DataDir)
 		if err != nil {

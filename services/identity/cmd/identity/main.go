@@ -15,6 +15,6 @@ func main() {
 			SuperAdminSecret:   cfg.SuperAdminSecret,
 			TokenLifetime:      cfg.AccessTokenLifetime,
 			SecretGrace:        cfg.ClientSecretGrace,
-		}, c.NC, c.JS, c.DB, c.Repo, c.Sessions, nil), nil
+		}, c.NC, c.JS, c.Repo, c.Sessions, nil), nil
 	})
 }

@@ -1,0 +1,67 @@
+package mongostore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/pinion-health/pinion/pkg/embedded"
+	"github.com/pinion-health/pinion/pkg/store"
+	"github.com/pinion-health/pinion/pkg/store/storetest"
+)
+
+// The adapter runs the conformance suite against the embedded FerretDB, a
+// real MongoDB wire-protocol server. FerretDB has no transactions, so the
+// suite's atomicity of several writes in one call is not asked of it.
+var client *mongo.Client
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "pinion-mongostore-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	f, err := embedded.StartFerretDB(embedded.FerretOptions{Dir: dir, Logger: quiet})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start FerretDB:", err)
+		return 1
+	}
+	defer f.Close()
+	if client, err = mongo.Connect(options.Client().ApplyURI(f.URI)); err != nil {
+		fmt.Fprintln(os.Stderr, "connect:", err)
+		return 1
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = client.Disconnect(ctx)
+	}()
+	return m.Run()
+}
+
+var seq atomic.Int64
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		db := client.Database(fmt.Sprintf("conformance_%d", seq.Add(1)))
+		t.Cleanup(func() { _ = db.Drop(context.Background()) })
+		s, err := Open(context.Background(), db, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}, storetest.Options{NotAtomic: true})
+}

@@ -1,0 +1,237 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/pinion-health/pinion/pkg/store"
+)
+
+// Search implements store.Store.
+func (s *Store) Search(ctx context.Context, typ string, q *store.Query) ([]*store.Record, error) {
+	filter, err := toFilter(q)
+	if err != nil {
+		return nil, err
+	}
+	if q.Limit <= 0 {
+		return nil, nil // a MongoDB limit of 0 means none
+	}
+	fo := options.Find().SetSkip(int64(q.Offset)).SetLimit(int64(q.Limit)).
+		SetProjection(recordFields)
+	if len(q.Sort) > 0 {
+		var sort bson.D
+		for _, o := range q.Sort {
+			dir := 1
+			if o.Desc {
+				dir = -1
+			}
+			sort = append(sort, bson.E{Key: o.Field, Value: dir})
+		}
+		fo.SetSort(sort)
+	}
+	cur, err := s.coll(typ).Find(ctx, filter, fo)
+	if err != nil {
+		return nil, fmt.Errorf("search %s: %w", typ, err)
+	}
+	defer cur.Close(ctx)
+	var out []*store.Record
+	for cur.Next(ctx) {
+		out = append(out, fromDoc(typ, cur.Current))
+	}
+	if err := cur.Err(); err != nil {
+		return nil, fmt.Errorf("search %s: %w", typ, err)
+	}
+	return out, nil
+}
+
+// Count implements store.Store.
+func (s *Store) Count(ctx context.Context, typ string, q *store.Query) (int, error) {
+	filter, err := toFilter(q)
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.coll(typ).CountDocuments(ctx, filter)
+	if err != nil {
+		return 0, fmt.Errorf("count %s: %w", typ, err)
+	}
+	return int(n), nil
+}
+
+// toFilter translates a query. Each field appears once at the top level,
+// where an index can serve it; a second condition on one field joins a
+// trailing $and (MongoDB would not read a repeated key as AND).
+func toFilter(q *store.Query) (bson.D, error) {
+	var f topLevel
+	f.add(fDeleted, false)
+	if q.Project != "" {
+		f.add(fProject, q.Project)
+	}
+	for _, c := range q.Filter {
+		if err := store.Check(c); err != nil {
+			return nil, err
+		}
+		f.addCond(c)
+	}
+	return f.done(), nil
+}
+
+type topLevel struct {
+	top  bson.D
+	more bson.A
+}
+
+func (f *topLevel) add(key string, val any) {
+	for _, e := range f.top {
+		if e.Key == key {
+			f.more = append(f.more, bson.D{{Key: key, Value: val}})
+			return
+		}
+	}
+	f.top = append(f.top, bson.E{Key: key, Value: val})
+}
+
+// addCond adds a condition, lifting an AND's members to the top level.
+func (f *topLevel) addCond(c store.Cond) {
+	switch c.Op {
+	case store.OpAnd:
+		for _, s := range c.Sub {
+			f.addCond(s)
+		}
+	case store.OpOr:
+		f.more = append(f.more, toBSON(c))
+	default:
+		f.add(c.Field, operand(c))
+	}
+}
+
+func (f *topLevel) done() bson.D {
+	d := append(bson.D{}, f.top...)
+	if len(f.more) > 0 {
+		d = append(d, bson.E{Key: "$and", Value: f.more})
+	}
+	return d
+}
+
+// toBSON is one condition as a filter document.
+func toBSON(c store.Cond) bson.D {
+	switch c.Op {
+	case store.OpAnd, store.OpOr:
+		op := "$and"
+		if c.Op == store.OpOr {
+			op = "$or"
+		}
+		a := make(bson.A, len(c.Sub))
+		for i, s := range c.Sub {
+			a[i] = toBSON(s)
+		}
+		return bson.D{{Key: op, Value: a}}
+	}
+	return bson.D{{Key: c.Field, Value: operand(c)}}
+}
+
+// operand is the value side of a field condition.
+func operand(c store.Cond) any {
+	switch c.Op {
+	case store.OpEq:
+		if len(c.Values) == 1 {
+			return c.Values[0]
+		}
+		return bson.D{{Key: "$in", Value: bson.A(c.Values)}}
+	case store.OpNotIn:
+		return bson.D{{Key: "$nin", Value: bson.A(c.Values)}}
+	case store.OpPrefix, store.OpContains:
+		anchor := ""
+		if c.Op == store.OpPrefix {
+			anchor = "^"
+		}
+		if len(c.Values) == 1 {
+			return bson.D{{Key: "$regex", Value: anchor + quoteRegex(c.Values[0].(string))}}
+		}
+		rs := make(bson.A, len(c.Values))
+		for i, v := range c.Values {
+			rs[i] = bson.Regex{Pattern: anchor + quoteRegex(v.(string))}
+		}
+		return bson.D{{Key: "$in", Value: rs}}
+	case store.OpExists:
+		return bson.D{{Key: "$exists", Value: c.Values[0]}}
+	}
+	op := map[store.Op]string{store.OpLt: "$lt", store.OpLe: "$lte", store.OpGt: "$gt", store.OpGe: "$gte"}[c.Op]
+	return bson.D{{Key: op, Value: c.Values[0]}}
+}
+
+// quoteRegex escapes s for a regular expression. A NUL byte is written as
+// \x00 because BSON stores a pattern NUL-terminated.
+func quoteRegex(s string) string {
+	return strings.ReplaceAll(regexp.QuoteMeta(s), "\x00", `\x00`)
+}
+
+func (s *Store) ensureIndexes(ctx context.Context, typ string) error {
+	if _, ok := s.indexed.Load(typ); ok {
+		return nil
+	}
+	keys := append([]string{fProject, fTime}, s.o.IndexKeys(typ)...)
+	if err := createIndexes(ctx, s.coll(typ), keys); err != nil {
+		return fmt.Errorf("indexes of %s: %w", typ, err)
+	}
+	if err := createIndexes(ctx, s.history(typ), []string{"id"}); err != nil {
+		return fmt.Errorf("history indexes of %s: %w", typ, err)
+	}
+	s.indexed.Store(typ, struct{}{})
+	return nil
+}
+
+// createIndexes creates the single-field ascending indexes that do not exist
+// yet. Asking for existing ones is avoided on purpose: FerretDB 1.24 fails
+// (a server-side panic that drops the connection) when createIndexes names
+// indexes it already has — which also happens when two processes starting
+// at once create the same index. So a failure is followed by a fresh look:
+// indexes another process made count as made.
+func createIndexes(ctx context.Context, c *mongo.Collection, keys []string) error {
+	var err error
+	for attempt := 0; attempt < 4; attempt++ {
+		var missing []string
+		if missing, err = missingIndexes(ctx, c, keys); err != nil || len(missing) == 0 {
+			return err
+		}
+		models := make([]mongo.IndexModel, len(missing))
+		for i, k := range missing {
+			models[i] = mongo.IndexModel{Keys: bson.D{{Key: k, Value: 1}}}
+		}
+		if _, err = c.Indexes().CreateMany(ctx, models); err == nil {
+			return nil
+		}
+		time.Sleep(time.Duration(50*(attempt+1)) * time.Millisecond)
+	}
+	return err
+}
+
+// missingIndexes lists the keys without a single-field index.
+func missingIndexes(ctx context.Context, c *mongo.Collection, keys []string) ([]string, error) {
+	have := map[string]bool{}
+	specs, err := c.Indexes().ListSpecifications(ctx)
+	var ce mongo.CommandError
+	if errors.As(err, &ce) && ce.Code == 26 { // NamespaceNotFound: a new collection
+		err = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range specs {
+		have[s.Name] = true
+	}
+	var missing []string
+	for _, k := range keys {
+		if !have[k+"_1"] {
+			missing = append(missing, k)
+		}
+	}
+	return missing, nil
+}

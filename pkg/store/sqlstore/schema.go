@@ -1,0 +1,109 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// schemaVersion is the layout this code reads and writes. A database at a
+// lower version is migrated at Open; a higher one was written by newer code
+// and is refused rather than misread.
+const schemaVersion = 1
+
+// migrations[v] brings a database from version v to v+1; migrations[0]
+// creates the first layout. Every statement is idempotent, so an
+// interrupted migration can simply run again.
+var migrations = [][]string{
+	{
+		// rid is the rowid: stable across versions of a resource, so search
+		// rows can point at it and a listing's order survives updates.
+		`CREATE TABLE IF NOT EXISTS resources(
+			rid     INTEGER PRIMARY KEY,
+			type    TEXT NOT NULL,
+			id      TEXT NOT NULL,
+			version TEXT NOT NULL,
+			ts      INTEGER NOT NULL,
+			project TEXT NOT NULL,
+			deleted INTEGER NOT NULL,
+			json    BLOB)`,
+		`CREATE UNIQUE INDEX IF NOT EXISTS resources_type_id ON resources(type, id)`,
+		// Listing a project's resources with no filter, in the default
+		// (ts, rid) order: every index ends with the rowid, so this index
+		// delivers that order without sorting.
+		`CREATE INDEX IF NOT EXISTS resources_list ON resources(type, project, deleted, ts)`,
+		// A rowid table, not WITHOUT ROWID: its rows carry whole resources,
+		// far larger than the few hundred bytes WITHOUT ROWID suits.
+		`CREATE TABLE IF NOT EXISTS history(
+			type    TEXT NOT NULL,
+			id      TEXT NOT NULL,
+			version TEXT NOT NULL,
+			ts      INTEGER NOT NULL,
+			project TEXT NOT NULL,
+			deleted INTEGER NOT NULL,
+			json    BLOB,
+			PRIMARY KEY(type, id, version))`,
+		`CREATE INDEX IF NOT EXISTS history_newest ON history(type, id, ts)`,
+		// value has no declared type, hence no affinity: text stays text
+		// ("007" is not the number 7), floats stay REAL and instants
+		// INTEGER, so the kinds never convert into each other. BINARY
+		// collation (the default) orders text byte by byte, as Go does.
+		`CREATE TABLE IF NOT EXISTS search(
+			key     TEXT NOT NULL,
+			value   NOT NULL,
+			project TEXT NOT NULL,
+			rid     INTEGER NOT NULL,
+			PRIMARY KEY(key, value, project, rid)) WITHOUT ROWID`,
+		// Deleting a resource's rows, and exists/sort lookups. The primary
+		// key columns ride along, so min/max(value) is read from the index.
+		`CREATE INDEX IF NOT EXISTS search_rid ON search(rid, key)`,
+		`CREATE TABLE IF NOT EXISTS claims(key TEXT PRIMARY KEY, owner TEXT NOT NULL) WITHOUT ROWID`,
+		`CREATE TABLE IF NOT EXISTS outbox(id TEXT PRIMARY KEY, event BLOB, at INTEGER NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS secrets(key TEXT PRIMARY KEY, value BLOB)`,
+	},
+}
+
+// migrate creates or upgrades the schema in one transaction on the writer's
+// connection.
+func migrate(ctx context.Context, c *sql.Conn) (err error) {
+	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_, _ = c.ExecContext(context.Background(), "ROLLBACK")
+		}
+	}()
+	if _, err := c.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID`); err != nil {
+		return err
+	}
+	v := 0
+	var s string
+	switch err := c.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'schema_version'`).Scan(&s); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return err
+	default:
+		if v, err = strconv.Atoi(s); err != nil {
+			return fmt.Errorf("sqlstore: bad schema version %q", s)
+		}
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("sqlstore: database has schema version %d, newer than this program's %d", v, schemaVersion)
+	}
+	for ; v < schemaVersion; v++ {
+		for _, stmt := range migrations[v] {
+			if _, err := c.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("sqlstore: migrating to version %d: %w", v+1, err)
+			}
+		}
+	}
+	if _, err := c.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES('schema_version', ?)
+		ON CONFLICT(key) DO UPDATE SET value = excluded.value`, strconv.Itoa(v)); err != nil {
+		return err
+	}
+	_, err = c.ExecContext(ctx, "COMMIT")
+	return err
+}

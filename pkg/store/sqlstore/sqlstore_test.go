@@ -1,0 +1,423 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pinion-health/pinion/pkg/store"
+	"github.com/pinion-health/pinion/pkg/store/storetest"
+)
+
+// quiet keeps the store's log out of test output.
+var quiet = slog.New(slog.DiscardHandler)
+
+func openTemp(t testing.TB) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "pinion.db"), Options{Sync: "normal", Log: quiet})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return openTemp(t) })
+}
+
+func TestReopen(t *testing.T) {
+	ctx := context.Background()
+	// A name that needs escaping in a SQLite URI.
+	path := filepath.Join(t.TempDir(), "a?b#c%d.db")
+	s, err := Open(ctx, path, Options{Log: quiet})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	at := time.Date(2024, 5, 6, 7, 8, 9, 123e6, time.UTC)
+	w := &store.Write{
+		Record: store.Record{Type: "Patient", ID: "a", Version: "1", Time: at, Project: "p", JSON: []byte(`{"id":"a"}`)},
+		Fields: map[string]any{"s_name": []string{"ann"}},
+		Event:  []byte("ev"),
+	}
+	if err := s.Write(ctx, w); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if err := s.SetSecret(ctx, "k", []byte("v")); err != nil {
+		t.Fatalf("SetSecret: %v", err)
+	}
+	if _, err := s.Claim(ctx, "c", "me"); err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := s.Write(ctx, w); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Write after Close: %v", err)
+	}
+
+	s, err = Open(ctx, path, Options{Log: quiet})
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close()
+	r, err := s.Get(ctx, "Patient", "a")
+	if err != nil || r.Version != "1" || !r.Time.Equal(at) || string(r.JSON) != `{"id":"a"}` {
+		t.Fatalf("Get after reopen: %+v, %v", r, err)
+	}
+	rs, err := s.Search(ctx, "Patient", &store.Query{Project: "p", Filter: []store.Cond{store.Eq("s_name", "ann")}})
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("Search after reopen: %d, %v", len(rs), err)
+	}
+	if v, err := s.Secret(ctx, "k"); err != nil || string(v) != "v" {
+		t.Fatalf("Secret after reopen: %q, %v", v, err)
+	}
+	if o, err := s.ClaimOwner(ctx, "c"); err != nil || o != "me" {
+		t.Fatalf("ClaimOwner after reopen: %q, %v", o, err)
+	}
+	if p, err := s.Pending(ctx, time.Now().Add(time.Minute), time.Time{}); err != nil || len(p) != 1 {
+		t.Fatalf("Pending after reopen: %v, %v", p, err)
+	}
+	var v string
+	if err := s.rdb.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = 'schema_version'").Scan(&v); err != nil || v != fmt.Sprint(schemaVersion) {
+		t.Fatalf("schema version %q, %v", v, err)
+	}
+}
+
+func TestNewerSchemaRefused(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "x.db")
+	s, err := Open(ctx, path, Options{Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.w.do(ctx, 0, func(c *wconn) error {
+		_, err := c.conn.ExecContext(c.ctx, "UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+		return err
+	})
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(ctx, path, Options{Log: quiet}); err == nil {
+		s.Close()
+		t.Fatal("opened a database of a newer schema")
+	}
+}
+
+// TestCancelledBeforeTurn: a caller whose context has ended gets its error
+// and nothing is written.
+func TestCancelledBeforeTurn(t *testing.T) {
+	s := openTemp(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	w := &store.Write{Record: store.Record{Type: "Patient", ID: "a", Version: "1", Time: time.Now(), Project: "p", JSON: []byte("{}")}}
+	if err := s.Write(ctx, w); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Write: %v", err)
+	}
+	// Blocked behind a slow call, a caller that gives up is skipped.
+	release := make(chan struct{})
+	started := make(chan struct{})
+	go s.w.do(context.Background(), 0, func(*wconn) error { close(started); <-release; return nil })
+	<-started
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := s.Write(ctx, w); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Write: %v", err)
+	}
+	close(release)
+	if err := s.Write(context.Background(), &store.Write{Record: store.Record{Type: "Patient", ID: "b", Version: "1", Time: time.Now(), JSON: []byte("{}")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(context.Background(), "Patient", "a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("cancelled write stored: %v", err)
+	}
+}
+
+// TestGroupCommit: calls queued while the writer is busy share one
+// transaction, and a failing one among them spoils none of the others.
+func TestGroupCommit(t *testing.T) {
+	s := openTemp(t)
+	ctx := context.Background()
+	mk := func(id string) *store.Write {
+		return &store.Write{Record: store.Record{Type: "Patient", ID: id, Version: "1", Time: time.Now(), Project: "p", JSON: []byte("{}")},
+			Fields: map[string]any{"s_g": "g"}}
+	}
+	if err := s.Write(ctx, mk("taken")); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	started := make(chan struct{})
+	go s.w.do(ctx, 0, func(*wconn) error { close(started); <-release; return nil })
+	<-started
+	before := s.w.txs.Load()
+	const n = 50
+	errs := make(chan error, n+1)
+	for i := range n {
+		go func() { errs <- s.Write(ctx, mk(fmt.Sprint(i))) }()
+	}
+	go func() { errs <- s.Write(ctx, mk("taken")) }()
+	for len(s.w.queue) < n+1 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	exists := 0
+	for range n + 1 {
+		switch err := <-errs; {
+		case errors.Is(err, store.ErrExists):
+			exists++
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	if exists != 1 {
+		t.Fatalf("%d creates of the taken id failed, want 1", exists)
+	}
+	if txs := s.w.txs.Load() - before; txs != 1 {
+		t.Fatalf("%d calls took %d transactions, want 1", n+1, txs)
+	}
+	if c, err := s.Count(ctx, "Patient", &store.Query{Filter: []store.Cond{store.Eq("s_g", "g")}}); err != nil || c != n+1 {
+		t.Fatalf("Count %d, %v; want %d", c, err, n+1)
+	}
+}
+
+// TestSubMillisecond: comparisons with instants finer than the stored
+// milliseconds stay exact.
+func TestSubMillisecond(t *testing.T) {
+	s := openTemp(t)
+	ctx := context.Background()
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := &store.Write{Record: store.Record{Type: "T", ID: "a", Version: "1", Time: t0, Project: "p", JSON: []byte("{}")}, Fields: map[string]any{"s_d": t0}}
+	if err := s.Write(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	get := func(f string) (any, bool) {
+		if f == store.FieldTime {
+			return t0, true
+		}
+		return t0, f == "s_d"
+	}
+	half := 500 * time.Microsecond
+	for _, f := range []string{"s_d", store.FieldTime} {
+		for _, c := range []store.Cond{
+			store.Compare(f, store.OpLt, t0.Add(half)), store.Compare(f, store.OpLe, t0.Add(half)),
+			store.Compare(f, store.OpGt, t0.Add(-half)), store.Compare(f, store.OpGe, t0.Add(-half)),
+			store.Compare(f, store.OpGt, t0.Add(half)), store.Compare(f, store.OpLt, t0.Add(-half)),
+			store.Eq(f, t0.Add(half)), store.Eq(f, t0),
+		} {
+			n, err := s.Count(ctx, "T", &store.Query{Filter: []store.Cond{c}})
+			if want := store.Matches(c, get); err != nil || (n == 1) != want {
+				t.Errorf("%s op%d %v: count %d (%v), Matches %v", f, c.Op, c.Values[0], n, err, want)
+			}
+		}
+	}
+}
+
+// TestPlans: the searches that must stay fast at 100,000 resources use
+// indexes, not scans of the resources or search tables.
+func TestPlans(t *testing.T) {
+	s := openTemp(t)
+	prefix := store.Cond{Op: store.OpPrefix, Field: "s_name", Values: []any{"smi"}}
+	// sorted: the plan may sort what it found (asked for a sort the
+	// driving index does not hold); otherwise a page must come straight
+	// off the index, whatever the number of matches.
+	cases := []struct {
+		name   string
+		q      store.Query
+		uses   string
+		count  bool
+		sorted bool
+	}{
+		{"prefix", store.Query{Filter: []store.Cond{prefix}, Limit: 20}, "search USING PRIMARY KEY (key=? AND value>? AND value<?)", false, false},
+		{"prefix in project", store.Query{Project: "p", Filter: []store.Cond{prefix}, Limit: 20}, "search USING PRIMARY KEY (key=? AND value>? AND value<?)", false, false},
+		{"prefix sorted by time", store.Query{Project: "p", Filter: []store.Cond{prefix}, Sort: []store.Sort{{Field: store.FieldTime, Desc: true}}, Limit: 20}, "search USING PRIMARY KEY", false, true},
+		{"prefix count", store.Query{Project: "p", Filter: []store.Cond{prefix}}, "search USING PRIMARY KEY", true, false},
+		{"equality", store.Query{Project: "p", Filter: []store.Cond{store.Eq("s_identifier", "sys|123")}, Limit: 20}, "search USING PRIMARY KEY (key=? AND value=? AND project=?)", false, false},
+		{"two equalities", store.Query{Project: "p", Filter: []store.Cond{store.Eq("s_code", "a", "b"), store.Eq("s_subject", "Patient/1")}, Limit: 20}, "search USING PRIMARY KEY (key=? AND value=?", false, false},
+		{"date range", store.Query{Project: "p", Filter: []store.Cond{store.Compare("s_date_lo", store.OpGe, time.Now())}, Limit: 20}, "search USING PRIMARY KEY (key=? AND value>? AND value<?)", false, false},
+		{"id", store.Query{Project: "p", Filter: []store.Cond{store.Eq(store.FieldID, "a", "b")}, Limit: 20}, "resources_type_id (type=? AND id=?)", false, true},
+		{"list project", store.Query{Project: "p", Limit: 20}, "resources_list (type=? AND project=? AND deleted=?)", false, false},
+		{"list project by time", store.Query{Project: "p", Sort: []store.Sort{{Field: store.FieldTime, Desc: true}}, Limit: 20}, "resources_list (type=? AND project=? AND deleted=?)", false, false},
+		{"missing field", store.Query{Project: "p", Filter: []store.Cond{store.Exists("s_x", false)}, Limit: 20}, "resources_list (type=? AND project=? AND deleted=?)", false, false},
+		{"sort by search field", store.Query{Project: "p", Filter: []store.Cond{store.Eq("s_code", "a")}, Sort: []store.Sort{{Field: "s_name"}}, Limit: 20}, "search_rid (rid=? AND key=?)", false, true},
+	}
+	for _, c := range cases {
+		text, args, err := searchSQL("Patient", &c.q, c.count)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := explain(t, s, text, args...)
+		t.Logf("%s:\n%s", c.name, plan)
+		if bad := scans(plan); bad != "" {
+			t.Errorf("%s: %q scans:\n%s\nSQL: %s", c.name, bad, plan, text)
+		}
+		if !strings.Contains(plan, c.uses) {
+			t.Errorf("%s: plan does not use %q:\n%s\nSQL: %s", c.name, c.uses, plan, text)
+		}
+		if !c.sorted && strings.Contains(plan, "TEMP B-TREE") {
+			t.Errorf("%s: plan sorts:\n%s\nSQL: %s", c.name, plan, text)
+		}
+	}
+	plan := explain(t, s, `SELECT type, id, version, ts, project, deleted, json FROM resources WHERE type = ? AND id = ?`, "Patient", "a")
+	if !strings.Contains(plan, "resources_type_id (type=? AND id=?)") || scans(plan) != "" {
+		t.Errorf("Get:\n%s", plan)
+	}
+	plan = explain(t, s, `SELECT type, id, version, ts, project, deleted, json FROM history WHERE type = ? AND id = ? ORDER BY ts DESC, rowid DESC LIMIT ?`, "Patient", "a", 10)
+	if !strings.Contains(plan, "history_newest (type=? AND id=?)") || strings.Contains(plan, "TEMP B-TREE") || scans(plan) != "" {
+		t.Errorf("History:\n%s", plan)
+	}
+}
+
+func explain(t *testing.T, s *Store, text string, args ...any) string {
+	t.Helper()
+	rows, err := s.rdb.Query("EXPLAIN QUERY PLAN "+text, args...)
+	if err != nil {
+		t.Fatalf("explain %s: %v", text, err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(detail + "\n")
+	}
+	return b.String()
+}
+
+// scans returns a plan line that reads a whole table, or "".
+func scans(plan string) string {
+	for _, l := range strings.Split(plan, "\n") {
+		l = strings.TrimSpace(l)
+		for _, tbl := range []string{"resources", "r", "search", "s", "history"} {
+			if l == "SCAN "+tbl || strings.HasPrefix(l, "SCAN "+tbl+" ") {
+				return l
+			}
+		}
+	}
+	return ""
+}
+
+func BenchmarkWrite(b *testing.B) {
+	for _, sync := range []string{"full", "normal"} {
+		b.Run("sync="+sync, func(b *testing.B) { benchWrite(b, sync) })
+	}
+}
+
+func benchWrite(b *testing.B, sync string) {
+	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "w.db"), Options{Sync: sync, Log: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var n atomic.Int64
+	at := time.Now().UTC()
+	txs := s.w.txs.Load()
+	defer func() { b.ReportMetric(float64(n.Load())/float64(s.w.txs.Load()-txs), "calls/tx") }()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			i := n.Add(1)
+			w := &store.Write{
+				Record: store.Record{Type: "Patient", ID: fmt.Sprint(i), Version: "1", Time: at, Project: "p",
+					JSON: []byte(`{"resourceType":"Patient","id":"x","name":[{"family":"Smith","given":["Ann"]}]}`)},
+				Fields: benchFields(int(i)),
+				Event:  []byte(`{"type":"create"}`),
+			}
+			if err := s.Write(ctx, w); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func benchFields(i int) map[string]any {
+	return map[string]any{
+		"s_name":         []string{fmt.Sprintf("smith%05d", i%50000), "ann", "ann smith"},
+		"s_name_exact":   []string{"Smith", "Ann"},
+		"s_name_sort":    "ann smith",
+		"s_identifier":   []string{fmt.Sprintf("sys|%d", i), fmt.Sprintf("|%d", i)},
+		"s_birthdate_lo": time.Date(1950+i%60, 1, 1, 0, 0, 0, 0, time.UTC),
+		"s_birthdate_hi": time.Date(1950+i%60, 1, 1, 23, 59, 59, 999e6, time.UTC),
+		"s_gender":       []string{[]string{"male", "female", "other"}[i%3]},
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchCorpus.path != "" {
+		os.RemoveAll(filepath.Dir(benchCorpus.path))
+	}
+	os.Exit(code)
+}
+
+// benchCorpus is built once: writing it is the slow part.
+var benchCorpus struct {
+	path string
+	done bool
+}
+
+const benchSize = 20000
+
+func BenchmarkPrefixSearch(b *testing.B) {
+	ctx := context.Background()
+	if !benchCorpus.done {
+		dir, err := os.MkdirTemp("", "sqlstore-bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchCorpus.path = filepath.Join(dir, "bench.db")
+		s, err := Open(ctx, benchCorpus.path, Options{Sync: "off", Log: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ws []*store.Write
+		for i := range benchSize {
+			ws = append(ws, &store.Write{
+				Record: store.Record{Type: "Patient", ID: fmt.Sprint(i), Version: "1", Time: time.Now().UTC(), Project: fmt.Sprint("p", i%4),
+					JSON: []byte(`{"resourceType":"Patient"}`)},
+				Fields: benchFields(i),
+			})
+			if len(ws) == 500 {
+				if err := s.Write(ctx, ws...); err != nil {
+					b.Fatal(err)
+				}
+				ws = ws[:0]
+			}
+		}
+		s.Close()
+		benchCorpus.done = true
+	}
+	s, err := Open(ctx, benchCorpus.path, Options{Log: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		q := &store.Query{Project: fmt.Sprint("p", i%4), Limit: 20,
+			Filter: []store.Cond{{Op: store.OpPrefix, Field: "s_name", Values: []any{fmt.Sprintf("smith%03d", i%200)}}}}
+		rs, err := s.Search(ctx, "Patient", q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rs) == 0 {
+			b.Fatalf("nothing found for %v", q.Filter[0].Values)
+		}
+	}
+}

@@ -1,0 +1,213 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/pinion-health/pinion/pkg/store"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Write stores new versions. The writes of one call commit together or not
+// at all: the first that fails (store.ErrExists, store.ErrConflict, ...)
+// undoes the others, and its error is returned.
+func (s *Store) Write(ctx context.Context, ws ...*store.Write) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	size := 0
+	for _, w := range ws {
+		if err := check(w); err != nil {
+			return err
+		}
+		size += len(w.JSON) + len(w.Event) + 64*len(w.Fields)
+	}
+	return s.w.do(ctx, size, func(c *wconn) error {
+		at := time.Now().UnixMilli()
+		for _, w := range ws {
+			if err := c.put(w, at); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// check refuses a write before it is queued, so a malformed one costs the
+// batch nothing.
+func check(w *store.Write) error {
+	switch {
+	case w == nil:
+		return errors.New("sqlstore: nil write")
+	case w.Type == "" || w.ID == "" || w.Version == "":
+		return fmt.Errorf("sqlstore: write of %s/%s needs type, id and version", w.Type, w.ID)
+	case w.Prev == w.Version:
+		return fmt.Errorf("%w: %s/%s: version %q replaces itself", store.ErrConflict, w.Type, w.ID, w.Version)
+	}
+	if !w.Deleted {
+		for k, v := range w.Fields {
+			if err := eachValue(v, func(any) error { return nil }); err != nil {
+				return fmt.Errorf("sqlstore: %s/%s field %s: %w", w.Type, w.ID, k, err)
+			}
+		}
+	}
+	return nil
+}
+
+// put stores one write inside the caller's savepoint. Every statement
+// costs a parse (the driver does not keep statements prepared), so the
+// version check is folded into the write itself: a create is an INSERT that
+// the unique (type, id) index refuses, a replace an UPDATE conditioned on
+// the version.
+func (c *wconn) put(w *store.Write, at int64) error {
+	ts := w.Time.UnixMilli()
+	var doc []byte
+	if !w.Deleted {
+		doc = w.JSON
+	}
+	var rid int64
+	if w.Prev == "" {
+		res, err := c.insResource.ExecContext(c.ctx, w.Type, w.ID, w.Version, ts, w.Project, w.Deleted, doc)
+		if isConstraint(err) {
+			return fmt.Errorf("%w: %s/%s", store.ErrExists, w.Type, w.ID)
+		}
+		if err != nil {
+			return err
+		}
+		if rid, err = res.LastInsertId(); err != nil {
+			return err
+		}
+	} else {
+		err := c.updResource.QueryRowContext(c.ctx, w.Version, ts, w.Project, w.Deleted, doc, w.Type, w.ID, w.Prev).Scan(&rid)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %s/%s is not at version %q", store.ErrConflict, w.Type, w.ID, w.Prev)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := c.delSearch.ExecContext(c.ctx, rid); err != nil {
+			return err
+		}
+	}
+	if _, err := c.insHistory.ExecContext(c.ctx, w.Type, w.ID, w.Version, ts, w.Project, w.Deleted, doc); err != nil {
+		if isConstraint(err) {
+			return fmt.Errorf("%w: %s/%s already has version %q", store.ErrConflict, w.Type, w.ID, w.Version)
+		}
+		return err
+	}
+	if !w.Deleted {
+		if err := c.putFields(w, rid); err != nil {
+			return err
+		}
+	}
+	if w.Event != nil {
+		id := store.OutboxID(w.Type, w.ID, w.Version)
+		if _, err := c.insOutbox.ExecContext(c.ctx, id, w.Event, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putFields inserts one search row per value, up to searchChunk rows a
+// statement.
+func (c *wconn) putFields(w *store.Write, rid int64) error {
+	args := c.args[:0]
+	flush := func() error {
+		if len(args) == 0 {
+			return nil
+		}
+		_, err := c.conn.ExecContext(c.ctx, insertSearch(len(args)/4), args...)
+		args = args[:0]
+		return err
+	}
+	for k, v := range w.Fields {
+		key := w.Type + "." + k
+		err := eachValue(v, func(x any) error {
+			args = append(args, key, x, w.Project, rid)
+			if len(args) == 4*searchChunk {
+				return flush()
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	err := flush()
+	clear(args[:cap(args)])
+	c.args = args
+	return err
+}
+
+// searchChunk caps the rows of one INSERT (4 parameters each, far below
+// SQLite's limit of 32766).
+const searchChunk = 128
+
+// insertSearch returns the INSERT of n search rows; OR IGNORE drops a
+// value repeated within a field.
+var insertSearch = func() func(n int) string {
+	texts := make([]string, searchChunk+1)
+	for n := 1; n <= searchChunk; n++ {
+		texts[n] = "INSERT OR IGNORE INTO search(key, value, project, rid) VALUES (?, ?, ?, ?)" +
+			strings.Repeat(", (?, ?, ?, ?)", n-1)
+	}
+	return func(n int) string { return texts[n] }
+}()
+
+// eachValue calls f with the stored form of each value of a search field:
+// text as TEXT, numbers as REAL, instants as INTEGER unix milliseconds (the
+// kinds stay apart in the untyped value column). NaN is skipped: it equals
+// nothing. Other kinds are refused rather than stored as something a
+// condition would read differently from store.Matches.
+func eachValue(v any, f func(any) error) error {
+	scalar := func(x any) error {
+		switch x := x.(type) {
+		case string:
+			return f(x)
+		case float64:
+			if math.IsNaN(x) {
+				return nil
+			}
+			return f(x)
+		case time.Time:
+			return f(x.UnixMilli())
+		}
+		return fmt.Errorf("unsupported search value %T", x)
+	}
+	switch l := v.(type) {
+	case []string:
+		for _, x := range l {
+			if err := f(x); err != nil {
+				return err
+			}
+		}
+		return nil
+	case []float64:
+		for _, x := range l {
+			if err := scalar(x); err != nil {
+				return err
+			}
+		}
+		return nil
+	case []any:
+		for _, x := range l {
+			if err := scalar(x); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return scalar(v)
+}
+
+func isConstraint(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
+}

@@ -1,0 +1,320 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Group commit limits: one transaction takes at most this many queued
+// calls, or calls until their payload passes maxBatchBytes, so a burst does
+// not hold the write lock, or the WAL, unboundedly.
+const (
+	maxBatch      = 256
+	maxBatchBytes = 8 << 20
+	queueLen      = 1024 // callers beyond this block (on their ctx)
+)
+
+// The states of a queued call; the caller and the writer race to move it
+// out of queued, and the winner decides whether it runs.
+const (
+	queued int32 = iota
+	taken
+	cancelled
+)
+
+// op is one caller's write: run executes it inside a savepoint (or alone
+// in its transaction).
+type op struct {
+	ctx   context.Context
+	size  int
+	run   func(*wconn) error
+	state atomic.Int32
+	done  chan error // buffered: the writer never waits for the caller
+}
+
+// wconn is the writer's connection and its statements. (This driver
+// version compiles a statement again on every use, so they save little
+// beyond a checked list of the SQL; put keeps their number per write low.)
+type wconn struct {
+	ctx  context.Context // the writer's own: a caller's cancellation must not interrupt a shared transaction
+	conn *sql.Conn
+
+	begin, commit, rollback, savepoint, release, rollbackTo *sql.Stmt
+
+	insHistory, insResource, updResource, delSearch, insOutbox *sql.Stmt
+	args                                                       []any // putFields' buffer
+
+	claimIns, claimOwner, claimDel, unbox *sql.Stmt
+
+	secret, setSecret, delSecret, insSecret, updSecret *sql.Stmt
+}
+
+func newWconn(ctx context.Context, conn *sql.Conn) (*wconn, error) {
+	c := &wconn{ctx: context.Background(), conn: conn}
+	for _, p := range []struct {
+		st **sql.Stmt
+		q  string
+	}{
+		{&c.begin, "BEGIN IMMEDIATE"},
+		{&c.commit, "COMMIT"},
+		{&c.rollback, "ROLLBACK"},
+		{&c.savepoint, "SAVEPOINT call"},
+		{&c.release, "RELEASE call"},
+		{&c.rollbackTo, "ROLLBACK TO call"},
+		{&c.insHistory, "INSERT INTO history(type, id, version, ts, project, deleted, json) VALUES (?, ?, ?, ?, ?, ?, ?)"},
+		{&c.insResource, "INSERT INTO resources(type, id, version, ts, project, deleted, json) VALUES (?, ?, ?, ?, ?, ?, ?)"},
+		{&c.updResource, "UPDATE resources SET version = ?, ts = ?, project = ?, deleted = ?, json = ? WHERE type = ? AND id = ? AND version = ? RETURNING rid"},
+		{&c.delSearch, "DELETE FROM search WHERE rid = ?"},
+		{&c.insOutbox, "INSERT OR REPLACE INTO outbox(id, event, at) VALUES (?, ?, ?)"},
+		{&c.claimIns, "INSERT OR IGNORE INTO claims(key, owner) VALUES (?, ?)"},
+		{&c.claimOwner, "SELECT owner FROM claims WHERE key = ?"},
+		{&c.claimDel, "DELETE FROM claims WHERE key = ? AND owner = ?"},
+		{&c.unbox, "DELETE FROM outbox WHERE id = ?"},
+		{&c.secret, "SELECT value FROM secrets WHERE key = ?"},
+		{&c.setSecret, "INSERT INTO secrets(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"},
+		{&c.delSecret, "DELETE FROM secrets WHERE key = ?"},
+		{&c.insSecret, "INSERT INTO secrets(key, value) VALUES (?, ?)"},
+		{&c.updSecret, "UPDATE secrets SET value = ? WHERE key = ?"},
+	} {
+		st, err := conn.PrepareContext(ctx, p.q)
+		if err != nil {
+			c.close()
+			return nil, fmt.Errorf("sqlstore: prepare %q: %w", p.q, err)
+		}
+		*p.st = st
+	}
+	return c, nil
+}
+
+func (c *wconn) close() {
+	for _, st := range []*sql.Stmt{c.begin, c.commit, c.rollback, c.savepoint, c.release, c.rollbackTo,
+		c.insHistory, c.insResource, c.updResource, c.delSearch, c.insOutbox,
+		c.claimIns, c.claimOwner, c.claimDel, c.unbox, c.secret, c.setSecret, c.delSecret, c.insSecret, c.updSecret} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	c.conn.Close()
+}
+
+func (c *wconn) exec(st *sql.Stmt) error {
+	_, err := st.ExecContext(c.ctx)
+	return err
+}
+
+// writer runs every write of the store on one connection.
+type writer struct {
+	c       *wconn
+	log     *slog.Logger
+	queue   chan *op
+	quit    chan struct{}
+	stopped chan struct{}
+	// mu orders Close after every send in flight: senders hold it shared
+	// while sending, so once Close has set closed, nothing more arrives
+	// and the writer can drain the queue and stop.
+	mu     sync.RWMutex
+	closed bool
+	once   sync.Once
+	txs    atomic.Int64 // transactions begun, for tests and metrics
+}
+
+func newWriter(ctx context.Context, conn *sql.Conn, log *slog.Logger) (*writer, error) {
+	c, err := newWconn(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	w := &writer{
+		c:       c,
+		log:     log,
+		queue:   make(chan *op, queueLen),
+		quit:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	go w.loop()
+	return w, nil
+}
+
+// do queues run and waits for its transaction to commit. A caller whose
+// ctx ends before the writer takes its call gets ctx.Err() and nothing of
+// it is stored; once taken, the call is committed or failed as a whole and
+// the caller learns which.
+func (w *writer) do(ctx context.Context, size int, run func(*wconn) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	o := &op{ctx: ctx, size: size, run: run, done: make(chan error, 1)}
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case w.queue <- o:
+		w.mu.RUnlock()
+	case <-ctx.Done():
+		w.mu.RUnlock()
+		return ctx.Err()
+	}
+	select {
+	case err := <-o.done:
+		return err
+	case <-ctx.Done():
+		if o.state.CompareAndSwap(queued, cancelled) {
+			return ctx.Err()
+		}
+		// Already running: its outcome is decided shortly.
+		return <-o.done
+	}
+}
+
+func (w *writer) close() {
+	w.once.Do(func() {
+		w.mu.Lock()
+		w.closed = true
+		w.mu.Unlock()
+		close(w.quit)
+		<-w.stopped
+		w.c.close()
+	})
+}
+
+func (w *writer) loop() {
+	defer close(w.stopped)
+	batch := make([]*op, 0, maxBatch)
+	for {
+		select {
+		case o := <-w.queue:
+			batch = w.gather(append(batch[:0], o))
+			w.commit(batch)
+		case <-w.quit:
+			// No sender remains (see mu): drain what is queued.
+			for {
+				select {
+				case o := <-w.queue:
+					batch = w.gather(append(batch[:0], o))
+					w.commit(batch)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// gather adds whatever else is already queued, without waiting: a lone
+// caller pays no latency, and callers that queue while a commit is under
+// way share the next one.
+func (w *writer) gather(batch []*op) []*op {
+	size := batch[0].size
+	for len(batch) < maxBatch && size < maxBatchBytes {
+		select {
+		case o := <-w.queue:
+			batch = append(batch, o)
+			size += o.size
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// commit runs the calls of batch that are still wanted in transactions,
+// answering each caller.
+func (w *writer) commit(batch []*op) {
+	live := batch[:0]
+	for _, o := range batch {
+		if !o.state.CompareAndSwap(queued, taken) {
+			continue // the caller gave up and has returned
+		}
+		if err := o.ctx.Err(); err != nil {
+			o.done <- err
+			continue
+		}
+		live = append(live, o)
+	}
+	for len(live) > 0 {
+		n := w.tx(live)
+		live = live[n:]
+	}
+	clear(batch) // drop references to callers' closures
+}
+
+// errAborted wraps the error that made SQLite roll a whole transaction
+// back (disk full, I/O error): every call in it failed.
+var errAborted = errors.New("sqlstore: transaction aborted")
+
+// tx runs calls in one transaction, each in a savepoint, and answers them.
+// It returns how many it answered: fewer than len(calls) when SQLite
+// aborted the transaction midway, and the rest must run in a fresh one.
+func (w *writer) tx(calls []*op) int {
+	c := w.c
+	start := time.Now()
+	w.txs.Add(1)
+	if err := c.exec(c.begin); err != nil {
+		w.log.Error("sqlstore: begin", "err", err)
+		for _, o := range calls {
+			o.done <- err
+		}
+		return len(calls)
+	}
+	if len(calls) == 1 {
+		// Alone in its transaction, a call needs no savepoint: on
+		// failure the transaction is rolled back whole.
+		err := calls[0].run(c)
+		if err == nil {
+			if err = c.exec(c.commit); err != nil {
+				w.log.Error("sqlstore: commit", "err", err)
+				err = fmt.Errorf("%w: %w", errAborted, err)
+			}
+		}
+		if err != nil {
+			_ = c.exec(c.rollback) // fails harmlessly when SQLite already rolled back
+		}
+		calls[0].done <- err
+		return 1
+	}
+	results := make([]error, len(calls))
+	n := len(calls)
+	var lost error
+	for i, o := range calls {
+		if err := c.exec(c.savepoint); err != nil {
+			lost, n = err, i+1 // this call fails too, so every round makes progress
+			break
+		}
+		results[i] = o.run(c)
+		if results[i] != nil {
+			if err := c.exec(c.rollbackTo); err != nil {
+				// The error rolled back the whole transaction.
+				lost, n = results[i], i+1
+				break
+			}
+		}
+		if err := c.exec(c.release); err != nil {
+			lost, n = err, i+1
+			break
+		}
+	}
+	if lost == nil {
+		lost = c.exec(c.commit)
+	}
+	if lost != nil {
+		_ = c.exec(c.rollback) // fails harmlessly when SQLite already rolled back
+		w.log.Error("sqlstore: write transaction failed", "err", lost, "calls", n)
+		for i := range n {
+			results[i] = fmt.Errorf("%w: %w", errAborted, lost)
+		}
+	}
+	for i := range n {
+		calls[i].done <- results[i]
+	}
+	if d := time.Since(start); d > time.Second {
+		w.log.Warn("sqlstore: slow write transaction", "calls", n, "took", d)
+	}
+	return n
+}

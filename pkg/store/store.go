@@ -1,0 +1,141 @@
+// Package store is the storage port: what Pinion needs of a database, in
+// its own terms — resources with versions and history, searches, unique
+// claims, the event outbox and private credentials. Adapters translate it:
+// store/sqlstore (SQLite, the one-machine default) and store/mongostore
+// (MongoDB, and FerretDB speaking its wire protocol). Nothing above an
+// adapter knows which database it talks to; storetest holds the one suite
+// every adapter passes.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// The errors every adapter returns, so callers map them to HTTP once.
+var (
+	// ErrNotFound: no such resource, version, claim or credential.
+	ErrNotFound = errors.New("store: not found")
+	// ErrConflict: a conditional write found another version (or value)
+	// than the one it expected.
+	ErrConflict = errors.New("store: version conflict")
+	// ErrExists: a create found the id (or key) taken.
+	ErrExists = errors.New("store: already exists")
+)
+
+// Record is one version of a resource as stored.
+type Record struct {
+	Type    string
+	ID      string
+	Version string
+	// Time is the version's lastUpdated, at millisecond precision, UTC.
+	Time    time.Time
+	Project string
+	Deleted bool
+	// JSON is the complete resource, id and meta included; empty when
+	// Deleted.
+	JSON []byte
+}
+
+// Write is one new version to store.
+type Write struct {
+	Record
+	// Prev is the version this one replaces; "" creates the resource, and
+	// finds ErrExists if the id is taken. A replace finds ErrConflict when
+	// the current version is not Prev.
+	Prev string
+	// Fields are the search values (search.Fields): per key a string, a
+	// float64, a time.Time, or a slice of strings or float64s. Times are
+	// kept to the millisecond; an empty slice is no value.
+	Fields map[string]any
+	// Event is recorded in the outbox with the write, under OutboxID; nil
+	// records none.
+	Event []byte
+}
+
+// OutboxID names a version's event: the stream drops a second publish of it.
+func OutboxID(typ, id, version string) string { return typ + "/" + id + "/" + version }
+
+// Pending is an outbox event whose write is stored but which may not have
+// been published.
+type Pending struct {
+	ID    string
+	Event []byte
+}
+
+// Query is a search in store terms: the resources of one type that are not
+// deleted, in Project ("" for every project), meeting Filter.
+type Query struct {
+	Project string
+	Filter  []Cond // ANDed
+	Sort    []Sort // empty: the adapter's stable order
+	Offset  int
+	Limit   int // at least 1 (the repository asks for a page and one more)
+}
+
+// Sort orders by a field: a search field (the smallest value ascending,
+// the largest descending), or one of the record fields FieldID, FieldTime.
+type Sort struct {
+	Field string
+	Desc  bool
+}
+
+// The record's own fields, usable in conditions and sorts beside the
+// search fields (which are named s_*).
+const (
+	FieldID      = "_id"
+	FieldProject = "project"
+	FieldTime    = "ts"
+)
+
+// Store is the port. Every method is safe for concurrent use.
+type Store interface {
+	// Get returns the current version of a resource, deleted or not.
+	Get(ctx context.Context, typ, id string) (*Record, error)
+	// GetVersion returns one version from the history.
+	GetVersion(ctx context.Context, typ, id, version string) (*Record, error)
+	// History lists at most limit versions of a resource, newest first
+	// (limit 0: all).
+	History(ctx context.Context, typ, id string, limit int) ([]*Record, error)
+	// Write stores new versions: history, current version, search values
+	// and outbox event of each. See the adapter for what holds if one of
+	// several fails; with a single write nothing is partly stored. A
+	// deleted resource's id stays taken: a create of it is ErrExists; a
+	// replace of a resource that does not exist is ErrConflict.
+	Write(ctx context.Context, ws ...*Write) error
+	// Search returns at most q.Limit records from q.Offset on.
+	Search(ctx context.Context, typ string, q *Query) ([]*Record, error)
+	// Count counts what Search would find without paging.
+	Count(ctx context.Context, typ string, q *Query) (int, error)
+
+	// Claim reserves key for owner and returns the winner: the first claim
+	// wins, later ones get its owner, and claiming again as the winner is a
+	// no-op.
+	Claim(ctx context.Context, key, owner string) (string, error)
+	// ClaimOwner returns who holds key, or "".
+	ClaimOwner(ctx context.Context, key string) (string, error)
+	// Release frees key if owner still holds it.
+	Release(ctx context.Context, key, owner string) error
+
+	// Pending lists outbox events recorded before the given time whose
+	// writes are stored, oldest first, at most 1000 at a time (an adapter
+	// without transactions drops the ones whose writes never happened,
+	// once they are older than abandon).
+	Pending(ctx context.Context, before, abandon time.Time) ([]Pending, error)
+	// ClearOutbox removes published events.
+	ClearOutbox(ctx context.Context, ids []string) error
+
+	// Secret returns a credential (password hash, client secret digest,
+	// signing key): never searched, never in an event.
+	Secret(ctx context.Context, key string) ([]byte, error)
+	// SwapSecret replaces a credential if it still holds old: old nil means
+	// it must not exist (ErrExists otherwise), and a different value is
+	// ErrConflict. new nil deletes it.
+	SwapSecret(ctx context.Context, key string, old, new []byte) error
+	// SetSecret stores a credential whatever it held; nil deletes it.
+	SetSecret(ctx context.Context, key string, value []byte) error
+
+	// Close releases the database.
+	Close() error
+}
