@@ -9,7 +9,7 @@ LDFLAGS   := -s -w -X github.com/pinion-health/pinion/gateway.Version=$(VERSION)
 PKGS      := $(addsuffix /...,$(addprefix ./,$(MODULES)))
 FUZZTIME  ?= 20000x
 
-.PHONY: run build test test-go test-fuzz test-compat bench load lint generate clean images
+.PHONY: run build test test-go test-fuzz test-compat bench bench-grow load lint generate clean images
 
 build:
 	@mkdir -p $(BIN)
@@ -50,6 +50,10 @@ test-compat:
 
 bench:
 	$(GO) run ./deploy/standalone/cmd/pinion-bench
+
+# The same after loading 100,000 Patients: PERFORMANCE.md's grown store.
+bench-grow:
+	$(GO) run ./deploy/standalone/cmd/pinion-bench -grow 100000
 
 # The crash test under a longer load: SIGKILL of every process in turn.
 LOADTIME ?= 3m

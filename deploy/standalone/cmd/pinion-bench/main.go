@@ -1,6 +1,7 @@
 // Command pinion-bench measures Pinion over loopback: it starts a standalone
-// stack on a fresh data directory (or targets -url), seeds data, and drives
-// each operation with concurrent clients for a fixed time, next to two
+// stack on a fresh data directory (or one kept with -data, or targets -url),
+// seeds data, optionally grows it (-grow), and drives each operation with
+// concurrent clients for a fixed time, next to two
 // ceilings measured in the same run: a bare Fiber handler returning a fixed
 // body, and one NATS request/reply round trip. Load goes to loopback only,
 // bounded in time.
@@ -37,6 +38,9 @@ var (
 	only     = flag.String("only", "", "comma-separated operation names to run (default all)")
 	seedN    = flag.Int("patients", 1000, "patients to seed")
 	membersN = flag.Int("members", 200, "members to seed by invitation")
+	growN    = flag.Int("grow", 0, "patients to load in transaction Bundles after seeding, before measuring")
+	dataDir  = flag.String("data", "", "data directory to keep and reuse (default: a temporary one, removed at exit)")
+	target   = flag.String("url", "", "base URL of a running Pinion to measure instead of starting one (super-admin from PINION_SUPERADMIN_CLIENT_ID/SECRET or -data's superadmin.json)")
 )
 
 // result is one operation's figures.
@@ -157,17 +161,57 @@ func main() {
 		os.RemoveAll(dir)
 	}
 
-	dir, _ := os.MkdirTemp("", "pinion-bench-")
-	defer os.RemoveAll(dir)
+	dir := *dataDir
+	if dir == "" && *target == "" {
+		dir, _ = os.MkdirTemp("", "pinion-bench-")
+		defer os.RemoveAll(dir)
+	}
+	b := &bench{hc: newClient(), dir: dir}
+	b.credentials()
+	saved := loadState(dir)
+	if *target != "" {
+		b.base = strings.TrimSuffix(*target, "/") + "/"
+	} else {
+		st := b.start(saved)
+		defer st.Close()
+	}
+	b.waitReady()
+	b.login()
+	if saved != nil {
+		b.reuse(saved)
+	} else {
+		b.seed(*seedN)
+		b.seedMembers(*membersN)
+		b.saveState()
+	}
+	if *growN > 0 {
+		b.grow(*growN)
+		b.saveState()
+		b.login() // tokens last an hour; a long load may outlive them
+		b.footprint("after growth")
+	}
+	b.run()
+	b.footprint("at the end")
+}
+
+// start runs the standalone stack in this process on the bench's data directory.
+func (b *bench) start(saved *state) *standalone.Stack {
+	// A database of its own per run: a PostgreSQL server outlives runs,
+	// and an earlier run's data would skew this one's figures. A kept
+	// directory names the one it grew.
+	db := fmt.Sprintf("bench%d", time.Now().Unix())
+	if saved != nil && saved.Database != "" {
+		db = saved.Database
+	}
+	b.db = db
 	env := map[string]string{
-		"PINION_ADDR": "127.0.0.1:0", "PINION_DATA_DIR": dir,
-		"PINION_SUPERADMIN_CLIENT_ID":     "bench-superadmin",
-		"PINION_SUPERADMIN_CLIENT_SECRET": strings.Repeat("b", 40),
-		"PINION_AUTH_RATE_LIMIT":          "0", "PINION_LOG_LEVEL": "error",
+		"PINION_ADDR": "127.0.0.1:0", "PINION_DATA_DIR": b.dir,
+		"PINION_AUTH_RATE_LIMIT": "0", "PINION_LOG_LEVEL": "error",
 		"PINION_FERRETDB_POSTGRESQL_URL": os.Getenv("PINION_FERRETDB_POSTGRESQL_URL"),
-		// A database of its own per run: a PostgreSQL server outlives runs,
-		// and an earlier run's data would skew this one's figures.
-		"PINION_MONGODB_DATABASE": fmt.Sprintf("bench%d", time.Now().Unix()),
+		"PINION_MONGODB_DATABASE":        db,
+	}
+	if !b.savedSuper {
+		env["PINION_SUPERADMIN_CLIENT_ID"], env["PINION_SUPERADMIN_CLIENT_SECRET"] = b.superID, b.superSecret
 	}
 	cfg, err := config.LoadFrom(func(k string) string { return env[k] })
 	if err != nil {
@@ -177,12 +221,8 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	defer st.Close()
-	b := &bench{base: "http://" + st.Addr + "/", hc: newClient()}
-	b.waitReady()
-	b.seed(*seedN)
-	b.seedMembers(*membersN)
-	b.run()
+	b.base, b.inProcess = "http://"+st.Addr+"/", true
+	return st
 }
 
 func fail(err error) {
