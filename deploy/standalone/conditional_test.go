@@ -110,4 +110,22 @@ func TestValidateAndBatch(t *testing.T) {
 		t.Fatalf("failed transaction left %v patients behind", after-before)
 	}
 	expect(t, do(t, "POST", "fhir/R4", tok, "application/fhir+json", []byte(`{"resourceType":"Patient"}`)), 400)
+
+	// All or nothing: an update made before the failing entry does not stay
+	// (creates run first, so the failing entry is an update too).
+	r = do(t, "POST", "fhir/R4/Patient", tok, "application/fhir+json", []byte(`{"resourceType":"Patient","gender":"male"}`))
+	expect(t, r, 201)
+	kept := r.json(t)
+	keptID := kept["id"].(string)
+	bad = `{"resourceType":"Bundle","type":"transaction","entry":[
+		{"resource":{"resourceType":"Patient","id":"` + keptID + `","gender":"female"},"request":{"method":"PUT","url":"Patient/` + keptID + `"}},
+		{"resource":{"resourceType":"Patient","id":"` + keptID + `","gender":"robot"},"request":{"method":"PUT","url":"Patient/` + keptID + `"}}]}`
+	expect(t, do(t, "POST", "fhir/R4", tok, "application/fhir+json", []byte(bad)), 400)
+	now := do(t, "GET", "fhir/R4/Patient/"+keptID, tok, "", nil).json(t)
+	if now["gender"] != "male" || now["meta"].(map[string]any)["versionId"] != kept["meta"].(map[string]any)["versionId"] {
+		t.Fatalf("failed transaction's update stayed: %v", now)
+	}
+	if h, _ := do(t, "GET", "fhir/R4/Patient/"+keptID+"/_history", tok, "", nil).json(t)["entry"].([]any); len(h) != 1 {
+		t.Fatalf("history has %d versions, want 1: the failed transaction left one", len(h))
+	}
 }

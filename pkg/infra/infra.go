@@ -126,7 +126,7 @@ func (c *Conns) openMongo(ctx context.Context, o Options) (store.Store, error) {
 		return nil, fmt.Errorf("mongodb ping: %w", err)
 	}
 	return mongostore.Open(ctx, c.Mongo.Database(o.Database), mongostore.Options{
-		IndexKeys: search.IndexKeys, CoreTypes: repo.CoreTypes, Log: o.Log,
+		IndexKeys: search.IndexKeys, Log: o.Log,
 	})
 }
 

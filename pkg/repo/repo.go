@@ -185,6 +185,11 @@ func (r *Repo) readAny(ctx context.Context, typ, id string) (*Resource, error) {
 	if !validID(id) {
 		return nil, fhir.NotFound()
 	}
+	if tx := r.txOf(ctx); tx != nil {
+		if res, ok := tx.read(typ, id); ok {
+			return res, nil
+		}
+	}
 	key := cacheKey(typ, id)
 	if res, ok := r.cache.Get(key); ok {
 		return res, nil
@@ -213,6 +218,8 @@ func storeError(err error, typ, id string) error {
 		return fhir.NotFound()
 	case errors.Is(err, store.ErrConflict):
 		return fhir.Conflict("Resource was changed by another request; retry with the current version")
+	case errors.Is(err, store.ErrExists) && typ == "":
+		return fhir.Conflict("Resource already exists")
 	case errors.Is(err, store.ErrExists):
 		return fhir.Conflict("Resource already exists: " + typ + "/" + id)
 	}
@@ -339,12 +346,7 @@ func (r *Repo) Delete(ctx context.Context, sc Scope, typ, id string) error {
 	ev := Event{Op: "delete", Type: typ, ID: id, VersionID: vid, Project: cur.Project}
 	w := &store.Write{Record: store.Record{Type: typ, ID: id, Version: vid, Time: now, Project: cur.Project, Deleted: true},
 		Prev: cur.VersionID, Event: r.outboxEvent(ev)}
-	if err := r.st.Write(ctx, w); err != nil {
-		r.forget(typ, id)
-		return storeError(err, typ, id)
-	}
-	r.stored(&version{ev: ev, out: fromRecord(&w.Record)})
-	return nil
+	return r.commit(ctx, &version{ev: ev, w: w, out: fromRecord(&w.Record)})
 }
 
 // write stores a new version, replacing prevVersion ("" creates).
@@ -354,14 +356,26 @@ func (r *Repo) write(ctx context.Context, op, typ, id, project string, res map[s
 		return nil, err
 	}
 	v.w.Prev = prevVersion
+	if err := r.commit(ctx, v); err != nil {
+		return nil, err
+	}
+	return v.out, nil
+}
+
+// commit stores a version, or adds it to the transaction ctx carries.
+func (r *Repo) commit(ctx context.Context, v *version) error {
+	if tx := r.txOf(ctx); tx != nil {
+		tx.add(v)
+		return nil
+	}
 	if err := r.st.Write(ctx, v.w); err != nil {
-		if prevVersion != "" {
-			r.forget(typ, id)
+		if v.w.Prev != "" {
+			r.forget(v.out.Type, v.out.ID)
 		}
-		return nil, storeError(err, typ, id)
+		return storeError(err, v.out.Type, v.out.ID)
 	}
 	r.stored(v)
-	return v.out, nil
+	return nil
 }
 
 // forget drops a cached version a write found stale.

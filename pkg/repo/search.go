@@ -62,10 +62,3 @@ func (r *Repo) Search(ctx context.Context, sc Scope, typ string, q *search.Query
 	}
 	return page, nil
 }
-
-// CoreTypes are the resource types every deployment writes from the start,
-// whose indexes a store may prepare at open.
-var CoreTypes = []string{
-	"Project", "ProjectMembership", "User", "ClientApplication", "Login", "Bot", "AccessPolicy",
-	"Patient", "Practitioner", "RelatedPerson", "Binary", "AuditEvent", "Observation", "JsonWebKey",
-}

@@ -49,8 +49,15 @@ type responseEntry struct {
 
 // batch is POST /fhir/R4 with a batch or transaction Bundle. Each entry
 // runs through the same handler as its own request would, as the caller.
-// A transaction stops at its first failing entry and deletes what it had
-// created; updates it already made stay (FerretDB has no transactions).
+//
+// A transaction's writes are gathered (repo.Tx) and stored together at the
+// end: all or nothing on SQLite, with one commit. It stops at its first
+// failing entry, having written nothing. On a store without transactions
+// (FerretDB) a failed commit may have stored part: what it created is
+// deleted again. A transaction writing memberships, access policies or
+// client applications keeps the older way, writing entry by entry (their
+// session updates happen as each is written) and deleting what it created
+// if a later entry fails.
 func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	if r.Principal == nil {
 		return nil, fhir.Unauthorized()
@@ -98,6 +105,11 @@ func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, err
 	}
 	refs := map[string]string{} // urn:uuid:… → Type/id
 	var created []string
+	outer := ctx // without the transaction: undo must really delete
+	var txn *repo.Tx
+	if tx && !s.touchesSessions(b.Entry) {
+		ctx, txn = s.repo.Begin(ctx)
+	}
 	// The answer must fit on the bus: each entry's status line is reserved
 	// up front, and resources are included while they fit. A read that no
 	// longer fits is answered 413 (and not run once nothing fits); a write
@@ -134,7 +146,9 @@ func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, err
 						created = append(created, typ+"/"+assigned)
 					}
 				}
-				s.undo(ctx, r, created)
+				if txn == nil {
+					s.undo(outer, r, created)
+				}
 				return nil, fe
 			}
 			o := fe.JSON()
@@ -177,6 +191,12 @@ func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, err
 			}
 		}
 		out[i] = re
+	}
+	if txn != nil {
+		if err := txn.Commit(outer); err != nil {
+			s.undo(outer, r, created) // a store without transactions may have stored part
+			return nil, err
+		}
 	}
 	typ := "batch-response"
 	if tx {
@@ -242,6 +262,23 @@ func (s *Service) runEntry(ctx context.Context, r *bus.Request, e batchEntry, as
 		sub.Header["Content-Type"] = "application/json-patch+json"
 	}
 	return h(ctx, sub)
+}
+
+// touchesSessions reports whether a bundle writes a type whose writes
+// update the session bucket (afterWrite, afterDelete) as they happen.
+func (s *Service) touchesSessions(entries []batchEntry) bool {
+	for _, e := range entries {
+		if e.Request == nil || strings.EqualFold(e.Request.Method, "GET") {
+			continue
+		}
+		typ, _, _ := strings.Cut(strings.TrimPrefix(s.entryPath(e), "/"), "/")
+		typ, _, _ = strings.Cut(typ, "?")
+		switch typ {
+		case "ProjectMembership", "AccessPolicy", "ClientApplication":
+			return true
+		}
+	}
+	return false
 }
 
 // entryPath is an entry's URL relative to the FHIR base.

@@ -48,10 +48,11 @@ const (
 
 // Options configures Open.
 type Options struct {
-	// IndexKeys names the search fields of a type worth an index.
+	// IndexKeys names the search fields of a type worth an index, made on
+	// the type's first write in this process. None are made at Open: every
+	// service process opens the store at once, and FerretDB drops the
+	// connection of a createIndexes that races another.
 	IndexKeys func(typ string) []string
-	// CoreTypes get their indexes at Open; others on their first write.
-	CoreTypes []string
 	Log       *slog.Logger
 }
 
@@ -70,7 +71,7 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// Open uses db and ensures the core types' indexes.
+// Open uses db.
 func Open(ctx context.Context, db *mongo.Database, o Options) (*Store, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -78,13 +79,7 @@ func Open(ctx context.Context, db *mongo.Database, o Options) (*Store, error) {
 	if o.IndexKeys == nil {
 		o.IndexKeys = func(string) []string { return nil }
 	}
-	s := &Store{db: db, o: o}
-	for _, t := range o.CoreTypes {
-		if err := s.ensureIndexes(ctx, t); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
+	return &Store{db: db, o: o}, nil
 }
 
 // Close does nothing: the caller owns the client.
