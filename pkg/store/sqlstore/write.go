@@ -72,6 +72,7 @@ func (c *wconn) put(w *store.Write, at int64) error {
 		doc = w.JSON
 	}
 	var rid int64
+	var old map[searchRow]bool // a replaced version's search rows
 	if w.Prev == "" {
 		res, err := c.insResource.ExecContext(c.ctx, w.Type, w.ID, w.Version, ts, w.Project, w.Deleted, doc)
 		if isConstraint(err) {
@@ -91,7 +92,7 @@ func (c *wconn) put(w *store.Write, at int64) error {
 		if err != nil {
 			return err
 		}
-		if _, err := c.delSearch.ExecContext(c.ctx, rid); err != nil {
+		if old, err = c.searchRows(rid); err != nil {
 			return err
 		}
 	}
@@ -102,9 +103,12 @@ func (c *wconn) put(w *store.Write, at int64) error {
 		return err
 	}
 	if !w.Deleted {
-		if err := c.putFields(w, rid); err != nil {
+		if err := c.putFields(w, rid, old); err != nil {
 			return err
 		}
+	}
+	if err := c.dropRows(rid, old); err != nil {
+		return err
 	}
 	if w.Event != nil {
 		id := store.OutboxID(w.Type, w.ID, w.Version)
@@ -115,9 +119,84 @@ func (c *wconn) put(w *store.Write, at int64) error {
 	return nil
 }
 
-// putFields inserts one search row per value, up to searchChunk rows a
-// statement.
-func (c *wconn) putFields(w *store.Write, rid int64) error {
+// searchRow is one search value of a resource, as stored.
+type searchRow struct {
+	key     string
+	value   any // string, float64 or int64
+	project string
+}
+
+// searchRows reads a resource's search rows, so that a new version writes
+// only the rows that change: most of a resource's values outlive an
+// update, and each row rewritten costs two B-tree pages.
+func (c *wconn) searchRows(rid int64) (map[searchRow]bool, error) {
+	rows, err := c.selSearch.QueryContext(c.ctx, rid)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[searchRow]bool{}
+	for rows.Next() {
+		var r searchRow
+		if err := rows.Scan(&r.key, &r.value, &r.project); err != nil {
+			return nil, err
+		}
+		if b, ok := r.value.([]byte); ok {
+			r.value = string(b)
+		}
+		out[r] = true
+	}
+	return out, rows.Err()
+}
+
+// dropRows deletes the rows left in old (those the new version no longer
+// has), up to searchChunk a statement.
+func (c *wconn) dropRows(rid int64, old map[searchRow]bool) error {
+	if len(old) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 1+3*min(len(old), searchChunk))
+	var sb strings.Builder
+	flush := func() error {
+		if len(args) <= 1 {
+			return nil
+		}
+		_, err := c.conn.ExecContext(c.ctx, sb.String(), args...)
+		return err
+	}
+	start := func() {
+		args = append(args[:0], rid)
+		sb.Reset()
+		sb.WriteString("DELETE FROM search WHERE rid = ? AND (")
+	}
+	start()
+	n := 0
+	for r := range old {
+		if n > 0 {
+			sb.WriteString(" OR ")
+		}
+		sb.WriteString("(key = ? AND value = ? AND project = ?)")
+		args = append(args, r.key, r.value, r.project)
+		if n++; n == searchChunk {
+			sb.WriteString(")")
+			if err := flush(); err != nil {
+				return err
+			}
+			start()
+			n = 0
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	sb.WriteString(")")
+	return flush()
+}
+
+// putFields inserts one search row per value that old (the replaced
+// version's rows) does not hold, up to searchChunk rows a statement; the
+// rows it keeps are removed from old.
+func (c *wconn) putFields(w *store.Write, rid int64, old map[searchRow]bool) error {
 	args := c.args[:0]
 	flush := func() error {
 		if len(args) == 0 {
@@ -130,6 +209,10 @@ func (c *wconn) putFields(w *store.Write, rid int64) error {
 	for k, v := range w.Fields {
 		key := w.Type + "." + k
 		err := eachValue(v, func(x any) error {
+			if r := (searchRow{key, x, w.Project}); old[r] {
+				delete(old, r)
+				return nil
+			}
 			args = append(args, key, x, w.Project, rid)
 			if len(args) == 4*searchChunk {
 				return flush()

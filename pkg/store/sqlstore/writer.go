@@ -47,7 +47,7 @@ type wconn struct {
 
 	begin, commit, rollback, savepoint, release, rollbackTo *sql.Stmt
 
-	insHistory, insResource, updResource, delSearch, insOutbox *sql.Stmt
+	insHistory, insResource, updResource, selSearch, insOutbox *sql.Stmt
 	args                                                       []any // putFields' buffer
 
 	claimIns, claimOwner, claimDel, unbox *sql.Stmt
@@ -70,7 +70,7 @@ func newWconn(ctx context.Context, conn *sql.Conn) (*wconn, error) {
 		{&c.insHistory, "INSERT INTO history(type, id, version, ts, project, deleted, json) VALUES (?, ?, ?, ?, ?, ?, ?)"},
 		{&c.insResource, "INSERT INTO resources(type, id, version, ts, project, deleted, json) VALUES (?, ?, ?, ?, ?, ?, ?)"},
 		{&c.updResource, "UPDATE resources SET version = ?, ts = ?, project = ?, deleted = ?, json = ? WHERE type = ? AND id = ? AND version = ? RETURNING rid"},
-		{&c.delSearch, "DELETE FROM search WHERE rid = ?"},
+		{&c.selSearch, "SELECT key, value, project FROM search WHERE rid = ?"},
 		{&c.insOutbox, "INSERT OR REPLACE INTO outbox(id, event, at) VALUES (?, ?, ?)"},
 		{&c.claimIns, "INSERT OR IGNORE INTO claims(key, owner) VALUES (?, ?)"},
 		{&c.claimOwner, "SELECT owner FROM claims WHERE key = ?"},
@@ -94,7 +94,7 @@ func newWconn(ctx context.Context, conn *sql.Conn) (*wconn, error) {
 
 func (c *wconn) close() {
 	for _, st := range []*sql.Stmt{c.begin, c.commit, c.rollback, c.savepoint, c.release, c.rollbackTo,
-		c.insHistory, c.insResource, c.updResource, c.delSearch, c.insOutbox,
+		c.insHistory, c.insResource, c.updResource, c.selSearch, c.insOutbox,
 		c.claimIns, c.claimOwner, c.claimDel, c.unbox, c.secret, c.setSecret, c.delSecret, c.insSecret, c.updSecret} {
 		if st != nil {
 			st.Close()

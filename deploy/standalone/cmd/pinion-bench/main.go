@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -32,15 +33,16 @@ import (
 )
 
 var (
-	duration = flag.Duration("d", 10*time.Second, "measuring time per operation")
-	warmup   = flag.Duration("warmup", 2*time.Second, "warm-up time per operation")
-	clients  = flag.Int("c", 16, "concurrent clients")
-	only     = flag.String("only", "", "comma-separated operation names to run (default all)")
-	seedN    = flag.Int("patients", 1000, "patients to seed")
-	membersN = flag.Int("members", 200, "members to seed by invitation")
-	growN    = flag.Int("grow", 0, "patients to load in transaction Bundles after seeding, before measuring")
-	dataDir  = flag.String("data", "", "data directory to keep and reuse (default: a temporary one, removed at exit)")
-	target   = flag.String("url", "", "base URL of a running Pinion to measure instead of starting one (super-admin from PINION_SUPERADMIN_CLIENT_ID/SECRET or -data's superadmin.json)")
+	duration   = flag.Duration("d", 10*time.Second, "measuring time per operation")
+	warmup     = flag.Duration("warmup", 2*time.Second, "warm-up time per operation")
+	clients    = flag.Int("c", 16, "concurrent clients")
+	only       = flag.String("only", "", "comma-separated operation names to run (default all)")
+	seedN      = flag.Int("patients", 1000, "patients to seed")
+	membersN   = flag.Int("members", 200, "members to seed by invitation")
+	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	growN      = flag.Int("grow", 0, "patients to load in transaction Bundles after seeding, before measuring")
+	dataDir    = flag.String("data", "", "data directory to keep and reuse (default: a temporary one, removed at exit)")
+	target     = flag.String("url", "", "base URL of a running Pinion to measure instead of starting one (super-admin from PINION_SUPERADMIN_CLIENT_ID/SECRET or -data's superadmin.json)")
 )
 
 // result is one operation's figures.
@@ -124,6 +126,17 @@ func wanted(name string) bool {
 func main() {
 	worker.MainIfWorker() // the stack it starts runs bots in this binary
 	flag.Parse()
+	if *cpuProfile != "" {
+		// The whole run, server included when it runs in this process.
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	fmt.Printf("pinion-bench: %d clients, %s per operation after %s warm-up, loopback only\n", *clients, *duration, *warmup)
 
 	// Ceiling 1: a bare Fiber handler.
