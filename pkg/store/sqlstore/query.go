@@ -85,6 +85,11 @@ func searchSQL(typ string, q *store.Query, count bool) (string, []any, error) {
 			return "", nil, errors.New("store: sort without a field")
 		}
 	}
+	if !count {
+		if text, args, ok := streamSQL(typ, q); ok {
+			return text, args, nil
+		}
+	}
 	b := &builder{typ: typ, project: q.Project}
 	if count {
 		b.w("SELECT count(*) FROM resources r WHERE ")
@@ -129,6 +134,77 @@ func searchSQL(typ string, q *store.Query, count bool) (string, []any, error) {
 		b.arg(offset)
 	}
 	return b.sb.String(), b.args, nil
+}
+
+// streamSQL is searchSQL for the commonest search: unsorted, driven by one
+// string equal to, or a prefix of, a search field's values (name=smi,
+// profile-type=Patient). It walks the search index from that value and
+// stops at the end of the page, in the index's order (value, project,
+// rid); the general form first gathers every match to order them by rid,
+// which for a prefix a thousand resources share cost 1.8 ms at 100,000
+// Patients. A resource with several matching values is taken at its
+// smallest. ok is false for any other shape.
+func streamSQL(typ string, q *store.Query) (string, []any, bool) {
+	if len(q.Sort) > 0 {
+		return "", nil, false
+	}
+	drive := -1
+	for i, c := range q.Filter {
+		if (c.Op == store.OpEq || c.Op == store.OpPrefix) && !recordField(c.Field) && len(c.Values) == 1 {
+			if _, ok := c.Values[0].(string); ok {
+				drive = i
+				break
+			}
+		}
+	}
+	if drive < 0 {
+		return "", nil, false
+	}
+	c := q.Filter[drive]
+	v := c.Values[0].(string)
+	b := &builder{typ: typ, project: q.Project}
+	b.w("SELECT ", recordColumns, " FROM search s JOIN resources r ON r.rid = s.rid WHERE s.key = ")
+	b.arg(typ + "." + c.Field)
+	if c.Op == store.OpEq {
+		b.w(" AND s.value = ")
+		b.arg(v)
+	} else {
+		b.w(" AND ")
+		b.prefix("s.value", v)
+		// Only a resource's smallest matching value, so it comes once.
+		b.w(" AND NOT EXISTS (SELECT 1 FROM search d WHERE d.rid = s.rid AND d.key = s.key AND d.value >= ")
+		b.arg(v)
+		b.w(" AND d.value < s.value)")
+	}
+	if q.Project != "" {
+		b.w(" AND s.project = ")
+		b.arg(q.Project)
+		b.w(" AND +r.project = ")
+		b.arg(q.Project)
+	}
+	b.w(" AND +r.type = ")
+	b.arg(typ)
+	b.w(" AND +r.deleted = 0")
+	for i, other := range q.Filter {
+		if i != drive {
+			b.w(" AND ")
+			b.cond(other)
+		}
+	}
+	// The index order. With the project fixed SQLite still sorts each
+	// value's few rows ("LAST TERM OF ORDER BY"), which streams.
+	b.w(" ORDER BY s.value, s.project, s.rid")
+	limit, offset := q.Limit, max(q.Offset, 0)
+	if limit <= 0 {
+		limit = -1
+	}
+	b.w(" LIMIT ")
+	b.arg(limit)
+	if offset > 0 {
+		b.w(" OFFSET ")
+		b.arg(offset)
+	}
+	return b.sb.String(), b.args, true
 }
 
 // selective reports whether the filter holds a condition answered by a

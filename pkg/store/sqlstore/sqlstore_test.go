@@ -239,13 +239,13 @@ func TestPlans(t *testing.T) {
 		count  bool
 		sorted bool
 	}{
-		{"prefix", store.Query{Filter: []store.Cond{prefix}, Limit: 20}, "search USING PRIMARY KEY (key=? AND value>? AND value<?)", false, false},
-		{"prefix in project", store.Query{Project: "p", Filter: []store.Cond{prefix}, Limit: 20}, "search USING PRIMARY KEY (key=? AND value>? AND value<?)", false, false},
-		{"prefix sorted by time", store.Query{Project: "p", Filter: []store.Cond{prefix}, Sort: []store.Sort{{Field: store.FieldTime, Desc: true}}, Limit: 20}, "search USING PRIMARY KEY", false, true},
-		{"prefix count", store.Query{Project: "p", Filter: []store.Cond{prefix}}, "search USING PRIMARY KEY", true, false},
-		{"equality", store.Query{Project: "p", Filter: []store.Cond{store.Eq("s_identifier", "sys|123")}, Limit: 20}, "search USING PRIMARY KEY (key=? AND value=? AND project=?)", false, false},
-		{"two equalities", store.Query{Project: "p", Filter: []store.Cond{store.Eq("s_code", "a", "b"), store.Eq("s_subject", "Patient/1")}, Limit: 20}, "search USING PRIMARY KEY (key=? AND value=?", false, false},
-		{"date range", store.Query{Project: "p", Filter: []store.Cond{store.Compare("s_date_lo", store.OpGe, time.Now())}, Limit: 20}, "search USING PRIMARY KEY (key=? AND value>? AND value<?)", false, false},
+		{"prefix", store.Query{Filter: []store.Cond{prefix}, Limit: 20}, "USING PRIMARY KEY (key=? AND value>? AND value<?)", false, false},
+		{"prefix in project", store.Query{Project: "p", Filter: []store.Cond{prefix}, Limit: 20}, "USING PRIMARY KEY (key=? AND value>? AND value<?)", false, false},
+		{"prefix sorted by time", store.Query{Project: "p", Filter: []store.Cond{prefix}, Sort: []store.Sort{{Field: store.FieldTime, Desc: true}}, Limit: 20}, "USING PRIMARY KEY", false, true},
+		{"prefix count", store.Query{Project: "p", Filter: []store.Cond{prefix}}, "USING PRIMARY KEY", true, false},
+		{"equality", store.Query{Project: "p", Filter: []store.Cond{store.Eq("s_identifier", "sys|123")}, Limit: 20}, "USING PRIMARY KEY (key=? AND value=? AND project=?)", false, false},
+		{"two equalities", store.Query{Project: "p", Filter: []store.Cond{store.Eq("s_code", "a", "b"), store.Eq("s_subject", "Patient/1")}, Limit: 20}, "USING PRIMARY KEY (key=? AND value=?", false, false},
+		{"date range", store.Query{Project: "p", Filter: []store.Cond{store.Compare("s_date_lo", store.OpGe, time.Now())}, Limit: 20}, "USING PRIMARY KEY (key=? AND value>? AND value<?)", false, false},
 		{"id", store.Query{Project: "p", Filter: []store.Cond{store.Eq(store.FieldID, "a", "b")}, Limit: 20}, "resources_type_id (type=? AND id=?)", false, true},
 		{"list project", store.Query{Project: "p", Limit: 20}, "resources_list (type=? AND project=? AND deleted=?)", false, false},
 		{"list project by time", store.Query{Project: "p", Sort: []store.Sort{{Field: store.FieldTime, Desc: true}}, Limit: 20}, "resources_list (type=? AND project=? AND deleted=?)", false, false},
@@ -265,7 +265,10 @@ func TestPlans(t *testing.T) {
 		if !strings.Contains(plan, c.uses) {
 			t.Errorf("%s: plan does not use %q:\n%s\nSQL: %s", c.name, c.uses, plan, text)
 		}
-		if !c.sorted && strings.Contains(plan, "TEMP B-TREE") {
+		// A sort of the last term only orders the rows of one index key
+		// (a value's few resources) as they stream; a full sort would
+		// gather every match first.
+		if !c.sorted && strings.Contains(strings.ReplaceAll(plan, "TEMP B-TREE FOR LAST TERM", ""), "TEMP B-TREE") {
 			t.Errorf("%s: plan sorts:\n%s\nSQL: %s", c.name, plan, text)
 		}
 	}

@@ -551,6 +551,36 @@ func testSort(t *testing.T, s store.Store) {
 			}
 		}
 	}
+	// Unsorted: any order, but one order from page to page, each match
+	// once, also where one resource has several matching values (s_name
+	// lists) and a store walks the values.
+	for _, f := range []struct {
+		project string
+		filter  []store.Cond
+	}{
+		{"", []store.Cond{{Op: store.OpPrefix, Field: "s_name", Values: []any{"a"}}}},
+		{"p1", []store.Cond{{Op: store.OpPrefix, Field: "s_name", Values: []any{""}}}},
+		{"p1", []store.Cond{{Op: store.OpPrefix, Field: "s_name", Values: []any{"al"}}, store.Exists("s_code", true)}},
+		{"", []store.Cond{store.Eq("s_name", "beta")}},
+		{"p2", []store.Cond{store.Eq("s_code", "c1")}},
+	} {
+		what := fmt.Sprintf("unsorted, project %q, filter %v", f.project, f.filter)
+		want := expect(docs, f.project, f.filter...)
+		if len(want) < 2 {
+			t.Fatalf("%s: the corpus gives %d matches; the test needs several", what, len(want))
+		}
+		for _, size := range []int{1, 3, 1000} {
+			var paged []string
+			for off := 0; off <= len(want); off += size {
+				page := ids(search(t, s, corpusType, store.Query{Project: f.project, Filter: f.filter, Offset: off, Limit: size}))
+				paged = append(paged, page...)
+			}
+			if sorted := slices.Sorted(slices.Values(paged)); !slices.Equal(sorted, want) {
+				t.Fatalf("%s: pages of %d give %v, want %v", what, size, sorted, want)
+			}
+		}
+	}
+
 	// Orders fixed by hand: by id, the whole order is known.
 	want := expect(docs, "p1")
 	if got := ids(search(t, s, corpusType, store.Query{Project: "p1", Sort: []store.Sort{asc(store.FieldID)}, Limit: 1000})); !slices.Equal(got, want) {
