@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
@@ -13,10 +14,16 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcmongo "github.com/testcontainers/testcontainers-go/modules/mongodb"
 	tcnats "github.com/testcontainers/testcontainers-go/modules/nats"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/pinion-health/pinion/deploy/checks/internal/deployfiles"
 	"github.com/pinion-health/pinion/deploy/standalone"
 	"github.com/pinion-health/pinion/pkg/config"
+	"github.com/pinion-health/pinion/pkg/search"
+	"github.com/pinion-health/pinion/pkg/store"
+	"github.com/pinion-health/pinion/pkg/store/mongostore"
+	"github.com/pinion-health/pinion/pkg/store/storetest"
 )
 
 // TestStoryOnContainers runs the main user story against the real mongo
@@ -25,7 +32,7 @@ import (
 // this process (standalone.Start with external servers). It needs a
 // container engine and skips, saying so, where none is reachable.
 func TestStoryOnContainers(t *testing.T) {
-	requireContainerEngine(t)
+	requireContainerEngine(t, "runs the story on the mongo and nats images")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -97,12 +104,61 @@ func TestStoryOnContainers(t *testing.T) {
 	})
 }
 
+// TestStoreConformanceOnMongo holds the MongoDB adapter to the storage
+// conformance suite on the real mongo image (a one-node replica set), as
+// pkg/store/mongostore's own test does on the embedded FerretDB. The
+// adapter writes without multi-document transactions, so several writes
+// in one call are not asked to be atomic.
+func TestStoreConformanceOnMongo(t *testing.T) {
+	requireContainerEngine(t, "runs the storage conformance suite on the mongo image")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	root, err := deployfiles.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	project, err := deployfiles.Compose(ctx, root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mongoC, err := tcmongo.Run(ctx, project.Services["mongo"].Image, tcmongo.WithReplicaSet("rs0"))
+	testcontainers.CleanupContainer(t, mongoC)
+	if err != nil {
+		t.Fatalf("mongo container: %v", err)
+	}
+	uri, err := mongoC.ConnectionString(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("directConnection", "true")
+	u.RawQuery = q.Encode()
+	client, err := mongo.Connect(options.Client().ApplyURI(u.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(context.Background())
+	n := 0
+	storetest.Run(t, func(t *testing.T) store.Store {
+		n++
+		s, err := mongostore.Open(ctx, client.Database(fmt.Sprintf("conformance_%d", n)), mongostore.Options{IndexKeys: search.IndexKeys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}, storetest.Options{NotAtomic: true})
+}
+
 // requireContainerEngine skips the test, saying why, when testcontainers
 // finds no healthy container engine (Docker or a compatible one, through
 // DOCKER_HOST or the usual sockets).
-func requireContainerEngine(t *testing.T) {
+func requireContainerEngine(t *testing.T, what string) {
 	t.Helper()
-	const why = "no container engine reachable (%v): this test runs the story on the mongo and nats images; run it where Docker works (deploy/checks/README.md)"
+	why := "no container engine reachable (%v): this test " + what + "; run it where Docker works (deploy/checks/README.md)"
 	defer func() {
 		// testcontainers panics when it finds no Docker at all.
 		if r := recover(); r != nil {
