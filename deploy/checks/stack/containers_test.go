@@ -44,29 +44,12 @@ func TestStoryOnContainers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mongoC, err := tcmongo.Run(ctx, project.Services["mongo"].Image, tcmongo.WithReplicaSet("rs0"))
-	testcontainers.CleanupContainer(t, mongoC)
-	if err != nil {
-		t.Fatalf("mongo container: %v", err)
-	}
+	mongoURI := startMongo(t, ctx, project.Services["mongo"].Image)
 	natsC, err := tcnats.Run(ctx, project.Services["nats"].Image)
 	testcontainers.CleanupContainer(t, natsC)
 	if err != nil {
 		t.Fatalf("nats container: %v", err)
 	}
-	mongoURI, err := mongoC.ConnectionString(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The replica set's member address is the container's own; reach the
-	// one member directly through the mapped port.
-	u, err := url.Parse(mongoURI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("directConnection", "true")
-	u.RawQuery = q.Encode()
 	natsURL, err := natsC.ConnectionString(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +60,7 @@ func TestStoryOnContainers(t *testing.T) {
 	env := map[string]string{
 		"PINION_ADDR":                     "127.0.0.1:0",
 		"PINION_DATA_DIR":                 dataDir,
-		"PINION_MONGODB_URI":              u.String(),
+		"PINION_MONGODB_URI":              mongoURI,
 		"PINION_NATS_URL":                 natsURL,
 		"PINION_SUPERADMIN_CLIENT_ID":     superID,
 		"PINION_SUPERADMIN_CLIENT_SECRET": superSecret,
@@ -121,23 +104,7 @@ func TestStoreConformanceOnMongo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mongoC, err := tcmongo.Run(ctx, project.Services["mongo"].Image, tcmongo.WithReplicaSet("rs0"))
-	testcontainers.CleanupContainer(t, mongoC)
-	if err != nil {
-		t.Fatalf("mongo container: %v", err)
-	}
-	uri, err := mongoC.ConnectionString(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("directConnection", "true")
-	u.RawQuery = q.Encode()
-	client, err := mongo.Connect(options.Client().ApplyURI(u.String()))
+	client, err := mongo.Connect(options.Client().ApplyURI(startMongo(t, ctx, project.Services["mongo"].Image)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +118,31 @@ func TestStoreConformanceOnMongo(t *testing.T) {
 		}
 		return s
 	}, storetest.Options{NotAtomic: true})
+}
+
+// startMongo runs the mongo image as a one-node replica set (so majority
+// writes are real) and returns its URI.
+func startMongo(t *testing.T, ctx context.Context, image string) string {
+	t.Helper()
+	mongoC, err := tcmongo.Run(ctx, image, tcmongo.WithReplicaSet("rs0"))
+	testcontainers.CleanupContainer(t, mongoC)
+	if err != nil {
+		t.Fatalf("mongo container: %v", err)
+	}
+	uri, err := mongoC.ConnectionString(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The replica set's member address is the container's own; reach the
+	// one member directly through the mapped port.
+	u, err := url.Parse(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("directConnection", "true")
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // requireContainerEngine skips the test, saying why, when testcontainers

@@ -123,16 +123,7 @@ func searchSQL(typ string, q *store.Query, count bool) (string, []any, error) {
 		return b.sb.String(), b.args, nil
 	}
 	b.order(q.Sort, bySearch || byID)
-	limit, offset := q.Limit, max(q.Offset, 0)
-	if limit <= 0 {
-		limit = -1
-	}
-	b.w(" LIMIT ")
-	b.arg(limit)
-	if offset > 0 {
-		b.w(" OFFSET ")
-		b.arg(offset)
-	}
+	b.page(q)
 	return b.sb.String(), b.args, nil
 }
 
@@ -194,17 +185,22 @@ func streamSQL(typ string, q *store.Query) (string, []any, bool) {
 	// The index order. With the project fixed SQLite still sorts each
 	// value's few rows ("LAST TERM OF ORDER BY"), which streams.
 	b.w(" ORDER BY s.value, s.project, s.rid")
-	limit, offset := q.Limit, max(q.Offset, 0)
+	b.page(q)
+	return b.sb.String(), b.args, true
+}
+
+// page writes LIMIT and OFFSET (a Limit below 1: none).
+func (b *builder) page(q *store.Query) {
+	limit := q.Limit
 	if limit <= 0 {
 		limit = -1
 	}
 	b.w(" LIMIT ")
 	b.arg(limit)
-	if offset > 0 {
+	if q.Offset > 0 {
 		b.w(" OFFSET ")
-		b.arg(offset)
+		b.arg(q.Offset)
 	}
-	return b.sb.String(), b.args, true
 }
 
 // selective reports whether the filter holds a condition answered by a
