@@ -105,6 +105,9 @@ func (s *Store) ClearOutbox(ctx context.Context, ids []string) error {
 	return err
 }
 
+// secretDoc holds one secret's bytes. The documents identity wrote into
+// credentials before the storage port (one shape per purpose) are not read:
+// no MongoDB deployment existed to migrate.
 type secretDoc struct {
 	ID    string `bson:"_id"`
 	Value []byte `bson:"value"`
