@@ -20,11 +20,13 @@ import (
 //     if need be, at most every gcConfirmInterval) confirms the growth, so
 //     garbage a bot has already dropped does not count against it;
 //   - a run can only allocate while its goroutine is executing JavaScript,
-//     so a suspect that has been busy for less than minBusy (one waiting on
-//     the FHIR API, say) is never blamed;
+//     so a suspect that is waiting (on the FHIR API, say), or has been busy
+//     for less than minBusy in all, is not blamed now: if it did allocate
+//     before it waited, it is blamed once it runs again;
 //   - among the remaining suspects it stops the one that has been busy the
-//     longest, then waits for that run to end and the heap to be measured
-//     again before judging anyone else.
+//     longest, then waits for that run to end; the others then start a new
+//     window from the live heap measured after it, so that what the stopped
+//     run left for the collector is not counted against them.
 //
 // What this cannot do, honestly: it cannot see which goroutine allocated, so
 // when two runs are both computing while the heap grows past both budgets,
@@ -107,17 +109,34 @@ func (g *memGuard) loop() {
 		suspect := g.busiestOver(heapBytes)
 		victim := g.busiestOver(live)
 		needGC := suspect != nil && victim == nil && time.Since(g.lastGC) >= gcConfirmInterval
-		if g.remeasure {
-			needGC, victim = suspect != nil, nil
+		rebase := g.remeasure
+		if rebase {
+			needGC, victim = true, nil
 		}
 		g.mu.Unlock()
 
-		if needGC {
+		if rebase {
+			// A run stopped for memory has ended: measure the live heap
+			// and start every other run's window there. (Judging them
+			// against it at once blamed a bot that had waited on the FHIR
+			// API all along, when the stopped run's heap was not yet free.)
 			runtime.GC()
 			metrics.Read(samples)
 			g.mu.Lock()
 			g.lastGC = time.Now()
 			g.remeasure = false
+			live := samples[1].Value.Uint64()
+			for _, r := range g.runs {
+				r.baseline = max(r.baseline, live)
+			}
+			g.mu.Unlock()
+			continue
+		}
+		if needGC {
+			runtime.GC()
+			metrics.Read(samples)
+			g.mu.Lock()
+			g.lastGC = time.Now()
 			victim = g.busiestOver(samples[1].Value.Uint64())
 			g.mu.Unlock()
 		}
@@ -145,6 +164,9 @@ func (g *memGuard) busiestOver(heap uint64) *guardedRun {
 	for _, r := range g.runs {
 		if heap <= r.baseline || heap-r.baseline <= r.budget {
 			continue
+		}
+		if r.st.busySince.Load() == 0 {
+			continue // waiting: not allocating now
 		}
 		busy := r.st.busyTime(now)
 		if busy < minBusy {
