@@ -367,8 +367,8 @@ func TestFerretDataIsNotHidden(t *testing.T) {
 		st.Close()
 		t.Fatal("started an empty SQLite store beside FerretDB data")
 	}
-	if !strings.Contains(err.Error(), "PINION_STORE=ferretdb") {
-		t.Errorf("message %q does not say how to keep the data", err)
+	if !strings.Contains(err.Error(), "PINION_DATA_DIR") || !strings.Contains(err.Error(), "transaction Bundle") {
+		t.Errorf("message %q does not say how to move the data", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "pinion.db")); err == nil {
 		t.Error("a SQLite store was created anyway")

@@ -157,7 +157,8 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 
 // refuseFerretData stops the SQLite store from starting empty beside the
 // data of the earlier default, an embedded FerretDB: the data would seem
-// lost. It is not migrated; the message says how to keep using it.
+// lost. This version does not read that data (its credentials and search
+// fields are stored differently now), and it is not migrated.
 func refuseFerretData(dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, "pinion.db")); err == nil {
 		return nil
@@ -166,8 +167,8 @@ func refuseFerretData(dir string) error {
 		return nil
 	}
 	return fmt.Errorf("data directory %s holds a FerretDB store (%s) written by an earlier Pinion, whose default store was FerretDB; "+
-		"it is not migrated to SQLite. Start with PINION_STORE=ferretdb to keep using it, "+
-		"or start on a new PINION_DATA_DIR and load your resources again through the API (a transaction Bundle per batch)",
+		"this version neither reads nor migrates it. Export what you need with the earlier version (GET the resources through its API), "+
+		"then start this one on a new PINION_DATA_DIR and load them again (POST a transaction Bundle per batch)",
 		dir, filepath.Join(dir, "db"))
 }
 
