@@ -312,11 +312,20 @@ func (s *Store) ClearOutbox(ctx context.Context, ids []string) error {
 	for _, id := range ids {
 		size += len(id)
 	}
+	// One statement per searchChunk ids: every statement costs the writer
+	// a parse, and a clear follows every write.
 	return s.w.do(ctx, size, func(c *wconn) error {
-		for _, id := range ids {
-			if _, err := c.unbox.ExecContext(c.ctx, id); err != nil {
+		for len(ids) > 0 {
+			n := min(len(ids), searchChunk)
+			args := make([]any, n)
+			for i, id := range ids[:n] {
+				args[i] = id
+			}
+			q := "DELETE FROM outbox WHERE id IN (?" + strings.Repeat(", ?", n-1) + ")"
+			if _, err := c.conn.ExecContext(c.ctx, q, args...); err != nil {
 				return err
 			}
+			ids = ids[n:]
 		}
 		return nil
 	})

@@ -50,7 +50,7 @@ type wconn struct {
 	insHistory, insResource, updResource, selSearch, insOutbox *sql.Stmt
 	args                                                       []any // putFields' buffer
 
-	claimIns, claimOwner, claimDel, unbox *sql.Stmt
+	claimIns, claimOwner, claimDel *sql.Stmt
 
 	secret, setSecret, delSecret, insSecret, updSecret *sql.Stmt
 }
@@ -75,7 +75,6 @@ func newWconn(ctx context.Context, conn *sql.Conn) (*wconn, error) {
 		{&c.claimIns, "INSERT OR IGNORE INTO claims(key, owner) VALUES (?, ?)"},
 		{&c.claimOwner, "SELECT owner FROM claims WHERE key = ?"},
 		{&c.claimDel, "DELETE FROM claims WHERE key = ? AND owner = ?"},
-		{&c.unbox, "DELETE FROM outbox WHERE id = ?"},
 		{&c.secret, "SELECT value FROM secrets WHERE key = ?"},
 		{&c.setSecret, "INSERT INTO secrets(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"},
 		{&c.delSecret, "DELETE FROM secrets WHERE key = ?"},
@@ -95,7 +94,7 @@ func newWconn(ctx context.Context, conn *sql.Conn) (*wconn, error) {
 func (c *wconn) close() {
 	for _, st := range []*sql.Stmt{c.begin, c.commit, c.rollback, c.savepoint, c.release, c.rollbackTo,
 		c.insHistory, c.insResource, c.updResource, c.selSearch, c.insOutbox,
-		c.claimIns, c.claimOwner, c.claimDel, c.unbox, c.secret, c.setSecret, c.delSecret, c.insSecret, c.updSecret} {
+		c.claimIns, c.claimOwner, c.claimDel, c.secret, c.setSecret, c.delSecret, c.insSecret, c.updSecret} {
 		if st != nil {
 			st.Close()
 		}
