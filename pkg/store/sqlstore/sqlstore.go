@@ -2,9 +2,10 @@
 // the one-machine default: a single file, no server.
 //
 // Writes go through one writer goroutine on one connection, which commits
-// whatever calls are queued together (group commit), each call in its own
-// savepoint: concurrent writers share an fsync instead of queueing for one
-// each, and a failing call still stores nothing. Reads use a separate pool
+// whatever calls are queued together (group commit): concurrent writers
+// share an fsync instead of queueing for one each. A failing call still
+// stores nothing: the transaction is rolled back and the others run again
+// without it. Reads use a separate pool
 // of read-only connections and never wait behind the writer (WAL mode).
 //
 // Every Write call is atomic, however many writes it holds.
@@ -315,17 +316,17 @@ func (s *Store) ClearOutbox(ctx context.Context, ids []string) error {
 	// One statement per searchChunk ids: every statement costs the writer
 	// a parse, and a clear follows every write.
 	return s.w.do(ctx, size, func(c *wconn) error {
-		for len(ids) > 0 {
-			n := min(len(ids), searchChunk)
+		// A call may run twice (tx): it must not consume what it captured.
+		for rest := ids; len(rest) > 0; rest = rest[min(len(rest), searchChunk):] {
+			n := min(len(rest), searchChunk)
 			args := make([]any, n)
-			for i, id := range ids[:n] {
+			for i, id := range rest[:n] {
 				args[i] = id
 			}
 			q := "DELETE FROM outbox WHERE id IN (?" + strings.Repeat(", ?", n-1) + ")"
 			if _, err := c.conn.ExecContext(c.ctx, q, args...); err != nil {
 				return err
 			}
-			ids = ids[n:]
 		}
 		return nil
 	})

@@ -60,7 +60,7 @@ func check(w *store.Write) error {
 	return nil
 }
 
-// put stores one write inside the caller's savepoint. Every statement
+// put stores one write inside the shared transaction. Every statement
 // costs a parse (the driver does not keep statements prepared), so the
 // version check is folded into the write itself: a create is an INSERT that
 // the unique (type, id) index refuses, a replace an UPDATE conditioned on

@@ -28,8 +28,9 @@ const (
 	cancelled
 )
 
-// op is one caller's write: run executes it inside a savepoint (or alone
-// in its transaction).
+// op is one caller's write: run executes it inside a shared transaction,
+// perhaps more than once (when another call of the transaction fails, the
+// others run again), so it must not consume what it captured.
 type op struct {
 	ctx   context.Context
 	size  int
@@ -45,7 +46,7 @@ type wconn struct {
 	ctx  context.Context // the writer's own: a caller's cancellation must not interrupt a shared transaction
 	conn *sql.Conn
 
-	begin, commit, rollback, savepoint, release, rollbackTo *sql.Stmt
+	begin, commit, rollback *sql.Stmt
 
 	insHistory, insResource, updResource, selSearch, insOutbox *sql.Stmt
 	args                                                       []any // putFields' buffer
@@ -64,9 +65,6 @@ func newWconn(ctx context.Context, conn *sql.Conn) (*wconn, error) {
 		{&c.begin, "BEGIN IMMEDIATE"},
 		{&c.commit, "COMMIT"},
 		{&c.rollback, "ROLLBACK"},
-		{&c.savepoint, "SAVEPOINT call"},
-		{&c.release, "RELEASE call"},
-		{&c.rollbackTo, "ROLLBACK TO call"},
 		{&c.insHistory, "INSERT INTO history(type, id, version, ts, project, deleted, json) VALUES (?, ?, ?, ?, ?, ?, ?)"},
 		{&c.insResource, "INSERT INTO resources(type, id, version, ts, project, deleted, json) VALUES (?, ?, ?, ?, ?, ?, ?)"},
 		{&c.updResource, "UPDATE resources SET version = ?, ts = ?, project = ?, deleted = ?, json = ? WHERE type = ? AND id = ? AND version = ? RETURNING rid"},
@@ -92,7 +90,7 @@ func newWconn(ctx context.Context, conn *sql.Conn) (*wconn, error) {
 }
 
 func (c *wconn) close() {
-	for _, st := range []*sql.Stmt{c.begin, c.commit, c.rollback, c.savepoint, c.release, c.rollbackTo,
+	for _, st := range []*sql.Stmt{c.begin, c.commit, c.rollback,
 		c.insHistory, c.insResource, c.updResource, c.selSearch, c.insOutbox,
 		c.claimIns, c.claimOwner, c.claimDel, c.secret, c.setSecret, c.delSecret, c.insSecret, c.updSecret} {
 		if st != nil {
@@ -248,9 +246,9 @@ func (w *writer) commit(batch []*op) {
 // back (disk full, I/O error): every call in it failed.
 var errAborted = errors.New("sqlstore: transaction aborted")
 
-// tx runs calls in one transaction, each in a savepoint, and answers them.
-// It returns how many it answered: fewer than len(calls) when SQLite
-// aborted the transaction midway, and the rest must run in a fresh one.
+// tx runs calls in one transaction and answers them (a failing call is
+// answered alone and the others run again without it). It returns how many
+// it answered.
 func (w *writer) tx(calls []*op) int {
 	c := w.c
 	start := time.Now()
@@ -263,8 +261,7 @@ func (w *writer) tx(calls []*op) int {
 		return len(calls)
 	}
 	if len(calls) == 1 {
-		// Alone in its transaction, a call needs no savepoint: on
-		// failure the transaction is rolled back whole.
+		// Alone in its transaction: on failure it is rolled back whole.
 		err := calls[0].run(c)
 		if err == nil {
 			if err = c.exec(c.commit); err != nil {
@@ -278,37 +275,48 @@ func (w *writer) tx(calls []*op) int {
 		calls[0].done <- err
 		return 1
 	}
+	// Many calls run without savepoints (each would cost the writer two
+	// more statements, every one parsed): the first that fails is answered
+	// with its error, the transaction rolled back, and the others run again
+	// without it in a fresh one. What each call sees is what it would have
+	// seen with savepoints: a failed call leaves nothing behind.
 	results := make([]error, len(calls))
-	n := len(calls)
-	var lost error
-	for i, o := range calls {
-		if err := c.exec(c.savepoint); err != nil {
-			lost, n = err, i+1 // this call fails too, so every round makes progress
-			break
-		}
-		results[i] = o.run(c)
-		if results[i] != nil {
-			if err := c.exec(c.rollbackTo); err != nil {
-				// The error rolled back the whole transaction.
-				lost, n = results[i], i+1
+	pending := make([]int, len(calls)) // indexes of the calls still to store
+	for i := range pending {
+		pending[i] = i
+	}
+	first := true
+	for len(pending) > 0 {
+		if !first {
+			if err := c.exec(c.begin); err != nil {
+				for _, i := range pending {
+					results[i] = err
+				}
 				break
 			}
 		}
-		if err := c.exec(c.release); err != nil {
-			lost, n = err, i+1
+		first = false
+		failed := -1
+		for k, i := range pending {
+			if err := calls[i].run(c); err != nil {
+				results[i], failed = err, k
+				break
+			}
+		}
+		if failed < 0 {
+			if err := c.exec(c.commit); err != nil {
+				_ = c.exec(c.rollback)
+				w.log.Error("sqlstore: write transaction failed", "err", err, "calls", len(pending))
+				for _, i := range pending {
+					results[i] = fmt.Errorf("%w: %w", errAborted, err)
+				}
+			}
 			break
 		}
-	}
-	if lost == nil {
-		lost = c.exec(c.commit)
-	}
-	if lost != nil {
 		_ = c.exec(c.rollback) // fails harmlessly when SQLite already rolled back
-		w.log.Error("sqlstore: write transaction failed", "err", lost, "calls", n)
-		for i := range n {
-			results[i] = fmt.Errorf("%w: %w", errAborted, lost)
-		}
+		pending = append(pending[:failed], pending[failed+1:]...)
 	}
+	n := len(calls)
 	for i := range n {
 		calls[i].done <- results[i]
 	}
