@@ -193,9 +193,20 @@ func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, err
 		out[i] = re
 	}
 	if txn != nil {
+		// The caller is answered 504 once its deadline passes, whatever
+		// happens here: a transaction it cannot hear about must not stay.
+		// So commit only with time to answer, and undo a commit that
+		// finished too late anyway.
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < commitMargin {
+			return nil, fhir.Timeout("")
+		}
 		if err := txn.Commit(outer); err != nil {
 			s.undo(outer, r, created) // a store without transactions may have stored part
 			return nil, err
+		}
+		if ctx.Err() != nil {
+			s.undo(outer, r, created)
+			return nil, fhir.Timeout("")
 		}
 	}
 	typ := "batch-response"
@@ -285,6 +296,10 @@ func (s *Service) touchesSessions(entries []batchEntry) bool {
 func (s *Service) entryPath(e batchEntry) string {
 	return strings.TrimPrefix(e.Request.URL, s.cfg.BaseURL+"fhir/R4/")
 }
+
+// commitMargin is the time a transaction must have left to commit: its
+// answer still has to reach the gateway before the caller's deadline.
+const commitMargin = 100 * time.Millisecond
 
 // undoTimeout bounds the deletes that undo a failed transaction. They run
 // on a context of their own: a transaction that failed because its
