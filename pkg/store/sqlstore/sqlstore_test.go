@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,7 +281,7 @@ func TestPlans(t *testing.T) {
 	}
 }
 
-func explain(t *testing.T, s *Store, text string, args ...any) string {
+func explain(t testing.TB, s *Store, text string, args ...any) string {
 	t.Helper()
 	rows, err := s.rdb.Query("EXPLAIN QUERY PLAN "+text, args...)
 	if err != nil {
@@ -314,41 +313,6 @@ func scans(plan string) string {
 	return ""
 }
 
-func BenchmarkWrite(b *testing.B) {
-	for _, sync := range []string{"full", "normal"} {
-		b.Run("sync="+sync, func(b *testing.B) { benchWrite(b, sync) })
-	}
-}
-
-func benchWrite(b *testing.B, sync string) {
-	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "w.db"), Options{Sync: sync, Log: quiet})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	var n atomic.Int64
-	at := time.Now().UTC()
-	txs := s.w.txs.Load()
-	defer func() { b.ReportMetric(float64(n.Load())/float64(s.w.txs.Load()-txs), "calls/tx") }()
-	b.SetParallelism(8)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		ctx := context.Background()
-		for pb.Next() {
-			i := n.Add(1)
-			w := &store.Write{
-				Record: store.Record{Type: "Patient", ID: fmt.Sprint(i), Version: "1", Time: at, Project: "p",
-					JSON: []byte(`{"resourceType":"Patient","id":"x","name":[{"family":"Smith","given":["Ann"]}]}`)},
-				Fields: benchFields(int(i)),
-				Event:  []byte(`{"type":"create"}`),
-			}
-			if err := s.Write(ctx, w); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-}
-
 func benchFields(i int) map[string]any {
 	return map[string]any{
 		"s_name":         []string{fmt.Sprintf("smith%05d", i%50000), "ann", "ann smith"},
@@ -363,64 +327,8 @@ func benchFields(i int) map[string]any {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if benchCorpus.path != "" {
-		os.RemoveAll(filepath.Dir(benchCorpus.path))
+	if grownPath != "" {
+		os.RemoveAll(filepath.Dir(grownPath))
 	}
 	os.Exit(code)
-}
-
-// benchCorpus is built once: writing it is the slow part.
-var benchCorpus struct {
-	path string
-	done bool
-}
-
-const benchSize = 20000
-
-func BenchmarkPrefixSearch(b *testing.B) {
-	ctx := context.Background()
-	if !benchCorpus.done {
-		dir, err := os.MkdirTemp("", "sqlstore-bench")
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchCorpus.path = filepath.Join(dir, "bench.db")
-		s, err := Open(ctx, benchCorpus.path, Options{Sync: "off", Log: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
-		var ws []*store.Write
-		for i := range benchSize {
-			ws = append(ws, &store.Write{
-				Record: store.Record{Type: "Patient", ID: fmt.Sprint(i), Version: "1", Time: time.Now().UTC(), Project: fmt.Sprint("p", i%4),
-					JSON: []byte(`{"resourceType":"Patient"}`)},
-				Fields: benchFields(i),
-			})
-			if len(ws) == 500 {
-				if err := s.Write(ctx, ws...); err != nil {
-					b.Fatal(err)
-				}
-				ws = ws[:0]
-			}
-		}
-		s.Close()
-		benchCorpus.done = true
-	}
-	s, err := Open(ctx, benchCorpus.path, Options{Log: quiet})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		q := &store.Query{Project: fmt.Sprint("p", i%4), Limit: 20,
-			Filter: []store.Cond{{Op: store.OpPrefix, Field: "s_name", Values: []any{fmt.Sprintf("smith%03d", i%200)}}}}
-		rs, err := s.Search(ctx, "Patient", q)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(rs) == 0 {
-			b.Fatalf("nothing found for %v", q.Filter[0].Values)
-		}
-	}
 }
