@@ -1,22 +1,19 @@
 // Package search implements FHIR R4 search, as Medplum serves it, over
-// resources stored one document per resource in MongoDB or FerretDB.
+// the storage port (pkg/store): Parse turns a query into store conditions,
+// Fields computes the values they are matched against.
 //
 // # Why search values are precomputed
 //
-// The embedded store is FerretDB with its SQLite backend, which pushes no
-// filter down: every query reads the whole collection and evaluates the
-// filter in Go. Evaluating FHIRPath over each stored resource's JSON at
-// query time would multiply that cost. So the values each search parameter
-// selects are computed once, when a resource is written (Fields), and stored
-// beside it as flat top-level fields named s_<code>; every query (Parse)
-// is a plain condition on those fields: equality, $in, $nin, $exists,
-// $gte/$lte on dates, and anchored $regex for prefixes, with $or only for
-// FHIR's range prefixes and comma lists of dates and numbers, and no
-// $elemMatch. Top-level equality is what FerretDB's PostgreSQL backend
-// pushes down to SQL, and what MongoDB answers from an index: IndexKeys
-// names the fields worth one. Stored prefix values are already normalised,
-// so a prefix search is a case-sensitive anchored regex that a MongoDB index
-// serves too.
+// Evaluating FHIRPath over each stored resource's JSON at query time would
+// cost a parse of every candidate. So the values each search parameter
+// selects are computed once, when a resource is written (Fields), and
+// stored beside it under keys named s_<code> (rows of the SQLite store's
+// search table, top-level fields of a MongoDB document); every query
+// (Parse) is a plain condition on those values (store.Cond): equality,
+// not-in, exists, comparisons on dates and numbers, prefix and contains on
+// normalised text, with or only for FHIR's range prefixes and comma lists.
+// IndexKeys names the fields worth a MongoDB index; the SQLite store
+// indexes every value.
 //
 // # Stored fields
 //
@@ -31,7 +28,7 @@
 //	reference  s_c        "Type/id" and the bare "id" of each literal reference (an absolute
 //	                      reference loses its base and /_history); canonical URLs as
 //	                      written and without their |version
-//	date       s_c_lo     the earliest instant any value covers (a BSON datetime)
+//	date       s_c_lo     the earliest instant any value covers (a time.Time)
 //	           s_c_hi     the latest; 2000-01 covers 2000-01-01T00:00:00.000Z to
 //	                      2000-01-31T23:59:59.999Z; an open Period end is 0001 or 9999
 //	number     s_c        the numbers
@@ -67,7 +64,7 @@
 //   - A number's precision sets the range eq accepts (100 matches
 //     [99.5, 100.5)); gt, lt, ge, le compare; ap is within 10%.
 //   - _summary=count means Count 0 and Total "accurate", as in Medplum. A
-//     Count of 0 must not become a MongoDB limit, where 0 means none.
+//     Count of 0 asks the store for no page at all, only the count.
 //   - _sort appends _id, so that pages of equal sort keys stay stable.
 //   - phonetic, composite and special parameters (Location near), and those
 //     whose FHIRPath is outside the compiled subset (iif, indexers), are not

@@ -401,7 +401,7 @@ type botMember struct {
 
 // botMembership finds the id of the bot's own membership ("" if none),
 // through a short cache: a search on every execution would cost a query
-// (a collection scan on FerretDB) per run.
+// per run.
 func (s *Service) botMembership(ctx context.Context, b *bot) (string, error) {
 	if v, ok := s.botMembers.Load(b.ID); ok && time.Since(v.(botMember).at) < botMemberTTL {
 		return v.(botMember).id, nil
