@@ -275,8 +275,7 @@ func (s *Service) runEntry(ctx context.Context, r *bus.Request, e batchEntry, as
 	return h(ctx, sub)
 }
 
-// touchesSessions reports whether a bundle writes a type whose writes
-// update the session bucket (afterWrite, afterDelete) as they happen.
+// touchesSessions reports whether a bundle writes one of sessionTypes.
 func (s *Service) touchesSessions(entries []batchEntry) bool {
 	for _, e := range entries {
 		if e.Request == nil || strings.EqualFold(e.Request.Method, "GET") {
@@ -284,8 +283,7 @@ func (s *Service) touchesSessions(entries []batchEntry) bool {
 		}
 		typ, _, _ := strings.Cut(strings.TrimPrefix(s.entryPath(e), "/"), "/")
 		typ, _, _ = strings.Cut(typ, "?")
-		switch typ {
-		case "ProjectMembership", "AccessPolicy", "ClientApplication":
+		if sessionTypes[typ] {
 			return true
 		}
 	}

@@ -17,6 +17,10 @@ import (
 // set inactive through PUT stops its tokens on their next request, as does
 // a deleted membership or client application.
 
+// sessionTypes are the types whose writes afterWrite and afterDelete carry
+// into the session bucket as they happen.
+var sessionTypes = map[string]bool{"ProjectMembership": true, "AccessPolicy": true, "ClientApplication": true}
+
 // afterWrite brings the session bucket in step with a stored resource and
 // marks the answer with the revision it depends on.
 func (s *Service) afterWrite(ctx context.Context, resp *bus.Response, res *repo.Resource) (*bus.Response, error) {

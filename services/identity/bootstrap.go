@@ -211,9 +211,10 @@ func (s *Service) retireClientSecret(ctx context.Context, cur *clientCred) error
 	return s.putClientCred(ctx, clientCred{ID: cur.ID, Digest: cur.Digest}, cur)
 }
 
-// lockClient serialises credential changes of one client in this process.
-// FerretDB does not make a conditional replace atomic, so the condition in
-// putClientCred alone would let two rotations both win; MongoDB does.
+// lockClient serialises credential changes of one client in this process,
+// each reading the credentials and swapping them: two at once land one
+// after the other. Across processes the store's conditional swap decides,
+// and the loser answers 409.
 func (s *Service) lockClient(clientID string) func() {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(clientID))
