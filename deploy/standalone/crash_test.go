@@ -4,11 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"os/exec"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -40,22 +36,15 @@ func TestCrashRecovery(t *testing.T) {
 		"PINION_AUTH_RATE_LIMIT=0", "PINION_REQUEST_TIMEOUT=5s",
 		"PINION_NATS_LISTEN=" + natsAddr, "PINION_MONGODB_URI=" + ferretURI(data), "PINION_ADDR=" + httpAddr,
 	}
-	// proc is supervised like systemd or Kubernetes would: a process that
-	// exits (a service cannot start while NATS is down) is started again.
 	type proc struct {
-		name string
 		bin  string
 		args []string
-		mu   sync.Mutex
-		cmd  *exec.Cmd
 	}
-	procs := map[string]*proc{
+	procs := map[string]proc{
 		"nats": {bin: "pinion", args: []string{"nats"}}, "ferretdb": {bin: "pinion", args: []string{"ferretdb"}},
 		"fhir": {bin: "fhir"}, "identity": {bin: "identity"}, "membership": {bin: "membership"},
 		"botexec": {bin: "botexec"}, "gateway": {bin: "gateway"},
 	}
-	var stopping atomic.Bool
-	restarts := atomic.Int64{}
 	order := []string{"nats", "ferretdb", "fhir", "identity", "membership", "botexec", "gateway"}
 	// The infra processes run with only their own listen setting.
 	envFor := func(name string) []string {
@@ -74,26 +63,10 @@ func TestCrashRecovery(t *testing.T) {
 		}
 		return env
 	}
-	var supervise func(p *proc)
-	supervise = func(p *proc) {
-		p.mu.Lock()
-		p.cmd = start(t, bin, p.bin, envFor(p.name), p.args...)
-		cmd := p.cmd
-		p.mu.Unlock()
-		go func() {
-			_ = cmd.Wait()
-			if stopping.Load() {
-				return
-			}
-			restarts.Add(1)
-			time.Sleep(300 * time.Millisecond)
-			supervise(p)
-		}()
-	}
+	running := map[string]*supervised{}
 	for _, name := range order {
 		p := procs[name]
-		p.name = name
-		supervise(p)
+		running[name] = supervise(t, bin, p.bin, envFor(name), p.args...)
 		if name == "nats" {
 			waitPort(t, natsAddr)
 		}
@@ -102,12 +75,8 @@ func TestCrashRecovery(t *testing.T) {
 		}
 	}
 	defer func() {
-		stopping.Store(true)
 		for _, name := range order {
-			p := procs[name]
-			p.mu.Lock()
-			stopProc(p.cmd)
-			p.mu.Unlock()
+			running[name].stop()
 		}
 	}()
 	saved := base
@@ -127,10 +96,7 @@ func TestCrashRecovery(t *testing.T) {
 	gap := *loadDuration / time.Duration(len(order)+1)
 	for _, name := range []string{"fhir", "identity", "membership", "botexec", "gateway", "nats", "ferretdb"} {
 		time.Sleep(gap)
-		p := procs[name]
-		p.mu.Lock()
-		_ = p.cmd.Process.Signal(syscall.SIGKILL) // the supervisor starts it again
-		p.mu.Unlock()
+		running[name].kill() // the supervisor starts it again
 		faults++
 	}
 	res := <-done
@@ -191,7 +157,11 @@ func TestCrashRecovery(t *testing.T) {
 		faults, order, rep.Lost, rep.DuplicateUsers, rep.DuplicateMembers)
 	t.Logf("throughput %.0f acknowledged ops/s overall, %d/s over the last 3 s; p50 %v, p99 %v; statuses %v",
 		float64(s.Acked)/loadDuration.Seconds(), after, s.Percentile(.5), s.Percentile(.99), s.ByStatus)
-	t.Logf("invites: %d done, %d failed with a reason, %d still pending; %d process restarts", doneN, failed, pending, restarts.Load())
+	restarts := 0
+	for _, p := range running {
+		restarts += p.restarts()
+	}
+	t.Logf("invites: %d done, %d failed with a reason, %d still pending; %d process restarts", doneN, failed, pending, restarts)
 	if rep.Lost > 0 || rep.DuplicateUsers > 0 || rep.DuplicateMembers > 0 {
 		t.Errorf("%s", strings.Join(rep.Problems, "\n"))
 	}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -234,6 +235,67 @@ func start(t *testing.T, bin, name string, env []string, args ...string) *exec.C
 		}
 	}()
 	return cmd
+}
+
+// supervised is a process run as systemd or Kubernetes would: when it
+// exits (killed, or unable to start while NATS is down) it is started
+// again, until stop.
+type supervised struct {
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	stopping bool
+	n        int // restarts
+}
+
+func supervise(t *testing.T, bin, name string, env []string, args ...string) *supervised {
+	p := &supervised{}
+	p.run(t, bin, name, env, args)
+	return p
+}
+
+func (p *supervised) run(t *testing.T, bin, name string, env, args []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopping {
+		return
+	}
+	c := start(t, bin, name, env, args...)
+	p.cmd = c
+	go func() {
+		_ = c.Wait()
+		p.mu.Lock()
+		again := !p.stopping
+		if again {
+			p.n++
+		}
+		p.mu.Unlock()
+		if again {
+			time.Sleep(300 * time.Millisecond)
+			p.run(t, bin, name, env, args)
+		}
+	}()
+}
+
+// kill sends SIGKILL to the running process; the supervisor starts it again.
+func (p *supervised) kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+}
+
+func (p *supervised) restarts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
+}
+
+// stop ends the supervision and the process.
+func (p *supervised) stop() {
+	p.mu.Lock()
+	p.stopping = true
+	c := p.cmd
+	p.mu.Unlock()
+	stopProc(c)
 }
 
 func stopProc(c *exec.Cmd) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"os/exec"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,43 +32,8 @@ func TestStandaloneCrash(t *testing.T) {
 		"PINION_SUPERADMIN_CLIENT_ID=" + saID, "PINION_SUPERADMIN_CLIENT_SECRET=" + saSec,
 		"PINION_AUTH_RATE_LIMIT=0", "PINION_REQUEST_TIMEOUT=5s",
 	}
-	var (
-		mu       sync.Mutex
-		cmd      *exec.Cmd
-		stopping bool
-		restarts int
-	)
-	var supervise func()
-	supervise = func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopping {
-			return
-		}
-		c := start(t, bin, "pinion", env)
-		cmd = c
-		go func() {
-			_ = c.Wait()
-			mu.Lock()
-			again := !stopping
-			if again {
-				restarts++
-			}
-			mu.Unlock()
-			if again {
-				time.Sleep(200 * time.Millisecond)
-				supervise()
-			}
-		}()
-	}
-	supervise()
-	defer func() {
-		mu.Lock()
-		stopping = true
-		c := cmd
-		mu.Unlock()
-		stopProc(c)
-	}()
+	pinion := supervise(t, bin, "pinion", env)
+	defer pinion.stop()
 	saved := base
 	base = "http://" + httpAddr + "/"
 	defer func() { base = saved }()
@@ -86,17 +49,13 @@ func TestStandaloneCrash(t *testing.T) {
 	const kills = 2
 	for i := 0; i < kills; i++ {
 		time.Sleep(duration / (kills + 1))
-		mu.Lock()
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		mu.Unlock()
+		pinion.kill()
 	}
 	res := <-done
 	waitReadyAt(t, base)
 	rep := load.Verify(context.Background(), cfg, res)
 	s := res.Stats
-	mu.Lock()
-	n := restarts
-	mu.Unlock()
+	n := pinion.restarts()
 	t.Logf("load %s, %d workers: %d operations, %d acknowledged (%d writes checked), %d refused, %d without a response; %d restarts after SIGKILL",
 		duration, cfg.Workers, s.Ops, s.Acked, rep.Checked, s.Refused, s.NoResponse, n)
 	t.Logf("writes lost: %d; duplicate users: %d; duplicate memberships: %d; hangs: %d",
