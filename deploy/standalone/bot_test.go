@@ -179,7 +179,32 @@ func TestBotOutputsAndLimits(t *testing.T) {
 func TestBotRespondAsync(t *testing.T) {
 	pid, su := adminProject(t, "Async bots")
 	id := newBot(t, su, pid, "slow", "", `exports.handler = async (m, e) => { await new Promise(r => setTimeout(r, 200)); return 'done ' + e.input; };`, "slow.js")
-	r := do(t, "POST", "fhir/R4/Bot/"+id+"/$execute", su, "text/plain", []byte("later"), "Prefer", "respond-async")
+	job := runAsync(t, su, id, "later")
+	if job["status"] != "completed" {
+		t.Fatalf("job: %v", job)
+	}
+	p := job["output"].(map[string]any)["parameter"].([]any)[0].(map[string]any)
+	if p["valueString"] != "done later" {
+		t.Fatalf("job output: %v", job)
+	}
+
+	// A bot that fails leaves its outcome in the job.
+	bad := newBot(t, su, pid, "failing", "", `exports.handler = async () => { throw new Error('no luck'); };`, "failing.js")
+	job = runAsync(t, su, bad, "x")
+	if job["status"] != "error" {
+		t.Fatalf("job: %v", job)
+	}
+	p = job["output"].(map[string]any)["parameter"].([]any)[0].(map[string]any)
+	if p["name"] != "outcome" || !strings.Contains(string(mustJSON(p["resource"])), "no luck") {
+		t.Fatalf("job output: %v", job)
+	}
+}
+
+// runAsync runs a bot with Prefer: respond-async and returns its AsyncJob
+// once the job has ended.
+func runAsync(t *testing.T, tok, bot, input string) map[string]any {
+	t.Helper()
+	r := do(t, "POST", "fhir/R4/Bot/"+bot+"/$execute", tok, "text/plain", []byte(input), "Prefer", "respond-async")
 	expect(t, r, 202)
 	loc := r.header.Get("Content-Location")
 	if !strings.Contains(loc, "fhir/R4/job/") {
@@ -188,18 +213,14 @@ func TestBotRespondAsync(t *testing.T) {
 	path := loc[strings.Index(loc, "fhir/R4/"):]
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		r = do(t, "GET", path, su, "", nil)
+		r = do(t, "GET", path, tok, "", nil)
 		expect(t, r, 200)
 		job := r.json(t)
-		if job["status"] == "completed" {
-			p := job["output"].(map[string]any)["parameter"].([]any)[0].(map[string]any)
-			if p["valueString"] != "done later" {
-				t.Fatalf("job output: %s", r.body)
-			}
-			return
+		if job["status"] != "accepted" && job["status"] != "active" {
+			return job
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("job never completed: %s", r.body)
+			t.Fatalf("job never ended: %s", r.body)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -61,9 +61,10 @@ func (s *Service) executeAsync(ctx context.Context, r *bus.Request) (*bus.Respon
 		}
 		status, param := "completed", map[string]any{"name": "responseBody", "valueString": string(resp.Body)}
 		if strings.HasPrefix(resp.Header["Content-Type"], "application/fhir+json") && json.Valid(resp.Body) {
-			var o fhir.OperationOutcome
-			if json.Unmarshal(resp.Body, &o) == nil && o.ResourceType == "OperationOutcome" {
-				param = map[string]any{"name": "outcome", "resource": json.RawMessage(resp.Body)}
+			// A decoded map, not raw bytes: the job is validated as a Go value.
+			var o map[string]any
+			if json.Unmarshal(resp.Body, &o) == nil && o["resourceType"] == "OperationOutcome" {
+				param = map[string]any{"name": "outcome", "resource": o}
 			}
 		}
 		if resp.Status >= 400 {

@@ -13,11 +13,11 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -33,7 +33,6 @@ func tokenError(code, desc string) *bus.Response {
 type clientEntry struct {
 	cred       *clientCred
 	membership string
-	member     session.Membership
 	loginID    string
 	fetched    time.Time
 }
@@ -104,12 +103,23 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 	if !c.cred.matches(secret) && !s.matchesFresh(ctx, id, secret) {
 		return tokenError("invalid_request", "Invalid secret"), nil
 	}
-	if !c.member.Active {
+	// The cache learns of a removed membership from events, which may come
+	// after the removal was answered; the session bucket is written before
+	// that answer, so its entry is what the client may do now.
+	member, err := s.sessions.GetMembership(ctx, c.membership)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		s.forgetClient(id)
+		return tokenError("invalid_request", "Invalid client"), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session membership: %w", err)
+	}
+	if !member.Active {
 		// Medplum issues the token and refuses its every use; refusing it
 		// here says why.
 		return tokenError("access_denied", "Profile not active"), nil
 	}
-	if !c.member.AllowsAddress(r.Remote) {
+	if !member.AllowsAddress(r.Remote) {
 		return tokenError("invalid_request", "IP address not allowed"), nil
 	}
 	scope := form.Get("scope")
@@ -129,7 +139,7 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 		"expires_in":   int(s.cfg.TokenLifetime.Seconds()),
 		"scope":        scope,
 		"access_token": access,
-		"project":      fhir.Reference{Reference: "Project/" + c.member.Project},
+		"project":      fhir.Reference{Reference: "Project/" + member.Project},
 		"profile":      fhir.Reference{Reference: ref},
 	}
 	if strings.Contains(" "+scope+" ", " openid ") {
@@ -190,11 +200,7 @@ func (s *Service) client(ctx context.Context, id string) (*clientEntry, error) {
 	}
 	if len(page.Resources) > 0 {
 		pm := page.Resources[0]
-		m, err := projects.SessionOf(ctx, s.repo, pm)
-		if err != nil {
-			return nil, err
-		}
-		c.membership, c.member = pm.ID, *m
+		c.membership = pm.ID
 		// One login per client: client tokens are cheap to issue and all of
 		// them stop together when the client or its membership goes.
 		c.loginID = uuid.NewSHA1(idNamespace, []byte("client-login:"+id+":"+pm.ID)).String()
