@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"time"
@@ -16,11 +17,19 @@ func (s *Store) Search(ctx context.Context, typ string, q *store.Query) ([]*stor
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.rdb.QueryContext(ctx, text, args...)
+	rows, err := s.query(ctx, text, args)
 	if err != nil {
 		return nil, err
 	}
 	return collect(rows)
+}
+
+// query runs a statement built for this call, prepared once per shape.
+func (s *Store) query(ctx context.Context, text string, args []any) (*sql.Rows, error) {
+	if st := s.queries.get(ctx, text); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return s.rdb.QueryContext(ctx, text, args...)
 }
 
 // Count counts what Search would find without paging.
@@ -29,9 +38,16 @@ func (s *Store) Count(ctx context.Context, typ string, q *store.Query) (int, err
 	if err != nil {
 		return 0, err
 	}
+	rows, err := s.query(ctx, text, args)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
 	var n int
-	err = s.rdb.QueryRowContext(ctx, text, args...).Scan(&n)
-	return n, err
+	if rows.Next() {
+		err = rows.Scan(&n)
+	}
+	return n, errors.Join(err, rows.Err())
 }
 
 // builder writes SQL with its arguments; every value is bound, never

@@ -44,16 +44,18 @@ type Options struct {
 
 // Store is a store.Store on one SQLite file.
 type Store struct {
-	log    *slog.Logger
-	wdb    *sql.DB // one connection, owned by the writer goroutine
-	rdb    *sql.DB // read-only pool
-	w      *writer
-	get    *sql.Stmt
-	getVer *sql.Stmt
-	hist   *sql.Stmt
-	owner  *sql.Stmt
-	secret *sql.Stmt
-	outbox *sql.Stmt
+	log *slog.Logger
+	wdb *sql.DB // one connection, owned by the writer goroutine
+	rdb *sql.DB // read-only pool
+	w   *writer
+	// queries holds the searches built per call, prepared on the pool.
+	queries *stmtCache
+	get     *sql.Stmt
+	getVer  *sql.Stmt
+	hist    *sql.Stmt
+	owner   *sql.Stmt
+	secret  *sql.Stmt
+	outbox  *sql.Stmt
 }
 
 var _ store.Store = (*Store)(nil)
@@ -138,6 +140,7 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	rdb.SetMaxOpenConns(n)
 	rdb.SetMaxIdleConns(n)
 	s.rdb = rdb
+	s.queries = newStmtCache(rdb.PrepareContext, maxShapes)
 	const cols = `SELECT type, id, version, ts, project, deleted, json FROM `
 	for _, p := range []struct {
 		st **sql.Stmt
@@ -173,6 +176,9 @@ func (s *Store) Close() error {
 		s.w.close()
 	}
 	var errs []error
+	if s.queries != nil {
+		errs = append(errs, s.queries.close())
+	}
 	for _, st := range []*sql.Stmt{s.get, s.getVer, s.hist, s.owner, s.secret, s.outbox} {
 		if st != nil {
 			errs = append(errs, st.Close())

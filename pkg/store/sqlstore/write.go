@@ -161,8 +161,7 @@ func (c *wconn) dropRows(rid int64, old map[searchRow]bool) error {
 		if len(args) <= 1 {
 			return nil
 		}
-		_, err := c.conn.ExecContext(c.ctx, sb.String(), args...)
-		return err
+		return c.execText(sb.String(), args)
 	}
 	start := func() {
 		args = append(args[:0], rid)
@@ -202,7 +201,7 @@ func (c *wconn) putFields(w *store.Write, rid int64, old map[searchRow]bool) err
 		if len(args) == 0 {
 			return nil
 		}
-		_, err := c.conn.ExecContext(c.ctx, insertSearch(len(args)/4), args...)
+		err := c.execText(insertSearch(len(args)/4), args)
 		args = args[:0]
 		return err
 	}

@@ -49,7 +49,8 @@ type wconn struct {
 	begin, commit, rollback *sql.Stmt
 
 	insHistory, insResource, updResource, selSearch, insOutbox *sql.Stmt
-	args                                                       []any // putFields' buffer
+	args                                                       []any      // putFields' buffer
+	shapes                                                     *stmtCache // dropRows' and putFields' statements
 
 	claimIns, claimOwner, claimDel *sql.Stmt
 
@@ -58,6 +59,7 @@ type wconn struct {
 
 func newWconn(ctx context.Context, conn *sql.Conn) (*wconn, error) {
 	c := &wconn{ctx: context.Background(), conn: conn}
+	c.shapes = newStmtCache(conn.PrepareContext, maxShapes)
 	for _, p := range []struct {
 		st **sql.Stmt
 		q  string
@@ -97,7 +99,19 @@ func (c *wconn) close() {
 			st.Close()
 		}
 	}
+	c.shapes.close()
 	c.conn.Close()
+}
+
+// execText runs SQL built for this call, prepared once per shape.
+func (c *wconn) execText(text string, args []any) error {
+	var err error
+	if st := c.shapes.get(c.ctx, text); st != nil {
+		_, err = st.ExecContext(c.ctx, args...)
+	} else {
+		_, err = c.conn.ExecContext(c.ctx, text, args...)
+	}
+	return err
 }
 
 func (c *wconn) exec(st *sql.Stmt) error {
