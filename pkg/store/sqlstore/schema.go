@@ -11,11 +11,11 @@ import (
 // schemaVersion is the layout this code reads and writes. A database at a
 // lower version is migrated at Open; a higher one was written by newer code
 // and is refused rather than misread.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // migrations[v] brings a database from version v to v+1; migrations[0]
-// creates the first layout. Every statement is idempotent, so an
-// interrupted migration can simply run again.
+// creates the first layout. migrate runs them in one transaction, so an
+// interrupted migration leaves the database as it was.
 var migrations = [][]string{
 	{
 		// rid is the rowid: stable across versions of a resource, so search
@@ -62,6 +62,32 @@ var migrations = [][]string{
 		`CREATE TABLE IF NOT EXISTS claims(key TEXT PRIMARY KEY, owner TEXT NOT NULL) WITHOUT ROWID`,
 		`CREATE TABLE IF NOT EXISTS outbox(id TEXT PRIMARY KEY, event BLOB, at INTEGER NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS secrets(key TEXT PRIMARY KEY, value BLOB)`,
+	},
+	{
+		// Version 2 keys history by the resource's rid and keeps each
+		// version's unpublished event in its history row. Keyed by (type,
+		// id) and by outbox id, every create wrote three index pages chosen
+		// by a random id; keyed by rid, a create appends to pages the
+		// previous creates just wrote.
+		`CREATE TABLE history2(
+			rid     INTEGER NOT NULL,
+			version TEXT NOT NULL,
+			ts      INTEGER NOT NULL,
+			project TEXT NOT NULL,
+			deleted INTEGER NOT NULL,
+			json    BLOB,
+			event   BLOB,    -- the version's event, until it is published
+			at      INTEGER, -- when the event was recorded
+			PRIMARY KEY(rid, version))`,
+		`INSERT INTO history2(rowid, rid, version, ts, project, deleted, json, event, at)
+			SELECT h.rowid, r.rid, h.version, h.ts, h.project, h.deleted, h.json, o.event, o.at
+			FROM history h JOIN resources r ON r.type = h.type AND r.id = h.id
+			LEFT JOIN outbox o ON o.id = h.type || '/' || h.id || '/' || h.version`,
+		`DROP TABLE history`,
+		`DROP TABLE outbox`,
+		`ALTER TABLE history2 RENAME TO history`,
+		`CREATE INDEX history_newest ON history(rid, ts)`,
+		`CREATE INDEX history_pending ON history(at) WHERE event IS NOT NULL`,
 	},
 }
 

@@ -271,13 +271,20 @@ func TestPlans(t *testing.T) {
 			t.Errorf("%s: plan sorts:\n%s\nSQL: %s", c.name, plan, text)
 		}
 	}
-	plan := explain(t, s, `SELECT type, id, version, ts, project, deleted, json FROM resources WHERE type = ? AND id = ?`, "Patient", "a")
-	if !strings.Contains(plan, "resources_type_id (type=? AND id=?)") || scans(plan) != "" {
-		t.Errorf("Get:\n%s", plan)
-	}
-	plan = explain(t, s, `SELECT type, id, version, ts, project, deleted, json FROM history WHERE type = ? AND id = ? ORDER BY ts DESC, rowid DESC LIMIT ?`, "Patient", "a", 10)
-	if !strings.Contains(plan, "history_newest (type=? AND id=?)") || strings.Contains(plan, "TEMP B-TREE") || scans(plan) != "" {
-		t.Errorf("History:\n%s", plan)
+	for _, c := range []struct{ name, text, index string }{
+		{"Get", getSQL, "resources_type_id (type=? AND id=?)"},
+		{"GetVersion", versionSQL, "sqlite_autoindex_history_1 (rid=? AND version=?)"},
+		{"History", historySQL, "history_newest (rid=?)"},
+		{"Pending", pendingSQL, "history_pending (at<?)"},
+	} {
+		args := []any{"Patient", "a", "1"}
+		if c.name == "Pending" {
+			args = []any{time.Now().UnixMilli(), 10}
+		}
+		plan := explain(t, s, c.text, args...)
+		if !strings.Contains(plan, c.index) || strings.Contains(plan, "TEMP B-TREE") || scans(plan) != "" {
+			t.Errorf("%s:\n%s", c.name, plan)
+		}
 	}
 }
 

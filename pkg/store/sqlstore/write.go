@@ -96,7 +96,11 @@ func (c *wconn) put(w *store.Write, at int64) error {
 			return err
 		}
 	}
-	if _, err := c.insHistory.ExecContext(c.ctx, w.Type, w.ID, w.Version, ts, w.Project, w.Deleted, doc); err != nil {
+	var eventAt any // NULL without an event
+	if w.Event != nil {
+		eventAt = at
+	}
+	if _, err := c.insHistory.ExecContext(c.ctx, rid, w.Version, ts, w.Project, w.Deleted, doc, w.Event, eventAt); err != nil {
 		if isConstraint(err) {
 			return fmt.Errorf("%w: %s/%s already has version %q", store.ErrConflict, w.Type, w.ID, w.Version)
 		}
@@ -109,12 +113,6 @@ func (c *wconn) put(w *store.Write, at int64) error {
 	}
 	if err := c.dropRows(rid, old); err != nil {
 		return err
-	}
-	if w.Event != nil {
-		id := store.OutboxID(w.Type, w.ID, w.Version)
-		if _, err := c.insOutbox.ExecContext(c.ctx, id, w.Event, at); err != nil {
-			return err
-		}
 	}
 	return nil
 }

@@ -48,7 +48,7 @@ type wconn struct {
 
 	begin, commit, rollback *sql.Stmt
 
-	insHistory, insResource, updResource, selSearch, insOutbox *sql.Stmt
+	insHistory, insResource, updResource, selSearch, clearEvent *sql.Stmt
 	args                                                       []any      // putFields' buffer
 	shapes                                                     *stmtCache // dropRows' and putFields' statements
 
@@ -67,11 +67,11 @@ func newWconn(ctx context.Context, conn *sql.Conn) (*wconn, error) {
 		{&c.begin, "BEGIN IMMEDIATE"},
 		{&c.commit, "COMMIT"},
 		{&c.rollback, "ROLLBACK"},
-		{&c.insHistory, "INSERT INTO history(type, id, version, ts, project, deleted, json) VALUES (?, ?, ?, ?, ?, ?, ?)"},
+		{&c.insHistory, "INSERT INTO history(rid, version, ts, project, deleted, json, event, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"},
 		{&c.insResource, "INSERT INTO resources(type, id, version, ts, project, deleted, json) VALUES (?, ?, ?, ?, ?, ?, ?)"},
 		{&c.updResource, "UPDATE resources SET version = ?, ts = ?, project = ?, deleted = ?, json = ? WHERE type = ? AND id = ? AND version = ? RETURNING rid"},
 		{&c.selSearch, "SELECT key, value, project FROM search WHERE rid = ?"},
-		{&c.insOutbox, "INSERT OR REPLACE INTO outbox(id, event, at) VALUES (?, ?, ?)"},
+		{&c.clearEvent, "UPDATE history SET event = NULL, at = NULL WHERE rid = (SELECT rid FROM resources WHERE type = ? AND id = ?) AND version = ? AND event IS NOT NULL"},
 		{&c.claimIns, "INSERT OR IGNORE INTO claims(key, owner) VALUES (?, ?)"},
 		{&c.claimOwner, "SELECT owner FROM claims WHERE key = ?"},
 		{&c.claimDel, "DELETE FROM claims WHERE key = ? AND owner = ?"},
@@ -93,7 +93,7 @@ func newWconn(ctx context.Context, conn *sql.Conn) (*wconn, error) {
 
 func (c *wconn) close() {
 	for _, st := range []*sql.Stmt{c.begin, c.commit, c.rollback,
-		c.insHistory, c.insResource, c.updResource, c.selSearch, c.insOutbox,
+		c.insHistory, c.insResource, c.updResource, c.selSearch, c.clearEvent,
 		c.claimIns, c.claimOwner, c.claimDel, c.secret, c.setSecret, c.delSecret, c.insSecret, c.updSecret} {
 		if st != nil {
 			st.Close()
