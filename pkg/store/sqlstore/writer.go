@@ -49,8 +49,8 @@ type wconn struct {
 	begin, commit, rollback *sql.Stmt
 
 	insHistory, insResource, updResource, selSearch, clearEvent *sql.Stmt
-	args                                                       []any      // putFields' buffer
-	shapes                                                     *stmtCache // dropRows' and putFields' statements
+	args                                                        []any      // putFields' buffer
+	shapes                                                      *stmtCache // dropRows' and putFields' statements
 
 	claimIns, claimOwner, claimDel *sql.Stmt
 
