@@ -7,11 +7,13 @@ package mail
 import (
 	"context"
 	"fmt"
+	"html"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 
 	gomail "github.com/wneessen/go-mail"
 
@@ -80,9 +82,58 @@ func build(m Message) (*gomail.Msg, error) {
 		return nil, fmt.Errorf("recipient %q: %w", m.To, err)
 	}
 	msg.Subject(m.Subject)
-	msg.SetBodyString(gomail.TypeTextPlain, m.Text)
+	// Quoted-printable breaks lines past 76 characters with "=", and a
+	// set-password link is longer: copied from the raw message it no
+	// longer works. ASCII text goes as it is (its lines are far below
+	// SMTP's 998; go-mail's "7bit" would still quote them, so it is sent
+	// labelled 8bit); text with other characters goes as base64, whose
+	// lines a client joins back whole.
+	enc := gomail.WithPartEncoding(gomail.EncodingB64)
+	if isASCII(m.Text) {
+		enc = gomail.WithPartEncoding(gomail.NoEncoding)
+	}
+	msg.SetBodyString(gomail.TypeTextPlain, m.Text, enc)
+	msg.AddAlternativeString(gomail.TypeTextHTML, htmlOf(m.Text), enc)
 	return msg, nil
 }
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 || (s[i] < 0x20 && s[i] != '\n' && s[i] != '\t') {
+			return false
+		}
+	}
+	return true
+}
+
+var links = regexp.MustCompile(`https?://[^\s<>"]+`)
+
+// htmlOf is the HTML part: the same text, paragraph by paragraph, with each
+// URL a link to exactly the URL the text part shows.
+func htmlOf(text string) string {
+	var b strings.Builder
+	b.WriteString("<!doctype html><html><body>\n")
+	for _, para := range strings.Split(strings.TrimSpace(text), "\n\n") {
+		b.WriteString("<p>")
+		rest := para
+		for {
+			loc := links.FindStringIndex(rest)
+			if loc == nil {
+				break
+			}
+			b.WriteString(lineBreaks(html.EscapeString(rest[:loc[0]])))
+			u := html.EscapeString(rest[loc[0]:loc[1]])
+			b.WriteString(`<a href="` + u + `">` + u + `</a>`)
+			rest = rest[loc[1]:]
+		}
+		b.WriteString(lineBreaks(html.EscapeString(rest)))
+		b.WriteString("</p>\n")
+	}
+	b.WriteString("</body></html>")
+	return b.String()
+}
+
+func lineBreaks(s string) string { return strings.ReplaceAll(s, "\n", "<br>\n") }
 
 // Send delivers m.
 func (s *SMTP) Send(ctx context.Context, m Message) (string, error) {

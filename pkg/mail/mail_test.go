@@ -1,10 +1,15 @@
 package mail
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net"
+	netmail "net/mail"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,6 +118,57 @@ func TestFilesAndConfig(t *testing.T) {
 	for _, bad := range []string{"http://x", "smtp://", "smtp://h:port"} {
 		if _, err := FromConfig(bad, dir); err == nil {
 			t.Errorf("accepted %q", bad)
+		}
+	}
+}
+
+// A set-password link reaches the reader whole in both parts, for ASCII
+// text (sent as it is: intact even in the raw message) and for text with
+// other characters (base64, which a reader decodes whole).
+func TestLinksSurviveEncoding(t *testing.T) {
+	link := "https://pinion.example.com/setpassword/0b9d7c0e-1111-2222-3333-444455556666/" + strings.Repeat("ab", 32)
+	for _, name := range []string{"Ada", "Zoë"} {
+		dir := t.TempDir()
+		where, err := Files{Dir: dir}.Send(context.Background(), Message{ID: "x", To: "a@example.com", Subject: "S",
+			Text: "Hello " + name + ",\n\nSet your password:\n" + link + "\n"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := os.ReadFile(where)
+		if i := strings.Index(string(raw), link); name == "Ada" && (i < 0 || (raw[i+len(link)] != '\r' && raw[i+len(link)] != '\n')) {
+			t.Errorf("ASCII message: the raw text lacks the whole link:\n%s", raw)
+		}
+		msg, err := netmail.ReadMessage(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts := map[string]string{}
+		mr := multipart.NewReader(msg.Body, params["boundary"])
+		for {
+			p, err := mr.NextPart()
+			if err != nil {
+				break
+			}
+			var body io.Reader = p
+			if p.Header.Get("Content-Transfer-Encoding") == "base64" {
+				body = base64.NewDecoder(base64.StdEncoding, p)
+			}
+			b, err := io.ReadAll(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ct, _, _ := mime.ParseMediaType(p.Header.Get("Content-Type"))
+			parts[ct] = string(b)
+		}
+		if !strings.Contains(parts["text/plain"], link+"\r\n") && !strings.Contains(parts["text/plain"], link+"\n") {
+			t.Errorf("%s: text part: %q", name, parts["text/plain"])
+		}
+		if !strings.Contains(parts["text/html"], `<a href="`+link+`">`) || !strings.Contains(parts["text/html"], "Hello "+name) {
+			t.Errorf("%s: html part: %q", name, parts["text/html"])
 		}
 	}
 }
