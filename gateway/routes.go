@@ -30,6 +30,12 @@ var routes = []route{
 	{"POST", "/oauth2/logout", bus.SubjLogout, false, true},
 	{"GET", "/oauth2/logout", bus.SubjLogout, false, true},
 
+	// Pages for people in a browser.
+	{"GET", "/setpassword/:id/:secret", bus.SubjSetPassPage, true, false},
+	{"POST", "/setpassword/:id/:secret", bus.SubjSetPassPage, true, true},
+	{"GET", "/resetpassword", bus.SubjResetPassPage, true, false},
+	{"POST", "/resetpassword", bus.SubjResetPassPage, true, true},
+
 	{"POST", "/admin/Project", bus.SubjProjectCreate, false, false},
 	{"POST", "/admin/projects/:projectId/client", bus.SubjClientNew, false, false},
 	{"POST", "/admin/projects/:projectId/client/:clientId/$rotate-secret", bus.SubjRotate, false, false},

@@ -17,6 +17,9 @@ const (
 	SubjSetPass   = "pinion.identity.setpassword"
 	SubjResetPass = "pinion.identity.resetpassword"
 	SubjLogout    = "pinion.identity.logout"
+	// The browser pages.
+	SubjSetPassPage   = "pinion.identity.page.setpassword"
+	SubjResetPassPage = "pinion.identity.page.resetpassword"
 
 	// membership
 	SubjProjectCreate = "pinion.membership.project.create"

@@ -53,6 +53,9 @@ type Service struct {
 	credSub   *nats.Subscription
 	credLocks [64]sync.Mutex
 
+	csrfMu sync.Mutex
+	csrf   []byte // the CSRF key, once loaded
+
 	// SuperAdmin holds the bootstrap result, for the standalone to print.
 	SuperAdmin Bootstrap
 }
@@ -111,6 +114,9 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.SubjSetPass:   s.setPassword,
 		bus.SubjResetPass: s.resetPassword,
 		bus.SubjLogout:    s.logout,
+
+		bus.SubjSetPassPage:   s.setPasswordPage,
+		bus.SubjResetPassPage: s.resetPasswordPage,
 	}, s.log)
 	return err
 }

@@ -24,7 +24,6 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
-	"github.com/pinion-health/pinion/pkg/store"
 )
 
 // memberChoice is one membership a user may sign in as.
@@ -502,40 +501,7 @@ func (s *Service) setPassword(ctx context.Context, r *bus.Request) (*bus.Respons
 	if len(issues) > 0 {
 		return nil, fhir.Invalid(issues...)
 	}
-	var pr passwordRequest
-	raw, found, err := s.loadSecret(ctx, "pwreq:"+in.ID, &pr)
-	if err != nil {
-		return nil, err
-	}
-	if !found {
-		return nil, fhir.NotFound()
-	}
-	latest, err := s.repo.Store().Secret(ctx, latestRequestKey(pr.User))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, err
-	}
-	switch {
-	case pr.Used, string(latest) != in.ID:
-		return nil, fhir.BadRequest("Already used")
-	case time.Now().After(pr.Expires):
-		return nil, fhir.BadRequest("Request expired")
-	case !auth.SecretMatches(pr.Digest, in.Secret):
-		return nil, fhir.BadRequest("Incorrect secret")
-	}
-	// Spend the request first, conditionally: of two racing requests one wins.
-	spent := pr
-	spent.Used = true
-	if err := s.swapSecret(ctx, "pwreq:"+in.ID, raw, spent); errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
-		return nil, fhir.BadRequest("Already used")
-	} else if err != nil {
-		return nil, err
-	}
-	if err := s.setPasswordHash(ctx, pr.User, auth.HashPassword(in.Password)); err != nil {
-		return nil, err
-	}
-	// Whoever signed in with the old password is signed out, refresh
-	// tokens included (Medplum 5.1.13 revokes every login of the user too).
-	rev, err := s.sessions.EndSessions(ctx, "User/"+pr.User)
+	rev, err := s.usePasswordLink(ctx, in.ID, in.Secret, in.Password)
 	if err != nil {
 		return nil, err
 	}

@@ -20,25 +20,30 @@ func (s *Service) resetPassword(ctx context.Context, r *bus.Request) (*bus.Respo
 	if err := r.DecodeJSON(&in); err != nil {
 		return nil, err
 	}
-	email := strings.ToLower(strings.TrimSpace(in.Email))
-	if !strings.Contains(email, "@") {
-		return nil, fhir.BadRequest("Valid email address is required", "email")
-	}
-	userID, err := s.repo.ClaimOwner(ctx, repo.UserEmailKey(in.ProjectID, email))
-	if err != nil {
+	if err := s.sendReset(ctx, in.Email, in.ProjectID); err != nil {
 		return nil, err
 	}
-	if userID != "" {
-		id, link, err := s.newPasswordRequest(ctx, userID, "reset", "")
-		if err != nil {
-			return nil, err
-		}
-		if err := s.queueMail(ctx, mail.Message{
-			ID: "reset-" + id, To: email, Subject: "Pinion password reset",
-			Text: "Someone asked to reset the password of this account.\n\nSet a new password here:\n" + link + "\n\nIf it was not you, ignore this message.\n",
-		}); err != nil {
-			return nil, err
-		}
-	}
 	return bus.Outcome(fhir.OK()), nil
+}
+
+// sendReset mails a set-password link to the user with this address (in
+// the project, for a project-scoped user). An address without a user gets
+// no mail and no error.
+func (s *Service) sendReset(ctx context.Context, email, projectID string) error {
+	email = strings.ToLower(strings.TrimSpace(email))
+	if !strings.Contains(email, "@") {
+		return fhir.BadRequest("Valid email address is required", "email")
+	}
+	userID, err := s.repo.ClaimOwner(ctx, repo.UserEmailKey(projectID, email))
+	if err != nil || userID == "" {
+		return err
+	}
+	id, link, err := s.newPasswordRequest(ctx, userID, "reset", "")
+	if err != nil {
+		return err
+	}
+	return s.queueMail(ctx, mail.Message{
+		ID: "reset-" + id, To: email, Subject: "Pinion password reset",
+		Text: "Someone asked to reset the password of this account.\n\nSet a new password here:\n" + link + "\n\nIf it was not you, ignore this message.\n",
+	})
 }

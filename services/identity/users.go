@@ -15,6 +15,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/mail"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/saga"
+	"github.com/pinion-health/pinion/pkg/store"
 )
 
 // inviteUser is the saga's first step: find the invitee's User or create
@@ -167,4 +168,53 @@ func (s *Service) newPasswordRequest(ctx context.Context, userID, typ, key strin
 func (s *Service) queueMail(ctx context.Context, m mail.Message) error {
 	b, _ := json.Marshal(m)
 	return saga.Publish(ctx, s.js, mail.Subject, b, "mail:"+m.ID)
+}
+
+// checkPasswordLink finds the request a set-password link names and checks
+// it may still be used: 404 when there is none, 400 with Medplum's text
+// when it was used (or a newer one sent), expired, or the secret is wrong.
+func (s *Service) checkPasswordLink(ctx context.Context, id, secret string) (pr passwordRequest, raw []byte, err error) {
+	raw, found, err := s.loadSecret(ctx, "pwreq:"+id, &pr)
+	if err != nil {
+		return pr, nil, err
+	}
+	if !found {
+		return pr, nil, fhir.NotFound()
+	}
+	latest, err := s.repo.Store().Secret(ctx, latestRequestKey(pr.User))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return pr, nil, err
+	}
+	switch {
+	case pr.Used, string(latest) != id:
+		return pr, nil, fhir.BadRequest("Already used")
+	case time.Now().After(pr.Expires):
+		return pr, nil, fhir.BadRequest("Request expired")
+	case !auth.SecretMatches(pr.Digest, secret):
+		return pr, nil, fhir.BadRequest("Incorrect secret")
+	}
+	return pr, raw, nil
+}
+
+// usePasswordLink spends a set-password link and sets the password; every
+// sign-in of the user ends. It returns the revision of that ending.
+func (s *Service) usePasswordLink(ctx context.Context, id, secret, password string) (uint64, error) {
+	pr, raw, err := s.checkPasswordLink(ctx, id, secret)
+	if err != nil {
+		return 0, err
+	}
+	// Spend the request first, conditionally: of two racing requests one wins.
+	spent := pr
+	spent.Used = true
+	if err := s.swapSecret(ctx, "pwreq:"+id, raw, spent); errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		return 0, fhir.BadRequest("Already used")
+	} else if err != nil {
+		return 0, err
+	}
+	if err := s.setPasswordHash(ctx, pr.User, auth.HashPassword(password)); err != nil {
+		return 0, err
+	}
+	// Whoever signed in with the old password is signed out, refresh
+	// tokens included (Medplum 5.1.13 revokes every login of the user too).
+	return s.sessions.EndSessions(ctx, "User/"+pr.User)
 }
