@@ -35,6 +35,8 @@ var routes = []route{
 	{"POST", "/setpassword/:id/:secret", bus.SubjSetPassPage, true, true},
 	{"GET", "/resetpassword", bus.SubjResetPassPage, true, false},
 	{"POST", "/resetpassword", bus.SubjResetPassPage, true, true},
+	{"GET", "/oauth2/authorize", bus.SubjAuthorize, true, false},
+	{"POST", "/oauth2/authorize", bus.SubjAuthorize, true, true},
 
 	{"POST", "/admin/Project", bus.SubjProjectCreate, false, false},
 	{"POST", "/admin/projects/:projectId/client", bus.SubjClientNew, false, false},

@@ -20,6 +20,7 @@ const (
 	// The browser pages.
 	SubjSetPassPage   = "pinion.identity.page.setpassword"
 	SubjResetPassPage = "pinion.identity.page.resetpassword"
+	SubjAuthorize     = "pinion.identity.page.authorize"
 
 	// membership
 	SubjProjectCreate = "pinion.membership.project.create"

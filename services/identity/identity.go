@@ -53,6 +53,8 @@ type Service struct {
 	credSub   *nats.Subscription
 	credLocks [64]sync.Mutex
 
+	browsers jetstream.KeyValue // signed-in browsers
+
 	csrfMu sync.Mutex
 	csrf   []byte // the CSRF key, once loaded
 
@@ -88,6 +90,11 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.SuperAdmin, err = s.bootstrap(ctx); err != nil {
 		return fmt.Errorf("super-admin bootstrap: %w", err)
 	}
+	if s.browsers, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: browserSessionsBucket, TTL: browserSessionTTL, Description: "signed-in browsers",
+	}); err != nil {
+		return fmt.Errorf("browser sessions: %w", err)
+	}
 	if s.invites, err = invite.Open(ctx, s.js); err != nil {
 		return err
 	}
@@ -117,6 +124,7 @@ func (s *Service) Start(ctx context.Context) error {
 
 		bus.SubjSetPassPage:   s.setPasswordPage,
 		bus.SubjResetPassPage: s.resetPasswordPage,
+		bus.SubjAuthorize:     s.authorize,
 	}, s.log)
 	return err
 }

@@ -1,7 +1,6 @@
 package identity
 
 import (
-	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/sha256"
@@ -65,30 +64,14 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 		return nil, err
 	}
 	email := strings.ToLower(in.Email)
-	userID := ""
-	var err error
-	if in.ProjectID != "" {
-		if userID, err = s.repo.ClaimOwner(ctx, repo.UserEmailKey(in.ProjectID, email)); err != nil {
-			return nil, err
-		}
-	}
-	if userID == "" {
-		if userID, err = s.repo.ClaimOwner(ctx, repo.UserEmailKey("", email)); err != nil {
-			return nil, err
-		}
-	}
 	// An unknown e-mail costs the same reads and password check and gets
 	// the same answer as a wrong password (Medplum answers "User not
 	// found", which tells anyone which addresses have accounts).
-	hash, err := s.passwordHash(ctx, cmp.Or(userID, decoyUser))
+	userID, err := s.checkPassword(ctx, email, in.Password, in.ProjectID)
 	if err != nil {
 		return nil, err
 	}
-	ok, err := auth.CheckPassword(orDecoy(hash), in.Password)
-	if err != nil {
-		return nil, err
-	}
-	if !ok || hash == "" {
+	if userID == "" {
 		s.limiter.failed(r.Remote, email)
 		return nil, fhir.BadRequest("Email or password is invalid")
 	}

@@ -34,7 +34,7 @@ var (
 )
 
 func init() {
-	for _, name := range []string{"message", "setpassword", "resetpassword"} {
+	for _, name := range []string{"message", "setpassword", "resetpassword", "signin", "choose"} {
 		t := template.New("layout").Funcs(template.FuncMap{"style": func() template.CSS { return template.CSS(pageStyle) }})
 		pageTmpl[name] = template.Must(t.ParseFS(pageFiles, "pages/layout.html", "pages/"+name+".html"))
 	}
@@ -63,6 +63,9 @@ type pageData struct {
 	LinkText string
 	Email    string
 	Project  string
+	App      string     // the client's name, on the sign-in pages
+	Hidden   url.Values // an authorization request's parameters, carried by its forms
+	Choices  []choice
 }
 
 // render answers with a page and the headers every page carries: no

@@ -1,0 +1,182 @@
+package standalone
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// testApp is an OAuth client on a loopback port: it records what the
+// browser brings back to its redirect URI.
+type testApp struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	last url.Values
+}
+
+func newTestApp(t *testing.T) *testApp {
+	a := &testApp{}
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/cb" {
+			http.NotFound(w, r) // the browser's favicon, say
+			return
+		}
+		a.mu.Lock()
+		a.last = r.URL.Query()
+		a.mu.Unlock()
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte("<main>back in the app</main>"))
+	}))
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+func (a *testApp) callback() string { return a.srv.URL + "/cb" }
+
+// wait returns the callback that brought back this state.
+func (a *testApp) wait(t *testing.T, state string) url.Values {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		a.mu.Lock()
+		last := a.last
+		a.mu.Unlock()
+		if last.Get("state") == state {
+			return last
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("the app never got back state %q", state)
+	return nil
+}
+
+// pkce is a verifier and its S256 challenge.
+func pkce(seed string) (verifier, challenge string) {
+	verifier = "verifier-" + seed + strings.Repeat("v", 40)
+	d := sha256.Sum256([]byte(verifier))
+	return verifier, base64.RawURLEncoding.EncodeToString(d[:])
+}
+
+// The authorization code flow in a browser: an app sends the person to
+// /oauth2/authorize; they sign in, choose one of their two projects, and
+// the app gets a code it exchanges for tokens of that project.
+func TestAuthorizeInBrowser(t *testing.T) {
+	pid, su := adminProject(t, "Authorize clinic")
+	other, _ := adminProject(t, "Authorize lab")
+	app := newTestApp(t)
+	r := do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": "Test app", "redirectUri": app.callback()}))
+	expect(t, r, 201)
+	clientID := r.json(t)["id"].(string)
+	for _, p := range []string{pid, other} {
+		expect(t, do(t, "POST", "admin/projects/"+p+"/invite", su, "application/json",
+			inviteBody("resourceType", "Practitioner", "firstName", "Cy", "lastName", "Twoprojects", "email", "cy@example.com",
+				"sendEmail", false, "password", "cy's password")), 200)
+	}
+	verifier, challenge := pkce("cy")
+	start := func(extra ...string) string {
+		q := url.Values{"response_type": {"code"}, "client_id": {clientID}, "redirect_uri": {app.callback()},
+			"scope": {"openid"}, "state": {"st-123"}, "nonce": {"n-456"}, "code_challenge": {challenge}, "code_challenge_method": {"S256"}}
+		for i := 0; i+1 < len(extra); i += 2 {
+			q.Set(extra[i], extra[i+1])
+		}
+		return base + "oauth2/authorize?" + q.Encode()
+	}
+
+	// An unknown redirect URI is shown on a page, never redirected to.
+	resp, err := client.Get(start("redirect_uri", "https://evil.example/cb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 || resp.Header.Get("Location") != "" {
+		t.Fatalf("unknown redirect_uri: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+
+	ctx := newBrowser(t)
+	// prompt=none without a sign-in: back to the app with login_required and the state.
+	run(t, ctx, chromedp.Navigate(start("prompt", "none", "state", "quiet")))
+	if got := app.wait(t, "quiet"); got.Get("error") != "login_required" {
+		t.Fatalf("prompt=none: %v: %s", got, pageText(t, ctx))
+	}
+
+	// A wrong password: the page says so, and nothing else.
+	run(t, ctx, chromedp.Navigate(start()), chromedp.WaitVisible(chromedp.ID("email")))
+	shot(t, ctx, "signin")
+	run(t, ctx,
+		chromedp.SendKeys(chromedp.ID("email"), "cy@example.com"),
+		chromedp.SendKeys(chromedp.ID("password"), "not cy's password"),
+		chromedp.Click(chromedp.CSS("button")),
+		chromedp.WaitVisible(chromedp.ID("password-error")))
+	shot(t, ctx, "signin-wrong-password")
+	if text := pageText(t, ctx); !strings.Contains(text, "Email or password is invalid") {
+		t.Fatalf("wrong password: %s", text)
+	}
+
+	// The right one: two projects, so a choice; the lab is chosen.
+	run(t, ctx,
+		chromedp.SendKeys(chromedp.ID("password"), "cy's password"),
+		chromedp.Click(chromedp.CSS("button")),
+		chromedp.WaitVisible(chromedp.CSS("button.choice")))
+	shot(t, ctx, "choose-project")
+	text := pageText(t, ctx)
+	if !strings.Contains(text, "Authorize clinic") || !strings.Contains(text, "Authorize lab") {
+		t.Fatalf("choice: %s", text)
+	}
+	run(t, ctx, chromedp.Click(chromedp.Search(`//button[contains(., "Authorize lab")]`)))
+	got := app.wait(t, "st-123")
+	if got.Get("state") != "st-123" || got.Get("code") == "" {
+		t.Fatalf("callback: %v", got)
+	}
+	tok := exchange(t, got.Get("code"), verifier)
+	me := do(t, "GET", "auth/me", tok["access_token"].(string), "", nil)
+	expect(t, me, 200)
+	if me.json(t)["project"].(map[string]any)["id"] != other {
+		t.Fatalf("auth/me project: %s", me.body)
+	}
+	if !strings.Contains(idTokenClaims(t, tok["id_token"].(string)), `"nonce":"n-456"`) {
+		t.Fatal("the id_token lacks the nonce")
+	}
+	// The code is spent.
+	form := url.Values{"grant_type": {"authorization_code"}, "code": {got.Get("code")}, "code_verifier": {verifier}}
+	expect(t, do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode())), 400)
+
+	// The browser is signed in: the next request asks no password.
+	run(t, ctx, chromedp.Navigate(start("state", "second")), chromedp.WaitVisible(chromedp.CSS("button.choice")))
+	run(t, ctx, chromedp.Click(chromedp.CSS(`button.choice`)))
+	if got := app.wait(t, "second"); got.Get("code") == "" {
+		t.Fatalf("second sign-in: %v", got)
+	}
+	// prompt=login asks again.
+	run(t, ctx, chromedp.Navigate(start("prompt", "login")), chromedp.WaitVisible(chromedp.ID("password")))
+}
+
+// exchange redeems a code with its verifier.
+func exchange(t *testing.T, code, verifier string) map[string]any {
+	t.Helper()
+	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "code_verifier": {verifier}}
+	r := do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode()))
+	expect(t, r, 200)
+	return r.json(t)
+}
+
+// idTokenClaims is a JWT's payload, as JSON text.
+func idTokenClaims(t *testing.T, jwt string) string {
+	t.Helper()
+	parts := strings.Split(jwt, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWT: %q", jwt)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,387 @@
+package identity
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/session"
+)
+
+// browserSessionTTL bounds a browser's sign-in: after it, the person
+// types the password again.
+const browserSessionTTL = 12 * time.Hour
+
+// browserSessionsBucket holds signed-in browsers, keyed by a digest of the
+// browser id (the cookie itself is never stored), expiring on their own.
+const browserSessionsBucket = "pinion_browser_sessions"
+
+// browserSession is a browser's sign-in.
+type browserSession struct {
+	User     string `json:"user"` // User/<id>
+	AuthTime int64  `json:"authTime"`
+}
+
+func sessionKey(b browser) string {
+	d := sha256.Sum256([]byte("browser-session:" + b.id))
+	return hex.EncodeToString(d[:])
+}
+
+// signedIn is the browser's live sign-in, or nil. A sign-in older than the
+// user's last password change (every session ended) no longer counts.
+func (s *Service) signedIn(ctx context.Context, b browser) (*browserSession, error) {
+	if b.isNew {
+		return nil, nil
+	}
+	e, err := s.browsers.Get(ctx, sessionKey(b))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var bs browserSession
+	if json.Unmarshal(e.Value(), &bs) != nil {
+		return nil, nil
+	}
+	ended, err := s.sessions.SessionsEnded(ctx, bs.User)
+	if err != nil {
+		return nil, err
+	}
+	if ended > 0 && bs.AuthTime*1000 < ended {
+		return nil, nil
+	}
+	return &bs, nil
+}
+
+// authRequest is an authorization request (RFC 6749 §4.1.1 with PKCE and
+// OpenID Connect's nonce), as the client sent it.
+type authRequest struct {
+	ResponseType, ClientID, RedirectURI, Scope, State, Nonce string
+	Challenge, ChallengeMethod, Prompt, LoginHint            string
+	client                                                   map[string]any
+	project                                                  string // the client's project
+}
+
+func readAuthRequest(v url.Values) authRequest {
+	return authRequest{
+		ResponseType: v.Get("response_type"), ClientID: v.Get("client_id"), RedirectURI: v.Get("redirect_uri"),
+		Scope: cmp.Or(v.Get("scope"), "openid"), State: v.Get("state"), Nonce: v.Get("nonce"),
+		Challenge: v.Get("code_challenge"), ChallengeMethod: v.Get("code_challenge_method"),
+		Prompt: v.Get("prompt"), LoginHint: v.Get("login_hint"),
+	}
+}
+
+// values are the request's parameters, carried through the pages' forms.
+func (a authRequest) values() url.Values {
+	v := url.Values{}
+	for k, x := range map[string]string{
+		"response_type": a.ResponseType, "client_id": a.ClientID, "redirect_uri": a.RedirectURI, "scope": a.Scope,
+		"state": a.State, "nonce": a.Nonce, "code_challenge": a.Challenge, "code_challenge_method": a.ChallengeMethod,
+	} {
+		if x != "" {
+			v.Set(k, x)
+		}
+	}
+	return v
+}
+
+// redirect sends the browser back to the client with these parameters and
+// the request's state (RFC 6749 §4.1.2).
+func (a authRequest) redirect(params url.Values) *bus.Response {
+	if a.State != "" {
+		params.Set("state", a.State)
+	}
+	u := a.RedirectURI
+	if strings.Contains(u, "?") {
+		u += "&" + params.Encode()
+	} else {
+		u += "?" + params.Encode()
+	}
+	return &bus.Response{Status: 302, Header: map[string]string{"Location": u, "Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}}
+}
+
+func (a authRequest) fail(code, desc string) *bus.Response {
+	return a.redirect(url.Values{"error": {code}, "error_description": {desc}})
+}
+
+// checkClient finds the client and checks the redirect URI against the
+// ones it registered, exactly. Until both hold, nothing may be redirected
+// to: the answer is a page.
+func (s *Service) checkClient(ctx context.Context, a *authRequest) (problem string, err error) {
+	if a.ClientID == "" {
+		return "The application did not say who it is (client_id is missing).", nil
+	}
+	res, err := s.repo.Read(ctx, repo.System, "ClientApplication", a.ClientID)
+	if err != nil {
+		var fe *fhir.Error
+		if errors.As(err, &fe) && fe.Status < 500 {
+			return "The application is not known here (client_id " + a.ClientID + ").", nil
+		}
+		return "", err
+	}
+	if a.client, err = res.Decode(); err != nil {
+		return "", err
+	}
+	a.project = res.Project
+	var registered []string
+	if u, ok := a.client["redirectUri"].(string); ok {
+		registered = append(registered, u)
+	}
+	if list, ok := a.client["redirectUris"].([]any); ok {
+		for _, u := range list {
+			if s, ok := u.(string); ok {
+				registered = append(registered, s)
+			}
+		}
+	}
+	if a.RedirectURI == "" && len(registered) == 1 {
+		a.RedirectURI = registered[0]
+	}
+	if a.RedirectURI == "" || !slices.Contains(registered, a.RedirectURI) {
+		return "The application asked to return to an address it did not register (redirect_uri).", nil
+	}
+	return "", nil
+}
+
+// checkRequest finds what is wrong with a request from a known client, as
+// an OAuth error code and description to redirect with.
+func (a authRequest) checkRequest() (code, desc string) {
+	switch {
+	case a.ResponseType != "code":
+		return "unsupported_response_type", "Only response_type=code is supported"
+	case a.Challenge == "":
+		return "invalid_request", "Missing code_challenge (PKCE is required)"
+	case a.ChallengeMethod != "" && a.ChallengeMethod != "S256" && a.ChallengeMethod != "plain":
+		return "invalid_request", "Invalid code_challenge_method"
+	case a.Prompt != "" && a.Prompt != "none" && a.Prompt != "login" && a.Prompt != "consent" && a.Prompt != "select_account":
+		return "invalid_request", "Invalid prompt"
+	}
+	return "", ""
+}
+
+// authorize is /oauth2/authorize: the browser side of the authorization
+// code flow. GET starts it; the sign-in and project pages post back here.
+func (s *Service) authorize(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	b := browserOf(r)
+	params := r.Query
+	var form url.Values
+	if r.Method == "POST" {
+		var refused *bus.Response
+		var err error
+		if form, refused, err = s.form(ctx, r, b); form == nil {
+			return refused, err
+		}
+		params = form
+	}
+	a := readAuthRequest(params)
+	problem, err := s.checkClient(ctx, &a)
+	if err != nil {
+		return nil, err
+	}
+	if problem != "" {
+		return s.message(400, b, "Sign-in cannot start", "", "", problem, "Go back to the application and try again, or tell its makers.")
+	}
+	if code, desc := a.checkRequest(); code != "" {
+		return a.fail(code, desc), nil
+	}
+	bs, err := s.signedIn(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case form != nil && form.Has("password"):
+		return s.signInPosted(ctx, r, b, a, form)
+	case form != nil && form.Has("membership") && bs != nil:
+		return s.finish(ctx, r, b, a, bs, form.Get("membership"))
+	case bs != nil && a.Prompt != "login":
+		return s.finish(ctx, r, b, a, bs, "")
+	case a.Prompt == "none":
+		return a.fail("login_required", "Sign-in required"), nil
+	}
+	return s.signInPage(ctx, b, a, a.LoginHint, nil)
+}
+
+// signInPage shows the e-mail and password form.
+func (s *Service) signInPage(ctx context.Context, b browser, a authRequest, email string, errs map[string]string) (*bus.Response, error) {
+	csrf, err := s.csrfToken(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	status := 200
+	if len(errs) > 0 {
+		status = 400
+	}
+	resp, err := s.render(status, "signin", b, pageData{Title: "Sign in", CSRF: csrf, Email: email, Errors: errs,
+		Hidden: a.values(), App: clientName(a.client), Link: s.cfg.BaseURL + "resetpassword", LinkText: "Forgot your password?"})
+	if resp != nil {
+		resp.Header["Content-Security-Policy"] = authorizeCSP(a.RedirectURI)
+	}
+	return resp, err
+}
+
+// signInPosted checks the e-mail and password, with the same limits and
+// answers as POST /auth/login.
+func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b browser, a authRequest, form url.Values) (*bus.Response, error) {
+	email := strings.ToLower(strings.TrimSpace(form.Get("email")))
+	if !strings.Contains(email, "@") {
+		return s.signInPage(ctx, b, a, email, map[string]string{"email": "Valid email address is required"})
+	}
+	if err := s.limiter.allow(r.Remote, email); err != nil {
+		return s.signInPage(ctx, b, a, email, map[string]string{"password": fhir.AsError(err).Message()})
+	}
+	userID, err := s.checkPassword(ctx, email, form.Get("password"), a.project)
+	if err != nil {
+		return nil, err
+	}
+	if userID == "" {
+		s.limiter.failed(r.Remote, email)
+		return s.signInPage(ctx, b, a, email, map[string]string{"password": "Email or password is invalid"})
+	}
+	s.limiter.succeeded(r.Remote, email)
+	// A new browser id at sign-in: an id planted before it (session
+	// fixation) is worth nothing after.
+	nb := browserOf(&bus.Request{})
+	bs := &browserSession{User: "User/" + userID, AuthTime: time.Now().Unix()}
+	v, _ := json.Marshal(bs)
+	if _, err := s.browsers.Put(ctx, sessionKey(nb), v); err != nil {
+		return nil, err
+	}
+	return s.finish(ctx, r, nb, a, bs, "")
+}
+
+// finish issues the code for the chosen membership, or asks the person to
+// choose when there are several.
+func (s *Service) finish(ctx context.Context, r *bus.Request, b browser, a authRequest, bs *browserSession, chosen string) (*bus.Response, error) {
+	// Every project of the person, not only the client's: an application
+	// serves people of many projects, who choose one here.
+	choices, err := s.memberships(ctx, bs.User, "")
+	if err != nil {
+		return nil, err
+	}
+	if len(choices) == 0 {
+		return a.fail("access_denied", "This person has no active project membership"), nil
+	}
+	var membership string
+	switch {
+	case len(choices) == 1:
+		membership = choices[0].ID
+	case chosen != "":
+		for _, c := range choices {
+			if c.ID == chosen {
+				membership = c.ID
+			}
+		}
+	}
+	if membership == "" {
+		return s.choosePage(ctx, b, a, choices)
+	}
+	if err := s.checkAddress(ctx, membership, r.Remote); err != nil {
+		return a.fail("access_denied", fhir.AsError(err).Message()), nil
+	}
+	l := session.Login{
+		User: bs.User, Client: a.ClientID, Scope: a.Scope, Nonce: a.Nonce, Membership: membership,
+		Challenge: a.Challenge, ChallengeMethod: cmp.Or(a.ChallengeMethod, "plain"),
+		AuthTime: bs.AuthTime, Start: bs.AuthTime * 1000,
+	}
+	loginID := uuid.NewString()
+	code := newCode(loginID, &l)
+	if _, err := s.sessions.PutLogin(ctx, loginID, l); err != nil {
+		return nil, err
+	}
+	resp := a.redirect(url.Values{"code": {code}})
+	resp.Header["Set-Cookie"] = s.setCookie(b)
+	return resp, nil
+}
+
+// choosePage lists the person's projects and profiles to sign in to.
+func (s *Service) choosePage(ctx context.Context, b browser, a authRequest, choices []memberChoice) (*bus.Response, error) {
+	csrf, err := s.csrfToken(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	var opts []choice
+	for _, c := range choices {
+		opts = append(opts, choice{ID: c.ID, Project: display(c.Project), Profile: display(c.Profile)})
+	}
+	resp, err := s.render(200, "choose", b, pageData{Title: "Choose a project", CSRF: csrf, Hidden: a.values(),
+		App: clientName(a.client), Choices: opts})
+	if resp != nil {
+		resp.Header["Content-Security-Policy"] = authorizeCSP(a.RedirectURI)
+		resp.Header["Set-Cookie"] = s.setCookie(b)
+	}
+	return resp, err
+}
+
+// choice is one membership on the project page.
+type choice struct{ ID, Project, Profile string }
+
+func display(r *fhir.Reference) string {
+	if r == nil {
+		return ""
+	}
+	return cmp.Or(r.Display, r.Reference)
+}
+
+func clientName(c map[string]any) string {
+	n, _ := c["name"].(string)
+	return cmp.Or(n, "An application")
+}
+
+// authorizeCSP is the pages' policy, but a form may also end in a redirect
+// to the client (Chromium applies form-action to the redirect too).
+func authorizeCSP(redirectURI string) string {
+	target := "'self'"
+	if u, err := url.Parse(redirectURI); err == nil && u.Scheme != "" {
+		if u.Host != "" {
+			target += " " + u.Scheme + "://" + u.Host
+		} else {
+			target += " " + u.Scheme + ":"
+		}
+	}
+	return strings.Replace(pageCSP, "form-action 'self'", "form-action "+target, 1)
+}
+
+// checkPassword returns the user whose e-mail and password these are (in
+// the project, for a project-scoped user), or "" for a wrong pair; an
+// unknown e-mail costs the same as a wrong password.
+func (s *Service) checkPassword(ctx context.Context, email, password, projectID string) (string, error) {
+	userID := ""
+	var err error
+	if projectID != "" {
+		if userID, err = s.repo.ClaimOwner(ctx, repo.UserEmailKey(projectID, email)); err != nil {
+			return "", err
+		}
+	}
+	if userID == "" {
+		if userID, err = s.repo.ClaimOwner(ctx, repo.UserEmailKey("", email)); err != nil {
+			return "", err
+		}
+	}
+	hash, err := s.passwordHash(ctx, cmp.Or(userID, decoyUser))
+	if err != nil {
+		return "", err
+	}
+	ok, err := auth.CheckPassword(orDecoy(hash), password)
+	if err != nil {
+		return "", err
+	}
+	if !ok || hash == "" {
+		return "", nil
+	}
+	return userID, nil
+}
