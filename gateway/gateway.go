@@ -211,7 +211,7 @@ func (g *Gateway) forward(r route) fiber.Handler {
 				req.Header[h] = v
 			}
 		}
-		if !r.public {
+		if r.auth == token || (r.auth == optional && c.Get("Authorization") != "") {
 			p, err := g.authenticate(c, req.Remote)
 			if err != nil {
 				return err

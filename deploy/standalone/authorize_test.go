@@ -144,18 +144,50 @@ func TestAuthorizeInBrowser(t *testing.T) {
 	if !strings.Contains(idTokenClaims(t, tok["id_token"].(string)), `"nonce":"n-456"`) {
 		t.Fatal("the id_token lacks the nonce")
 	}
-	// The code is spent.
+	// Userinfo with the openid scope alone: who, and no more.
+	r = do(t, "GET", "oauth2/userinfo", tok["access_token"].(string), "", nil)
+	expect(t, r, 200)
+	if info := r.json(t); info["sub"] == nil || !strings.HasPrefix(info["fhirUser"].(string), "Practitioner/") || info["email"] != nil {
+		t.Fatalf("userinfo: %s", r.body)
+	}
+
+	// The code is spent; sent again, it ends the sign-in it made.
 	form := url.Values{"grant_type": {"authorization_code"}, "code": {got.Get("code")}, "code_verifier": {verifier}}
 	expect(t, do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode())), 400)
 
 	// The browser is signed in: the next request asks no password.
-	run(t, ctx, chromedp.Navigate(start("state", "second")), chromedp.WaitVisible(chromedp.CSS("button.choice")))
+	run(t, ctx, chromedp.Navigate(start("state", "second", "scope", "openid profile email")), chromedp.WaitVisible(chromedp.CSS("button.choice")))
 	run(t, ctx, chromedp.Click(chromedp.CSS(`button.choice`)))
-	if got := app.wait(t, "second"); got.Get("code") == "" {
-		t.Fatalf("second sign-in: %v", got)
+	second := app.wait(t, "second")
+	r = do(t, "GET", "oauth2/userinfo", exchange(t, second.Get("code"), verifier)["access_token"].(string), "", nil)
+	expect(t, r, 200)
+	if info := r.json(t); info["email"] != "cy@example.com" || info["name"] != "Cy Twoprojects" {
+		t.Fatalf("userinfo with profile and email: %s", r.body)
 	}
 	// prompt=login asks again.
 	run(t, ctx, chromedp.Navigate(start("prompt", "login")), chromedp.WaitVisible(chromedp.ID("password")))
+
+	// Signing out with a return address the client did not register: a page.
+	run(t, ctx, chromedp.Navigate(base+"oauth2/logout?client_id="+clientID+"&post_logout_redirect_uri="+url.QueryEscape("https://evil.example/")),
+		chromedp.WaitVisible(chromedp.CSS("main")))
+	shot(t, ctx, "signed-out")
+	if text := pageText(t, ctx); !strings.Contains(text, "Signed out") {
+		t.Fatalf("sign-out: %s", text)
+	}
+	// The sign-in is over: the next request asks for the password; and a
+	// registered return address is followed, with the state.
+	run(t, ctx, chromedp.Navigate(start()), chromedp.WaitVisible(chromedp.ID("password")))
+	run(t, ctx,
+		chromedp.SendKeys(chromedp.ID("email"), "cy@example.com"),
+		chromedp.SendKeys(chromedp.ID("password"), "cy's password"),
+		chromedp.Click(chromedp.CSS("button")),
+		chromedp.WaitVisible(chromedp.CSS("button.choice")))
+	run(t, ctx, chromedp.Navigate(base+"oauth2/logout?client_id="+clientID+"&state=bye&post_logout_redirect_uri="+url.QueryEscape(app.callback())))
+	app.wait(t, "bye")
+	run(t, ctx, chromedp.Navigate(start("prompt", "none", "state", "after")))
+	if got := app.wait(t, "after"); got.Get("error") != "login_required" {
+		t.Fatalf("after sign-out: %v", got)
+	}
 }
 
 // exchange redeems a code with its verifier.

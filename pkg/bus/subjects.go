@@ -17,6 +17,7 @@ const (
 	SubjSetPass   = "pinion.identity.setpassword"
 	SubjResetPass = "pinion.identity.resetpassword"
 	SubjLogout    = "pinion.identity.logout"
+	SubjUserinfo  = "pinion.identity.userinfo"
 	// The browser pages.
 	SubjSetPassPage   = "pinion.identity.page.setpassword"
 	SubjResetPassPage = "pinion.identity.page.resetpassword"

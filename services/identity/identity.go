@@ -121,6 +121,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.SubjSetPass:   s.setPassword,
 		bus.SubjResetPass: s.resetPassword,
 		bus.SubjLogout:    s.logout,
+		bus.SubjUserinfo:  s.userinfo,
 
 		bus.SubjSetPassPage:   s.setPasswordPage,
 		bus.SubjResetPassPage: s.resetPasswordPage,

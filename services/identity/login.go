@@ -16,6 +16,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
@@ -437,10 +438,17 @@ func (s *Service) verifier() *auth.Verifier {
 	}}
 }
 
-// logout is POST /oauth2/logout: the caller's login ends.
+// logout is /oauth2/logout: the caller's login ends (POST, or GET with a
+// token), and so does the browser's sign-in (GET from a browser, which may
+// ask to go back to its application: OIDC RP-initiated logout).
 func (s *Service) logout(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	if b := browserOf(r); !b.isNew {
+		if err := s.browsers.Delete(ctx, sessionKey(b)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, err
+		}
+	}
 	if r.Principal == nil {
-		return nil, fhir.Unauthorized()
+		return s.signedOutPage(ctx, r)
 	}
 	if strings.HasPrefix(r.Principal.User, "ClientApplication/") {
 		// One login serves all of a client's tokens: end only this token,

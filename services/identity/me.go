@@ -71,3 +71,58 @@ func (s *Service) me(ctx context.Context, r *bus.Request) (*bus.Response, error)
 	}
 	return &bus.Response{Status: 200, Header: map[string]string{"Content-Type": bus.JSONContentType}, Body: b}, nil
 }
+
+// userinfo is OpenID Connect's UserInfo endpoint (Core §5.3) for the
+// token's subject: sub and fhirUser always, the name with the "profile"
+// scope, the e-mail with "email".
+func (s *Service) userinfo(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	p := r.Principal
+	if p == nil {
+		return nil, fhir.Unauthorized()
+	}
+	_, sub, _ := fhir.SplitReference(p.User)
+	out := map[string]any{"sub": sub, "fhirUser": p.Profile}
+	scopes := " " + p.Scope + " "
+	if strings.Contains(scopes, " profile ") {
+		if typ, id, ok := fhir.SplitReference(p.Profile); ok {
+			res, err := s.repo.Read(ctx, repo.System, typ, id)
+			if err != nil {
+				return nil, err
+			}
+			var prof struct {
+				Name []struct {
+					Given  []string `json:"given"`
+					Family string   `json:"family"`
+				} `json:"name"`
+			}
+			if err := json.Unmarshal(res.JSON, &prof); err != nil {
+				return nil, err
+			}
+			if len(prof.Name) > 0 {
+				n := prof.Name[0]
+				out["given_name"] = strings.Join(n.Given, " ")
+				out["family_name"] = n.Family
+				out["name"] = strings.TrimSpace(strings.Join(n.Given, " ") + " " + n.Family)
+			}
+		}
+	}
+	if strings.Contains(scopes, " email ") && strings.HasPrefix(p.User, "User/") {
+		res, err := s.repo.Read(ctx, repo.System, "User", sub)
+		if err != nil {
+			return nil, err
+		}
+		var u struct {
+			Email string `json:"email"`
+		}
+		if err := json.Unmarshal(res.JSON, &u); err != nil {
+			return nil, err
+		}
+		if u.Email != "" {
+			out["email"] = u.Email
+			out["email_verified"] = false // Pinion does not verify addresses
+		}
+	}
+	resp := bus.JSON(200, out)
+	resp.Header["Cache-Control"] = "no-store"
+	return resp, nil
+}
