@@ -9,7 +9,7 @@ LDFLAGS   := -s -w -X github.com/pinion-health/pinion/gateway.Version=$(VERSION)
 PKGS      := $(addsuffix /...,$(addprefix ./,$(MODULES)))
 FUZZTIME  ?= 20000x
 
-.PHONY: run build test test-go test-fuzz test-compat bench bench-grow load lint generate clean images
+.PHONY: run build test test-tools test-go test-fuzz test-compat bench bench-grow load lint generate clean images
 
 build:
 	@mkdir -p $(BIN)
@@ -25,7 +25,11 @@ run:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/pinion ./deploy/standalone/cmd/pinion
 	./$(BIN)/pinion
 
-test: lint test-go test-fuzz test-compat
+test: lint test-tools test-go test-fuzz test-compat
+
+# Medplum's command line tool (pinned in tests/cli), which Go tests run.
+test-tools:
+	cd tests/cli && npm ci --no-audit --no-fund
 
 test-go:
 	$(GO) test -count=1 -timeout 15m $(PKGS)

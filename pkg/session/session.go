@@ -76,6 +76,9 @@ type Login struct {
 	AuthTime        int64  `json:"at,omitempty"`
 	Start           int64  `json:"st,omitempty"` // when the sign-in began, Unix milliseconds
 	Project         string `json:"p,omitempty"`  // the project asked for at sign-in
+	// NoPKCE: a browser sign-in without a code challenge, for a client
+	// whose pkceOptional allows it; its code is redeemed without a verifier.
+	NoPKCE bool `json:"np,omitempty"`
 }
 
 // Membership is what a token may do in its project.

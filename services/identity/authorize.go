@@ -119,6 +119,16 @@ func (a authRequest) fail(code, desc string) *bus.Response {
 	return a.redirect(url.Values{"error": {code}, "error_description": {desc}})
 }
 
+// standardClients are the clients every Medplum server knows without a
+// stored ClientApplication: Medplum's command line tool signs in as
+// "medplum-cli" through a callback on its own loopback port, without PKCE.
+var standardClients = map[string]map[string]any{
+	"medplum-cli": {
+		"resourceType": "ClientApplication", "id": "medplum-cli", "name": "Medplum CLI",
+		"redirectUris": []any{"http://localhost:9615"}, "pkceOptional": true,
+	},
+}
+
 // checkClient finds the client and checks the redirect URI against the
 // ones it registered, exactly. Until both hold, nothing may be redirected
 // to: the answer is a page.
@@ -126,18 +136,22 @@ func (s *Service) checkClient(ctx context.Context, a *authRequest) (problem stri
 	if a.ClientID == "" {
 		return "The application did not say who it is (client_id is missing).", nil
 	}
-	res, err := s.repo.Read(ctx, repo.System, "ClientApplication", a.ClientID)
-	if err != nil {
-		var fe *fhir.Error
-		if errors.As(err, &fe) && fe.Status < 500 {
-			return "The application is not known here (client_id " + a.ClientID + ").", nil
+	if c, ok := standardClients[a.ClientID]; ok {
+		a.client = c
+	} else {
+		res, err := s.repo.Read(ctx, repo.System, "ClientApplication", a.ClientID)
+		if err != nil {
+			var fe *fhir.Error
+			if errors.As(err, &fe) && fe.Status < 500 {
+				return "The application is not known here (client_id " + a.ClientID + ").", nil
+			}
+			return "", err
 		}
-		return "", err
+		if a.client, err = res.Decode(); err != nil {
+			return "", err
+		}
+		a.project = res.Project
 	}
-	if a.client, err = res.Decode(); err != nil {
-		return "", err
-	}
-	a.project = res.Project
 	var registered []string
 	if u, ok := a.client["redirectUri"].(string); ok {
 		registered = append(registered, u)
@@ -164,7 +178,7 @@ func (a authRequest) checkRequest() (code, desc string) {
 	switch {
 	case a.ResponseType != "code":
 		return "unsupported_response_type", "Only response_type=code is supported"
-	case a.Challenge == "":
+	case a.Challenge == "" && a.client["pkceOptional"] != true:
 		return "invalid_request", "Missing code_challenge (PKCE is required)"
 	case a.ChallengeMethod != "" && a.ChallengeMethod != "S256" && a.ChallengeMethod != "plain":
 		return "invalid_request", "Invalid code_challenge_method"
@@ -295,7 +309,7 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b browser, a authR
 	}
 	l := session.Login{
 		User: bs.User, Client: a.ClientID, Scope: a.Scope, Nonce: a.Nonce, Membership: membership,
-		Challenge: a.Challenge, ChallengeMethod: cmp.Or(a.ChallengeMethod, "plain"),
+		Challenge: a.Challenge, ChallengeMethod: cmp.Or(a.ChallengeMethod, "plain"), NoPKCE: a.Challenge == "",
 		AuthTime: bs.AuthTime, Start: bs.AuthTime * 1000,
 	}
 	loginID := uuid.NewString()

@@ -273,6 +273,8 @@ func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.
 			terr = tokenError("invalid_request", "Invalid profile")
 		case l.Client != "" && form.Get("client_id") != "" && form.Get("client_id") != l.Client:
 			terr = tokenError("invalid_request", "Invalid client")
+		case l.NoPKCE:
+			// The client may skip PKCE (pkceOptional) and this sign-in did.
 		case l.Challenge == "":
 			terr = tokenError("invalid_request", "Missing verification context")
 		case form.Get("code_verifier") == "":
