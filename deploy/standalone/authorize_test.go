@@ -212,3 +212,45 @@ func idTokenClaims(t *testing.T, jwt string) string {
 	}
 	return string(b)
 }
+
+// The whole story: a project admin invites a person by e-mail; the person
+// sets a password from the link in a browser, is added to a second
+// project, and signs in to an app that asks for one of the two.
+func TestInvitationStoryInBrowser(t *testing.T) {
+	pid, su := adminProject(t, "Story clinic")
+	other, _ := adminProject(t, "Story lab")
+	admin := projectAdmin(t, su, pid, "story-admin@example.com")
+	expect(t, do(t, "POST", "admin/projects/"+pid+"/invite", admin, "application/json",
+		inviteBody("resourceType", "Practitioner", "firstName", "Dee", "lastName", "Story", "email", "dee@example.com")), 200)
+	link := setPasswordLink.FindString(mailTo(t, "dee@example.com"))
+	if link == "" {
+		t.Fatal("no set-password link in the invitation")
+	}
+	ctx := newBrowser(t)
+	run(t, ctx, chromedp.Navigate(localLink(link)), chromedp.WaitVisible(chromedp.ID("password")),
+		chromedp.SendKeys(chromedp.ID("password"), "dee's password"),
+		chromedp.SendKeys(chromedp.ID("confirm"), "dee's password"),
+		chromedp.Click(chromedp.CSS("button")),
+		chromedp.WaitNotPresent(chromedp.ID("password")))
+	expect(t, do(t, "POST", "admin/projects/"+other+"/invite", su, "application/json",
+		inviteBody("resourceType", "Practitioner", "firstName", "Dee", "lastName", "Story", "email", "dee@example.com", "sendEmail", false)), 200)
+
+	app := newTestApp(t)
+	r := do(t, "POST", "admin/projects/"+pid+"/client", admin, "application/json", mustJSON(map[string]any{"name": "Story app", "redirectUri": app.callback()}))
+	expect(t, r, 201)
+	verifier, challenge := pkce("dee")
+	q := url.Values{"response_type": {"code"}, "client_id": {r.json(t)["id"].(string)}, "redirect_uri": {app.callback()},
+		"scope": {"openid"}, "state": {"story"}, "code_challenge": {challenge}, "code_challenge_method": {"S256"}, "login_hint": {"dee@example.com"}}
+	run(t, ctx, chromedp.Navigate(base+"oauth2/authorize?"+q.Encode()), chromedp.WaitVisible(chromedp.ID("password")),
+		chromedp.SendKeys(chromedp.ID("password"), "dee's password"),
+		chromedp.Click(chromedp.CSS("button")),
+		chromedp.WaitVisible(chromedp.CSS("button.choice")),
+		chromedp.Click(chromedp.Search(`//button[contains(., "Story clinic")]`)))
+	tok := exchange(t, app.wait(t, "story").Get("code"), verifier)
+	me := do(t, "GET", "auth/me", tok["access_token"].(string), "", nil)
+	expect(t, me, 200)
+	body := me.json(t)
+	if body["project"].(map[string]any)["id"] != pid || body["profile"].(map[string]any)["resourceType"] != "Practitioner" {
+		t.Fatalf("auth/me: %s", me.body)
+	}
+}

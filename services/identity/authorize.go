@@ -32,8 +32,9 @@ const browserSessionsBucket = "pinion_browser_sessions"
 
 // browserSession is a browser's sign-in.
 type browserSession struct {
-	User     string `json:"user"` // User/<id>
-	AuthTime int64  `json:"authTime"`
+	User     string `json:"user"`     // User/<id>
+	AuthTime int64  `json:"authTime"` // Unix seconds, OIDC's auth_time
+	Start    int64  `json:"start"`    // Unix milliseconds, to compare with a password change
 }
 
 func sessionKey(b browser) string {
@@ -62,7 +63,7 @@ func (s *Service) signedIn(ctx context.Context, b browser) (*browserSession, err
 	if err != nil {
 		return nil, err
 	}
-	if ended > 0 && bs.AuthTime*1000 < ended {
+	if ended > 0 && bs.Start < ended {
 		return nil, nil
 	}
 	return &bs, nil
@@ -270,7 +271,8 @@ func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b browser, a
 	// A new browser id at sign-in: an id planted before it (session
 	// fixation) is worth nothing after.
 	nb := browserOf(&bus.Request{})
-	bs := &browserSession{User: "User/" + userID, AuthTime: time.Now().Unix()}
+	now := time.Now()
+	bs := &browserSession{User: "User/" + userID, AuthTime: now.Unix(), Start: now.UnixMilli()}
 	v, _ := json.Marshal(bs)
 	if _, err := s.browsers.Put(ctx, sessionKey(nb), v); err != nil {
 		return nil, err
@@ -310,7 +312,7 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b browser, a authR
 	l := session.Login{
 		User: bs.User, Client: a.ClientID, Scope: a.Scope, Nonce: a.Nonce, Membership: membership,
 		Challenge: a.Challenge, ChallengeMethod: cmp.Or(a.ChallengeMethod, "plain"), NoPKCE: a.Challenge == "",
-		AuthTime: bs.AuthTime, Start: bs.AuthTime * 1000,
+		AuthTime: bs.AuthTime, Start: bs.Start,
 	}
 	loginID := uuid.NewString()
 	code := newCode(loginID, &l)
