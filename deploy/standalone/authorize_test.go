@@ -71,13 +71,14 @@ func pkce(seed string) (verifier, challenge string) {
 func TestAuthorizeInBrowser(t *testing.T) {
 	pid, su := adminProject(t, "Authorize clinic")
 	other, _ := adminProject(t, "Authorize lab")
+	cy := "cy-" + pid + "@example.com" // a new person each run
 	app := newTestApp(t)
 	r := do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": "Test app", "redirectUri": app.callback()}))
 	expect(t, r, 201)
 	clientID := r.json(t)["id"].(string)
 	for _, p := range []string{pid, other} {
 		expect(t, do(t, "POST", "admin/projects/"+p+"/invite", su, "application/json",
-			inviteBody("resourceType", "Practitioner", "firstName", "Cy", "lastName", "Twoprojects", "email", "cy@example.com",
+			inviteBody("resourceType", "Practitioner", "firstName", "Cy", "lastName", "Twoprojects", "email", cy,
 				"sendEmail", false, "password", "cy's password")), 200)
 	}
 	verifier, challenge := pkce("cy")
@@ -111,7 +112,7 @@ func TestAuthorizeInBrowser(t *testing.T) {
 	run(t, ctx, chromedp.Navigate(start()), chromedp.WaitVisible(chromedp.ID("email")))
 	shot(t, ctx, "signin")
 	run(t, ctx,
-		chromedp.SendKeys(chromedp.ID("email"), "cy@example.com"),
+		chromedp.SendKeys(chromedp.ID("email"), cy),
 		chromedp.SendKeys(chromedp.ID("password"), "not cy's password"),
 		chromedp.Click(chromedp.CSS("button")),
 		chromedp.WaitVisible(chromedp.ID("password-error")))
@@ -161,7 +162,7 @@ func TestAuthorizeInBrowser(t *testing.T) {
 	second := app.wait(t, "second")
 	r = do(t, "GET", "oauth2/userinfo", exchange(t, second.Get("code"), verifier)["access_token"].(string), "", nil)
 	expect(t, r, 200)
-	if info := r.json(t); info["email"] != "cy@example.com" || info["name"] != "Cy Twoprojects" {
+	if info := r.json(t); info["email"] != cy || info["name"] != "Cy Twoprojects" {
 		t.Fatalf("userinfo with profile and email: %s", r.body)
 	}
 	// prompt=login asks again.
@@ -178,7 +179,7 @@ func TestAuthorizeInBrowser(t *testing.T) {
 	// registered return address is followed, with the state.
 	run(t, ctx, chromedp.Navigate(start()), chromedp.WaitVisible(chromedp.ID("password")))
 	run(t, ctx,
-		chromedp.SendKeys(chromedp.ID("email"), "cy@example.com"),
+		chromedp.SendKeys(chromedp.ID("email"), cy),
 		chromedp.SendKeys(chromedp.ID("password"), "cy's password"),
 		chromedp.Click(chromedp.CSS("button")),
 		chromedp.WaitVisible(chromedp.CSS("button.choice")))
@@ -219,10 +220,11 @@ func idTokenClaims(t *testing.T, jwt string) string {
 func TestInvitationStoryInBrowser(t *testing.T) {
 	pid, su := adminProject(t, "Story clinic")
 	other, _ := adminProject(t, "Story lab")
-	admin := projectAdmin(t, su, pid, "story-admin@example.com")
+	admin := projectAdmin(t, su, pid, "story-admin-"+pid+"@example.com")
+	dee := "dee-" + pid + "@example.com" // a new person each run
 	expect(t, do(t, "POST", "admin/projects/"+pid+"/invite", admin, "application/json",
-		inviteBody("resourceType", "Practitioner", "firstName", "Dee", "lastName", "Story", "email", "dee@example.com")), 200)
-	link := setPasswordLink.FindString(mailTo(t, "dee@example.com"))
+		inviteBody("resourceType", "Practitioner", "firstName", "Dee", "lastName", "Story", "email", dee)), 200)
+	link := setPasswordLink.FindString(mailTo(t, dee))
 	if link == "" {
 		t.Fatal("no set-password link in the invitation")
 	}
@@ -233,14 +235,14 @@ func TestInvitationStoryInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS("button")),
 		chromedp.WaitNotPresent(chromedp.ID("password")))
 	expect(t, do(t, "POST", "admin/projects/"+other+"/invite", su, "application/json",
-		inviteBody("resourceType", "Practitioner", "firstName", "Dee", "lastName", "Story", "email", "dee@example.com", "sendEmail", false)), 200)
+		inviteBody("resourceType", "Practitioner", "firstName", "Dee", "lastName", "Story", "email", dee, "sendEmail", false)), 200)
 
 	app := newTestApp(t)
 	r := do(t, "POST", "admin/projects/"+pid+"/client", admin, "application/json", mustJSON(map[string]any{"name": "Story app", "redirectUri": app.callback()}))
 	expect(t, r, 201)
 	verifier, challenge := pkce("dee")
 	q := url.Values{"response_type": {"code"}, "client_id": {r.json(t)["id"].(string)}, "redirect_uri": {app.callback()},
-		"scope": {"openid"}, "state": {"story"}, "code_challenge": {challenge}, "code_challenge_method": {"S256"}, "login_hint": {"dee@example.com"}}
+		"scope": {"openid"}, "state": {"story"}, "code_challenge": {challenge}, "code_challenge_method": {"S256"}, "login_hint": {dee}}
 	run(t, ctx, chromedp.Navigate(base+"oauth2/authorize?"+q.Encode()), chromedp.WaitVisible(chromedp.ID("password")),
 		chromedp.SendKeys(chromedp.ID("password"), "dee's password"),
 		chromedp.Click(chromedp.CSS("button")),

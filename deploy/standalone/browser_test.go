@@ -101,9 +101,10 @@ func localLink(link string) string {
 // password, and is spent afterwards; the reset page sends a new link.
 func TestSetPasswordInBrowser(t *testing.T) {
 	pid, su := adminProject(t, "Browser clinic")
+	bea := "bea-" + pid + "@example.com" // a new person each run
 	expect(t, do(t, "POST", "admin/projects/"+pid+"/invite", su, "application/json",
-		inviteBody("resourceType", "Practitioner", "firstName", "Bea", "lastName", "Browser", "email", "bea@example.com")), 200)
-	m := setPasswordLink.FindString(mailTo(t, "bea@example.com"))
+		inviteBody("resourceType", "Practitioner", "firstName", "Bea", "lastName", "Browser", "email", bea)), 200)
+	m := setPasswordLink.FindString(mailTo(t, bea))
 	if m == "" {
 		t.Fatal("no set-password link in the invitation")
 	}
@@ -174,7 +175,7 @@ func TestSetPasswordInBrowser(t *testing.T) {
 	if text := pageText(t, ctx); !strings.Contains(text, "Password set") {
 		t.Fatalf("after setting: %s", text)
 	}
-	signIn(t, "bea@example.com", "bea's password", "", "openid")
+	signIn(t, bea, "bea's password", "", "openid")
 
 	// The link is spent.
 	run(t, ctx, chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS("main")))
@@ -187,7 +188,7 @@ func TestSetPasswordInBrowser(t *testing.T) {
 	run(t, ctx, chromedp.Navigate(base+"resetpassword"), chromedp.WaitVisible(chromedp.ID("email")))
 	shot(t, ctx, "resetpassword")
 	run(t, ctx,
-		chromedp.SendKeys(chromedp.ID("email"), "bea@example.com"),
+		chromedp.SendKeys(chromedp.ID("email"), bea),
 		chromedp.Click(chromedp.CSS("button")),
 		chromedp.WaitNotPresent(chromedp.ID("email")))
 	shot(t, ctx, "resetpassword-sent")
@@ -200,7 +201,7 @@ func TestSetPasswordInBrowser(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("no new link after the reset")
 		}
-		for _, l := range setPasswordLink.FindAllString(allMailTo(t, "bea@example.com"), -1) {
+		for _, l := range setPasswordLink.FindAllString(allMailTo(t, bea), -1) {
 			if l != m {
 				fresh = l
 			}

@@ -62,8 +62,10 @@ func (c *cli) command(ctx context.Context, args ...string) *exec.Cmd {
 func TestMedplumLogin(t *testing.T) {
 	c := newCLI(t)
 	pid, su := adminProject(t, "CLI clinic")
+	// A new person each run: one project, so no project page.
+	email := "cli-user-" + pid + "@example.com"
 	expect(t, do(t, "POST", "admin/projects/"+pid+"/invite", su, "application/json",
-		inviteBody("resourceType", "Practitioner", "firstName", "Cli", "lastName", "User", "email", "cli-user@example.com",
+		inviteBody("resourceType", "Practitioner", "firstName", "Cli", "lastName", "User", "email", email,
 			"sendEmail", false, "password", "cli user password")), 200)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -96,7 +98,7 @@ func TestMedplumLogin(t *testing.T) {
 	run(t, b, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.ID("password")))
 	shot(t, b, "medplum-login")
 	run(t, b,
-		chromedp.SendKeys(chromedp.ID("email"), "cli-user@example.com"),
+		chromedp.SendKeys(chromedp.ID("email"), email),
 		chromedp.SendKeys(chromedp.ID("password"), "cli user password"),
 		chromedp.Click(chromedp.CSS("button")))
 	select {
