@@ -31,12 +31,19 @@ const maxEncodings = 2
 // listed; anything else is 415. A body that grows past max is 413, one that
 // does not decode is 400.
 func requestBody(c *fiber.Ctx, max int) ([]byte, error) {
+	if len(c.Request().Body()) > max {
+		return nil, fhir.TooLarge("Request body too large")
+	}
 	var header []string
 	for _, v := range c.Request().Header.PeekAll(fiber.HeaderContentEncoding) {
 		header = append(header, string(v))
 	}
 	return decodeBody(header, c.Request().Body(), max)
 }
+
+// bodySlack is how far past the limit a body is still read, to be refused
+// cleanly.
+const bodySlack = 1 << 20
 
 // decodeBody undoes the encodings the Content-Encoding header values name.
 func decodeBody(header []string, raw []byte, max int) ([]byte, error) {

@@ -81,7 +81,11 @@ func New(cfg Config, nc *nats.Conn, sessions *session.View, log *slog.Logger) *G
 	g := &Gateway{cfg: cfg, nc: nc, sessions: sessions, log: log.With("component", "gateway"), keys: map[string]*ecdsa.PublicKey{}, tokens: tc}
 	g.verifier = &auth.Verifier{Issuer: cfg.BaseURL, Audience: cfg.BaseURL, Keys: g.key}
 	g.app = fiber.New(fiber.Config{
-		BodyLimit:             cfg.MaxBodyBytes,
+		// Up to bodySlack past the limit the body is read and refused with
+		// a 413 (requestBody): closing on a client still sending makes
+		// its kernel reset the connection, and the 413 is lost. Past
+		// that, fasthttp refuses and closes at once.
+		BodyLimit:             cfg.MaxBodyBytes + bodySlack,
 		DisableStartupMessage: true,
 		ErrorHandler:          g.onError,
 		ReadTimeout:           cfg.RequestTimeout + 10*time.Second,

@@ -165,6 +165,11 @@ func TestAuthorizeInBrowser(t *testing.T) {
 	if info := r.json(t); info["email"] != cy || info["name"] != "Cy Twoprojects" {
 		t.Fatalf("userinfo with profile and email: %s", r.body)
 	}
+	// Signed in, but with two projects: prompt=none may show no page.
+	run(t, ctx, chromedp.Navigate(start("prompt", "none", "state", "which")))
+	if got := app.wait(t, "which"); got.Get("error") != "account_selection_required" {
+		t.Fatalf("prompt=none with two projects: %v", got)
+	}
 	// prompt=login asks again.
 	run(t, ctx, chromedp.Navigate(start("prompt", "login")), chromedp.WaitVisible(chromedp.ID("password")))
 

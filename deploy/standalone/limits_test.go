@@ -95,14 +95,20 @@ func TestPatchAmplification(t *testing.T) {
 // SQLite its writes were never committed; on a store without transactions
 // what it created is deleted even though its own context has ended.
 func TestTransactionDeadline(t *testing.T) {
-	ownStack(t, map[string]string{"PINION_REQUEST_TIMEOUT": "300ms", "PINION_MAX_BODY_BYTES": "1048576"})
+	ownStack(t, map[string]string{"PINION_REQUEST_TIMEOUT": "300ms", "PINION_MAX_BODY_BYTES": "4194304"})
 	pid, su := adminProject(t, "Slow transaction")
 	r := do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": "importer"}))
 	expect(t, r, 201)
 	tok := clientToken(t, r.json(t)["id"].(string), r.json(t)["secret"].(string))
+	// Each Patient has many names, each name several search values: far
+	// more work than the deadline allows, however fast the store gets.
+	var names []string
+	for j := range 25 {
+		names = append(names, fmt.Sprintf(`{"family":"Deadline%d","given":["Slow%d","Slower%d"]}`, j, j, j))
+	}
 	entries := make([]string, 999)
 	for i := range entries {
-		entries[i] = `{"request":{"method":"POST","url":"Patient"},"resource":{"resourceType":"Patient","name":[{"family":"Deadline"}],` +
+		entries[i] = `{"request":{"method":"POST","url":"Patient"},"resource":{"resourceType":"Patient","name":[` + strings.Join(names, ",") + `],` +
 			`"text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\">` + strings.Repeat("slow ", 140) + `</div>"}}}`
 	}
 	bundle := `{"resourceType":"Bundle","type":"transaction","entry":[` + strings.Join(entries, ",") + `]}`

@@ -304,6 +304,10 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b browser, a authR
 		}
 	}
 	if membership == "" {
+		if a.Prompt == "none" {
+			// prompt=none forbids any page (OIDC Core 3.1.2.6).
+			return a.fail("account_selection_required", "Choose a project"), nil
+		}
 		return s.choosePage(ctx, b, a, choices)
 	}
 	if err := s.checkAddress(ctx, membership, r.Remote); err != nil {
