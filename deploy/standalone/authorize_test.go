@@ -227,20 +227,12 @@ func TestInvitationStoryInBrowser(t *testing.T) {
 	other, _ := adminProject(t, "Story lab")
 	admin := projectAdmin(t, su, pid, "story-admin-"+pid+"@example.com")
 	dee := "dee-" + pid + "@example.com" // a new person each run
-	expect(t, do(t, "POST", "admin/projects/"+pid+"/invite", admin, "application/json",
-		inviteBody("resourceType", "Practitioner", "firstName", "Dee", "lastName", "Story", "email", dee)), 200)
-	link := setPasswordLink.FindString(mailTo(t, dee))
-	if link == "" {
-		t.Fatal("no set-password link in the invitation")
-	}
+	link := invitedLink(t, admin, pid, "Dee", dee)
 	ctx := newBrowser(t)
-	run(t, ctx, chromedp.Navigate(localLink(link)), chromedp.WaitVisible(chromedp.ID("password")),
-		chromedp.SendKeys(chromedp.ID("password"), "dee's password"),
-		chromedp.SendKeys(chromedp.ID("confirm"), "dee's password"),
-		chromedp.Click(chromedp.CSS("button")),
-		chromedp.WaitNotPresent(chromedp.ID("password")))
+	run(t, ctx, chromedp.Navigate(link), chromedp.WaitVisible(chromedp.ID("password")),
+		submitPasswords("dee's password", "dee's password"), chromedp.WaitNotPresent(chromedp.ID("password")))
 	expect(t, do(t, "POST", "admin/projects/"+other+"/invite", su, "application/json",
-		inviteBody("resourceType", "Practitioner", "firstName", "Dee", "lastName", "Story", "email", dee, "sendEmail", false)), 200)
+		inviteBody("resourceType", "Practitioner", "firstName", "Dee", "lastName", "Browser", "email", dee, "sendEmail", false)), 200)
 
 	app := newTestApp(t)
 	r := do(t, "POST", "admin/projects/"+pid+"/client", admin, "application/json", mustJSON(map[string]any{"name": "Story app", "redirectUri": app.callback()}))

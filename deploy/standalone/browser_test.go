@@ -102,13 +102,8 @@ func localLink(link string) string {
 func TestSetPasswordInBrowser(t *testing.T) {
 	pid, su := adminProject(t, "Browser clinic")
 	bea := "bea-" + pid + "@example.com" // a new person each run
-	expect(t, do(t, "POST", "admin/projects/"+pid+"/invite", su, "application/json",
-		inviteBody("resourceType", "Practitioner", "firstName", "Bea", "lastName", "Browser", "email", bea)), 200)
-	m := setPasswordLink.FindString(mailTo(t, bea))
-	if m == "" {
-		t.Fatal("no set-password link in the invitation")
-	}
-	link := localLink(m)
+	link := invitedLink(t, su, pid, "Bea", bea)
+	m := link[len(base):]
 
 	// The page's headers: no framing, no sniffing, no caching, no referrer,
 	// and a policy that loads nothing but its own style.
@@ -155,22 +150,14 @@ func TestSetPasswordInBrowser(t *testing.T) {
 	}
 
 	// Passwords that differ: the page says so beside the second field.
-	run(t, ctx,
-		chromedp.SendKeys(chromedp.ID("password"), "bea's password"),
-		chromedp.SendKeys(chromedp.ID("confirm"), "something else"),
-		chromedp.Click(chromedp.CSS("button")),
-		chromedp.WaitVisible(chromedp.ID("confirm-error")))
+	run(t, ctx, submitPasswords("bea's password", "something else"), chromedp.WaitVisible(chromedp.ID("confirm-error")))
 	shot(t, ctx, "setpassword-mismatch")
 	if get(t, ctx, chromedp.AttributeValue(chromedp.ID("confirm"), "aria-invalid")).Value != "true" || !strings.Contains(pageText(t, ctx), "The passwords do not match") {
 		t.Fatalf("mismatch page: %s", pageText(t, ctx))
 	}
 
 	// The password is set; the person signs in with it.
-	run(t, ctx,
-		chromedp.SendKeys(chromedp.ID("password"), "bea's password"),
-		chromedp.SendKeys(chromedp.ID("confirm"), "bea's password"),
-		chromedp.Click(chromedp.CSS("button")),
-		chromedp.WaitNotPresent(chromedp.ID("password")))
+	run(t, ctx, submitPasswords("bea's password", "bea's password"), chromedp.WaitNotPresent(chromedp.ID("password")))
 	shot(t, ctx, "setpassword-done")
 	if text := pageText(t, ctx); !strings.Contains(text, "Password set") {
 		t.Fatalf("after setting: %s", text)
@@ -216,6 +203,27 @@ func TestSetPasswordInBrowser(t *testing.T) {
 	if text := pageText(t, ctx); !strings.Contains(text, "Link not valid") {
 		t.Fatalf("wrong secret: %s", text)
 	}
+}
+
+// invitedLink invites a new person by e-mail into a project and returns
+// the set-password link from the e-mail, pointed at the test's server.
+func invitedLink(t *testing.T, tok, pid, firstName, email string) string {
+	t.Helper()
+	expect(t, do(t, "POST", "admin/projects/"+pid+"/invite", tok, "application/json",
+		inviteBody("resourceType", "Practitioner", "firstName", firstName, "lastName", "Browser", "email", email)), 200)
+	m := setPasswordLink.FindString(mailTo(t, email))
+	if m == "" {
+		t.Fatal("no set-password link in the invitation")
+	}
+	return localLink(m)
+}
+
+// submitPasswords fills in the set-password form and sends it.
+func submitPasswords(password, confirm string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.SendKeys(chromedp.ID("password"), password),
+		chromedp.SendKeys(chromedp.ID("confirm"), confirm),
+		chromedp.Click(chromedp.CSS("button")))
 }
 
 // allMailTo is every e-mail written so far to an address, joined.
