@@ -78,6 +78,14 @@ func TestTokenErrors(t *testing.T) {
 			if got := r.json(t)["error_description"]; got != tc.want {
 				t.Fatalf("error_description %q, want %q", got, tc.want)
 			}
+			// RFC 6749 5.2: a grant type the server does not know has its own code.
+			code := "invalid_request"
+			if tc.name == "unknown grant" {
+				code = "unsupported_grant_type"
+			}
+			if got := r.json(t)["error"]; got != code {
+				t.Fatalf("error %q, want %q", got, code)
+			}
 		})
 	}
 }

@@ -59,7 +59,8 @@ func (s *Service) token(ctx context.Context, r *bus.Request) (*bus.Response, err
 	case "refresh_token":
 		return s.refreshToken(ctx, form)
 	default:
-		return tokenError("invalid_request", "Unsupported grant_type"), nil
+		// RFC 6749 §5.2's code (jwt-bearer, password, ...), with Medplum's text.
+		return tokenError("unsupported_grant_type", "Unsupported grant_type"), nil
 	}
 }
 
