@@ -8,6 +8,9 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/pinion-health/pinion/gateway.Version=$(VERSION)
 PKGS      := $(addsuffix /...,$(addprefix ./,$(MODULES)))
 FUZZTIME  ?= 20000x
+# Shrinking a new input is capped too: its 60 s default, spent on one slow
+# input, once stalled FuzzPatch for a minute in CI.
+FUZZMINIMIZE ?= 5s
 
 .PHONY: run build test test-tools test-go test-fuzz test-compat bench bench-grow load lint generate clean images
 
@@ -36,14 +39,14 @@ test-go:
 
 # Each fuzz target runs briefly on top of its committed seed corpus.
 test-fuzz:
-	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./fhirschema/
-	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./search/
-	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./hl7/
-	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzPatch$$' -fuzztime $(FUZZTIME) ./fhir/
-	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./fhir/
-	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./auth/
-	cd services/botexec && $(GO) test -run '^$$' -fuzz '^FuzzBotInput$$' -fuzztime $(FUZZTIME) .
-	cd gateway && $(GO) test -run '^$$' -fuzz '^FuzzDecodeBody$$' -fuzztime $(FUZZTIME) .
+	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) ./fhirschema/
+	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) ./search/
+	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) ./hl7/
+	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzPatch$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) ./fhir/
+	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) ./fhir/
+	cd pkg && $(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) ./auth/
+	cd services/botexec && $(GO) test -run '^$$' -fuzz '^FuzzBotInput$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) .
+	cd gateway && $(GO) test -run '^$$' -fuzz '^FuzzDecodeBody$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) .
 
 # Medplum's own client (@medplum/core, pinned in tests/compat) against the
 # standalone binary; see tests/compat/GAPS.md for what it still lacks.
