@@ -113,6 +113,11 @@ func TestMedplumLogin(t *testing.T) {
 		t.Fatalf("the tool's callback page: %s", text)
 	}
 
+	// whoami shows who and where, by name, from the token answer.
+	who, err := c.command(ctx, "whoami").CombinedOutput()
+	if err != nil || !strings.Contains(string(who), "Profile: Cli User (Practitioner/") || !strings.Contains(string(who), "Project: CLI clinic (Project/"+pid+")") {
+		t.Fatalf("medplum whoami: %v\n%s", err, who)
+	}
 	// The tool's stored sign-in works: `medplum token` reads /auth/me with it.
 	tok, err := c.command(ctx, "token").CombinedOutput()
 	if err != nil || strings.Count(strings.TrimSpace(string(tok)), ".") != 2 {

@@ -33,6 +33,10 @@ func TestTokenClientCredentials(t *testing.T) {
 	if body["refresh_token"] != nil {
 		t.Error("super admin got a refresh token")
 	}
+	// Medplum's client shows the names (medplum whoami prints them).
+	if body["project"].(map[string]any)["display"] != "Super Admin" || body["profile"].(map[string]any)["display"] != "Super Admin Client" {
+		t.Errorf("token response without display names: %s", r.body)
+	}
 	// HTTP Basic works the same.
 	basic := base64.StdEncoding.EncodeToString([]byte(saID + ":" + saSec))
 	r = do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte("grant_type=client_credentials"), "Authorization", "Basic "+basic)

@@ -399,11 +399,12 @@ func (s *Service) userTokens(ctx context.Context, loginID string, l *session.Log
 	if err != nil {
 		return nil, err
 	}
+	project, profile := s.memberRefs(ctx, l.Membership, m.Project, m.Profile)
 	body := map[string]any{
 		"token_type": "Bearer", "expires_in": int(s.cfg.TokenLifetime.Seconds()), "scope": l.Scope,
 		"access_token": access, "id_token": idTok,
-		"project": fhir.Reference{Reference: "Project/" + m.Project},
-		"profile": fhir.Reference{Reference: m.Profile},
+		"project": project,
+		"profile": profile,
 	}
 	if strings.HasPrefix(m.Profile, "Patient/") {
 		_, pid, _ := fhir.SplitReference(m.Profile)

@@ -135,13 +135,14 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 	if err != nil {
 		return nil, fmt.Errorf("sign: %w", err)
 	}
+	project, profile := s.memberRefs(ctx, c.membership, member.Project, ref)
 	body := map[string]any{
 		"token_type":   "Bearer",
 		"expires_in":   int(s.cfg.TokenLifetime.Seconds()),
 		"scope":        scope,
 		"access_token": access,
-		"project":      fhir.Reference{Reference: "Project/" + member.Project},
-		"profile":      fhir.Reference{Reference: ref},
+		"project":      project,
+		"profile":      profile,
 	}
 	if strings.Contains(" "+scope+" ", " openid ") {
 		idc := &auth.Claims{LoginID: c.loginID, FHIRUser: ref, ClientID: id}
@@ -244,4 +245,30 @@ func (s *Service) onResourceEvent(m *nats.Msg) {
 		clear(s.clients)
 		s.clientsMu.Unlock()
 	}
+}
+
+// memberRefs are the project and profile of a token answer, with the
+// display names the membership keeps (Medplum's client shows them: the
+// command line tool's whoami prints them). Without the membership at hand,
+// the bare references still answer.
+func (s *Service) memberRefs(ctx context.Context, membership, projectID, profileRef string) (project, profile fhir.Reference) {
+	project, profile = fhir.Reference{Reference: "Project/" + projectID}, fhir.Reference{Reference: profileRef}
+	res, err := s.repo.Read(ctx, repo.System, "ProjectMembership", membership)
+	if err != nil {
+		s.log.Warn("token answer without display names", "membership", membership, "err", err)
+		return project, profile
+	}
+	var pm struct {
+		Project fhir.Reference `json:"project"`
+		Profile fhir.Reference `json:"profile"`
+	}
+	if json.Unmarshal(res.JSON, &pm) == nil {
+		if pm.Project.Reference == project.Reference {
+			project.Display = pm.Project.Display
+		}
+		if pm.Profile.Reference == profile.Reference {
+			profile.Display = pm.Profile.Display
+		}
+	}
+	return project, profile
 }
