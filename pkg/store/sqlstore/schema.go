@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"time"
 )
 
 // schemaVersion is the layout this code reads and writes. A database at a
@@ -93,7 +95,7 @@ var migrations = [][]string{
 
 // migrate creates or upgrades the schema in one transaction on the writer's
 // connection.
-func migrate(ctx context.Context, c *sql.Conn) (err error) {
+func migrate(ctx context.Context, c *sql.Conn, log *slog.Logger) (err error) {
 	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
@@ -119,7 +121,12 @@ func migrate(ctx context.Context, c *sql.Conn) (err error) {
 	if v > schemaVersion {
 		return fmt.Errorf("sqlstore: database has schema version %d, newer than this program's %d", v, schemaVersion)
 	}
+	from, start := v, time.Now()
 	for ; v < schemaVersion; v++ {
+		if v > 0 {
+			// Rewriting a table of a grown store takes a while: say so.
+			log.Info("sqlstore: migrating the schema; a large store takes a while", "from", v, "to", v+1)
+		}
 		for _, stmt := range migrations[v] {
 			if _, err := c.ExecContext(ctx, stmt); err != nil {
 				return fmt.Errorf("sqlstore: migrating to version %d: %w", v+1, err)
@@ -130,6 +137,8 @@ func migrate(ctx context.Context, c *sql.Conn) (err error) {
 		ON CONFLICT(key) DO UPDATE SET value = excluded.value`, strconv.Itoa(v)); err != nil {
 		return err
 	}
-	_, err = c.ExecContext(ctx, "COMMIT")
+	if _, err = c.ExecContext(ctx, "COMMIT"); err == nil && from > 0 && from < schemaVersion {
+		log.Info("sqlstore: schema migrated", "from", from, "to", schemaVersion, "took", time.Since(start).Round(time.Millisecond))
+	}
 	return err
 }

@@ -122,7 +122,7 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	if !strings.EqualFold(mode, "wal") {
 		return fail(fmt.Errorf("sqlstore: %s: journal mode is %s, not wal", path, mode))
 	}
-	if err := migrate(ctx, conn); err != nil {
+	if err := migrate(ctx, conn, log); err != nil {
 		return fail(err)
 	}
 	w, err := newWriter(ctx, conn, log)
