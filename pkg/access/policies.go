@@ -70,14 +70,9 @@ func (ps *Policies) For(ctx context.Context, p *bus.Principal) (*Policy, error) 
 	if m.Project != p.Project {
 		return nil, fhir.Unauthorized()
 	}
-	var md membershipDoc
-	if err := json.Unmarshal(m.JSON, &md); err != nil {
-		return nil, err
-	}
-	grants, err := md.grants()
+	grants, err := ps.grantsOf(m)
 	if err != nil {
-		ps.log.Warn("access policy", "membership", p.Membership, "err", err)
-		return nil, invalidConfig()
+		return nil, err
 	}
 	var key strings.Builder
 	key.WriteString(p.Membership + "@" + m.VersionID + "|" + p.User + "|" + p.Project + "|" + strconv.FormatBool(p.Admin))
@@ -113,6 +108,22 @@ func (ps *Policies) For(ctx context.Context, p *bus.Principal) (*Policy, error) 
 	}
 	ps.cache.Add(k, pol)
 	return pol, nil
+}
+
+// grantsOf returns a membership version's policy uses, decoded once.
+func (ps *Policies) grantsOf(m *repo.Resource) ([]grant, error) {
+	g, err := repo.Memo(m, "access.grants", func(b []byte) ([]grant, error) {
+		var md membershipDoc
+		if err := json.Unmarshal(b, &md); err != nil {
+			return nil, err
+		}
+		return md.grants()
+	})
+	if err != nil {
+		ps.log.Warn("access policy", "membership", m.ID, "err", err)
+		return nil, invalidConfig()
+	}
+	return g, nil
 }
 
 func isMissing(err error) bool {

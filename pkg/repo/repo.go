@@ -38,6 +38,27 @@ type Resource struct {
 	Deleted     bool
 	// JSON is the complete resource, id and meta included.
 	JSON []byte
+	// memo holds what callers decoded from this version (see Memo); nil
+	// for a Resource made outside the repository.
+	memo *sync.Map
+}
+
+// Memo returns decode(res.JSON), decoded once per version and key and
+// shared by every later caller, who must not change it. A cached version
+// serves every request that needs it (a bot, a membership, a project's
+// secrets), and decoding it each time cost more than reading it.
+func Memo[T any](res *Resource, key string, decode func([]byte) (T, error)) (T, error) {
+	if res.memo == nil {
+		return decode(res.JSON)
+	}
+	if v, ok := res.memo.Load(key); ok {
+		return v.(T), nil
+	}
+	v, err := decode(res.JSON)
+	if err == nil {
+		res.memo.Store(key, v)
+	}
+	return v, err
 }
 
 // Decode parses the resource JSON (numbers kept exact).
@@ -208,7 +229,7 @@ func (r *Repo) readAny(ctx context.Context, typ, id string) (*Resource, error) {
 
 func fromRecord(rec *store.Record) *Resource {
 	return &Resource{Type: rec.Type, ID: rec.ID, VersionID: rec.Version, LastUpdated: rec.Time,
-		Project: rec.Project, Deleted: rec.Deleted, JSON: rec.JSON}
+		Project: rec.Project, Deleted: rec.Deleted, JSON: rec.JSON, memo: new(sync.Map)}
 }
 
 // storeError maps the port's errors to the answers callers see.
@@ -390,7 +411,17 @@ type version struct {
 	ev  Event
 	w   *store.Write
 	out *Resource
+	// quiet: no event is recorded or published (see eventless).
+	quiet bool
 }
+
+// eventless reports whether a write has no resource event. A new
+// AuditEvent has none: Medplum never runs subscriptions for audit events,
+// and a new id is in no cache to invalidate. Bots write one per execution,
+// so an event each (recorded, published to the stream, cleared) would cost
+// more than the audit record itself. Changes to existing AuditEvents keep
+// their events, which caches rely on.
+func eventless(op, typ string) bool { return op == "create" && typ == "AuditEvent" }
 
 // prepare stamps id and meta on a resource and builds its write.
 func (r *Repo) prepare(op, typ, id, project string, res map[string]any, author string) (*version, error) {
@@ -425,11 +456,15 @@ func (r *Repo) prepare(op, typ, id, project string, res map[string]any, author s
 		return nil, fmt.Errorf("encode %s/%s: %w", typ, id, err)
 	}
 	v := &version{
-		ev:  Event{Op: op, Type: typ, ID: id, VersionID: vid, Project: project},
-		out: &Resource{Type: typ, ID: id, VersionID: vid, LastUpdated: now, Project: project, JSON: body},
+		ev:    Event{Op: op, Type: typ, ID: id, VersionID: vid, Project: project},
+		out:   &Resource{Type: typ, ID: id, VersionID: vid, LastUpdated: now, Project: project, JSON: body, memo: new(sync.Map)},
+		quiet: eventless(op, typ),
 	}
 	v.w = &store.Write{Record: store.Record{Type: typ, ID: id, Version: vid, Time: now, Project: project, JSON: body},
-		Fields: search.Fields(typ, res), Event: r.outboxEvent(v.ev)}
+		Fields: search.Fields(typ, res)}
+	if !v.quiet {
+		v.w.Event = r.outboxEvent(v.ev)
+	}
 	return v, nil
 }
 
@@ -438,7 +473,9 @@ func (r *Repo) stored(v *version) {
 	key := cacheKey(v.out.Type, v.out.ID)
 	r.stripe(key).Add(1)
 	r.cache.Add(key, v.out)
-	r.publish(context.Background(), v.ev)
+	if !v.quiet {
+		r.publish(context.Background(), v.ev)
+	}
 }
 
 // CreateMany stores new resources of one type in a few round trips (one

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -331,5 +332,121 @@ func TestOutbox(t *testing.T) {
 	r.flushCleared()
 	if n := pending(); n != 0 {
 		t.Fatalf("outbox after relay: %d left", n)
+	}
+}
+
+// TestAuditEventsHaveNoCreateEvent: a new AuditEvent is recorded and
+// published nowhere (Medplum runs no subscriptions for audit events), but a
+// change to one still tells the caches.
+func TestAuditEventsHaveNoCreateEvent(t *testing.T) {
+	ctx := context.Background()
+	nc, err := nats.Connect("", nats.InProcessServer(natsServer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: "OUTBOX_TEST", Subjects: []string{"pinion.events.resource.>"}, Duplicates: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(st, nc, Options{JS: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	count := func() uint64 {
+		info, err := stream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	audit := func() map[string]any {
+		return map[string]any{"resourceType": "AuditEvent", "recorded": "2026-01-01T00:00:00Z",
+			"type": map[string]any{"code": "execute"}, "agent": []any{map[string]any{"requestor": true}},
+			"source": map[string]any{"observer": map[string]any{"reference": "Bot/b"}}}
+	}
+	before := count()
+	if err := r.CreateMany(ctx, Scope{Project: "p"}, "AuditEvent", []map[string]any{audit(), audit()}, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	created, err := r.Create(ctx, Scope{Project: "p"}, audit(), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got != before {
+		t.Fatalf("creating audit events published %d events, want none", got-before)
+	}
+	p, err := st.Pending(ctx, time.Now().Add(time.Hour), time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range p {
+		if strings.HasPrefix(e.ID, "AuditEvent/") {
+			t.Fatalf("an audit event's creation left an outbox record: %s", e.ID)
+		}
+	}
+	doc, _ := created.Decode()
+	doc["outcome"] = "4"
+	if _, err := r.Update(ctx, Scope{Project: "p"}, doc, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got != before+1 {
+		t.Fatalf("updating an audit event published %d events, want 1", got-before)
+	}
+}
+
+// TestMemo: a version read through the repository is decoded once per key;
+// a new version is decoded afresh.
+func TestMemo(t *testing.T) {
+	ctx := context.Background()
+	r := instance(t)
+	sc := Scope{Project: "memo"}
+	res, err := r.Create(ctx, sc, patient("Memo"), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decodes := 0
+	family := func(res *Resource) string {
+		t.Helper()
+		v, err := Memo(res, "test.family", func(b []byte) (string, error) {
+			decodes++
+			var p struct {
+				Name []struct{ Family string } `json:"name"`
+			}
+			err := json.Unmarshal(b, &p)
+			return p.Name[0].Family, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for range 3 {
+		got, err := r.Read(ctx, sc, "Patient", res.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := family(got); f != "Memo" {
+			t.Fatalf("family %q", f)
+		}
+	}
+	if decodes != 1 {
+		t.Fatalf("three reads of one version decoded it %d times, want 1", decodes)
+	}
+	doc, _ := res.Decode()
+	doc["name"] = []any{map[string]any{"family": "Changed"}}
+	if _, err := r.Update(ctx, sc, doc, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Read(ctx, sc, "Patient", res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := family(got); f != "Changed" || decodes != 2 {
+		t.Fatalf("after an update: family %q after %d decodes", f, decodes)
 	}
 }

@@ -153,11 +153,11 @@ func (s *Service) findBot(ctx context.Context, r *bus.Request) (*bot, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &bot{ID: res.ID, Project: res.Project}
-	if err := json.Unmarshal(res.JSON, b); err != nil {
-		return nil, err
-	}
-	return b, nil
+	b, err := repo.Memo(res, "botexec.bot", func(j []byte) (bot, error) {
+		b := bot{ID: res.ID, Project: res.Project}
+		return b, json.Unmarshal(j, &b)
+	})
+	return &b, err
 }
 
 // readBot reads a bot as the caller may: the one access check of every
@@ -428,17 +428,20 @@ func (s *Service) secrets(ctx context.Context, project string) (map[string]any, 
 	if err != nil {
 		return nil, err
 	}
-	var v struct {
-		Secret []map[string]any `json:"secret"`
-	}
-	_ = json.Unmarshal(p.JSON, &v)
-	out := map[string]any{}
-	for _, sec := range v.Secret {
-		if name, _ := sec["name"].(string); name != "" {
-			out[name] = sec
+	// Shared by every execution in the project: never changed.
+	return repo.Memo(p, "botexec.secrets", func(j []byte) (map[string]any, error) {
+		var v struct {
+			Secret []map[string]any `json:"secret"`
 		}
-	}
-	return out, nil
+		_ = json.Unmarshal(j, &v)
+		out := map[string]any{}
+		for _, sec := range v.Secret {
+			if name, _ := sec["name"].(string); name != "" {
+				out[name] = sec
+			}
+		}
+		return out, nil
+	})
 }
 
 func traceID(r *bus.Request) string {

@@ -49,7 +49,7 @@ type Service struct {
 
 	clientsMu sync.Mutex
 	clients   map[string]*clientEntry
-	evSub     *nats.Subscription
+	evSubs    []*nats.Subscription
 	credSub   *nats.Subscription
 	credLocks [64]sync.Mutex
 
@@ -102,8 +102,14 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	// A changed client or membership may change what a client token means.
-	if s.evSub, err = s.nc.Subscribe(bus.EventPrefix+"*.*", s.onResourceEvent); err != nil {
-		return err
+	// Only those types: every other event (a bot's audit records, a
+	// patient's updates) would be decoded here for nothing.
+	for _, typ := range []string{"ClientApplication", "ProjectMembership", "AccessPolicy"} {
+		sub, err := s.nc.Subscribe(bus.EventPrefix+typ+".*", s.onResourceEvent)
+		if err != nil {
+			return err
+		}
+		s.evSubs = append(s.evSubs, sub)
 	}
 	if s.credSub, err = s.nc.Subscribe(bus.ClientChangedSubject, func(m *nats.Msg) { s.forgetClient(string(m.Data)) }); err != nil {
 		return err
@@ -132,7 +138,7 @@ func (s *Service) Start(ctx context.Context) error {
 
 // Stop drains in-flight requests.
 func (s *Service) Stop(ctx context.Context) error {
-	for _, sub := range []*nats.Subscription{s.evSub, s.credSub} {
+	for _, sub := range append(s.evSubs, s.credSub) {
 		if sub != nil {
 			_ = sub.Unsubscribe()
 		}
