@@ -98,7 +98,7 @@ func (s *Service) history(ctx context.Context, r *bus.Request) (*bus.Response, e
 		}
 		b.Entry = append(b.Entry, e)
 	}
-	out, err := json.Marshal(b)
+	out, err := b.Encode()
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +176,7 @@ func (s *Service) search(ctx context.Context, r *bus.Request) (*bus.Response, er
 		next.Set("_count", strconv.Itoa(q.Count))
 		b.Link = append(b.Link, fhir.BundleLink{Relation: "next", URL: s.cfg.BaseURL + "fhir/R4/" + typ + "?" + next.Encode()})
 	}
-	out, err := json.Marshal(b)
+	out, err := b.Encode()
 	if err != nil {
 		return nil, err
 	}
