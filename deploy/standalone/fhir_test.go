@@ -265,3 +265,44 @@ func TestBinaryContent(t *testing.T) {
 		t.Fatal(string(r.body))
 	}
 }
+
+// Empty values are dropped before validation, as Medplum drops them; what
+// is stored and answered has none. Empty items of an array are refused.
+func TestEmptyValuesDropped(t *testing.T) {
+	_, tok := project(t, "empty values")
+	r := do(t, "POST", "fhir/R4/Patient", tok, "application/fhir+json", []byte(
+		`{"resourceType":"Patient","gender":"","active":null,"name":[{"family":"Empty","given":[],"period":{"start":""}}],"telecom":[{"value":""}],"maritalStatus":{}}`))
+	expect(t, r, 201)
+	p := r.json(t)
+	for _, k := range []string{"gender", "active", "telecom", "maritalStatus"} {
+		if _, ok := p[k]; ok {
+			t.Errorf("%s was kept: %s", k, r.body)
+		}
+	}
+	if name := p["name"].([]any)[0].(map[string]any); len(name) != 1 || name["family"] != "Empty" {
+		t.Errorf("name not cleaned: %v", name)
+	}
+	id := p["id"].(string)
+	r = do(t, "GET", "fhir/R4/Patient/"+id, tok, "", nil)
+	expect(t, r, 200)
+	if strings.Contains(string(r.body), `""`) {
+		t.Errorf("stored with an empty value: %s", r.body)
+	}
+	// A patch that empties a value removes it.
+	r = do(t, "PATCH", "fhir/R4/Patient/"+id, tok, "application/json-patch+json", []byte(`[{"op":"add","path":"/gender","value":""}]`))
+	expect(t, r, 200)
+	if _, ok := r.json(t)["gender"]; ok {
+		t.Errorf("patched empty gender kept: %s", r.body)
+	}
+	for body, text := range map[string]string{
+		`{"resourceType":"Patient","name":[{"given":[""]}]}`: "Invalid empty value",
+		`{"resourceType":"Patient","name":[{"family":" "}]}`: "String must contain non-whitespace content",
+		`{"resourceType":"Patient","identifier":[{}]}`:       "Invalid empty value",
+	} {
+		r := do(t, "POST", "fhir/R4/Patient", tok, "application/fhir+json", []byte(body))
+		expect(t, r, 400)
+		if got := r.outcomeText(t); got != text {
+			t.Errorf("%s: %q, want %q", body, got, text)
+		}
+	}
+}

@@ -118,6 +118,7 @@ func (s *Service) validate(ctx context.Context, r *bus.Request) (*bus.Response, 
 		return nil, err
 	}
 	delete(res, "meta")
+	fhir.DropEmpty(res)
 	if err := fhirschema.Validate(res, fhirschema.Options{Strict: s.strict(ctx, g.project())}); err != nil {
 		return nil, err
 	}
