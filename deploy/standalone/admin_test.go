@@ -337,6 +337,7 @@ func TestAdminBots(t *testing.T) {
 
 	before := count(t, su, "Bot", pid)
 	members := count(t, su, "ProjectMembership", pid)
+	binaries := count(t, su, "Binary", pid)
 	for _, c := range []struct {
 		name, token, body string
 		status            int
@@ -362,8 +363,8 @@ func TestAdminBots(t *testing.T) {
 			}
 		})
 	}
-	if count(t, su, "Bot", pid) != before || count(t, su, "ProjectMembership", pid) != members {
-		t.Fatal("refused requests wrote bots or memberships")
+	if count(t, su, "Bot", pid) != before || count(t, su, "ProjectMembership", pid) != members || count(t, su, "Binary", pid) != binaries {
+		t.Fatal("refused requests wrote bots, memberships or binaries")
 	}
 
 	// Medplum's tools may say awslambda: the bot runs in the sandbox all the same.
@@ -386,6 +387,73 @@ func TestAdminBots(t *testing.T) {
 	expect(t, r, 200)
 	if string(r.body) != "ran" {
 		t.Fatalf("execute: %s", r.body)
+	}
+}
+
+// $deploy as Medplum's deploy.ts: executableCode only, titled with the
+// filename sent; without code, the current executable code again.
+func TestBotDeploy(t *testing.T) {
+	pid, su := adminProject(t, "Bot deploy")
+	// The body Medplum's CLI sends for `bot create`.
+	r := do(t, "POST", "admin/projects/"+pid+"/bot", su, "application/json", []byte(`{"name":"deploy-me","description":""}`))
+	expect(t, r, 201)
+	bot := r.json(t)
+	id := bot["id"].(string)
+	if _, ok := bot["description"]; ok {
+		t.Errorf("empty description stored: %s", r.body)
+	}
+	src, _ := bot["sourceCode"].(map[string]any)
+	if src["contentType"] != "text/typescript" || src["title"] != "index.ts" || src["url"] == nil {
+		t.Fatalf("new bot has no starter source: %s", r.body)
+	}
+	r = do(t, "GET", "fhir/R4/"+src["url"].(string), su, "", nil, "Accept", "text/typescript")
+	expect(t, r, 200)
+	if !strings.Contains(string(r.body), "export async function handler") {
+		t.Fatalf("starter source: %s", r.body)
+	}
+	deploy := func(body string) *response {
+		return do(t, "POST", "fhir/R4/Bot/"+id+"/$deploy", su, "application/json", []byte(body))
+	}
+	expectOutcome(t, deploy(`{}`), 400, "Bot missing executable code")
+	expectOutcome(t, deploy(`{"code":""}`), 400, "Bot missing executable code")
+
+	expect(t, deploy(`{"code":"exports.handler = async () => 'one';","filename":"dist/one.js"}`), 200)
+	r = do(t, "GET", "fhir/R4/Bot/"+id, su, "", nil)
+	expect(t, r, 200)
+	after := r.json(t)
+	exe, _ := after["executableCode"].(map[string]any)
+	if exe["title"] != "one.js" || exe["contentType"] != "application/javascript" {
+		t.Errorf("executableCode: %v", exe)
+	}
+	if s, _ := after["sourceCode"].(map[string]any); s["url"] != src["url"] || s["title"] != "index.ts" {
+		t.Errorf("deploy touched sourceCode: %v", s)
+	}
+	exec := func() string {
+		r := do(t, "POST", "fhir/R4/Bot/"+id+"/$execute", su, "text/plain", []byte("x"))
+		expect(t, r, 200)
+		return string(r.body)
+	}
+	if got := exec(); got != "one" {
+		t.Fatalf("execute: %s", got)
+	}
+	// Without code: the same code again, nothing rewritten.
+	version := after["meta"].(map[string]any)["versionId"]
+	expect(t, deploy(`{}`), 200)
+	r = do(t, "GET", "fhir/R4/Bot/"+id, su, "", nil)
+	if v := r.json(t)["meta"].(map[string]any)["versionId"]; v != version {
+		t.Errorf("redeploy wrote a new version")
+	}
+	if got := exec(); got != "one" {
+		t.Fatalf("execute after redeploy: %s", got)
+	}
+	// Without a filename the title is Medplum's default.
+	expect(t, deploy(`{"code":"exports.handler = async () => 'two';"}`), 200)
+	r = do(t, "GET", "fhir/R4/Bot/"+id, su, "", nil)
+	if exe, _ := r.json(t)["executableCode"].(map[string]any); exe["title"] != "index.js" {
+		t.Errorf("default title: %v", exe)
+	}
+	if got := exec(); got != "two" {
+		t.Fatalf("execute after second deploy: %s", got)
 	}
 }
 

@@ -9,7 +9,18 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/projects"
+	"github.com/pinion-health/pinion/pkg/repo"
 )
+
+// starterCode is the source a new bot starts with.
+const starterCode = `import { BotEvent, MedplumClient } from '@medplum/core';
+
+// Runs on $execute: event.input is what the caller sent; what this returns
+// is the answer.
+export async function handler(medplum: MedplumClient, event: BotEvent): Promise<any> {
+  return event.input;
+}
+`
 
 // createBot is POST /admin/projects/<id>/bot: a Bot from the body's Bot
 // fields and, as Medplum does, a membership whose profile is the bot, so it
@@ -25,7 +36,7 @@ func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response,
 	// Every bot runs in Pinion's sandbox; Medplum's two JavaScript runtimes
 	// are accepted so its tools work unchanged, the rest is refused.
 	switch rt := res["runtimeVersion"]; rt {
-	case nil:
+	case nil, "":
 		res["runtimeVersion"] = "vmcontext"
 	case "vmcontext", "awslambda":
 	default:
@@ -37,10 +48,23 @@ func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response,
 			return nil, fhir.BadRequest("Bot timeout must be between 1 and 900 seconds", "timeout")
 		}
 	}
+	// Like Medplum's, a new bot has a TypeScript source to start from, for
+	// editors that open Bot.sourceCode.
+	var starter *repo.Resource
+	if _, ok := res["sourceCode"]; !ok {
+		starter, err = s.repo.Create(ctx, repo.Scope{Project: req.Project.ID}, binary("text/typescript", starterCode), repo.WriteOptions{Project: req.Project.ID, Author: r.Principal.Profile})
+		if err != nil {
+			return nil, err
+		}
+		res["sourceCode"] = map[string]any{"contentType": "text/typescript", "title": "index.ts", "url": "Binary/" + starter.ID}
+	}
 	bot, err := projects.CreateAgent(ctx, s.repo, s.sessions, req.Project, projects.Agent{
 		Resource: res, ID: uuid.NewString(), Policy: req.Policy, Author: r.Principal.Profile, InvitedBy: r.Principal.User,
 	})
 	if err != nil {
+		if starter != nil {
+			_ = s.repo.Delete(context.WithoutCancel(ctx), repo.System, "Binary", starter.ID)
+		}
 		return nil, err
 	}
 	s.forgetIdentifiers()

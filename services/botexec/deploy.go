@@ -3,6 +3,7 @@ package botexec
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"path"
 
 	"github.com/pinion-health/pinion/pkg/access"
@@ -12,9 +13,13 @@ import (
 	"github.com/pinion-health/pinion/services/botexec/sandbox"
 )
 
-// deploy is POST Bot/<id>/$deploy {code, filename}: JavaScript or
-// TypeScript, transpiled once to CommonJS and stored as the Binary that
-// Bot.executableCode names. A syntax error is 400 with line and column.
+// deploy is POST Bot/<id>/$deploy {code, filename}, as Medplum's
+// deploy.ts: the code (JavaScript or TypeScript, transpiled here once to
+// CommonJS; a syntax error is 400 with line and column) becomes the Binary
+// that Bot.executableCode names, titled with the filename sent. The bot's
+// sourceCode, which `medplum bot save` writes, is left alone. Without code
+// the bot's current executable code is deployed again, which for Pinion's
+// sandbox means checking it is there.
 func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	pol, err := s.policies.For(ctx, r.Principal)
 	if err != nil {
@@ -28,10 +33,10 @@ func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, er
 		return nil, err
 	}
 	if in.Code == "" {
-		return nil, fhir.BadRequest("Missing code", "code")
+		return s.redeploy(ctx, pol, r.Param("id"))
 	}
 	if in.Filename == "" {
-		in.Filename = "index.ts"
+		in.Filename = "index.js"
 	}
 	in.Filename = path.Base(in.Filename)
 	// Deploying updates the bot: the same check as a FHIR update of it.
@@ -49,10 +54,6 @@ func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, er
 		return nil, err
 	}
 	bsc := repo.Scope{Project: cur.Project}
-	src, err := s.repo.Create(ctx, bsc, binary("text/typescript", in.Code), repo.WriteOptions{Author: r.Principal.Profile})
-	if err != nil {
-		return nil, err
-	}
 	exe, err := s.repo.Create(ctx, bsc, binary("application/javascript", js), repo.WriteOptions{Author: r.Principal.Profile})
 	if err != nil {
 		return nil, err
@@ -61,9 +62,28 @@ func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	b["sourceCode"] = map[string]any{"contentType": "text/typescript", "title": in.Filename, "url": "Binary/" + src.ID}
-	b["executableCode"] = map[string]any{"contentType": "application/javascript", "title": "index.js", "url": "Binary/" + exe.ID}
+	b["executableCode"] = map[string]any{"contentType": "application/javascript", "title": in.Filename, "url": "Binary/" + exe.ID}
 	if _, err := s.repo.Update(ctx, bsc, b, repo.WriteOptions{Author: r.Principal.Profile}); err != nil {
+		return nil, err
+	}
+	return bus.Outcome(fhir.OK()), nil
+}
+
+// redeploy is $deploy without code: the bot's executable code must exist.
+func (s *Service) redeploy(ctx context.Context, pol *access.Policy, id string) (*bus.Response, error) {
+	cur, err := s.readBot(ctx, pol, id, access.Read)
+	if err != nil {
+		return nil, err
+	}
+	var b bot
+	if err := json.Unmarshal(cur.JSON, &b); err != nil {
+		return nil, err
+	}
+	b.ID, b.Project = cur.ID, cur.Project
+	if b.Code.URL == "" {
+		return nil, fhir.BadRequest("Bot missing executable code")
+	}
+	if _, err := s.program(ctx, &b); err != nil {
 		return nil, err
 	}
 	return bus.Outcome(fhir.OK()), nil
