@@ -182,7 +182,7 @@ func TestClientApplications(t *testing.T) {
 	mid := entries[0]["id"].(string)
 	expect(t, do(t, "DELETE", "admin/projects/"+pid+"/members/"+mid, admin, "", nil), 200)
 	expect(t, do(t, "GET", "fhir/R4/Patient", tok, "", nil), 401)
-	if s := tokenStatus(t, id, secret); s != 400 {
+	if s := tokenStatus(t, id, secret); s != 401 {
 		t.Fatalf("token for a removed client: %d", s)
 	}
 }
@@ -222,7 +222,7 @@ func TestRotateClientSecret(t *testing.T) {
 	if third == second || r.json(t)["id"] != id || r.json(t)["resourceType"] != "ClientApplication" {
 		t.Fatalf("operation: %s", r.body)
 	}
-	if s := tokenStatus(t, id, first); s != 400 {
+	if s := tokenStatus(t, id, first); s != 401 {
 		t.Fatalf("a secret two rotations old: %d", s)
 	}
 	clientToken(t, id, second)
@@ -263,7 +263,7 @@ func TestRotateClientSecret(t *testing.T) {
 	if r.json(t)["secret"] != nil {
 		t.Fatalf("retiring shows a secret: %s", r.body)
 	}
-	if s := tokenStatus(t, id, second); s != 400 {
+	if s := tokenStatus(t, id, second); s != 401 {
 		t.Fatalf("retired secret: %d", s)
 	}
 	clientToken(t, id, third)
@@ -322,7 +322,7 @@ func TestSecretGraceExpires(t *testing.T) {
 	rotated := time.Now()
 	clientToken(t, id, old)
 	time.Sleep(time.Until(rotated.Add(1200 * time.Millisecond)))
-	if s := tokenStatus(t, id, old); s != 400 {
+	if s := tokenStatus(t, id, old); s != 401 {
 		t.Fatalf("secret after its grace period: %d", s)
 	}
 	clientToken(t, id, fresh)

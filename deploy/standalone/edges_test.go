@@ -134,14 +134,14 @@ func TestEndedMembershipsEndTokens(t *testing.T) {
 		id, secret, tok := newClient("unmembered")
 		expect(t, do(t, "DELETE", "fhir/R4/ProjectMembership/"+membershipOf(id)["id"].(string), su, "", nil), 200)
 		expect(t, do(t, "GET", "fhir/R4/Patient", tok, "", nil), 401)
-		expect(t, grant(id, secret), 400)
+		expect(t, grant(id, secret), 401)
 	})
 	t.Run("client deleted", func(t *testing.T) {
 		id, secret, tok := newClient("deleted")
 		expect(t, do(t, "DELETE", "fhir/R4/ClientApplication/"+id, su, "", nil), 200)
 		expect(t, do(t, "GET", "fhir/R4/Patient", tok, "", nil), 401)
 		r := grant(id, secret)
-		expect(t, r, 400)
+		expect(t, r, 401)
 		if r.json(t)["error_description"] != "Invalid client" {
 			t.Fatalf("grant for a deleted client: %s", r.body)
 		}

@@ -113,7 +113,7 @@ func TestMultiProcess(t *testing.T) {
 	tokens(fresh, 200)
 	expect(t, do(t, "POST", "fhir/R4/ClientApplication/"+cid+"/$rotate-secret", su, "application/json", []byte(`{"retiringSecret":"`+old+`"}`)), 200)
 	time.Sleep(50 * time.Millisecond) // the announcement is a NATS message, not part of the answer
-	tokens(old, 400)
+	tokens(old, 401)
 
 	// Kill the fhir service outright: answers are a prompt 503, not a hang.
 	if err := procs["fhir"].Process.Signal(syscall.SIGKILL); err != nil {

@@ -59,36 +59,39 @@ func TestTokenErrors(t *testing.T) {
 		return []byte(v.Encode())
 	}
 	const ct = "application/x-www-form-urlencoded"
+	// RFC 6749 §5.2's codes, Medplum's texts; a client that failed to
+	// authenticate is 401.
 	cases := []struct {
 		name, contentType string
 		body              []byte
 		hdr               []string
-		want              string
+		status            int
+		code, want        string
 	}{
-		{"json body", "application/json", []byte(`{"grant_type":"client_credentials"}`), nil, "Unsupported content type"},
-		{"missing grant", ct, form(), nil, "Missing grant_type"},
-		{"unknown grant", ct, form("grant_type", "password"), nil, "Unsupported grant_type"},
-		{"missing client", ct, form("grant_type", "client_credentials"), nil, "Missing client_id"},
-		{"missing secret", ct, form("grant_type", "client_credentials", "client_id", saID), nil, "Missing client_secret"},
-		{"unknown client", ct, form("grant_type", "client_credentials", "client_id", "nope", "client_secret", "x"), nil, "Invalid client"},
-		{"bad client id syntax", ct, form("grant_type", "client_credentials", "client_id", "../x", "client_secret", "x"), nil, "Invalid client"},
-		{"wrong secret", ct, form("grant_type", "client_credentials", "client_id", saID, "client_secret", saSec+"x"), nil, "Invalid secret"},
-		{"bearer header", ct, form("grant_type", "client_credentials"), []string{"Authorization", "Bearer x"}, "Invalid authorization header"},
+		{"json body", "application/json", []byte(`{"grant_type":"client_credentials"}`), nil, 400, "invalid_request", "Unsupported content type"},
+		{"missing grant", ct, form(), nil, 400, "invalid_request", "Missing grant_type"},
+		{"unknown grant", ct, form("grant_type", "password"), nil, 400, "unsupported_grant_type", "Unsupported grant_type"},
+		{"jwt bearer grant", ct, form("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer", "assertion", "x"), nil, 400, "unsupported_grant_type", "Unsupported grant_type"},
+		{"missing client", ct, form("grant_type", "client_credentials"), nil, 400, "invalid_request", "Missing client_id"},
+		{"missing secret", ct, form("grant_type", "client_credentials", "client_id", saID), nil, 400, "invalid_request", "Missing client_secret"},
+		{"unknown client", ct, form("grant_type", "client_credentials", "client_id", "nope", "client_secret", "x"), nil, 401, "invalid_client", "Invalid client"},
+		{"bad client id syntax", ct, form("grant_type", "client_credentials", "client_id", "../x", "client_secret", "x"), nil, 401, "invalid_client", "Invalid client"},
+		{"wrong secret", ct, form("grant_type", "client_credentials", "client_id", saID, "client_secret", saSec+"x"), nil, 401, "invalid_client", "Invalid secret"},
+		{"bearer header", ct, form("grant_type", "client_credentials"), []string{"Authorization", "Bearer x"}, 400, "invalid_request", "Invalid authorization header"},
+		{"unknown code", ct, form("grant_type", "authorization_code", "code", "x.y"), nil, 400, "invalid_grant", "Invalid code"},
+		{"missing code", ct, form("grant_type", "authorization_code"), nil, 400, "invalid_request", "Missing code"},
+		{"forged refresh token", ct, form("grant_type", "refresh_token", "refresh_token", "x"), nil, 400, "invalid_grant", "Invalid refresh token"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := do(t, "POST", "oauth2/token", "", tc.contentType, tc.body, tc.hdr...)
-			expect(t, r, 400)
-			if got := r.json(t)["error_description"]; got != tc.want {
-				t.Fatalf("error_description %q, want %q", got, tc.want)
+			expect(t, r, tc.status)
+			m := r.json(t)
+			if m["error"] != tc.code || m["error_description"] != tc.want {
+				t.Fatalf("%v %q, want %s %q", m["error"], m["error_description"], tc.code, tc.want)
 			}
-			// RFC 6749 5.2: a grant type the server does not know has its own code.
-			code := "invalid_request"
-			if tc.name == "unknown grant" {
-				code = "unsupported_grant_type"
-			}
-			if got := r.json(t)["error"]; got != code {
-				t.Fatalf("error %q, want %q", got, code)
+			if tc.status == 401 && r.header.Get("WWW-Authenticate") == "" {
+				t.Fatal("401 without a challenge")
 			}
 		})
 	}

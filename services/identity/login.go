@@ -243,7 +243,7 @@ func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.
 	}
 	loginID, secret, ok := strings.Cut(code, ".")
 	if !ok {
-		return tokenError("invalid_request", "Invalid code"), nil
+		return tokenError("invalid_grant", "Invalid code"), nil
 	}
 	var terr *bus.Response
 	var refresh string
@@ -255,7 +255,7 @@ func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.
 		}
 		switch {
 		case !auth.SecretMatches(l.CodeDigest, secret):
-			terr = tokenError("invalid_request", "Invalid code")
+			terr = tokenError("invalid_grant", "Invalid code")
 		case l.Revoked:
 			terr = tokenError("invalid_grant", "Token revoked")
 		case l.Granted:
@@ -270,17 +270,17 @@ func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.
 			terr = tokenError("invalid_grant", "Token revoked")
 			return nil
 		case l.Membership == "":
-			terr = tokenError("invalid_request", "Invalid profile")
+			terr = tokenError("invalid_grant", "Invalid profile")
 		case l.Client != "" && form.Get("client_id") != "" && form.Get("client_id") != l.Client:
-			terr = tokenError("invalid_request", "Invalid client")
+			terr = tokenError("invalid_grant", "Invalid client")
 		case l.NoPKCE:
 			// The client may skip PKCE (pkceOptional) and this sign-in did.
 		case l.Challenge == "":
-			terr = tokenError("invalid_request", "Missing verification context")
+			terr = tokenError("invalid_grant", "Missing verification context")
 		case form.Get("code_verifier") == "":
 			terr = tokenError("invalid_request", "Missing code verifier")
 		case !verifierMatches(l.Challenge, l.ChallengeMethod, form.Get("code_verifier")):
-			terr = tokenError("invalid_request", "Invalid code verifier")
+			terr = tokenError("invalid_grant", "Invalid code verifier")
 		}
 		if terr != nil {
 			return errStop
@@ -296,7 +296,7 @@ func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.
 		return terr, nil
 	}
 	if err != nil {
-		return tokenError("invalid_request", "Invalid code"), nil
+		return tokenError("invalid_grant", "Invalid code"), nil
 	}
 	return s.userTokens(ctx, loginID, l, refresh)
 }
@@ -337,7 +337,7 @@ func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Respo
 	}
 	c, err := s.verifier().Verify(raw)
 	if err != nil || c.RefreshSecret == "" || c.LoginID == "" {
-		return tokenError("invalid_request", "Invalid refresh token"), nil
+		return tokenError("invalid_grant", "Invalid refresh token"), nil
 	}
 	var terr *bus.Response
 	var refresh string
@@ -359,7 +359,7 @@ func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Respo
 		case !auth.SecretMatches(l.RefreshDigest, c.RefreshSecret):
 			// An old refresh token came back: someone holds a copy. End the chain.
 			l.Revoked = true
-			terr = tokenError("invalid_request", "Invalid token")
+			terr = tokenError("invalid_grant", "Invalid token")
 			return nil
 		}
 		refresh = rotateRefresh(l)
@@ -372,7 +372,7 @@ func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Respo
 		return terr, nil
 	}
 	if err != nil {
-		return tokenError("invalid_request", "Invalid refresh token"), nil
+		return tokenError("invalid_grant", "Invalid refresh token"), nil
 	}
 	return s.userTokens(ctx, c.LoginID, l, refresh)
 }
@@ -382,7 +382,7 @@ func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Respo
 func (s *Service) userTokens(ctx context.Context, loginID string, l *session.Login, refresh string) (*bus.Response, error) {
 	m, err := s.sessions.GetMembership(ctx, l.Membership)
 	if err != nil || !m.Active {
-		return tokenError("access_denied", "Profile not active"), nil
+		return tokenError("invalid_grant", "Profile not active"), nil
 	}
 	_, uid, _ := fhir.SplitReference(l.User)
 	ac := &auth.Claims{LoginID: loginID, Username: uid, Profile: m.Profile, Scope: l.Scope, ClientID: l.Client}

@@ -23,9 +23,20 @@ import (
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
-// tokenError is an OAuth2 error body, with Medplum's texts.
+// tokenError is an OAuth2 error answer: RFC 6749 §5.2's code, with
+// Medplum's text as its description. A client that failed to authenticate
+// gets 401 and a Basic challenge, as §5.2 asks; everything else is 400.
 func tokenError(code, desc string) *bus.Response {
-	return bus.JSON(400, map[string]string{"error": code, "error_description": desc})
+	status := 400
+	if code == "invalid_client" {
+		status = 401
+	}
+	resp := bus.JSON(status, map[string]string{"error": code, "error_description": desc})
+	if status == 401 {
+		resp.Header["WWW-Authenticate"] = `Basic realm="token"`
+	}
+	resp.Header["Cache-Control"] = "no-store"
+	return resp
 }
 
 // clientEntry caches what issuing a client token needs, so that issuance
@@ -99,10 +110,10 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 		return nil, err
 	}
 	if c == nil || c.cred == nil || c.membership == "" {
-		return tokenError("invalid_request", "Invalid client"), nil
+		return tokenError("invalid_client", "Invalid client"), nil
 	}
 	if !c.cred.matches(secret) && !s.matchesFresh(ctx, id, secret) {
-		return tokenError("invalid_request", "Invalid secret"), nil
+		return tokenError("invalid_client", "Invalid secret"), nil
 	}
 	// The cache learns of a removed membership from events, which may come
 	// after the removal was answered; the session bucket is written before
@@ -110,7 +121,7 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 	member, err := s.sessions.GetMembership(ctx, c.membership)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		s.forgetClient(id)
-		return tokenError("invalid_request", "Invalid client"), nil
+		return tokenError("invalid_client", "Invalid client"), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("session membership: %w", err)
@@ -118,10 +129,10 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 	if !member.Active {
 		// Medplum issues the token and refuses its every use; refusing it
 		// here says why.
-		return tokenError("access_denied", "Profile not active"), nil
+		return tokenError("unauthorized_client", "Profile not active"), nil
 	}
 	if !member.AllowsAddress(r.Remote) {
-		return tokenError("invalid_request", "IP address not allowed"), nil
+		return tokenError("unauthorized_client", "IP address not allowed"), nil
 	}
 	scope := form.Get("scope")
 	if scope == "" {

@@ -164,7 +164,7 @@ test('startClientLogin with a bad secret rejects with "Invalid secret" and leave
   assert.equal(normalizeOperationOutcome(err).issue[0].details.text, 'Invalid secret');
   assert.deepEqual(
     exchanges.map((e) => [e.method, new URL(e.url).pathname, e.status]),
-    [['POST', '/oauth2/token', 400]]
+    [['POST', '/oauth2/token', 401]]
   );
   assert.equal(medplum.getAccessToken(), undefined);
   assert.equal(medplum.getProfile(), undefined);
