@@ -174,6 +174,12 @@ func (g *Gateway) requestID(c *fiber.Ctx) error {
 	return c.Next()
 }
 
+// requestIDOf is the id requestID gave this request.
+func requestIDOf(c *fiber.Ctx) string {
+	id, _ := c.Locals("rid").(string)
+	return id
+}
+
 func (g *Gateway) readyz(c *fiber.Ctx) error {
 	if !g.ready.Load() || !g.nc.IsConnected() {
 		return c.Status(503).JSON(fiber.Map{"ok": false})
@@ -198,7 +204,7 @@ func (g *Gateway) forward(r route) fiber.Handler {
 			Path:      c.Path(),
 			RawQuery:  string(c.Request().URI().QueryString()),
 			Header:    map[string]string{},
-			RequestID: c.Locals("rid").(string),
+			RequestID: requestIDOf(c),
 			Remote:    g.clientIP(c),
 			Trace:     bus.TraceParentOrNew(c.Get(bus.TraceParent)),
 		}

@@ -333,4 +333,78 @@ func TestSignInLimiter(t *testing.T) {
 	if st := login("victim@example.com", "the victim's password", "203.0.113.9"); st != 200 {
 		t.Fatalf("another address: %d, want 200", st)
 	}
+
+	// HTTP Basic on the API counts failures the same way, per client.
+	r := do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", []byte(`{"name":"guessed"}`))
+	expect(t, r, 201)
+	id, secret := r.json(t)["id"].(string), r.json(t)["secret"].(string)
+	read := func(secret, from string) int {
+		return do(t, "GET", "fhir/R4/Patient", "", "", nil, "Authorization", basic(id, secret), "X-Forwarded-For", from).status
+	}
+	for i := 0; i < 10; i++ {
+		if st := read("a wrong guess", "203.0.113.10"); st != 401 {
+			t.Fatalf("basic guess %d: %d", i, st)
+		}
+	}
+	if st := read(secret, "203.0.113.10"); st != 429 {
+		t.Fatalf("the guessing address with the right secret: %d, want 429", st)
+	}
+	if st := read(secret, "198.51.100.3"); st != 200 {
+		t.Fatalf("the client from another address: %d, want 200", st)
+	}
+}
+
+// basic is the Authorization header of a client's id and secret.
+func basic(id, secret string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(id+":"+secret))
+}
+
+// A client's id and secret work as HTTP Basic on the API, as in Medplum,
+// with the token endpoint's checks.
+func TestBasicAuth(t *testing.T) {
+	pid, su := adminProject(t, "basic auth")
+	r := do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", []byte(`{"name":"basic client"}`))
+	expect(t, r, 201)
+	id, secret := r.json(t)["id"].(string), r.json(t)["secret"].(string)
+	call := func(method, path, auth string, body []byte) *response {
+		ct := ""
+		if body != nil {
+			ct = "application/fhir+json"
+		}
+		return do(t, method, path, "", ct, body, "Authorization", auth)
+	}
+	r = call("POST", "fhir/R4/Patient", basic(id, secret), patient("Basic"))
+	expect(t, r, 201)
+	p := r.json(t)
+	if author := p["meta"].(map[string]any)["author"].(map[string]any)["reference"]; author != "ClientApplication/"+id {
+		t.Fatalf("author %v", author)
+	}
+	if p["meta"].(map[string]any)["project"] != pid {
+		t.Fatalf("written outside the client's project: %s", r.body)
+	}
+	expect(t, call("GET", "fhir/R4/Patient/"+p["id"].(string), basic(id, secret), nil), 200)
+	r = call("GET", "auth/me", basic(id, secret), nil)
+	expect(t, r, 200)
+	if r.json(t)["project"].(map[string]any)["id"] != pid {
+		t.Fatalf("me: %s", r.body)
+	}
+	for name, auth := range map[string]string{
+		"wrong secret":   basic(id, secret+"x"),
+		"unknown client": basic("00000000-0000-0000-0000-000000000000", secret),
+		"no secret":      basic(id, ""),
+		"not base64":     "Basic %%%",
+		"no colon":       "Basic " + base64.StdEncoding.EncodeToString([]byte(id)),
+		"oversize":       "Basic " + strings.Repeat("A", 2000),
+	} {
+		r := call("GET", "fhir/R4/Patient", auth, nil)
+		expect(t, r, 401)
+		if r.outcomeText(t) != "Unauthorized" {
+			t.Errorf("%s: %s", name, r.body)
+		}
+	}
+	// A client whose membership ends is refused at once.
+	r = do(t, "GET", "fhir/R4/ProjectMembership?profile=ClientApplication/"+id, su, "", nil)
+	_, entries := bundleOf(t, r)
+	expect(t, do(t, "DELETE", "admin/projects/"+pid+"/members/"+entries[0]["id"].(string), su, "", nil), 200)
+	expect(t, call("GET", "fhir/R4/Patient", basic(id, secret), nil), 401)
 }

@@ -18,6 +18,9 @@ const (
 	SubjResetPass = "pinion.identity.resetpassword"
 	SubjLogout    = "pinion.identity.logout"
 	SubjUserinfo  = "pinion.identity.userinfo"
+	// SubjBasic checks HTTP Basic client credentials for the gateway (no
+	// route of its own): a BasicAuth in, a BasicLogin out.
+	SubjBasic = "pinion.identity.basic"
 	// The browser pages.
 	SubjSetPassPage   = "pinion.identity.page.setpassword"
 	SubjResetPassPage = "pinion.identity.page.resetpassword"
@@ -70,3 +73,15 @@ func EventSubject(resourceType, id string) string {
 // every identity instance forgets what it cached of that client. It is not
 // a service request, so it lies outside the services' subjects.
 const ClientChangedSubject = "pinion.clients.changed"
+
+// BasicAuth is what the gateway read from `Authorization: Basic`, sent on
+// SubjBasic; BasicLogin is the answer, the client's login, which the
+// gateway then looks up as it does a token's.
+type BasicAuth struct {
+	ID     string `json:"id"`
+	Secret string `json:"secret"`
+}
+
+type BasicLogin struct {
+	LoginID string `json:"loginId"`
+}

@@ -96,6 +96,9 @@ func Unauthorized() *Error { return outcome(401, "unauthorized", "error", "login
 // Forbidden is 403.
 func Forbidden() *Error { return outcome(403, "forbidden", "error", "forbidden", "Forbidden") }
 
+// ForbiddenText is 403 saying why.
+func ForbiddenText(msg string) *Error { return outcome(403, "forbidden", "error", "forbidden", msg) }
+
 // NotFound is 404.
 func NotFound() *Error { return outcome(404, "not-found", "error", "not-found", "Not found") }
 

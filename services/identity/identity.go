@@ -128,6 +128,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.SubjResetPass: s.resetPassword,
 		bus.SubjLogout:    s.logout,
 		bus.SubjUserinfo:  s.userinfo,
+		bus.SubjBasic:     s.basic,
 
 		bus.SubjSetPassPage:   s.setPasswordPage,
 		bus.SubjResetPassPage: s.resetPasswordPage,

@@ -105,34 +105,12 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 	if secret == "" {
 		return tokenError("invalid_request", "Missing client_secret"), nil
 	}
-	c, err := s.client(ctx, id)
+	c, member, no, err := s.authenticateClient(ctx, id, secret, r.Remote)
 	if err != nil {
 		return nil, err
 	}
-	if c == nil || c.cred == nil || c.membership == "" {
-		return tokenError("invalid_client", "Invalid client"), nil
-	}
-	if !c.cred.matches(secret) && !s.matchesFresh(ctx, id, secret) {
-		return tokenError("invalid_client", "Invalid secret"), nil
-	}
-	// The cache learns of a removed membership from events, which may come
-	// after the removal was answered; the session bucket is written before
-	// that answer, so its entry is what the client may do now.
-	member, err := s.sessions.GetMembership(ctx, c.membership)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		s.forgetClient(id)
-		return tokenError("invalid_client", "Invalid client"), nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("session membership: %w", err)
-	}
-	if !member.Active {
-		// Medplum issues the token and refuses its every use; refusing it
-		// here says why.
-		return tokenError("unauthorized_client", "Profile not active"), nil
-	}
-	if !member.AllowsAddress(r.Remote) {
-		return tokenError("unauthorized_client", "IP address not allowed"), nil
+	if no != nil {
+		return tokenError(no.code, no.text), nil
 	}
 	scope := form.Get("scope")
 	if scope == "" {
@@ -167,6 +145,80 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 	resp.Header["Cache-Control"] = "no-store"
 	resp.Header["Pragma"] = "no-cache"
 	return resp, nil
+}
+
+// refusal is why a client's authentication failed: RFC 6749's code and
+// Medplum's text.
+type refusal struct{ code, text string }
+
+// authenticateClient makes the checks every client authentication shares,
+// the token endpoint's client_credentials grant and HTTP Basic on the API:
+// the client exists and has a membership, the secret is its current or
+// retiring one, and the membership is active and allows the address.
+func (s *Service) authenticateClient(ctx context.Context, id, secret, remote string) (*clientEntry, *session.Membership, *refusal, error) {
+	c, err := s.client(ctx, id)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if c == nil || c.cred == nil || c.membership == "" {
+		return nil, nil, &refusal{"invalid_client", "Invalid client"}, nil
+	}
+	if !c.cred.matches(secret) && !s.matchesFresh(ctx, id, secret) {
+		return nil, nil, &refusal{"invalid_client", "Invalid secret"}, nil
+	}
+	// The cache learns of a removed membership from events, which may come
+	// after the removal was answered; the session bucket is written before
+	// that answer, so its entry is what the client may do now.
+	member, err := s.sessions.GetMembership(ctx, c.membership)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		s.forgetClient(id)
+		return nil, nil, &refusal{"invalid_client", "Invalid client"}, nil
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("session membership: %w", err)
+	}
+	if !member.Active {
+		// Medplum issues the token and refuses its every use; refusing it
+		// here says why.
+		return nil, nil, &refusal{"unauthorized_client", "Profile not active"}, nil
+	}
+	if !member.AllowsAddress(remote) {
+		return nil, nil, &refusal{"unauthorized_client", ipNotAllowed}, nil
+	}
+	return c, member, nil, nil
+}
+
+// ipNotAllowed is Medplum's text for an address an access policy blocks.
+const ipNotAllowed = "IP address not allowed"
+
+// basic is HTTP Basic client authentication on the API (the gateway asks,
+// with the id and secret it read from the Authorization header): the same
+// checks as the token endpoint, answered with the client's login. Failures
+// count against the sign-in limiter, per client and address, as password
+// failures do; the caller gets 401 (403 for a blocked address) without
+// learning which check failed.
+func (s *Service) basic(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	var in bus.BasicAuth
+	if err := json.Unmarshal(r.Body, &in); err != nil || in.ID == "" || in.Secret == "" {
+		return nil, fhir.Unauthorized()
+	}
+	key := "client:" + in.ID
+	if err := s.limiter.allow(r.Remote, key); err != nil {
+		return nil, err
+	}
+	c, _, no, err := s.authenticateClient(ctx, in.ID, in.Secret, r.Remote)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case no != nil && no.text == ipNotAllowed:
+		return nil, fhir.ForbiddenText(ipNotAllowed)
+	case no != nil:
+		s.limiter.failed(r.Remote, key)
+		return nil, fhir.Unauthorized()
+	}
+	s.limiter.succeeded(r.Remote, key)
+	return bus.JSON(200, bus.BasicLogin{LoginID: c.loginID}), nil
 }
 
 // matchesFresh checks a secret the cached client refused against the stored
