@@ -94,9 +94,15 @@ func waitReady() {
 // extra settings, and points requests at it until the test ends.
 func ownStack(t *testing.T, extra map[string]string) *Stack {
 	t.Helper()
+	return ownStackLogging(t, extra, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// ownStackLogging is ownStack logging to log.
+func ownStackLogging(t *testing.T, extra map[string]string, log *slog.Logger) *Stack {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err := Start(ctx, testConfig(t.TempDir(), extra), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	st, err := Start(ctx, testConfig(t.TempDir(), extra), log)
 	if err != nil {
 		t.Fatal(err)
 	}

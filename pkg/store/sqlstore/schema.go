@@ -123,8 +123,9 @@ func migrate(ctx context.Context, c *sql.Conn, log *slog.Logger) (err error) {
 	}
 	from, start := v, time.Now()
 	for ; v < schemaVersion; v++ {
-		if v > 0 {
-			// Rewriting a table of a grown store takes a while: say so.
+		if from > 0 {
+			// Rewriting a table of a grown store takes a while: say so
+			// (a new store, built up from nothing, has nothing to rewrite).
 			log.Info("sqlstore: migrating the schema; a large store takes a while", "from", v, "to", v+1)
 		}
 		for _, stmt := range migrations[v] {
