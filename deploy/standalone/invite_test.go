@@ -476,4 +476,24 @@ func TestInviteRelatedPerson(t *testing.T) {
 	if r.json(t)["patient"].(map[string]any)["reference"] != kid {
 		t.Fatalf("RelatedPerson.patient: %s", r.body)
 	}
+
+	// A RelatedPerson the project already has, matched by e-mail, is the
+	// profile of the invite, with no patient given (as in Medplum).
+	r = do(t, "POST", "fhir/R4/RelatedPerson", su, "application/fhir+json", mustJSON(map[string]any{
+		"resourceType": "RelatedPerson", "meta": map[string]any{"project": pid},
+		"patient": map[string]any{"reference": kid},
+		"telecom": []any{map[string]any{"system": "email", "value": "aunt@example.com"}}}))
+	expect(t, r, 201)
+	aunt := "RelatedPerson/" + r.json(t)["id"].(string)
+	r = do(t, "POST", "admin/projects/"+pid+"/invite", su, "application/json",
+		inviteBody("resourceType", "RelatedPerson", "firstName", "Aunt", "lastName", "Ie", "email", "Aunt@example.com", "sendEmail", false))
+	expect(t, r, 200)
+	if got := r.json(t)["profile"].(map[string]any)["reference"]; got != aunt {
+		t.Fatalf("profile %v, want the existing %s", got, aunt)
+	}
+	// The same e-mail in another project matches nothing here.
+	other, _ := adminProject(t, "Related elsewhere")
+	expectOutcome(t, do(t, "POST", "admin/projects/"+other+"/invite", su, "application/json",
+		inviteBody("resourceType", "RelatedPerson", "firstName", "Aunt", "lastName", "Ie", "email", "aunt@example.com", "sendEmail", false)),
+		400, "patient is required to invite a RelatedPerson")
 }

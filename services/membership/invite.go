@@ -19,6 +19,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/search"
 )
 
 // inviteWait bounds how long POST .../invite waits for its saga before
@@ -289,8 +290,17 @@ func (s *Service) validateInvite(ctx context.Context, projectID string, body map
 			return nil, fhir.BadRequest("Patient "+req.Patient+" does not exist in this project", "patient")
 		}
 	} else if req.ResourceType == "RelatedPerson" && tmpl["profile"] == nil {
-		// FHIR requires RelatedPerson.patient: say so before anything is written.
-		return nil, fhir.BadRequest("patient is required to invite a RelatedPerson", "patient")
+		// As in Medplum, a RelatedPerson of the project with this e-mail is
+		// the profile, and needs no patient; a new one does, for FHIR
+		// requires RelatedPerson.patient: say so before anything is written.
+		ref, err := s.relatedPersonByEmail(ctx, projectID, req.Email)
+		if err != nil {
+			return nil, err
+		}
+		if ref == "" {
+			return nil, fhir.BadRequest("patient is required to invite a RelatedPerson", "patient")
+		}
+		req.Profile = ref
 	}
 	if err := s.checkPolicies(ctx, projectID, tmpl); err != nil {
 		return nil, err
@@ -308,6 +318,31 @@ func (s *Service) validateInvite(ctx context.Context, projectID string, body map
 	}
 	req.Membership = tmpl
 	return req, nil
+}
+
+// relatedPersonByEmail finds the project's RelatedPerson with this e-mail,
+// as Medplum's invite finds a profile to reuse; several are 412, as
+// Medplum's conditional create answers.
+func (s *Service) relatedPersonByEmail(ctx context.Context, projectID, email string) (string, error) {
+	if email == "" {
+		return "", nil
+	}
+	q, err := search.Parse("RelatedPerson", url.Values{"email": {email}, "_count": {"2"}})
+	if err != nil {
+		return "", err
+	}
+	page, err := s.repo.Search(ctx, repo.Scope{Project: projectID}, "RelatedPerson", q)
+	if err != nil {
+		return "", err
+	}
+	switch len(page.Resources) {
+	case 0:
+		return "", nil
+	case 1:
+		return "RelatedPerson/" + page.Resources[0].ID, nil
+	default:
+		return "", fhir.MultipleMatches()
+	}
 }
 
 // checkPolicies checks that every access policy a membership names exists
