@@ -80,6 +80,7 @@ func TestTokenErrors(t *testing.T) {
 		{"bearer header", ct, form("grant_type", "client_credentials"), []string{"Authorization", "Bearer x"}, 400, "invalid_request", "Invalid authorization header"},
 		{"unknown code", ct, form("grant_type", "authorization_code", "code", "x.y"), nil, 400, "invalid_grant", "Invalid code"},
 		{"missing code", ct, form("grant_type", "authorization_code"), nil, 400, "invalid_request", "Missing code"},
+		{"client assertion", ct, form("grant_type", "client_credentials", "client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer", "client_assertion", "x.y.z"), nil, 401, "invalid_client", "Client assertions are not supported: authenticate with client_id and client_secret"},
 		{"forged refresh token", ct, form("grant_type", "refresh_token", "refresh_token", "x"), nil, 400, "invalid_grant", "Invalid refresh token"},
 	}
 	for _, tc := range cases {

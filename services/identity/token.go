@@ -95,6 +95,12 @@ func clientAuth(r *bus.Request, form url.Values) (id, secret string, bad *bus.Re
 }
 
 func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form url.Values) (*bus.Response, error) {
+	if form.Has("client_assertion") || form.Has("client_assertion_type") {
+		// private_key_jwt (RFC 7523) is not taken: say so rather than
+		// "Missing client_id". RFC 6749 §5.2 names an unsupported
+		// authentication method invalid_client.
+		return tokenError("invalid_client", "Client assertions are not supported: authenticate with client_id and client_secret"), nil
+	}
 	id, secret, bad := clientAuth(r, form)
 	if bad != nil {
 		return bad, nil
