@@ -23,7 +23,10 @@ const (
 	// OpContains: some string value contains one of Values.
 	OpContains
 	// OpLt, OpLe, OpGt, OpGe: some value compares so with Values[0], a
-	// float64 or a time.Time; values of another kind never match.
+	// float64 or a time.Time; values of another kind never match. On
+	// FieldID alone Values[0] may be a string, ids comparing byte by byte:
+	// that is how a long walk goes through a result in id order, a page
+	// after the last id seen.
 	OpLt
 	OpLe
 	OpGt
@@ -193,6 +196,10 @@ func Check(c Cond) error {
 				return fmt.Errorf("store: NaN for %s", c.Field)
 			}
 		case time.Time:
+		case string:
+			if c.Field != FieldID {
+				return fmt.Errorf("store: string comparison on %s: only ids compare as strings", c.Field)
+			}
 		default:
 			return fmt.Errorf("store: unsupported comparison value for %s: %T", c.Field, c.Values[0])
 		}
@@ -261,6 +268,10 @@ func anyValue(v any, f func(any) bool) bool {
 
 // compare orders two numbers or two instants; ok is false for other pairs.
 func compare(a, b any) (int, bool) {
+	if x, ok := a.(string); ok {
+		y, ok := b.(string)
+		return strings.Compare(x, y), ok
+	}
 	if x, ok := a.(time.Time); ok {
 		y, ok := b.(time.Time)
 		if !ok {

@@ -367,7 +367,17 @@ func (b *builder) textColumn(col string, c store.Cond) {
 			}
 		}
 		b.w(")")
-	default: // a comparison needs a number or an instant
+	case store.OpLt, store.OpLe, store.OpGt, store.OpGe:
+		// Only ids compare as strings (store.Check); SQLite's default
+		// BINARY collation compares bytes, as Matches does.
+		v, ok := c.Values[0].(string)
+		if !ok {
+			b.boolean(false)
+			return
+		}
+		b.w(col, map[store.Op]string{store.OpLt: " < ", store.OpLe: " <= ", store.OpGt: " > ", store.OpGe: " >= "}[c.Op])
+		b.arg(v)
+	default:
 		b.boolean(false)
 	}
 }
