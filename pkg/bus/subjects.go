@@ -53,6 +53,10 @@ const (
 	// SubjJobStatus is a read of an AsyncJob (Medplum's job status URL),
 	// through the same access check as any read.
 	SubjJobStatus = "pinion.fhir.job.status"
+	// Bulk Data export: the kick-off, and the status URL it answers with.
+	SubjExport       = "pinion.fhir.export"
+	SubjExportStatus = "pinion.fhir.export.status"
+	SubjExportCancel = "pinion.fhir.export.cancel"
 
 	// botexec
 	SubjExecute   = "pinion.botexec.execute"

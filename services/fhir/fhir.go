@@ -41,6 +41,8 @@ type Service struct {
 	handlers map[string]bus.Handler
 	// conditions serialises conditional writes with one condition.
 	conditions keyLocks
+	// stopExports stops taking bulk export jobs.
+	stopExports func()
 }
 
 // New wires the service.
@@ -66,18 +68,24 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.handlers = map[string]bus.Handler{
-		bus.SubjMetadata:  s.capabilities,
-		bus.SubjRead:      s.read,
-		bus.SubjVRead:     s.vread,
-		bus.SubjHistory:   s.history,
-		bus.SubjSearch:    s.search,
-		bus.SubjCreate:    s.create,
-		bus.SubjUpdate:    s.update,
-		bus.SubjPatch:     s.patch,
-		bus.SubjDelete:    s.delete,
-		bus.SubjValidate:  s.validate,
-		bus.SubjBatch:     s.batch,
-		bus.SubjJobStatus: s.jobStatus,
+		bus.SubjMetadata:     s.capabilities,
+		bus.SubjRead:         s.read,
+		bus.SubjVRead:        s.vread,
+		bus.SubjHistory:      s.history,
+		bus.SubjSearch:       s.search,
+		bus.SubjCreate:       s.create,
+		bus.SubjUpdate:       s.update,
+		bus.SubjPatch:        s.patch,
+		bus.SubjDelete:       s.delete,
+		bus.SubjValidate:     s.validate,
+		bus.SubjBatch:        s.batch,
+		bus.SubjJobStatus:    s.jobStatus,
+		bus.SubjExport:       s.export,
+		bus.SubjExportStatus: s.exportStatus,
+		bus.SubjExportCancel: s.exportCancel,
+	}
+	if err := s.startExports(ctx); err != nil {
+		return err
 	}
 	s.svc, err = bus.Serve(s.nc, "fhir", "1.0.0", s.handlers, s.log)
 	return err
@@ -87,6 +95,9 @@ func (s *Service) Start(ctx context.Context) error {
 func (s *Service) Stop(ctx context.Context) error {
 	if s.stopSaga != nil {
 		s.stopSaga()
+	}
+	if s.stopExports != nil {
+		s.stopExports()
 	}
 	if s.svc == nil {
 		return nil

@@ -1,0 +1,794 @@
+package fhir
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/fhirschema"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/search"
+	"github.com/pinion-health/pinion/pkg/store"
+)
+
+// Bulk Data export, the $export operation of the FHIR Bulk Data Access IG
+// as Medplum serves it: a kick-off answers 202 at once with a status URL
+// (/fhir/R4/bulkdata/export/<job>), and the export runs in the background
+// as durable work. Its AsyncJob records progress; the files are Binaries of
+// NDJSON, one or more per resource type, each small enough to download in
+// one answer. See docs/decisions.md, "Bulk export".
+
+const (
+	jobsStream     = "PINION_JOBS"
+	exportSubject  = "pinion.jobs.export"
+	exportConsumer = "fhir-export"
+	// exportAckWait is how long a job may go without a heartbeat before
+	// another instance takes it over (after a crash).
+	exportAckWait = 30 * time.Second
+	// exportAttempts bounds how often a job is started: a job that keeps
+	// taking its process down is failed, not retried for ever.
+	exportAttempts = 3
+	// exportMaxTime bounds one attempt.
+	exportMaxTime = 6 * time.Hour
+	// exportPage is how many resources one read of the store brings.
+	exportPage = 500
+	// exportFileBytes caps one NDJSON file; a smaller bus makes it smaller
+	// still (fileBytes), so that a file downloads in one answer.
+	exportFileBytes = 4 << 20
+	// maxActiveExports bounds the unfinished exports of one project.
+	maxActiveExports = 2
+	// maxGroupPatients bounds the patients of a Group export.
+	maxGroupPatients = 1000
+	ndjsonType       = "application/fhir+ndjson"
+)
+
+// notExported are the types no export writes: binaries and Pinion's own
+// records (as Medplum), conformance resources, and the administration and
+// protected types, which hold accounts and secrets.
+var notExported = map[string]bool{
+	"Binary": true, "AsyncJob": true, "AuditEvent": true, "BulkDataExport": true,
+	"CodeSystem": true, "SearchParameter": true, "StructureDefinition": true, "ValueSet": true,
+	"Project": true, "ProjectMembership": true, "User": true, "UserSecurityRequest": true,
+	"Login": true, "JsonWebKey": true, "DomainConfiguration": true, "ClientApplication": true,
+	"PasswordChangeRequest": true,
+}
+
+// exportSpec is what a job needs to run, stored durably with it.
+type exportSpec struct {
+	Job       string        `json:"job"`
+	Project   string        `json:"project"`
+	Principal bus.Principal `json:"principal"`
+	Types     []string      `json:"types"`
+	Since     string        `json:"since,omitempty"`
+	// Patients are a Group export's members: each type is confined to
+	// resources about them.
+	Patients []string `json:"patients,omitempty"`
+	Group    bool     `json:"group,omitempty"`
+}
+
+// export is the kick-off: POST or GET /fhir/R4/$export, Patient/$export and
+// Group/<id>/$export, with _type, _since and _outputFormat.
+func (s *Service) export(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	if r.Principal == nil {
+		return nil, fhir.Unauthorized()
+	}
+	params, err := exportParams(r)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := s.policies.For(ctx, r.Principal)
+	if err != nil {
+		return nil, err
+	}
+	spec := &exportSpec{Project: r.Principal.Project, Principal: *r.Principal}
+	if v := params.Get("_since"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return nil, fhir.BadRequest("Invalid _since: want an instant such as 2024-01-02T03:04:05Z", "_since")
+		}
+		spec.Since = t.UTC().Format(time.RFC3339Nano)
+	}
+	switch f := params.Get("_outputFormat"); f {
+	case "", ndjsonType, "application/ndjson", "ndjson":
+	default:
+		return nil, fhir.BadRequest("Unsupported _outputFormat: "+f+" (only "+ndjsonType+")", "_outputFormat")
+	}
+	level := exportLevel(r.Path)
+	var candidates []string
+	switch level {
+	case "Group":
+		spec.Group = true
+		if spec.Patients, err = s.groupPatients(ctx, pol, r.Param("id")); err != nil {
+			return nil, err
+		}
+		candidates = patientTypes()
+	case "Patient":
+		if err := pol.Allow("Patient", access.Search); err != nil {
+			return nil, err
+		}
+		candidates = patientTypes()
+	default:
+		candidates = fhirschema.ResourceTypes()
+	}
+	if v := params.Get("_type"); v != "" {
+		var asked []string
+		for _, t := range strings.Split(v, ",") {
+			t = strings.TrimSpace(t)
+			switch {
+			case !fhirschema.IsResourceType(t):
+				return nil, fhir.BadRequest("Unknown resource type: "+t, "_type")
+			case notExported[t] || !slices.Contains(candidates, t):
+				return nil, fhir.BadRequest(t+" cannot be exported at this level", "_type")
+			}
+			if !slices.Contains(asked, t) {
+				asked = append(asked, t)
+			}
+		}
+		candidates = asked
+	}
+	// As in Medplum, the types the caller may not search are left out; a
+	// group without patients exports nothing.
+	if spec.Group && len(spec.Patients) == 0 {
+		candidates = nil
+	}
+	for _, t := range candidates {
+		if !notExported[t] && pol.AllowResource(t, "", access.Search) == nil {
+			spec.Types = append(spec.Types, t)
+		}
+	}
+	if err := s.checkActiveExports(ctx, spec.Project); err != nil {
+		return nil, err
+	}
+	job, err := s.repo.Create(ctx, repo.Scope{Project: spec.Project}, map[string]any{
+		"resourceType": "AsyncJob", "status": "active",
+		"requestTime": time.Now().UTC().Format(time.RFC3339Nano),
+		"request":     s.cfg.BaseURL + strings.TrimPrefix(r.Path, "/") + query(r.RawQuery),
+	}, repo.WriteOptions{Author: r.Principal.Profile})
+	if err != nil {
+		return nil, err
+	}
+	spec.Job = job.ID
+	data, _ := json.Marshal(spec)
+	if _, err := s.js.Publish(ctx, exportSubject, data, jetstream.WithMsgID(job.ID)); err != nil {
+		s.failExport(context.WithoutCancel(ctx), spec, fmt.Errorf("not queued: %w", err))
+		return nil, fmt.Errorf("queue export: %w", err)
+	}
+	s.log.Info("export accepted", "job", job.ID, "project", spec.Project, "types", len(spec.Types), "level", level)
+	e := fhir.Accepted(s.cfg.BaseURL + "fhir/R4/bulkdata/export/" + job.ID)
+	resp := bus.Outcome(e)
+	resp.Header["Content-Location"] = e.Outcome.Issue[0].Diagnostics
+	return resp, nil
+}
+
+// exportParams are the kick-off's parameters: the query, and for a POST
+// with a Parameters body its valueString/valueInstant/valueCode parts. Any
+// other parameter is refused rather than ignored, so a caller never
+// believes a filter was applied.
+func exportParams(r *bus.Request) (url.Values, error) {
+	params := url.Values{}
+	for k, v := range r.Query {
+		params[k] = append(params[k], v...)
+	}
+	if r.Method == "POST" && len(bytes.TrimSpace(r.Body)) > 0 {
+		if !r.IsJSON() {
+			return nil, fhir.UnsupportedMediaType()
+		}
+		var body struct {
+			ResourceType string `json:"resourceType"`
+			Parameter    []struct {
+				Name         string `json:"name"`
+				ValueString  string `json:"valueString"`
+				ValueInstant string `json:"valueInstant"`
+				ValueCode    string `json:"valueCode"`
+			} `json:"parameter"`
+		}
+		if err := json.Unmarshal(r.Body, &body); err != nil || body.ResourceType != "Parameters" {
+			return nil, fhir.BadRequest("The body of $export must be a Parameters resource")
+		}
+		for _, p := range body.Parameter {
+			params.Add(p.Name, p.ValueString+p.ValueInstant+p.ValueCode)
+		}
+	}
+	for k, v := range params {
+		switch k {
+		case "_type":
+			params[k] = []string{strings.Join(v, ",")}
+		case "_since", "_outputFormat":
+			if len(v) > 1 {
+				return nil, fhir.BadRequest("Give "+k+" once", k)
+			}
+		case "_format", "_pretty":
+		default:
+			return nil, fhir.BadRequest("Unsupported export parameter: "+k, k)
+		}
+	}
+	return params, nil
+}
+
+// exportLevel is System, Patient or Group, from the path.
+func exportLevel(path string) string {
+	switch {
+	case strings.HasPrefix(path, "/fhir/R4/Group/"):
+		return "Group"
+	case strings.HasPrefix(path, "/fhir/R4/Patient/"):
+		return "Patient"
+	}
+	return "System"
+}
+
+// patientTypes are Patient and the types with a patient search parameter
+// that can point at a Patient: what a patient-level export covers.
+func patientTypes() []string {
+	out := []string{"Patient"}
+	for _, t := range fhirschema.ResourceTypes() {
+		if t == "Patient" || notExported[t] {
+			continue
+		}
+		for _, p := range search.Params(t) {
+			if p.Code == "patient" && p.Type == "reference" && (len(p.Targets) == 0 || slices.Contains(p.Targets, "Patient")) {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// groupPatients reads the Group as the caller and returns its Patient
+// members.
+func (s *Service) groupPatients(ctx context.Context, pol *access.Policy, id string) ([]string, error) {
+	if err := pol.AllowResource("Group", id, access.Read); err != nil {
+		return nil, err
+	}
+	g := &guard{repo: s.repo, policy: pol, typ: "Group", sc: pol.Scope("Group", id)}
+	res, err := g.read(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var group struct {
+		Member []struct {
+			Entity fhir.Reference `json:"entity"`
+		} `json:"member"`
+	}
+	if err := json.Unmarshal(res.JSON, &group); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range group.Member {
+		if t, pid, ok := fhir.SplitReference(m.Entity.Reference); ok && t == "Patient" && !slices.Contains(out, pid) {
+			out = append(out, pid)
+		}
+	}
+	if len(out) > maxGroupPatients {
+		return nil, fhir.BadRequest(fmt.Sprintf("The group has %d patients; a group export takes at most %d (export Patient/$export instead)", len(out), maxGroupPatients))
+	}
+	return out, nil
+}
+
+// checkActiveExports refuses a project's export beyond maxActiveExports
+// unfinished ones.
+func (s *Service) checkActiveExports(ctx context.Context, project string) error {
+	q, err := search.Parse("AsyncJob", url.Values{"status": {"active"}, "_summary": {"count"}})
+	if err != nil {
+		return err
+	}
+	page, err := s.repo.Search(ctx, repo.Scope{Project: project}, "AsyncJob", q)
+	if err != nil {
+		return err
+	}
+	if page.Total >= maxActiveExports {
+		e := fhir.TooManyRequests()
+		e.Outcome.Issue[0].Details.Text = fmt.Sprintf("This project has %d exports running; wait for one to finish", page.Total)
+		return e
+	}
+	return nil
+}
+
+func query(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	return "?" + raw
+}
+
+// exportFile is one NDJSON file of a job's output.
+type exportFile struct {
+	Type  string `json:"type"`
+	URL   string `json:"url"` // Binary/<id>
+	Count int    `json:"count"`
+}
+
+// exportState is a job's progress, kept in its AsyncJob: the files written
+// and where the walk stands (the step, a type, and the last id written).
+type exportState struct {
+	Files []exportFile
+	Step  int
+	After string
+}
+
+// stateOf reads a job's progress from its output Parameters.
+func stateOf(job map[string]any) exportState {
+	var st exportState
+	out, _ := job["output"].(map[string]any)
+	params, _ := out["parameter"].([]any)
+	for _, p := range params {
+		pm, _ := p.(map[string]any)
+		parts := map[string]any{}
+		list, _ := pm["part"].([]any)
+		for _, part := range list {
+			m, _ := part.(map[string]any)
+			name, _ := m["name"].(string)
+			for k, v := range m {
+				if strings.HasPrefix(k, "value") {
+					parts[name] = v
+				}
+			}
+		}
+		str := func(k string) string { s, _ := parts[k].(string); return s }
+		num := func(k string) int {
+			switch n := parts[k].(type) {
+			case json.Number:
+				i, _ := n.Int64()
+				return int(i)
+			case float64:
+				return int(n)
+			}
+			return 0
+		}
+		switch pm["name"] {
+		case "output":
+			st.Files = append(st.Files, exportFile{Type: str("type"), URL: str("url"), Count: num("count")})
+		case "cursor":
+			st.Step, st.After = num("step"), str("after")
+		}
+	}
+	return st
+}
+
+// output is the job's output Parameters for a state; done drops the cursor.
+func (st exportState) output(done bool) map[string]any {
+	params := make([]any, 0, len(st.Files)+1)
+	for _, f := range st.Files {
+		params = append(params, map[string]any{"name": "output", "part": []any{
+			map[string]any{"name": "type", "valueCode": f.Type},
+			map[string]any{"name": "url", "valueUri": f.URL},
+			map[string]any{"name": "count", "valueInteger": f.Count},
+		}})
+	}
+	if !done {
+		cursor := []any{map[string]any{"name": "step", "valueInteger": st.Step}}
+		if st.After != "" {
+			cursor = append(cursor, map[string]any{"name": "after", "valueString": st.After})
+		}
+		params = append(params, map[string]any{"name": "cursor", "part": cursor})
+	}
+	return map[string]any{"resourceType": "Parameters", "parameter": params}
+}
+
+// changed reports a write refused because the job changed since it was
+// read: a stale If-Match (412), or a write that raced ours (409).
+func changed(err error) bool { return isStatus(err, 412) || isStatus(err, 409) }
+
+// errCancelled stops a job whose AsyncJob changed under it: cancelled.
+var errCancelled = errors.New("export cancelled")
+
+// startExports creates the job stream and takes export jobs, one at a time
+// per deployment: an export is background work and must not crowd out
+// requests.
+func (s *Service) startExports(ctx context.Context) error {
+	if _, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: jobsStream, Subjects: []string{"pinion.jobs.>"},
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage,
+		Duplicates: time.Hour, MaxAge: 7 * 24 * time.Hour,
+	}); err != nil {
+		return fmt.Errorf("stream %s: %w", jobsStream, err)
+	}
+	c, err := s.js.CreateOrUpdateConsumer(ctx, jobsStream, jetstream.ConsumerConfig{
+		Durable: exportConsumer, FilterSubject: exportSubject,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: exportAckWait,
+		MaxAckPending: 1,
+	})
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", exportConsumer, err)
+	}
+	// Stopping the service stops the job in hand too: it is delivered
+	// again, and resumes, wherever an instance runs next.
+	jobs, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	cc, err := c.Consume(func(m jetstream.Msg) { go s.runExport(jobs, m) }, jetstream.PullMaxMessages(1))
+	if err != nil {
+		cancel()
+		return fmt.Errorf("consume %s: %w", exportConsumer, err)
+	}
+	s.stopExports = func() {
+		cc.Stop()
+		cancel()
+	}
+	return nil
+}
+
+// runExport runs one delivery of a job, keeping it claimed with heartbeats
+// while it works. A job found finished is dropped; a job delivered again
+// after a crash resumes from its last file; one that has been started
+// exportAttempts times is failed.
+func (s *Service) runExport(jobs context.Context, m jetstream.Msg) {
+	ctx, cancel := context.WithTimeout(jobs, exportMaxTime)
+	defer cancel()
+	var spec exportSpec
+	if err := json.Unmarshal(m.Data(), &spec); err != nil || spec.Job == "" {
+		s.log.Error("export job unreadable; dropped", "err", err)
+		_ = m.Term()
+		return
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTicker(exportAckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = m.InProgress()
+			}
+		}
+	}()
+	attempt := uint64(1)
+	if md, err := m.Metadata(); err == nil {
+		attempt = md.NumDelivered
+	}
+	log := s.log.With("job", spec.Job, "project", spec.Project)
+	switch err := s.runExportJob(ctx, &spec, attempt, log); {
+	case jobs.Err() != nil:
+		log.Info("export paused: the service is stopping")
+		_ = m.Nak()
+		return
+	case err == nil, errors.Is(err, errCancelled):
+	case attempt >= exportAttempts || !isTransient(err):
+		log.Warn("export failed", "attempt", attempt, "err", err)
+		s.failExport(context.WithoutCancel(ctx), &spec, err)
+	default:
+		log.Warn("export interrupted; it will resume", "attempt", attempt, "err", err)
+		_ = m.NakWithDelay(5 * time.Second)
+		return
+	}
+	_ = m.Ack()
+}
+
+// isTransient reports an error worth another attempt: anything but a
+// refusal (a 4xx), such as the requester losing access.
+func isTransient(err error) bool {
+	var fe *fhir.Error
+	return !errors.As(err, &fe) || fe.Status >= 500
+}
+
+// runExportJob runs the job from where its AsyncJob says it stands.
+func (s *Service) runExportJob(ctx context.Context, spec *exportSpec, attempt uint64, log *slog.Logger) error {
+	sc := repo.Scope{Project: spec.Project}
+	cur, err := s.repo.Read(ctx, sc, "AsyncJob", spec.Job)
+	if err != nil {
+		return err
+	}
+	job, err := cur.Decode()
+	if err != nil {
+		return err
+	}
+	if job["status"] != "active" {
+		return nil // finished, failed or cancelled already
+	}
+	if attempt > exportAttempts {
+		return fhir.Internal()
+	}
+	// The export reads as its requester, who must still be a member.
+	if m, err := s.sessions.GetMembership(ctx, spec.Principal.Membership); err != nil || !m.Active {
+		return fhir.ForbiddenText("The requester of the export is no longer a member of the project")
+	}
+	pol, err := s.policies.For(ctx, &spec.Principal)
+	if err != nil {
+		return err
+	}
+	st := stateOf(job)
+	version := cur.VersionID
+	if attempt > 1 {
+		log.Info("export resuming", "attempt", attempt, "files", len(st.Files), "step", st.Step)
+	}
+	fileBytes := min(exportFileBytes, s.replyBudget()*3/4)
+	var buf bytes.Buffer
+	count, exported := 0, 0
+	for _, f := range st.Files {
+		exported += f.Count
+	}
+	lastLog := time.Now()
+	// flush stores the buffered file and the job's new position in one
+	// transaction: after a crash the job resumes just after the last file.
+	flush := func(typ string, step int, after string) error {
+		next := st
+		next.Files = slices.Clone(st.Files)
+		next.Step, next.After = step, after
+		tctx, tx := s.repo.Begin(ctx)
+		if buf.Len() > 0 {
+			bin, err := s.repo.Create(tctx, sc, map[string]any{
+				"resourceType": "Binary", "contentType": ndjsonType,
+				"data": base64.StdEncoding.EncodeToString(buf.Bytes()),
+			}, repo.WriteOptions{Author: spec.Principal.Profile})
+			if err != nil {
+				return err
+			}
+			next.Files = append(next.Files, exportFile{Type: typ, URL: "Binary/" + bin.ID, Count: count})
+		}
+		job["output"] = next.output(false)
+		out, err := s.repo.Update(tctx, sc, job, repo.WriteOptions{IfMatch: version})
+		if changed(err) {
+			return errCancelled
+		}
+		if err != nil {
+			return err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			if changed(err) {
+				return errCancelled
+			}
+			return err
+		}
+		st, version = next, out.VersionID
+		exported += count
+		buf.Reset()
+		count = 0
+		if time.Since(lastLog) > 5*time.Second {
+			log.Info("export progress", "type", typ, "exported", exported, "files", len(st.Files))
+			lastLog = time.Now()
+		}
+		return nil
+	}
+	for step := st.Step; step < len(spec.Types); step++ {
+		typ := spec.Types[step]
+		q, err := s.exportQuery(spec, typ)
+		if err != nil {
+			return err
+		}
+		g := &guard{repo: s.repo, policy: pol, typ: typ, sc: sc}
+		base := q.Filter
+		after := ""
+		if step == st.Step {
+			after = st.After
+		}
+		for {
+			q.Filter = base
+			if after != "" {
+				q.Filter = append(slices.Clone(base), store.Compare(store.FieldID, store.OpGt, after))
+			}
+			page, err := g.search(ctx, q)
+			if err != nil {
+				return err
+			}
+			for _, res := range page.Resources {
+				if buf.Len() > 0 && buf.Len()+len(res.JSON) >= fileBytes {
+					if err := flush(typ, step, after); err != nil {
+						return err
+					}
+				}
+				buf.Write(res.JSON)
+				buf.WriteByte('\n')
+				count++
+				after = res.ID
+			}
+			if !page.More {
+				break
+			}
+		}
+		if err := flush(typ, step+1, ""); err != nil {
+			return err
+		}
+	}
+	job["status"] = "completed"
+	job["transactionTime"] = job["requestTime"]
+	job["output"] = st.output(true)
+	if _, err := s.repo.Update(ctx, sc, job, repo.WriteOptions{IfMatch: version}); err != nil {
+		if changed(err) {
+			return errCancelled
+		}
+		return err
+	}
+	log.Info("export completed", "exported", exported, "files", len(st.Files))
+	return nil
+}
+
+// exportQuery is the search of one type in a job, in id order.
+func (s *Service) exportQuery(spec *exportSpec, typ string) (*search.Query, error) {
+	v := url.Values{"_count": {strconv.Itoa(exportPage)}}
+	if spec.Since != "" {
+		v.Set("_lastUpdated", "ge"+spec.Since)
+	}
+	if spec.Group {
+		if typ == "Patient" {
+			v.Set("_id", strings.Join(spec.Patients, ","))
+		} else {
+			refs := make([]string, len(spec.Patients))
+			for i, p := range spec.Patients {
+				refs[i] = "Patient/" + p
+			}
+			v.Set("patient", strings.Join(refs, ","))
+		}
+	}
+	q, err := search.Parse(typ, v)
+	if err != nil {
+		return nil, err
+	}
+	q.Sort = []store.Sort{{Field: store.FieldID}}
+	q.Total = "none"
+	return q, nil
+}
+
+// failExport records why a job failed, and removes the files it wrote.
+func (s *Service) failExport(ctx context.Context, spec *exportSpec, cause error) {
+	sc := repo.Scope{Project: spec.Project}
+	msg := "The export failed; start it again"
+	var fe *fhir.Error
+	if errors.As(cause, &fe) && fe.Status < 500 && len(fe.Outcome.Issue) > 0 {
+		msg = fe.Outcome.Issue[0].Details.Text
+	}
+	for range 3 {
+		cur, err := s.repo.Read(ctx, sc, "AsyncJob", spec.Job)
+		if err != nil {
+			s.log.Error("export failure not recorded", "job", spec.Job, "err", err)
+			return
+		}
+		job, err := cur.Decode()
+		if err != nil || job["status"] != "active" {
+			return
+		}
+		s.deleteFiles(ctx, sc, stateOf(job).Files)
+		job["status"] = "error"
+		job["output"] = map[string]any{"resourceType": "Parameters", "parameter": []any{
+			map[string]any{"name": "outcome", "resource": map[string]any{
+				"resourceType": "OperationOutcome",
+				"issue":        []any{map[string]any{"severity": "error", "code": "processing", "details": map[string]any{"text": msg}}},
+			}},
+		}}
+		if _, err := s.repo.Update(ctx, sc, job, repo.WriteOptions{IfMatch: cur.VersionID}); !changed(err) {
+			return
+		}
+	}
+}
+
+func (s *Service) deleteFiles(ctx context.Context, sc repo.Scope, files []exportFile) {
+	for _, f := range files {
+		if _, id, ok := fhir.SplitReference(f.URL); ok {
+			if err := s.repo.Delete(ctx, sc, "Binary", id); err != nil && !isStatus(err, 404) && !isStatus(err, 410) {
+				s.log.Warn("export file not deleted", "binary", id, "err", err)
+			}
+		}
+	}
+}
+
+// exportStatus is GET /fhir/R4/bulkdata/export/<job>: 202 with progress
+// while it runs, 200 with the manifest when done, the job's outcome when
+// it failed, 404 once cancelled.
+func (s *Service) exportStatus(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	job, _, err := s.readExportJob(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	st := stateOf(job)
+	switch job["status"] {
+	case "active":
+		n := 0
+		for _, f := range st.Files {
+			n += f.Count
+		}
+		resp := &bus.Response{Status: 202, Header: map[string]string{
+			"Retry-After": "2",
+			"X-Progress":  fmt.Sprintf("%d resources in %d files", n, len(st.Files)),
+		}}
+		return resp, nil
+	case "completed":
+		output := make([]map[string]any, 0, len(st.Files))
+		for _, f := range st.Files {
+			output = append(output, map[string]any{"type": f.Type, "url": s.cfg.BaseURL + "fhir/R4/" + f.URL, "count": f.Count})
+		}
+		return bus.JSON(200, map[string]any{
+			"transactionTime":     job["transactionTime"],
+			"request":             job["request"],
+			"requiresAccessToken": true,
+			"output":              output,
+			"error":               []any{},
+			"deleted":             []any{},
+		}), nil
+	case "error":
+		msg := "The export failed"
+		out, _ := job["output"].(map[string]any)
+		params, _ := out["parameter"].([]any)
+		for _, p := range params {
+			if pm, _ := p.(map[string]any); pm["name"] == "outcome" {
+				if o, _ := pm["resource"].(map[string]any); o != nil {
+					if issues, _ := o["issue"].([]any); len(issues) > 0 {
+						if d, _ := issues[0].(map[string]any)["details"].(map[string]any); d != nil {
+							msg, _ = d["text"].(string)
+						}
+					}
+				}
+			}
+		}
+		e := fhir.Internal()
+		e.Outcome.Issue[0].Details.Text = msg
+		return nil, e
+	}
+	return nil, fhir.NotFound()
+}
+
+// exportCancel is DELETE /fhir/R4/bulkdata/export/<job>: the job stops at
+// its next file and its files are deleted.
+func (s *Service) exportCancel(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	for range 3 {
+		job, cur, err := s.readExportJob(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		pol, err := s.policies.For(ctx, r.Principal)
+		if err != nil {
+			return nil, err
+		}
+		if err := pol.AllowResource("AsyncJob", cur.ID, access.Update); err != nil {
+			return nil, err
+		}
+		if job["status"] == "cancelled" {
+			return &bus.Response{Status: 202, Header: map[string]string{}}, nil
+		}
+		if job["status"] != "active" && job["status"] != "completed" {
+			return nil, fhir.NotFound()
+		}
+		sc := repo.Scope{Project: cur.Project}
+		files := stateOf(job).Files
+		job["status"] = "cancelled"
+		job["output"] = exportState{}.output(true)
+		_, err = s.repo.Update(ctx, sc, job, repo.WriteOptions{IfMatch: cur.VersionID, Author: r.Principal.Profile})
+		if changed(err) {
+			continue // the job wrote a file meanwhile: look again
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.deleteFiles(ctx, sc, files)
+		return &bus.Response{Status: 202, Header: map[string]string{}}, nil
+	}
+	return nil, fhir.Conflict("The export is changing too fast to cancel; try again")
+}
+
+// readExportJob reads an export's AsyncJob as the caller may see it.
+func (s *Service) readExportJob(ctx context.Context, r *bus.Request) (map[string]any, *repo.Resource, error) {
+	pol, err := s.policies.For(ctx, r.Principal)
+	if err != nil {
+		return nil, nil, err
+	}
+	id := r.Param("id")
+	if err := pol.AllowResource("AsyncJob", id, access.Read); err != nil {
+		return nil, nil, err
+	}
+	g := &guard{repo: s.repo, policy: pol, typ: "AsyncJob", sc: pol.Scope("AsyncJob", id)}
+	res, err := g.read(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	job, err := res.Decode()
+	if err != nil {
+		return nil, nil, err
+	}
+	if req, _ := job["request"].(string); !strings.Contains(req, "$export") {
+		return nil, nil, fhir.NotFound() // an AsyncJob of another kind
+	}
+	return job, res, nil
+}
