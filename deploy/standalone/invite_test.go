@@ -323,7 +323,8 @@ func TestConcurrentInvites(t *testing.T) {
 			t.Fatalf("round %d: statuses %v, want one 200 and one 409", round, statuses)
 		}
 	}
-	r := do(t, "GET", "fhir/R4/ProjectMembership?_count=100", su, "", nil)
+	// The super admin sees every project's memberships: this one's only.
+	r := do(t, "GET", "fhir/R4/ProjectMembership?_count=100&_project="+pid, su, "", nil)
 	expect(t, r, 200)
 	seen := map[string]int{}
 	for _, e := range r.json(t)["entry"].([]any) {
@@ -340,7 +341,7 @@ func TestConcurrentInvites(t *testing.T) {
 	if len(seen) != 3 {
 		t.Errorf("memberships for %d twins, want 3", len(seen))
 	}
-	r = do(t, "GET", "fhir/R4/Practitioner?email=twin0@example.com", su, "", nil)
+	r = do(t, "GET", "fhir/R4/Practitioner?email=twin0@example.com&_project="+pid, su, "", nil)
 	expect(t, r, 200)
 	if e, _ := r.json(t)["entry"].([]any); len(e) != 1 {
 		t.Errorf("twin0 has %d profiles, want 1", len(e))

@@ -189,7 +189,8 @@ func TestOversizedAnswers(t *testing.T) {
 			next = ""
 			for _, l := range b["link"].([]any) {
 				if l.(map[string]any)["relation"] == "next" {
-					next = strings.TrimPrefix(l.(map[string]any)["url"].(string), "http://localhost:8103/")
+					u := l.(map[string]any)["url"].(string)
+					next = u[strings.Index(u, "fhir/R4/"):]
 				}
 			}
 		}

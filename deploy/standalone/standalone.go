@@ -73,6 +73,10 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 		return nil, fmt.Errorf("listen on %s (PINION_ADDR): %w", cfg.Addr, err)
 	}
 	st.Addr = ln.Addr().String()
+	if cfg.BaseURLDerived {
+		// PINION_ADDR with port 0: links must name the port we got.
+		cfg.BaseURL = config.DeriveBaseURL(st.Addr)
+	}
 
 	natsURL := cfg.NATSURL
 	var inProc nats.InProcessConnProvider

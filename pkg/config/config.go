@@ -25,7 +25,7 @@ type Var struct {
 // Vars lists every setting with its default.
 var Vars = []Var{
 	{"PINION_ADDR", "127.0.0.1:8103", "HTTP address of the gateway."},
-	{"PINION_BASE_URL", "http://localhost:8103/", "Public base URL: token issuer, links in e-mails and Bundles."},
+	{"PINION_BASE_URL", "", "Public base URL: token issuer, links in e-mails and Bundles. Unset: http://<PINION_ADDR>/, with localhost for a loopback or wildcard host (http://localhost:8103/ by default)."},
 	{"PINION_DATA_DIR", "./data", "Standalone: where the embedded store and NATS keep their files, and superadmin.json. One process per directory."},
 	{"PINION_STORE", "sqlite", "Standalone: sqlite (the embedded store, <data>/pinion.db) or ferretdb (an embedded FerretDB, the MongoDB wire protocol, for separate service processes on one machine); PINION_MONGODB_URI overrides both."},
 	{"PINION_SQLITE_SYNC", "full", "When an acknowledged write reaches the disk: full (fsync at each commit: survives power loss), normal (survives a crash of Pinion, not of the machine) or off."},
@@ -54,8 +54,11 @@ var Vars = []Var{
 
 // Config is the parsed settings.
 type Config struct {
-	Addr                string
-	BaseURL             string
+	Addr    string
+	BaseURL string
+	// BaseURLDerived: PINION_BASE_URL was not set, BaseURL comes from the
+	// address (and follows the port the listener got, for port 0).
+	BaseURLDerived      bool
 	DataDir             string
 	SuperAdminClientID  string
 	SuperAdminSecret    string
@@ -120,6 +123,9 @@ func LoadFrom(get func(string) string) (*Config, error) {
 	var err error
 	if _, _, err = net.SplitHostPort(c.Addr); err != nil {
 		return nil, fmt.Errorf("PINION_ADDR: %q is not host:port", c.Addr)
+	}
+	if c.BaseURL == "" {
+		c.BaseURL, c.BaseURLDerived = DeriveBaseURL(c.Addr), true
 	}
 	u, err := url.Parse(c.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -233,4 +239,19 @@ func (c *Config) Logger() *slog.Logger {
 		return slog.New(slog.NewJSONHandler(os.Stderr, o))
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, o))
+}
+
+// DeriveBaseURL is the base URL of a gateway listening on addr, when none
+// is configured: http://host:port/, with localhost for a loopback or
+// wildcard host, which is what a browser on this machine uses.
+func DeriveBaseURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	switch host {
+	case "", "0.0.0.0", "::", "127.0.0.1", "::1", "localhost":
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
 }

@@ -55,3 +55,26 @@ func TestLoadRefusesBadSettings(t *testing.T) {
 		t.Fatalf("defaults: %+v %v", c, err)
 	}
 }
+
+// An unset base URL follows PINION_ADDR, so a changed port does not leave
+// links pointing at 8103; a set one is kept.
+func TestBaseURLFollowsAddr(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:9000":   "http://localhost:9000/",
+		"0.0.0.0:8103":     "http://localhost:8103/",
+		":8080":            "http://localhost:8080/",
+		"[::1]:9000":       "http://localhost:9000/",
+		"192.0.2.7:8103":   "http://192.0.2.7:8103/",
+		"[2001:db8::1]:80": "http://[2001:db8::1]:80/",
+	} {
+		c, err := LoadFrom(func(k string) string { return map[string]string{"PINION_ADDR": addr}[k] })
+		if err != nil || c.BaseURL != want || !c.BaseURLDerived {
+			t.Errorf("%s: %q %v, want %q", addr, c.BaseURL, err, want)
+		}
+	}
+	env := map[string]string{"PINION_ADDR": "127.0.0.1:9000", "PINION_BASE_URL": "https://pinion.example.com"}
+	c, err := LoadFrom(func(k string) string { return env[k] })
+	if err != nil || c.BaseURL != "https://pinion.example.com/" || c.BaseURLDerived {
+		t.Errorf("set base URL: %q %v", c.BaseURL, err)
+	}
+}
