@@ -23,9 +23,19 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/fhir ./services/fhir/cmd/fhir
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/botexec ./services/botexec/cmd/botexec
 
+# On a fresh machine the first build downloads modules and compiles for a
+# few minutes: it says so, every 15 seconds, rather than sit silent.
 run:
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/pinion ./deploy/standalone/cmd/pinion
+	@echo "make run: building bin/pinion (the first build downloads Go modules and compiles: a few minutes)"
+	@$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/pinion ./deploy/standalone/cmd/pinion & build=$$!; \
+	  start=$$(date +%s); \
+	  while kill -0 $$build 2>/dev/null; do \
+	    sleep 1; \
+	    t=$$(( $$(date +%s) - start )); \
+	    if [ $$t -gt 0 ] && [ $$((t % 15)) -eq 0 ] && kill -0 $$build 2>/dev/null; then echo "make run: still building ($${t}s)"; fi; \
+	  done; \
+	  wait $$build
 	./$(BIN)/pinion
 
 test: lint test-tools test-go test-fuzz test-compat
