@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/pinion-health/pinion/pkg/config"
 )
 
 // medplumCLI is Medplum's command line tool, unmodified, as `npm ci` in
@@ -364,6 +367,7 @@ func TestMedplumCLILogins(t *testing.T) {
 		t.Fatalf("jwt-bearer: %v\n%s", err, out)
 	}
 
+	// jwt-assertion: a client whose public key is at its jwksUri.
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -373,9 +377,16 @@ func TestMedplumCLILogins(t *testing.T) {
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err = c.try(t, dir, "login", "--verbose", "--auth-type", "jwt-assertion", "--client-id", id,
-		"--private-key-path", keyFile, "--audience", "oauth2/token")
-	if err == nil || !strings.Contains(out, "Client assertions are not supported") {
-		t.Fatalf("jwt-assertion: %v\n%s", err, out)
+	r := do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{
+		"name": "CLI backend", "jwksUri": jwksServer(t, jose.JSONWebKey{Key: key.Public(), Use: "sig"})}))
+	expect(t, r, 201)
+	backend := r.json(t)["id"].(string)
+	c = newCLI(t)
+	// The assertion's audience is the tool's base URL and the token path:
+	// the server's own base URL.
+	c.run(t, dir, "login", "--auth-type", "jwt-assertion", "--client-id", backend, "--private-key-path", keyFile,
+		"--base-url", config.DeriveBaseURL(stack.Addr), "--audience", "oauth2/token")
+	if who := c.run(t, dir, "whoami"); !strings.Contains(who, "Profile: CLI backend (ClientApplication/"+backend+")") {
+		t.Fatalf("whoami after a jwt-assertion login:\n%s", who)
 	}
 }

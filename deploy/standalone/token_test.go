@@ -5,18 +5,23 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
@@ -80,7 +85,7 @@ func TestTokenErrors(t *testing.T) {
 		{"bearer header", ct, form("grant_type", "client_credentials"), []string{"Authorization", "Bearer x"}, 400, "invalid_request", "Invalid authorization header"},
 		{"unknown code", ct, form("grant_type", "authorization_code", "code", "x.y"), nil, 400, "invalid_grant", "Invalid code"},
 		{"missing code", ct, form("grant_type", "authorization_code"), nil, 400, "invalid_request", "Missing code"},
-		{"client assertion", ct, form("grant_type", "client_credentials", "client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer", "client_assertion", "x.y.z"), nil, 401, "invalid_client", "Client assertions are not supported: authenticate with client_id and client_secret"},
+		{"client assertion", ct, form("grant_type", "client_credentials", "client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer", "client_assertion", "x.y.z"), nil, 401, "invalid_client", "Invalid client assertion"},
 		{"forged refresh token", ct, form("grant_type", "refresh_token", "refresh_token", "x"), nil, 400, "invalid_grant", "Invalid refresh token"},
 	}
 	for _, tc := range cases {
@@ -408,4 +413,89 @@ func TestBasicAuth(t *testing.T) {
 	_, entries := bundleOf(t, r)
 	expect(t, do(t, "DELETE", "admin/projects/"+pid+"/members/"+entries[0]["id"].(string), su, "", nil), 200)
 	expect(t, call("GET", "fhir/R4/Patient", basic(id, secret), nil), 401)
+}
+
+// jwksServer publishes keys as a client's jwksUri, on loopback.
+func jwksServer(t *testing.T, keys ...jose.JSONWebKey) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: keys})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/jwks.json"
+}
+
+// A client proves itself with a JWT signed by a key it publishes
+// (private_key_jwt, RFC 7523), as SMART Backend Services do.
+func TestClientAssertion(t *testing.T) {
+	pid, su := adminProject(t, "assertions")
+	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	other, _ := rsa.GenerateKey(rand.Reader, 2048)
+	uri := jwksServer(t, jose.JSONWebKey{Key: key.Public(), KeyID: "k1", Algorithm: "RS384", Use: "sig"})
+	r := do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": "backend", "jwksUri": uri}))
+	expect(t, r, 201)
+	id := r.json(t)["id"].(string)
+	r = do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": "no keys"}))
+	expect(t, r, 201)
+	keyless := r.json(t)["id"].(string)
+
+	aud := config.DeriveBaseURL(stack.Addr) + "oauth2/token"
+	sign := func(k *rsa.PrivateKey, kid string, claims jwt.MapClaims) string {
+		tok := jwt.NewWithClaims(jwt.SigningMethodRS384, claims)
+		if kid != "" {
+			tok.Header["kid"] = kid
+		}
+		s, err := tok.SignedString(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	n := 0
+	claims := func(iss string, edit func(jwt.MapClaims)) jwt.MapClaims {
+		n++
+		c := jwt.MapClaims{"iss": iss, "sub": iss, "aud": aud, "exp": time.Now().Add(4 * time.Minute).Unix(), "jti": fmt.Sprint("assertion-", n)}
+		if edit != nil {
+			edit(c)
+		}
+		return c
+	}
+	grant := func(assertion string) *response {
+		form := url.Values{"grant_type": {"client_credentials"}, "client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"}, "client_assertion": {assertion}}
+		return do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode()))
+	}
+	good := sign(key, "k1", claims(id, nil))
+	r = grant(good)
+	expect(t, r, 200)
+	tok := r.json(t)["access_token"].(string)
+	if r := do(t, "GET", "auth/me", tok, "", nil); r.json(t)["profile"].(map[string]any)["id"] != id {
+		t.Fatalf("the token is not the client's: %s", r.body)
+	}
+	expect(t, do(t, "GET", "fhir/R4/Patient", tok, "", nil), 200)
+	// Without a kid every published key is tried.
+	expect(t, grant(sign(key, "", claims(id, nil))), 200)
+
+	for name, c := range map[string]struct{ assertion, text string }{
+		"replayed":          {good, "Client assertion already used"},
+		"another key":       {sign(other, "k1", claims(id, nil)), "Invalid client assertion signature"},
+		"unknown kid":       {sign(key, "k9", claims(id, nil)), "Invalid client assertion signature"},
+		"wrong audience":    {sign(key, "k1", claims(id, func(c jwt.MapClaims) { c["aud"] = "https://elsewhere.example/token" })), "Invalid client assertion audience"},
+		"expired":           {sign(key, "k1", claims(id, func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Hour).Unix() })), "Invalid client assertion signature"},
+		"too long":          {sign(key, "k1", claims(id, func(c jwt.MapClaims) { c["exp"] = time.Now().Add(time.Hour).Unix() })), "Client assertion must expire within 5 minutes"},
+		"no jti":            {sign(key, "k1", claims(id, func(c jwt.MapClaims) { delete(c, "jti") })), "Client assertion has no jti"},
+		"subject differs":   {sign(key, "k1", claims(id, func(c jwt.MapClaims) { c["sub"] = "someone" })), "Invalid client assertion issuer"},
+		"unknown client":    {sign(key, "k1", claims("00000000-0000-0000-0000-000000000000", nil)), "Invalid client"},
+		"client has no key": {sign(key, "k1", claims(keyless, nil)), "Client must have a JWK Set URL"},
+		"not a JWT":         {"not.a.jwt", "Invalid client assertion"},
+	} {
+		r := grant(c.assertion)
+		expect(t, r, 401)
+		if m := r.json(t); m["error"] != "invalid_client" || m["error_description"] != c.text {
+			t.Errorf("%s: %s", name, r.body)
+		}
+	}
+	// HMAC with the JWK as a secret, or no signature: never.
+	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, claims(id, nil)).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	expect(t, grant(none), 401)
 }

@@ -47,6 +47,8 @@ type Service struct {
 	signer   *auth.Signer
 	svc      *bus.Service
 
+	assertions *assertions // client assertions (private_key_jwt)
+
 	clientsMu sync.Mutex
 	clients   map[string]*clientEntry
 	evSubs    []*nats.Subscription
@@ -74,7 +76,7 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 		cfg.SecretGrace = 24 * time.Hour
 	}
 	return &Service{
-		cfg: cfg, nc: nc, js: js, repo: r, limiter: newSigninLimiter(), sessions: sessions,
+		cfg: cfg, nc: nc, js: js, repo: r, limiter: newSigninLimiter(), sessions: sessions, assertions: newAssertions(),
 		log: log.With("service", "identity"), clients: map[string]*clientEntry{},
 	}
 }

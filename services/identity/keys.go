@@ -68,11 +68,13 @@ func (s *Service) discovery(ctx context.Context, r *bus.Request) (*bus.Response,
 		"response_types_supported":              []string{"code"},
 		"subject_types_supported":               []string{"public"},
 		"scopes_supported":                      []string{"openid", "profile", "email", "offline_access"},
-		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
+		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post", "private_key_jwt"},
 		"code_challenge_methods_supported":      []string{"S256", "plain"},
+		// Client assertions (private_key_jwt), assertion.go.
+		"token_endpoint_auth_signing_alg_values_supported": assertionAlgs,
 	}
 	if len(r.Path) >= len("smart-configuration") && r.Path[len(r.Path)-len("smart-configuration"):] == "smart-configuration" {
-		doc["capabilities"] = []string{"client-confidential-symmetric", "context-standalone-patient", "permission-offline", "permission-patient", "permission-user", "sso-openid-connect"}
+		doc["capabilities"] = []string{"client-confidential-symmetric", "client-confidential-asymmetric", "context-standalone-patient", "permission-offline", "permission-patient", "permission-user", "sso-openid-connect"}
 		doc["revocation_endpoint"] = b + "oauth2/logout"
 	}
 	return bus.JSON(200, doc), nil

@@ -95,23 +95,32 @@ func clientAuth(r *bus.Request, form url.Values) (id, secret string, bad *bus.Re
 }
 
 func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form url.Values) (*bus.Response, error) {
-	if form.Has("client_assertion") || form.Has("client_assertion_type") {
-		// private_key_jwt (RFC 7523) is not taken: say so rather than
-		// "Missing client_id". RFC 6749 §5.2 names an unsupported
-		// authentication method invalid_client.
-		return tokenError("invalid_client", "Client assertions are not supported: authenticate with client_id and client_secret"), nil
+	var (
+		c      *clientEntry
+		member *session.Membership
+		no     *refusal
+		err    error
+		id     string
+	)
+	if form.Has("client_assertion_type") || form.Has("client_assertion") {
+		// private_key_jwt: the assertion stands in for the secret.
+		if id, no, err = s.clientAssertion(ctx, form.Get("client_assertion_type"), form.Get("client_assertion")); err == nil && no == nil {
+			c, member, no, err = s.authenticateClient(ctx, id, r.Remote, func(*clientEntry) bool { return true })
+		}
+	} else {
+		var secret string
+		var bad *bus.Response
+		if id, secret, bad = clientAuth(r, form); bad != nil {
+			return bad, nil
+		}
+		if id == "" {
+			return tokenError("invalid_request", "Missing client_id"), nil
+		}
+		if secret == "" {
+			return tokenError("invalid_request", "Missing client_secret"), nil
+		}
+		c, member, no, err = s.authenticateClient(ctx, id, r.Remote, s.secretProof(ctx, id, secret))
 	}
-	id, secret, bad := clientAuth(r, form)
-	if bad != nil {
-		return bad, nil
-	}
-	if id == "" {
-		return tokenError("invalid_request", "Missing client_id"), nil
-	}
-	if secret == "" {
-		return tokenError("invalid_request", "Missing client_secret"), nil
-	}
-	c, member, no, err := s.authenticateClient(ctx, id, secret, r.Remote)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +170,10 @@ type refusal struct{ code, text string }
 // the token endpoint's client_credentials grant and HTTP Basic on the API:
 // the client exists and has a membership, the secret is its current or
 // retiring one, and the membership is active and allows the address.
-func (s *Service) authenticateClient(ctx context.Context, id, secret, remote string) (*clientEntry, *session.Membership, *refusal, error) {
+//
+// proof is how the client proved who it is: its secret (secretProof), or
+// an assertion already verified.
+func (s *Service) authenticateClient(ctx context.Context, id, remote string, proof func(*clientEntry) bool) (*clientEntry, *session.Membership, *refusal, error) {
 	c, err := s.client(ctx, id)
 	if err != nil {
 		return nil, nil, nil, err
@@ -169,7 +181,7 @@ func (s *Service) authenticateClient(ctx context.Context, id, secret, remote str
 	if c == nil || c.cred == nil || c.membership == "" {
 		return nil, nil, &refusal{"invalid_client", "Invalid client"}, nil
 	}
-	if !c.cred.matches(secret) && !s.matchesFresh(ctx, id, secret) {
+	if !proof(c) {
 		return nil, nil, &refusal{"invalid_client", "Invalid secret"}, nil
 	}
 	// The cache learns of a removed membership from events, which may come
@@ -194,6 +206,12 @@ func (s *Service) authenticateClient(ctx context.Context, id, secret, remote str
 	return c, member, nil, nil
 }
 
+// secretProof checks a presented secret against the client's current and
+// retiring ones.
+func (s *Service) secretProof(ctx context.Context, id, secret string) func(*clientEntry) bool {
+	return func(c *clientEntry) bool { return c.cred.matches(secret) || s.matchesFresh(ctx, id, secret) }
+}
+
 // ipNotAllowed is Medplum's text for an address an access policy blocks.
 const ipNotAllowed = "IP address not allowed"
 
@@ -212,7 +230,7 @@ func (s *Service) basic(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err := s.limiter.allow(r.Remote, key); err != nil {
 		return nil, err
 	}
-	c, _, no, err := s.authenticateClient(ctx, in.ID, in.Secret, r.Remote)
+	c, _, no, err := s.authenticateClient(ctx, in.ID, r.Remote, s.secretProof(ctx, in.ID, in.Secret))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,222 @@
+package identity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/golang-jwt/jwt/v5"
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/pinion-health/pinion/pkg/repo"
+)
+
+// Client assertions: private_key_jwt (RFC 7523 §2.2), as SMART Backend
+// Services and Medplum's CLI (`login --auth-type jwt-assertion`) use it.
+// The client signs a short-lived JWT with a private key whose public half
+// it publishes at its ClientApplication.jwksUri; the JWT stands in for the
+// client secret.
+
+const (
+	jwtBearerAssertion = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+	// maxAssertionLife is how far ahead an assertion may expire: SMART
+	// Backend Services asks for at most five minutes.
+	maxAssertionLife = 5 * time.Minute
+	assertionLeeway  = 30 * time.Second
+	// A client's key set is fetched again after jwksTTL, or at most every
+	// jwksRefetch when an assertion names a key it does not hold.
+	jwksTTL     = 5 * time.Minute
+	jwksRefetch = 10 * time.Second
+	maxJWKSSize = 64 << 10
+	jwksTimeout = 5 * time.Second
+	// The bounds of the caches of key sets and of assertion ids seen.
+	maxKeySets   = 1000
+	maxSeenJTIs  = 100_000
+	jwksFetchers = 4
+)
+
+// assertionAlgs are the signatures Medplum accepts; HMAC and none never.
+var assertionAlgs = []string{"RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512"}
+
+// assertions checks client assertions: it caches the clients' key sets and
+// remembers the assertion ids it has accepted until they expire, so that
+// an assertion is good for one token (per identity instance).
+type assertions struct {
+	http  *http.Client
+	sets  *lru.Cache[string, *keySet]
+	mu    sync.Mutex
+	seen  *lru.Cache[string, time.Time]
+	fetch chan struct{} // bounds concurrent fetches
+}
+
+type keySet struct {
+	keys    []jose.JSONWebKey
+	fetched time.Time
+}
+
+func newAssertions() *assertions {
+	sets, _ := lru.New[string, *keySet](maxKeySets)
+	seen, _ := lru.New[string, time.Time](maxSeenJTIs)
+	return &assertions{
+		http:  &http.Client{Timeout: jwksTimeout},
+		sets:  sets,
+		seen:  seen,
+		fetch: make(chan struct{}, jwksFetchers),
+	}
+}
+
+// clientAssertion authenticates a client by its assertion and returns the
+// client's id, or why it was refused.
+func (s *Service) clientAssertion(ctx context.Context, typ, assertion string) (string, *refusal, error) {
+	refuse := func(text string) (string, *refusal, error) { return "", &refusal{"invalid_client", text}, nil }
+	if typ != jwtBearerAssertion {
+		return refuse("Unsupported client assertion type")
+	}
+	var unverified jwt.RegisteredClaims
+	if _, _, err := jwt.NewParser().ParseUnverified(assertion, &unverified); err != nil {
+		return refuse("Invalid client assertion")
+	}
+	id := unverified.Issuer
+	if id == "" || id != unverified.Subject {
+		return refuse("Invalid client assertion issuer")
+	}
+	client, err := s.repo.Read(ctx, repo.System, "ClientApplication", id)
+	if err != nil {
+		if isGoneOrMissing(err) {
+			return refuse("Invalid client")
+		}
+		return "", nil, err
+	}
+	var c struct {
+		JWKSURI string `json:"jwksUri"`
+	}
+	if err := json.Unmarshal(client.JSON, &c); err != nil {
+		return "", nil, err
+	}
+	if c.JWKSURI == "" {
+		return refuse("Client must have a JWK Set URL")
+	}
+	tokenURL := s.cfg.BaseURL + "oauth2/token"
+	var claims jwt.RegisteredClaims
+	_, err = jwt.ParseWithClaims(assertion, &claims, func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		return s.assertions.keys(ctx, c.JWKSURI, kid)
+	}, jwt.WithValidMethods(assertionAlgs), jwt.WithIssuer(id), jwt.WithSubject(id), jwt.WithAudience(tokenURL),
+		jwt.WithExpirationRequired(), jwt.WithLeeway(assertionLeeway))
+	switch {
+	case errors.Is(err, errNoKeySet):
+		s.log.Warn("client key set unavailable", "client", id, "err", err)
+		return refuse("Could not read the client's JWK Set")
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return refuse("Invalid client assertion audience")
+	case err != nil:
+		return refuse("Invalid client assertion signature")
+	case claims.ExpiresAt.After(time.Now().Add(maxAssertionLife + assertionLeeway)):
+		return refuse("Client assertion must expire within 5 minutes")
+	case claims.ID == "":
+		return refuse("Client assertion has no jti")
+	case !s.assertions.first(id+"|"+claims.ID, claims.ExpiresAt.Time):
+		return refuse("Client assertion already used")
+	}
+	return id, nil, nil
+}
+
+// errNoKeySet is a key set that could not be fetched or read.
+var errNoKeySet = errors.New("no key set")
+
+// keys returns the keys to verify with: the one named kid, or all of them
+// (jwt tries each). A kid the cached set lacks fetches the set again, at
+// most every jwksRefetch.
+func (a *assertions) keys(ctx context.Context, uri, kid string) (jwt.VerificationKeySet, error) {
+	set, ok := a.sets.Get(uri)
+	if !ok || time.Since(set.fetched) > jwksTTL || (kid != "" && !set.has(kid) && time.Since(set.fetched) > jwksRefetch) {
+		fresh, err := a.load(ctx, uri)
+		if err != nil {
+			return jwt.VerificationKeySet{}, err
+		}
+		set = fresh
+		a.sets.Add(uri, set)
+	}
+	var out jwt.VerificationKeySet
+	for _, k := range set.keys {
+		if kid == "" || k.KeyID == kid {
+			out.Keys = append(out.Keys, k.Key)
+		}
+	}
+	if len(out.Keys) == 0 {
+		return out, fmt.Errorf("no key %q", kid)
+	}
+	return out, nil
+}
+
+func (s *keySet) has(kid string) bool {
+	for _, k := range s.keys {
+		if k.KeyID == kid {
+			return true
+		}
+	}
+	return false
+}
+
+// load fetches a JWK Set: http(s) only, bounded in time and size, its
+// public signing keys only.
+func (a *assertions) load(ctx context.Context, uri string) (*keySet, error) {
+	u, err := url.Parse(uri)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("%w: %q is not an http(s) URL", errNoKeySet, uri)
+	}
+	select {
+	case a.fetch <- struct{}{}:
+		defer func() { <-a.fetch }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", uri, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errNoKeySet, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errNoKeySet, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("%w: %s answered %d", errNoKeySet, uri, resp.StatusCode)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSSize+1))
+	if err != nil || len(body) > maxJWKSSize {
+		return nil, fmt.Errorf("%w: %s: unreadable or over %d bytes", errNoKeySet, uri, maxJWKSSize)
+	}
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(body, &set); err != nil {
+		return nil, fmt.Errorf("%w: %v", errNoKeySet, err)
+	}
+	out := &keySet{fetched: time.Now()}
+	for _, k := range set.Keys {
+		if !k.Valid() || (k.Use != "" && k.Use != "sig") {
+			continue
+		}
+		out.keys = append(out.keys, k.Public())
+	}
+	return out, nil
+}
+
+// first records an assertion id until it expires and reports whether it
+// was new.
+func (a *assertions) first(key string, exp time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if until, ok := a.seen.Get(key); ok && time.Now().Before(until.Add(assertionLeeway)) {
+		return false
+	}
+	a.seen.Add(key, exp)
+	return true
+}
