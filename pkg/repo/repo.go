@@ -93,6 +93,11 @@ type Repo struct {
 	js    jetstream.JetStream
 	log   *slog.Logger
 	cache *lru.Cache[string, *Resource]
+	// cacheMu and cacheBytes bound the cache in bytes as well as entries:
+	// an entry count alone let large resources (export files, uploads)
+	// hold gigabytes.
+	cacheMu    sync.Mutex
+	cacheBytes atomic.Int64
 	// gens guards the cache against a slow read putting back a version that
 	// a concurrent write has already replaced: a read caches its result only
 	// if its key's stripe saw no invalidation meanwhile.
@@ -127,8 +132,8 @@ func New(st store.Store, nc *nats.Conn, o Options) (*Repo, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	c, _ := lru.New[string, *Resource](o.CacheSize)
-	r := &Repo{st: st, nc: nc, js: o.JS, log: o.Log, cache: c}
+	r := &Repo{st: st, nc: nc, js: o.JS, log: o.Log}
+	r.cache, _ = lru.NewWithEvict(o.CacheSize, func(_ string, res *Resource) { r.cacheBytes.Add(-int64(len(res.JSON))) })
 	if nc != nil {
 		sub, err := nc.Subscribe(bus.EventPrefix+">", r.onEvent)
 		if err != nil {
@@ -222,9 +227,36 @@ func (r *Repo) readAny(ctx context.Context, typ, id string) (*Resource, error) {
 	}
 	res := fromRecord(rec)
 	if r.stripe(key).Load() == gen {
-		r.cache.Add(key, res)
+		r.remember(key, res)
 	}
 	return res, nil
+}
+
+// The cache's bounds beside its entry count: no resource over
+// maxCachedResource is kept, and the least recently used go once the
+// resources kept pass maxCacheBytes.
+const (
+	maxCachedResource = 256 << 10
+	maxCacheBytes     = 256 << 20
+)
+
+// remember caches a version within the cache's bounds.
+func (r *Repo) remember(key string, res *Resource) {
+	r.cacheMu.Lock()
+	defer r.cacheMu.Unlock()
+	// Add would replace an entry without evicting it, so its bytes would
+	// stay counted: remove it first (the eviction takes them off).
+	r.cache.Remove(key)
+	if len(res.JSON) > maxCachedResource {
+		return
+	}
+	r.cacheBytes.Add(int64(len(res.JSON)))
+	r.cache.Add(key, res)
+	for r.cacheBytes.Load() > maxCacheBytes {
+		if _, _, ok := r.cache.RemoveOldest(); !ok {
+			break
+		}
+	}
 }
 
 func fromRecord(rec *store.Record) *Resource {
@@ -472,7 +504,7 @@ func (r *Repo) prepare(op, typ, id, project string, res map[string]any, author s
 func (r *Repo) stored(v *version) {
 	key := cacheKey(v.out.Type, v.out.ID)
 	r.stripe(key).Add(1)
-	r.cache.Add(key, v.out)
+	r.remember(key, v.out)
 	if !v.quiet {
 		r.publish(context.Background(), v.ev)
 	}

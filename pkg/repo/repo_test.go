@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -448,5 +449,37 @@ func TestMemo(t *testing.T) {
 	}
 	if f := family(got); f != "Changed" || decodes != 2 {
 		t.Fatalf("after an update: family %q after %d decodes", f, decodes)
+	}
+}
+
+// TestCacheBounds checks the read cache's byte bounds: a large resource is
+// not kept, and the bytes counted follow replacements and evictions.
+func TestCacheBounds(t *testing.T) {
+	r := &Repo{}
+	r.cache, _ = lru.NewWithEvict(1000, func(_ string, res *Resource) { r.cacheBytes.Add(-int64(len(res.JSON))) })
+	res := func(n int) *Resource { return &Resource{JSON: make([]byte, n)} }
+	r.remember("a", res(100))
+	r.remember("a", res(300))
+	if got := r.cacheBytes.Load(); got != 300 || r.cache.Len() != 1 {
+		t.Fatalf("after a replacement: %d bytes, %d entries", got, r.cache.Len())
+	}
+	r.remember("big", res(maxCachedResource+1))
+	if _, ok := r.cache.Peek("big"); ok || r.cacheBytes.Load() != 300 {
+		t.Fatalf("a resource over the bound was kept")
+	}
+	r.remember("a", res(maxCachedResource+1))
+	if r.cache.Len() != 0 || r.cacheBytes.Load() != 0 {
+		t.Fatalf("a replacement over the bound left %d bytes", r.cacheBytes.Load())
+	}
+	n := maxCacheBytes/maxCachedResource + 10
+	for i := range n {
+		r.remember(fmt.Sprint(i), res(maxCachedResource))
+	}
+	if r.cacheBytes.Load() > maxCacheBytes || r.cache.Len() >= n {
+		t.Fatalf("%d bytes in %d entries, bound %d", r.cacheBytes.Load(), r.cache.Len(), maxCacheBytes)
+	}
+	r.cache.Purge()
+	if r.cacheBytes.Load() != 0 {
+		t.Fatalf("%d bytes counted in an empty cache", r.cacheBytes.Load())
 	}
 }

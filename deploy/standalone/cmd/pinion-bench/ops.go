@@ -254,6 +254,9 @@ func (b *bench) run() {
 		fmt.Printf("%-44s %9s        p50 %7.3f ms  max %7.3f ms  (20 deploys, each followed by its first execution)\n",
 			"first $execute after $deploy", "", ms(cold[len(cold)/2]), ms(cold[len(cold)-1]))
 	}
+	if wanted("export") {
+		b.export()
+	}
 	if wanted("admin") {
 		drive("POST admin/projects/<id>/client", c, func(w, i int) bool {
 			st, _ := b.hc.do("POST", b.base+"admin/projects/"+b.project+"/client", b.super, "application/json",
@@ -284,4 +287,54 @@ func (b *bench) run() {
 			return st == 200
 		})
 	}
+}
+
+// export times a Bulk Data export of every Patient of the project, from
+// the kick-off to the manifest, then downloads its files: the export runs
+// in the background, alone, so one run is the measure.
+func (b *bench) export() {
+	t0 := time.Now()
+	st, body := b.hc.do("POST", b.base+"fhir/R4/$export?_type=Patient", b.token, "", nil)
+	var accepted struct {
+		Issue []struct {
+			Diagnostics string `json:"diagnostics"`
+		} `json:"issue"`
+	}
+	if st != 202 || json.Unmarshal(body, &accepted) != nil || len(accepted.Issue) == 0 {
+		fail(fmt.Errorf("export kick-off: %d %s", st, body))
+	}
+	status := accepted.Issue[0].Diagnostics
+	var manifest struct {
+		Output []struct {
+			URL   string `json:"url"`
+			Count int    `json:"count"`
+		} `json:"output"`
+	}
+	for {
+		st, body = b.hc.do("GET", status, b.token, "", nil)
+		if st == 200 {
+			if err := json.Unmarshal(body, &manifest); err != nil {
+				fail(fmt.Errorf("export manifest: %w", err))
+			}
+			break
+		}
+		if st != 202 {
+			fail(fmt.Errorf("export status: %d %s", st, body))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	took := time.Since(t0)
+	n, size := 0, 0
+	t1 := time.Now()
+	for _, f := range manifest.Output {
+		n += f.Count
+		st, body := b.hc.do("GET", f.URL, b.token, "", nil)
+		if st != 200 {
+			fail(fmt.Errorf("export file: %d", st))
+		}
+		size += len(body)
+	}
+	fmt.Printf("%-44s %9.0f res/s  %d Patients in %d files in %.1f s; downloads %.1f MiB in %.1f s\n",
+		"bulk export of every Patient", float64(n)/took.Seconds(), n, len(manifest.Output), took.Seconds(),
+		float64(size)/(1<<20), time.Since(t1).Seconds())
 }
