@@ -7,12 +7,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"strings"
 
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
@@ -231,4 +233,29 @@ func SyncSession(ctx context.Context, r *repo.Repo, sessions *session.Store, res
 		return 0, err
 	}
 	return sessions.PutMembership(ctx, res.ID, *st)
+}
+
+// ProfileByEmail finds the project's one resource of type typ (a profile:
+// Patient, Practitioner, RelatedPerson) with that e-mail, as Medplum's
+// invite finds a profile to reuse: "" when there is none, 412 when there
+// are several.
+func ProfileByEmail(ctx context.Context, r *repo.Repo, project, typ, email string) (string, error) {
+	if email == "" {
+		return "", nil
+	}
+	q, err := search.Parse(typ, url.Values{"email": {email}, "_count": {"2"}})
+	if err != nil {
+		return "", err
+	}
+	page, err := r.Search(ctx, repo.Scope{Project: project}, typ, q)
+	if err != nil {
+		return "", err
+	}
+	switch len(page.Resources) {
+	case 0:
+		return "", nil
+	case 1:
+		return typ + "/" + page.Resources[0].ID, nil
+	}
+	return "", fhir.MultipleMatches()
 }

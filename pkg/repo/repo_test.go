@@ -252,15 +252,16 @@ func TestClaims(t *testing.T) {
 	}
 }
 
-// The outbox: events reach the stream once, a crashed writer's event is
-// relayed, and an event for a write that never happened is dropped.
-func TestOutbox(t *testing.T) {
+// eventedRepo is a repository that publishes its events to a stream, and
+// the count of the messages the stream holds.
+func eventedRepo(t *testing.T) (*Repo, func() uint64) {
+	t.Helper()
 	ctx := context.Background()
 	nc, err := nats.Connect("", nats.InProcessServer(natsServer))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
 	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: "OUTBOX_TEST", Subjects: []string{"pinion.events.resource.>"}, Duplicates: time.Minute,
@@ -272,16 +273,23 @@ func TestOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	count := func() uint64 {
+	t.Cleanup(r.Close)
+	return r, func() uint64 {
 		info, err := stream.Info(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return info.State.Msgs
 	}
+}
+
+// The outbox: events reach the stream once, a crashed writer's event is
+// relayed, and an event for a write that never happened is dropped.
+func TestOutbox(t *testing.T) {
+	ctx := context.Background()
+	r, count := eventedRepo(t)
 	before := count()
-	_, err = r.Create(ctx, Scope{Project: "p"}, patient("Outbox"), WriteOptions{})
+	_, err := r.Create(ctx, Scope{Project: "p"}, patient("Outbox"), WriteOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,30 +349,7 @@ func TestOutbox(t *testing.T) {
 // change to one still tells the caches.
 func TestAuditEventsHaveNoCreateEvent(t *testing.T) {
 	ctx := context.Background()
-	nc, err := nats.Connect("", nats.InProcessServer(natsServer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: "OUTBOX_TEST", Subjects: []string{"pinion.events.resource.>"}, Duplicates: time.Minute,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := New(st, nc, Options{JS: js})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	count := func() uint64 {
-		info, err := stream.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.State.Msgs
-	}
+	r, count := eventedRepo(t)
 	audit := func() map[string]any {
 		return map[string]any{"resourceType": "AuditEvent", "recorded": "2026-01-01T00:00:00Z",
 			"type": map[string]any{"code": "execute"}, "agent": []any{map[string]any{"requestor": true}},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/invite"
+	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/saga"
 	"github.com/pinion-health/pinion/pkg/search"
@@ -101,24 +102,15 @@ func (s *Service) inviteeProfile(ctx context.Context, inviteID string, req invit
 	return req.ResourceType + "/" + id, true, nil
 }
 
-// profileByEmail finds the project's one resource of the type with that
-// e-mail: "" if none, 412 if several.
+// profileByEmail is projects.ProfileByEmail for the saga: several
+// matches will not change on a retry.
 func (s *Service) profileByEmail(ctx context.Context, project, typ, email string) (string, error) {
-	q, err := search.Parse(typ, url.Values{"email": {email}, "_count": {"2"}})
-	if err != nil {
-		return "", err
+	ref, err := projects.ProfileByEmail(ctx, s.repo, project, typ, email)
+	var fe *fhir.Error
+	if errors.As(err, &fe) && fe.Status == 412 {
+		return "", saga.Permanent(err)
 	}
-	page, err := s.repo.Search(ctx, repo.Scope{Project: project}, typ, q)
-	if err != nil {
-		return "", err
-	}
-	switch len(page.Resources) {
-	case 0:
-		return "", nil
-	case 1:
-		return typ + "/" + page.Resources[0].ID, nil
-	}
-	return "", saga.Permanent(fhir.MultipleMatches())
+	return ref, err
 }
 
 // profileFailed marks an invite failed when its profile step cannot succeed.

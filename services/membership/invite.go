@@ -19,7 +19,6 @@ import (
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
-	"github.com/pinion-health/pinion/pkg/search"
 )
 
 // inviteWait bounds how long POST .../invite waits for its saga before
@@ -293,7 +292,7 @@ func (s *Service) validateInvite(ctx context.Context, projectID string, body map
 		// As in Medplum, a RelatedPerson of the project with this e-mail is
 		// the profile, and needs no patient; a new one does, for FHIR
 		// requires RelatedPerson.patient: say so before anything is written.
-		ref, err := s.relatedPersonByEmail(ctx, projectID, req.Email)
+		ref, err := projects.ProfileByEmail(ctx, s.repo, projectID, "RelatedPerson", req.Email)
 		if err != nil {
 			return nil, err
 		}
@@ -318,31 +317,6 @@ func (s *Service) validateInvite(ctx context.Context, projectID string, body map
 	}
 	req.Membership = tmpl
 	return req, nil
-}
-
-// relatedPersonByEmail finds the project's RelatedPerson with this e-mail,
-// as Medplum's invite finds a profile to reuse; several are 412, as
-// Medplum's conditional create answers.
-func (s *Service) relatedPersonByEmail(ctx context.Context, projectID, email string) (string, error) {
-	if email == "" {
-		return "", nil
-	}
-	q, err := search.Parse("RelatedPerson", url.Values{"email": {email}, "_count": {"2"}})
-	if err != nil {
-		return "", err
-	}
-	page, err := s.repo.Search(ctx, repo.Scope{Project: projectID}, "RelatedPerson", q)
-	if err != nil {
-		return "", err
-	}
-	switch len(page.Resources) {
-	case 0:
-		return "", nil
-	case 1:
-		return "RelatedPerson/" + page.Resources[0].ID, nil
-	default:
-		return "", fhir.MultipleMatches()
-	}
 }
 
 // checkPolicies checks that every access policy a membership names exists
