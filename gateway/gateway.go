@@ -118,13 +118,13 @@ func (g *Gateway) routes() {
 			},
 		})
 	}
-	for _, r := range routes {
+	for _, r := range bus.Routes {
 		h := []fiber.Handler{}
-		if r.limited && limit != nil {
+		if r.Limited && limit != nil {
 			h = append(h, rateLimitHeader, limit)
 		}
 		h = append(h, g.forward(r))
-		a.Add(r.method, r.path, h...)
+		a.Add(r.Method, r.Path, h...)
 	}
 	a.Use(func(c *fiber.Ctx) error { return fhir.NotFound() })
 }
@@ -188,7 +188,7 @@ func (g *Gateway) readyz(c *fiber.Ctx) error {
 }
 
 // forward turns the HTTP request into a bus request for the route's service.
-func (g *Gateway) forward(r route) fiber.Handler {
+func (g *Gateway) forward(r bus.Route) fiber.Handler {
 	return func(c *fiber.Ctx) (err error) {
 		start := time.Now()
 		var caller *bus.Principal
@@ -197,8 +197,8 @@ func (g *Gateway) forward(r route) fiber.Handler {
 			if err != nil {
 				status = fhir.AsError(err).Status
 			}
-			metrics.HTTPRequests.WithLabelValues(r.path, r.method, strconv.Itoa(status)).Inc()
-			metrics.Since(metrics.HTTPDuration.WithLabelValues(r.path, r.method), start)
+			metrics.HTTPRequests.WithLabelValues(r.Path, r.Method, strconv.Itoa(status)).Inc()
+			metrics.Since(metrics.HTTPDuration.WithLabelValues(r.Path, r.Method), start)
 			g.accessLog(c, r, status, time.Since(start), caller)
 		}()
 		req := &bus.Request{
@@ -223,7 +223,7 @@ func (g *Gateway) forward(r route) fiber.Handler {
 				req.Header[h] = v
 			}
 		}
-		if r.auth == token || (r.auth == optional && c.Get("Authorization") != "") {
+		if r.Auth == bus.Token || (r.Auth == bus.Optional && c.Get("Authorization") != "") {
 			p, err := g.authenticate(c, req.Remote)
 			if err != nil {
 				return err
@@ -236,11 +236,11 @@ func (g *Gateway) forward(r route) fiber.Handler {
 		}
 		ctx, cancel := context.WithTimeout(c.UserContext(), g.cfg.RequestTimeout)
 		defer cancel()
-		resp, err := bus.Call(ctx, g.nc, r.subject, req)
+		resp, err := bus.Call(ctx, g.nc, r.Subject, req)
 		if err != nil {
 			var fe *fhir.Error
 			if !errors.As(err, &fe) {
-				g.log.Error("forward", "subject", r.subject, "request_id", req.RequestID, "err", err)
+				g.log.Error("forward", "subject", r.Subject, "request_id", req.RequestID, "err", err)
 			}
 			return err
 		}
@@ -258,13 +258,13 @@ func (g *Gateway) forward(r route) fiber.Handler {
 // accessLog writes one line per request: what was asked (the route, not
 // the path, which may hold ids a log should not collect), how it ended and
 // who asked. Never a token, a secret, a query or a body.
-func (g *Gateway) accessLog(c *fiber.Ctx, r route, status int, took time.Duration, p *bus.Principal) {
+func (g *Gateway) accessLog(c *fiber.Ctx, r bus.Route, status int, took time.Duration, p *bus.Principal) {
 	if !g.log.Enabled(c.UserContext(), slog.LevelInfo) {
 		return
 	}
 	attrs := []slog.Attr{
-		slog.String("method", r.method),
-		slog.String("route", r.path),
+		slog.String("method", r.Method),
+		slog.String("route", r.Path),
 		slog.Int("status", status),
 		slog.Float64("ms", float64(took.Microseconds())/1000),
 		slog.String("request_id", requestIDOf(c)),
