@@ -12,7 +12,7 @@ FUZZTIME  ?= 20000x
 # input, once stalled FuzzPatch for a minute in CI.
 FUZZMINIMIZE ?= 5s
 
-.PHONY: run build test test-tools test-go test-fuzz test-compat bench bench-grow load lint generate clean images
+.PHONY: run build test test-tools test-go test-race check-generated test-fuzz test-compat bench bench-grow load lint generate clean images
 
 build:
 	@mkdir -p $(BIN)
@@ -38,7 +38,7 @@ run:
 	  wait $$build
 	./$(BIN)/pinion
 
-test: lint test-tools test-go test-fuzz test-compat
+test: lint check-generated test-tools test-go test-race test-fuzz test-compat
 
 # Medplum's command line tool (pinned in tests/cli), which Go tests run.
 test-tools:
@@ -46,6 +46,19 @@ test-tools:
 
 test-go:
 	$(GO) test -count=1 -timeout 15m $(PKGS)
+
+# The race detector over the packages whose code runs concurrently: the
+# stores, the repository and its caches, the bus, sessions, the gateway.
+# (The MongoDB adapter's tests run FerretDB, five times slower under it.)
+RACEPKGS := ./pkg/store/sqlstore/ ./pkg/repo/ ./pkg/bus/ ./pkg/session/ ./pkg/auth/ ./pkg/embedded/ ./gateway/
+test-race:
+	$(GO) test -race -count=1 -timeout 10m $(RACEPKGS)
+
+# The FHIR tables in git are what make generate makes from the pinned
+# definitions.
+check-generated: generate
+	@git diff --quiet -- pkg/fhirschema/schema.txt pkg/search/params.txt || \
+	  { echo "pkg/fhirschema/schema.txt or pkg/search/params.txt differ from make generate's output:"; git diff --stat -- pkg/fhirschema pkg/search; exit 1; }
 
 # Each fuzz target runs briefly on top of its committed seed corpus.
 test-fuzz:
