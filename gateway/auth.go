@@ -38,10 +38,18 @@ func (g *Gateway) authenticate(c *fiber.Ctx, remote string) (*bus.Principal, err
 		if err != nil {
 			return nil, err
 		}
-		return g.principal(c, loginID, "", remote)
+		return g.principal(c.UserContext(), loginID, "", remote)
 	}
 	tok, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || tok == "" || len(tok) > 8192 {
+	if !ok {
+		return nil, g.unauthorized()
+	}
+	return g.bearer(c.UserContext(), tok, remote)
+}
+
+// bearer verifies an access token and that its login still counts.
+func (g *Gateway) bearer(ctx context.Context, tok, remote string) (*bus.Principal, error) {
+	if tok == "" || len(tok) > 8192 {
 		return nil, g.unauthorized()
 	}
 	claims, ok := g.tokens.Get(tok)
@@ -60,12 +68,12 @@ func (g *Gateway) authenticate(c *fiber.Ctx, remote string) (*bus.Principal, err
 	if g.sessions.Revoked(claims.ID) {
 		return nil, g.unauthorized()
 	}
-	return g.principal(c, claims.LoginID, claims.ID, remote)
+	return g.principal(ctx, claims.LoginID, claims.ID, remote)
 }
 
 // principal is the caller of a login that still counts.
-func (g *Gateway) principal(c *fiber.Ctx, loginID, tokenID, remote string) (*bus.Principal, error) {
-	login, mid, m, err := g.sessions.Lookup(c.UserContext(), loginID)
+func (g *Gateway) principal(ctx context.Context, loginID, tokenID, remote string) (*bus.Principal, error) {
+	login, mid, m, err := g.sessions.Lookup(ctx, loginID)
 	if err != nil {
 		return nil, g.unauthorized()
 	}

@@ -23,6 +23,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go"
 
+	"github.com/pinion-health/pinion/gateway/console"
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/config"
@@ -126,6 +127,8 @@ func (g *Gateway) routes() {
 		h = append(h, g.forward(r))
 		a.Add(r.Method, r.Path, h...)
 	}
+	a.Use("/console", g.consoleLog)
+	console.New(console.Config{BaseURL: g.cfg.BaseURL, Timeout: g.cfg.RequestTimeout}, g.nc, g.bearer, g.awaitSession, g.clientIP, g.log.With("component", "console")).Register(a)
 	a.Use(func(c *fiber.Ctx) error { return fhir.NotFound() })
 }
 
@@ -253,6 +256,20 @@ func (g *Gateway) forward(r bus.Route) fiber.Handler {
 		}
 		return c.Status(resp.Status).Send(resp.Body)
 	}
+}
+
+// consoleLog is the access log of the console's pages, which answer
+// without forward: the route, status and duration (who asked, the
+// console knows only after this line's fields are set).
+func (g *Gateway) consoleLog(c *fiber.Ctx) error {
+	start := time.Now()
+	err := c.Next()
+	status := c.Response().StatusCode()
+	if err != nil {
+		status = fhir.AsError(err).Status
+	}
+	g.accessLog(c, bus.Route{Method: c.Method(), Path: c.Route().Path}, status, time.Since(start), nil)
+	return err
 }
 
 // accessLog writes one line per request: what was asked (the route, not

@@ -83,3 +83,7 @@ func CheckPassword(hash, password string) (bool, error) {
 	got := argon2.IDKey([]byte(password), salt, t, m, p, uint32(len(want)))
 	return subtle.ConstantTimeCompare(want, got) == 1, nil
 }
+
+// ConsoleClientID is the client the administration console (gateway/console)
+// signs people in as; no ClientApplication is stored for it.
+const ConsoleClientID = "pinion-console"

@@ -139,6 +139,11 @@ func (s *Service) checkClient(ctx context.Context, a *authRequest) (problem stri
 	}
 	if c, ok := standardClients[a.ClientID]; ok {
 		a.client = c
+	} else if a.ClientID == auth.ConsoleClientID {
+		// Pinion's administration console (gateway/console) returns to
+		// this server's own /console/callback, with PKCE.
+		a.client = map[string]any{"resourceType": "ClientApplication", "id": auth.ConsoleClientID, "name": "Pinion console",
+			"redirectUris": []any{s.cfg.BaseURL + "console/callback"}}
 	} else {
 		res, err := s.repo.Read(ctx, repo.System, "ClientApplication", a.ClientID)
 		if err != nil {

@@ -1,0 +1,131 @@
+package standalone
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/pinion-health/pinion/pkg/config"
+)
+
+// consoleSignIn opens the console in a browser and signs in through the
+// authorization page; it ends on the first console page.
+func consoleSignIn(t *testing.T, email, password string) (ctx context.Context, consoleURL string) {
+	t.Helper()
+	// The console lives at the server's own base URL (its cookies and
+	// redirects use it), not at the address the tests dial.
+	consoleURL = config.DeriveBaseURL(stack.Addr) + "console"
+	ctx = newBrowser(t)
+	run(t, ctx, chromedp.Navigate(consoleURL), chromedp.WaitVisible(chromedp.ID("email")))
+	run(t, ctx,
+		chromedp.SendKeys(chromedp.ID("email"), email),
+		chromedp.SendKeys(chromedp.ID("password"), password),
+		chromedp.Click(chromedp.CSS("button")),
+		chromedp.WaitVisible(chromedp.CSS("h1")))
+	return ctx, consoleURL
+}
+
+// The administration console, in a browser: an administrator signs in,
+// manages the project's secrets, and removes a member (whose token then
+// fails); a member who is not an administrator is refused; a form posted
+// without its CSRF token is refused.
+func TestConsoleInBrowser(t *testing.T) {
+	pid, su := adminProject(t, "Console clinic")
+	admin := "console-admin-" + pid + "@example.com"
+	member(t, su, pid, "resourceType", "Practitioner", "firstName", "Connie", "lastName", "Sole",
+		"email", admin, "password", "connie's password", "admin", true)
+	patient := "console-patient-" + pid + "@example.com"
+	member(t, su, pid, "resourceType", "Patient", "firstName", "Pat", "lastName", "Ient",
+		"email", patient, "password", "pat's password")
+	patTok := signIn(t, patient, "pat's password", pid, "openid")["access_token"].(string)
+	expect(t, do(t, "GET", "auth/me", patTok, "", nil), 200)
+
+	ctx, consoleURL := consoleSignIn(t, admin, "connie's password")
+	shot(t, ctx, "console-project")
+	if h1 := get(t, ctx, chromedp.Text(chromedp.CSS("h1"))); h1 != "Console clinic" {
+		t.Fatalf("first page: %q: %s", h1, pageText(t, ctx))
+	}
+
+	// A secret: saved, listed by name, its value never shown whole.
+	run(t, ctx,
+		chromedp.SendKeys(chromedp.ID("name"), "LAB_KEY"),
+		chromedp.SendKeys(chromedp.ID("value"), "s3cret-value-42"),
+		chromedp.Click(chromedp.Search(`//button[contains(., "Add or replace secret")]`)),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	text := pageText(t, ctx)
+	if !strings.Contains(text, "The secret was saved.") || !strings.Contains(text, "LAB_KEY") || strings.Contains(text, "s3cret-value-42") {
+		t.Fatalf("after saving a secret: %s", text)
+	}
+	r := do(t, "GET", "admin/projects/"+pid, su, "", nil)
+	if !strings.Contains(string(r.body), "s3cret-value-42") {
+		t.Fatalf("the secret was not stored: %s", r.body)
+	}
+
+	// Members, and the Remove User action with its confirmation.
+	run(t, ctx, chromedp.Navigate(consoleURL+"/members"), chromedp.WaitVisible(chromedp.CSS("table")))
+	shot(t, ctx, "console-members")
+	if text := pageText(t, ctx); !strings.Contains(text, "Pat Ient") || !strings.Contains(text, "Connie Sole") {
+		t.Fatalf("members: %s", text)
+	}
+	run(t, ctx, chromedp.Click(chromedp.Search(`//a[@aria-label="Remove Pat Ient"]`)), chromedp.WaitVisible(chromedp.CSS("button.danger")))
+	shot(t, ctx, "console-remove")
+	if text := pageText(t, ctx); !strings.Contains(text, "Remove Pat Ient") || !strings.Contains(text, "stay") {
+		t.Fatalf("confirmation: %s", text)
+	}
+	run(t, ctx, chromedp.Click(chromedp.CSS("button.danger")), chromedp.WaitVisible(chromedp.CSS(".notice")))
+	if text := pageText(t, ctx); strings.Contains(text, "Pat Ient") || !strings.Contains(text, "The member was removed") {
+		t.Fatalf("after removal: %s", text)
+	}
+	expect(t, do(t, "GET", "auth/me", patTok, "", nil), 401)
+
+	// A form without its CSRF token, with the console's own cookie: refused.
+	got, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{consoleURL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var session string
+	for _, c := range got.Cookies {
+		if c.Name == "pinion_console" {
+			session = c.Value
+		}
+	}
+	if session == "" {
+		t.Fatal("no console cookie")
+	}
+	req, _ := http.NewRequest("POST", base+"console/secrets", strings.NewReader(url.Values{"name": {"X"}, "value": {"y"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(&http.Cookie{Name: "pinion_console", Value: session})
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Fatalf("a form without its CSRF token: %d", resp.StatusCode)
+	}
+	if r := do(t, "GET", "admin/projects/"+pid, su, "", nil); strings.Contains(string(r.body), `"X"`) {
+		t.Fatalf("the forged form wrote: %s", r.body)
+	}
+	if resp.Header.Get("Content-Security-Policy") == "" || resp.Header.Get("X-Frame-Options") != "DENY" {
+		t.Fatalf("page headers: %v", resp.Header)
+	}
+
+	// A member who is not an administrator.
+	plain := "console-plain-" + pid + "@example.com"
+	member(t, su, pid, "resourceType", "Practitioner", "firstName", "Plain", "lastName", "Member",
+		"email", plain, "password", "plain's password")
+	ctx2, _ := consoleSignIn(t, plain, "plain's password")
+	shot(t, ctx2, "console-not-admin")
+	if h1 := get(t, ctx2, chromedp.Text(chromedp.CSS("h1"))); h1 != "Not an administrator" {
+		t.Fatalf("a plain member: %q: %s", h1, pageText(t, ctx2))
+	}
+	run(t, ctx2, chromedp.Navigate(consoleURL+"/members"), chromedp.WaitVisible(chromedp.CSS("h1")))
+	if h1 := get(t, ctx2, chromedp.Text(chromedp.CSS("h1"))); h1 != "Not an administrator" {
+		t.Fatalf("a plain member's members page: %q", h1)
+	}
+}
