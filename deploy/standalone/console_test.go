@@ -83,6 +83,57 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	expect(t, do(t, "GET", "auth/me", patTok, "", nil), 401)
 
+	// Invite a Practitioner under an access policy, then promote them.
+	r = do(t, "POST", "fhir/R4/AccessPolicy", su, "application/fhir+json", mustJSON(map[string]any{
+		"resourceType": "AccessPolicy", "name": "Front desk", "meta": map[string]any{"project": pid},
+		"resource": []any{map[string]any{"resourceType": "Patient"}}}))
+	expect(t, r, 201)
+	policy := "AccessPolicy/" + r.json(t)["id"].(string)
+	run(t, ctx, chromedp.Navigate(consoleURL+"/invite"), chromedp.WaitVisible(chromedp.ID("firstName")))
+	shot(t, ctx, "console-invite")
+	// A RelatedPerson without a patient: the service's refusal, beside the field.
+	run(t, ctx,
+		chromedp.SetValue(chromedp.ID("resourceType"), "RelatedPerson"),
+		chromedp.SendKeys(chromedp.ID("firstName"), "Rel"),
+		chromedp.SendKeys(chromedp.ID("lastName"), "Ative"),
+		chromedp.SendKeys(chromedp.ID("email"), "console-rel-"+pid+"@example.com"),
+		chromedp.Click(chromedp.Search(`//button[.="Invite"]`)),
+		chromedp.WaitVisible(chromedp.ID("patient-error")))
+	if text := get(t, ctx, chromedp.Text(chromedp.ID("patient-error"))); text != "patient is required to invite a RelatedPerson" {
+		t.Fatalf("refusal beside the field: %q", text)
+	}
+	desk := "console-desk-" + pid + "@example.com"
+	run(t, ctx,
+		chromedp.SetValue(chromedp.ID("resourceType"), "Practitioner"),
+		chromedp.SetValue(chromedp.ID("firstName"), "Desk"),
+		chromedp.SetValue(chromedp.ID("lastName"), "Clerk"),
+		chromedp.SetValue(chromedp.ID("email"), desk),
+		chromedp.SetValue(chromedp.ID("policy"), policy),
+		chromedp.Click(chromedp.Search(`//button[.="Invite"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	if text := pageText(t, ctx); !strings.Contains(text, "The invitation was made.") || !strings.Contains(text, "Desk Clerk") {
+		t.Fatalf("after the invite: %s", text)
+	}
+	r = do(t, "GET", "fhir/R4/ProjectMembership?_project="+pid+"&profile-type=Practitioner&_count=100", su, "", nil)
+	var deskMembership map[string]any
+	_, entries := bundleOf(t, r)
+	for _, e := range entries {
+		if e["profile"].(map[string]any)["display"] == "Desk Clerk" {
+			deskMembership = e
+		}
+	}
+	if deskMembership == nil || !strings.Contains(string(mustJSON(deskMembership)), policy) || deskMembership["admin"] == true {
+		t.Fatalf("invited membership: %v", deskMembership)
+	}
+	run(t, ctx, chromedp.Click(chromedp.Search(`//a[.="Desk Clerk"]`)), chromedp.WaitVisible(chromedp.CSS(`input[name="admin"]`)))
+	shot(t, ctx, "console-member")
+	run(t, ctx, chromedp.Click(chromedp.CSS(`input[name="admin"]`)), chromedp.Click(chromedp.Search(`//button[.="Save"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	r = do(t, "GET", "admin/projects/"+pid+"/members/"+deskMembership["id"].(string), su, "", nil)
+	if r.json(t)["admin"] != true || !strings.Contains(string(r.body), policy) {
+		t.Fatalf("after promotion: %s", r.body)
+	}
+
 	// A form without its CSRF token, with the console's own cookie: refused.
 	got, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{consoleURL}})
 	if err != nil {

@@ -94,6 +94,8 @@ var notices = map[string]string{
 	"secret":  "The secret was saved.",
 	"removed": "The secret was removed.",
 	"member":  "The member was removed; their tokens no longer work.",
+	"invited": "The invitation was made.",
+	"saved":   "The membership was saved.",
 }
 
 // secrets adds, replaces or removes one project secret: the project's list
@@ -153,6 +155,7 @@ func (c *Console) secrets(fc *fiber.Ctx) error {
 // member is one row of the members page.
 type member struct {
 	ID, Name, Type, Profile, Policy string
+	PolicyRef                       string // the one accessPolicy, for the edit form
 	Admin, Active, Removable        bool
 }
 
@@ -238,9 +241,13 @@ func memberOf(raw []byte, s *session) (member, error) {
 	var policies []string
 	if pm.AccessPolicy != nil {
 		policies = append(policies, policyName(*pm.AccessPolicy))
+		m.PolicyRef = pm.AccessPolicy.Reference
 	}
 	for _, a := range pm.Access {
 		policies = append(policies, policyName(a.Policy))
+		if m.PolicyRef == "" {
+			m.PolicyRef = a.Policy.Reference
+		}
 	}
 	m.Policy = strings.Join(policies, ", ")
 	return m, nil

@@ -73,6 +73,10 @@ func (c *Console) Register(app *fiber.App) {
 	app.Get("/console/members", c.members)
 	app.Get("/console/members/:id/remove", c.confirmRemove)
 	app.Post("/console/members/:id/remove", c.remove)
+	app.Get("/console/members/:id", c.editMember)
+	app.Post("/console/members/:id", c.saveMember)
+	app.Get("/console/invite", c.inviteForm)
+	app.Post("/console/invite", c.invite)
 }
 
 const (
@@ -93,7 +97,7 @@ var (
 )
 
 func init() {
-	for _, name := range []string{"message", "project", "members", "remove"} {
+	for _, name := range []string{"message", "project", "members", "remove", "invite", "member"} {
 		t := template.New("layout").Funcs(template.FuncMap{"style": func() template.CSS { return template.CSS(pageStyle) }})
 		pages[name] = template.Must(t.ParseFS(pageFiles, "pages/layout.html", "pages/"+name+".html"))
 	}
@@ -123,6 +127,11 @@ type page struct {
 	Member            *member
 	Types             []string
 	Filter, Next      string
+	// Forms: what was entered, errors by field, choices.
+	Form         map[string]string
+	Errors       map[string]string
+	Policies     []policyOption
+	ProfileKinds []string
 }
 
 // render answers with a page and the headers every page carries.
@@ -297,6 +306,30 @@ func (c *Console) call(fc *fiber.Ctx, subject string, who *bus.Principal, method
 		}
 	}
 	return resp, err
+}
+
+// fieldErrors splits a refusal into messages by form field (the issues'
+// expressions, by their last name) and the rest.
+func fieldErrors(resp *bus.Response, fields map[string]string) (map[string]string, string) {
+	var o fhir.OperationOutcome
+	if json.Unmarshal(resp.Body, &o) != nil || len(o.Issue) == 0 {
+		return nil, failure(resp)
+	}
+	byField, rest := map[string]string{}, []string{}
+	for _, is := range o.Issue {
+		field := ""
+		for _, e := range is.Expression {
+			if f, ok := fields[e]; ok {
+				field = f
+			}
+		}
+		if field != "" && byField[field] == "" {
+			byField[field] = is.Details.Text
+		} else {
+			rest = append(rest, is.Details.Text)
+		}
+	}
+	return byField, strings.Join(rest, " ")
 }
 
 // failure is a service's refusal as the text to show.
