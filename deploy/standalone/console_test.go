@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
@@ -132,6 +133,41 @@ func TestConsoleInBrowser(t *testing.T) {
 	r = do(t, "GET", "admin/projects/"+pid+"/members/"+deskMembership["id"].(string), su, "", nil)
 	if r.json(t)["admin"] != true || !strings.Contains(string(r.body), policy) {
 		t.Fatalf("after promotion: %s", r.body)
+	}
+
+	// A client application: its secret shown once, and it works.
+	run(t, ctx, chromedp.Navigate(consoleURL+"/clients"), chromedp.WaitVisible(chromedp.ID("name")))
+	run(t, ctx,
+		chromedp.SendKeys(chromedp.ID("name"), "Lab feed"),
+		chromedp.SendKeys(chromedp.ID("redirectUris"), "not a url"),
+		chromedp.Click(chromedp.Search(`//button[.="Create client application"]`)),
+		chromedp.WaitVisible(chromedp.ID("redirectUris-error")))
+	if text := get(t, ctx, chromedp.Text(chromedp.ID("redirectUris-error"))); !strings.Contains(text, "Invalid redirect URI") {
+		t.Fatalf("a bad return address: %q", text)
+	}
+	run(t, ctx,
+		chromedp.SetValue(chromedp.ID("redirectUris"), "https://lab.example/callback"),
+		chromedp.Click(chromedp.Search(`//button[.="Create client application"]`)),
+		chromedp.WaitVisible(chromedp.ID("secret")))
+	shot(t, ctx, "console-client-secret")
+	secret := get(t, ctx, chromedp.Value(chromedp.ID("secret")))
+	clientID := get(t, ctx, chromedp.Text(chromedp.ID("client-id")))
+	if tok := clientToken(t, clientID, secret); tok == "" {
+		t.Fatal("the shown secret gives no token")
+	}
+	// Rotated: the new secret is shown, and works.
+	run(t, ctx, chromedp.Click(chromedp.Search(`//button[.="Rotate the secret"]`)))
+	// The page with the new secret replaces the one with the first.
+	rotated := secret
+	for deadline := time.Now().Add(10 * time.Second); rotated == secret && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		rotated = get(t, ctx, chromedp.Value(chromedp.ID("secret")))
+	}
+	if rotated == secret || clientToken(t, clientID, rotated) == "" {
+		t.Fatalf("rotation gave no new working secret: %q → %q: %s", secret, rotated, pageText(t, ctx))
+	}
+	r = do(t, "GET", "fhir/R4/ClientApplication/"+clientID, su, "", nil)
+	if !strings.Contains(string(r.body), "https://lab.example/callback") {
+		t.Fatalf("client: %s", r.body)
 	}
 
 	// A form without its CSRF token, with the console's own cookie: refused.

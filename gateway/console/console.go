@@ -22,6 +22,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -77,6 +78,11 @@ func (c *Console) Register(app *fiber.App) {
 	app.Post("/console/members/:id", c.saveMember)
 	app.Get("/console/invite", c.inviteForm)
 	app.Post("/console/invite", c.invite)
+	app.Get("/console/clients", c.clients)
+	app.Post("/console/clients", c.createClient)
+	app.Get("/console/clients/:id", c.showClient)
+	app.Post("/console/clients/:id", c.saveClient)
+	app.Post("/console/clients/:id/rotate", c.rotateClient)
 }
 
 const (
@@ -90,15 +96,22 @@ var pageFiles embed.FS
 
 var (
 	pageStyle = mustRead("pages/style.css")
-	pages     = map[string]*template.Template{}
-	// pageCSP allows the style sheet, by hash, and forms that post back
-	// here; no script, no frame, nothing from elsewhere.
-	pageCSP = "default-src 'none'; style-src 'sha256-" + digest(pageStyle) + "'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+	// pageScript is the one script: copy buttons. Everything works
+	// without it.
+	pageScript = mustRead("pages/copy.js")
+	pages      = map[string]*template.Template{}
+	// pageCSP allows the style sheet and the script, by hash, and forms
+	// that post back here; no frame, nothing from elsewhere.
+	pageCSP = "default-src 'none'; style-src 'sha256-" + digest(pageStyle) + "'; script-src 'sha256-" + digest(pageScript) +
+		"'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 
 func init() {
-	for _, name := range []string{"message", "project", "members", "remove", "invite", "member"} {
-		t := template.New("layout").Funcs(template.FuncMap{"style": func() template.CSS { return template.CSS(pageStyle) }})
+	for _, name := range []string{"message", "project", "members", "remove", "invite", "member", "clients", "client"} {
+		t := template.New("layout").Funcs(template.FuncMap{
+			"style":  func() template.CSS { return template.CSS(pageStyle) },
+			"script": func() template.JS { return template.JS(pageScript) },
+		})
 		pages[name] = template.Must(t.ParseFS(pageFiles, "pages/layout.html", "pages/"+name+".html"))
 	}
 }
@@ -132,6 +145,9 @@ type page struct {
 	Errors       map[string]string
 	Policies     []policyOption
 	ProfileKinds []string
+	Clients      []client
+	Client       *client
+	Secret       string // a client secret, shown once
 }
 
 // render answers with a page and the headers every page carries.
@@ -308,8 +324,8 @@ func (c *Console) call(fc *fiber.Ctx, subject string, who *bus.Principal, method
 	return resp, err
 }
 
-// fieldErrors splits a refusal into messages by form field (the issues'
-// expressions, by their last name) and the rest.
+// fieldErrors splits a refusal into messages by form field (fields maps
+// the issues' expressions, without array indices) and the rest.
 func fieldErrors(resp *bus.Response, fields map[string]string) (map[string]string, string) {
 	var o fhir.OperationOutcome
 	if json.Unmarshal(resp.Body, &o) != nil || len(o.Issue) == 0 {
@@ -319,7 +335,7 @@ func fieldErrors(resp *bus.Response, fields map[string]string) (map[string]strin
 	for _, is := range o.Issue {
 		field := ""
 		for _, e := range is.Expression {
-			if f, ok := fields[e]; ok {
+			if f, ok := fields[arrayIndex.ReplaceAllString(e, "")]; ok {
 				field = f
 			}
 		}
@@ -331,6 +347,8 @@ func fieldErrors(resp *bus.Response, fields map[string]string) (map[string]strin
 	}
 	return byField, strings.Join(rest, " ")
 }
+
+var arrayIndex = regexp.MustCompile(`\[\d+\]`)
 
 // failure is a service's refusal as the text to show.
 func failure(resp *bus.Response) string {

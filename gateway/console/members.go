@@ -46,7 +46,7 @@ func (c *Console) policies(fc *fiber.Ctx, s *session) ([]policyOption, error) {
 // inviteFields maps the invite's error expressions to the form's fields.
 var inviteFields = map[string]string{
 	"firstName": "firstName", "lastName": "lastName", "email": "email", "patient": "patient",
-	"resourceType": "resourceType", "membership.accessPolicy": "policy", "membership.access[0].policy": "policy",
+	"resourceType": "resourceType", "membership.accessPolicy": "policy", "membership.access.policy": "policy",
 }
 
 func (c *Console) inviteForm(fc *fiber.Ctx) error {
