@@ -14,6 +14,13 @@ import (
 	"github.com/pinion-health/pinion/pkg/config"
 )
 
+// tryGet is get that may fail (a page being replaced), bounded in time.
+func tryGet[T any](ctx context.Context, a chromedp.Action[T]) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return chromedp.Run(ctx, a)
+}
+
 // consoleSignIn opens the console in a browser and signs in through the
 // authorization page; it ends on the first console page.
 func consoleSignIn(t *testing.T, email, password string) (ctx context.Context, consoleURL string) {
@@ -160,7 +167,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	// The page with the new secret replaces the one with the first.
 	rotated := secret
 	for deadline := time.Now().Add(10 * time.Second); rotated == secret && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		rotated = get(t, ctx, chromedp.Value(chromedp.ID("secret")))
+		if v, err := tryGet(ctx, chromedp.Value(chromedp.ID("secret"))); err == nil {
+			rotated = v
+		}
 	}
 	if rotated == secret || clientToken(t, clientID, rotated) == "" {
 		t.Fatalf("rotation gave no new working secret: %q → %q: %s", secret, rotated, pageText(t, ctx))
@@ -168,6 +177,60 @@ func TestConsoleInBrowser(t *testing.T) {
 	r = do(t, "GET", "fhir/R4/ClientApplication/"+clientID, su, "", nil)
 	if !strings.Contains(string(r.body), "https://lab.example/callback") {
 		t.Fatalf("client: %s", r.body)
+	}
+
+	// A bot: written in TypeScript, refused with the line and column of a
+	// mistake, deployed, run with JSON and with an HL7 message.
+	run(t, ctx, chromedp.Navigate(consoleURL+"/bots"), chromedp.WaitVisible(chromedp.ID("name")))
+	run(t, ctx,
+		chromedp.SendKeys(chromedp.ID("name"), "Greeter"),
+		chromedp.Click(chromedp.Search(`//button[.="Create bot"]`)),
+		chromedp.WaitVisible(chromedp.ID("code")))
+	if starter := get(t, ctx, chromedp.Value(chromedp.ID("code"))); !strings.Contains(starter, "export async function handler") {
+		t.Fatalf("a new bot's source: %q", starter)
+	}
+	broken := "export async function handler(medplum: unknown, event: { input: unknown }): Promise<unknown> {\n  return { kind: typeof event.input, text: String(event.input) ;\n}\n"
+	run(t, ctx,
+		chromedp.SetValue(chromedp.ID("code"), broken),
+		chromedp.Click(chromedp.Search(`//button[.="Save and deploy"]`)),
+		chromedp.WaitVisible(chromedp.ID("code-error")))
+	shot(t, ctx, "console-bot-error")
+	if msg := get(t, ctx, chromedp.Text(chromedp.ID("code-error"))); !strings.Contains(msg, "Saved, not deployed") || !strings.Contains(msg, "line 2, column 64") {
+		t.Fatalf("a syntax error: %q", msg)
+	}
+	fixed := strings.Replace(broken, "String(event.input) ;", "String(event.input) };", 1)
+	run(t, ctx,
+		chromedp.SetValue(chromedp.ID("code"), fixed),
+		chromedp.Click(chromedp.Search(`//button[.="Save and deploy"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	if text := pageText(t, ctx); !strings.Contains(text, "saved and deployed") {
+		t.Fatalf("after deploying: %s", text)
+	}
+	run(t, ctx,
+		chromedp.SetValue(chromedp.ID("input"), `{"hello":"world"}`),
+		chromedp.Click(chromedp.Search(`//button[.="Run"]`)),
+		chromedp.WaitVisible(chromedp.ID("output")))
+	if out := get(t, ctx, chromedp.Text(chromedp.ID("output"))); !strings.Contains(out, `"kind":"object"`) {
+		t.Fatalf("JSON run: %q", out)
+	}
+	run(t, ctx,
+		chromedp.SetValue(chromedp.ID("contentType"), "x-application/hl7-v2+er7"),
+		chromedp.SetValue(chromedp.ID("input"), "MSH|^~\\&|LAB|HOSP|APP|HOSP|20260101120000||ORU^R01|MSG1|P|2.5\nPID|1||12345||Doe^Jane"),
+		chromedp.Click(chromedp.Search(`//button[.="Run"]`)))
+	// The page with this run's output replaces the one with the last.
+	out := ""
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out, "Doe^Jane") && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		// Between the pages there is no output to read: try again.
+		if v, err := tryGet(ctx, chromedp.Text(chromedp.ID("output"))); err == nil {
+			out = v
+		}
+	}
+	if !strings.Contains(out, "Doe^Jane") {
+		t.Fatalf("HL7 run: %q", out)
+	}
+	shot(t, ctx, "console-bot-run")
+	if text := pageText(t, ctx); strings.Count(text, "success") < 1 {
+		t.Fatalf("no executions listed: %s", text)
 	}
 
 	// A form without its CSRF token, with the console's own cookie: refused.

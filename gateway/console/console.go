@@ -83,6 +83,12 @@ func (c *Console) Register(app *fiber.App) {
 	app.Get("/console/clients/:id", c.showClient)
 	app.Post("/console/clients/:id", c.saveClient)
 	app.Post("/console/clients/:id/rotate", c.rotateClient)
+	app.Get("/console/bots", c.bots)
+	app.Post("/console/bots", c.createBot)
+	app.Get("/console/bots/:id", c.showBot)
+	app.Post("/console/bots/:id/source", c.saveSource)
+	app.Post("/console/bots/:id/run", c.runBot)
+	app.Post("/console/bots/:id/identifiers", c.saveIdentifiers)
 }
 
 const (
@@ -107,7 +113,7 @@ var (
 )
 
 func init() {
-	for _, name := range []string{"message", "project", "members", "remove", "invite", "member", "clients", "client"} {
+	for _, name := range []string{"message", "project", "members", "remove", "invite", "member", "clients", "client", "bots", "bot"} {
 		t := template.New("layout").Funcs(template.FuncMap{
 			"style":  func() template.CSS { return template.CSS(pageStyle) },
 			"script": func() template.JS { return template.JS(pageScript) },
@@ -148,6 +154,11 @@ type page struct {
 	Clients      []client
 	Client       *client
 	Secret       string // a client secret, shown once
+	Bots         []bot
+	Bot          *bot
+	InputTypes   []string
+	Output       *output
+	Runs         []run
 }
 
 // render answers with a page and the headers every page carries.
@@ -305,16 +316,23 @@ func (c *Console) session(fc *fiber.Ctx) (*session, error) {
 
 // call sends one request to a service as the signed-in person.
 func (c *Console) call(fc *fiber.Ctx, subject string, who *bus.Principal, method, path string, params map[string]string, q url.Values, contentType string, body []byte) (*bus.Response, error) {
-	ctx, cancel := context.WithTimeout(fc.UserContext(), c.cfg.Timeout)
-	defer cancel()
-	rid, _ := fc.Locals("rid").(string)
 	req := &bus.Request{
 		Method: method, Path: path, Query: q, RawQuery: q.Encode(), Params: params, Principal: who,
-		Header: map[string]string{}, Body: body, RequestID: rid, Remote: c.clientIP(fc),
+		Header: map[string]string{}, Body: body,
 	}
 	if contentType != "" {
 		req.Header["Content-Type"] = contentType
 	}
+	return c.send(fc, subject, req)
+}
+
+// send sends a request made by the caller, with the request's id, address
+// and time bound added.
+func (c *Console) send(fc *fiber.Ctx, subject string, req *bus.Request) (*bus.Response, error) {
+	ctx, cancel := context.WithTimeout(fc.UserContext(), c.cfg.Timeout)
+	defer cancel()
+	req.RequestID, _ = fc.Locals("rid").(string)
+	req.Remote = c.clientIP(fc)
 	resp, err := bus.Call(ctx, c.nc, subject, req)
 	if err == nil {
 		if bucket, rev, ok := resp.Session(); ok {
