@@ -750,3 +750,27 @@ func TestAccessCriteria(t *testing.T) {
 		}
 	})
 }
+
+// An access policy whose criteria could never work is refused when it is
+// written, naming the entry, rather than failing each request later.
+func TestAccessPolicyCriteriaChecked(t *testing.T) {
+	_, su := adminProject(t, "Policy criteria")
+	for criteria, text := range map[string]string{
+		"Observation?status=final": "Criteria must search Patient, the entry's resource type, not Observation",
+		"Patient?colour=blue":      "Unknown search parameter in criteria: colour",
+		"?name=x":                  "Invalid criteria: criteria \"?name=x\": no resource type",
+		"Patient?%zz=1":            "",
+	} {
+		body := mustJSON(map[string]any{"resourceType": "AccessPolicy", "name": "p",
+			"resource": []any{map[string]any{"resourceType": "Observation"}, map[string]any{"resourceType": "Patient", "criteria": criteria}}})
+		r := do(t, "POST", "fhir/R4/AccessPolicy", su, "application/fhir+json", body)
+		expect(t, r, 400)
+		if text != "" {
+			expectOutcome(t, r, 400, text, "AccessPolicy.resource[1].criteria")
+		}
+	}
+	// Variables stay for the membership's parameters to give.
+	r := do(t, "POST", "fhir/R4/AccessPolicy", su, "application/fhir+json", mustJSON(map[string]any{"resourceType": "AccessPolicy", "name": "ok",
+		"resource": []any{map[string]any{"resourceType": "Observation", "criteria": "Observation?subject=%patient&status=final"}}}))
+	expect(t, r, 201)
+}

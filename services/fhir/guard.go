@@ -163,8 +163,20 @@ func checkServerSet(typ string, res map[string]any) error {
 	return nil
 }
 
+// checkContent makes the checks of a write beyond the resource's
+// definition: fields the server sets, and an access policy's criteria.
+func checkContent(typ string, res map[string]any) error {
+	if err := checkServerSet(typ, res); err != nil {
+		return err
+	}
+	if typ == "AccessPolicy" {
+		return access.CheckPolicy(res)
+	}
+	return nil
+}
+
 func (g *guard) create(ctx context.Context, res map[string]any, o repo.WriteOptions) (*repo.Resource, error) {
-	if err := checkServerSet(g.typ, res); err != nil {
+	if err := checkContent(g.typ, res); err != nil {
 		return nil, err
 	}
 	if err := g.policy.Write(access.Create, g.typ, nil, res, g.project()); err != nil {
@@ -182,7 +194,7 @@ func (g *guard) create(ctx context.Context, res map[string]any, o repo.WriteOpti
 // conditional on it and retried a few times when another write came
 // between, unless the caller named a version itself (If-Match).
 func (g *guard) update(ctx context.Context, i access.Interaction, res map[string]any, o repo.WriteOptions) (*repo.Resource, error) {
-	if err := checkServerSet(g.typ, res); err != nil {
+	if err := checkContent(g.typ, res); err != nil {
 		return nil, err
 	}
 	if g.policy.Plain(g.typ) {
