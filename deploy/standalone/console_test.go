@@ -142,6 +142,34 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("after promotion: %s", r.body)
 	}
 
+	// An access policy, written in the editor; a mistake in its criteria
+	// is shown beside them.
+	run(t, ctx, chromedp.Navigate(consoleURL+"/policies/new"), chromedp.WaitVisible(chromedp.ID("name")))
+	run(t, ctx,
+		chromedp.SendKeys(chromedp.ID("name"), "Ward nurses"),
+		chromedp.SendKeys(chromedp.Search(`//input[@aria-label="Resource type 0"]`), "Observation"),
+		chromedp.SendKeys(chromedp.ID("criteria_0"), "Observation?colour=red"),
+		chromedp.SendKeys(chromedp.Search(`//input[@aria-label="Resource type 1"]`), "Patient"),
+		chromedp.SendKeys(chromedp.Search(`//input[@aria-label="Hidden fields 1"]`), "telecom, address"),
+		chromedp.Click(chromedp.Search(`//button[.="Save access policy"]`)),
+		chromedp.WaitVisible(chromedp.ID("criteria_0-error")))
+	shot(t, ctx, "console-policy-error")
+	if msg := get(t, ctx, chromedp.Text(chromedp.ID("criteria_0-error"))); msg != "Unknown search parameter in criteria: colour" {
+		t.Fatalf("criteria error: %q", msg)
+	}
+	run(t, ctx,
+		chromedp.SetValue(chromedp.ID("criteria_0"), "Observation?subject=%patient"),
+		chromedp.Click(chromedp.Search(`//button[.="Save access policy"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	run(t, ctx, chromedp.Click(chromedp.Search(`//a[.="Ward nurses"]`)), chromedp.WaitVisible(chromedp.ID("criteria_0")))
+	if v := get(t, ctx, chromedp.Value(chromedp.ID("criteria_0"))); v != "Observation?subject=%patient" {
+		t.Fatalf("the saved criteria: %q", v)
+	}
+	r = do(t, "GET", "fhir/R4/AccessPolicy?name=Ward&_project="+pid, su, "", nil)
+	if _, e := bundleOf(t, r); len(e) != 1 || !strings.Contains(string(mustJSON(e[0])), `"hiddenFields":["telecom","address"]`) {
+		t.Fatalf("the saved policy: %s", r.body)
+	}
+
 	// A client application: its secret shown once, and it works.
 	run(t, ctx, chromedp.Navigate(consoleURL+"/clients"), chromedp.WaitVisible(chromedp.ID("name")))
 	run(t, ctx,

@@ -83,6 +83,11 @@ func (c *Console) Register(app *fiber.App) {
 	app.Get("/console/clients/:id", c.showClient)
 	app.Post("/console/clients/:id", c.saveClient)
 	app.Post("/console/clients/:id/rotate", c.rotateClient)
+	app.Get("/console/policies", c.listPolicies)
+	app.Get("/console/policies/new", c.newPolicy)
+	app.Post("/console/policies/new", c.savePolicy)
+	app.Get("/console/policies/:id", c.showPolicy)
+	app.Post("/console/policies/:id", c.savePolicy)
 	app.Get("/console/bots", c.bots)
 	app.Post("/console/bots", c.createBot)
 	app.Get("/console/bots/:id", c.showBot)
@@ -113,7 +118,7 @@ var (
 )
 
 func init() {
-	for _, name := range []string{"message", "project", "members", "remove", "invite", "member", "clients", "client", "bots", "bot"} {
+	for _, name := range []string{"message", "project", "members", "remove", "invite", "member", "clients", "client", "bots", "bot", "policies", "policy"} {
 		t := template.New("layout").Funcs(template.FuncMap{
 			"style":  func() template.CSS { return template.CSS(pageStyle) },
 			"script": func() template.JS { return template.JS(pageScript) },
@@ -159,6 +164,7 @@ type page struct {
 	InputTypes   []string
 	Output       *output
 	Runs         []run
+	Policy       *policyForm
 }
 
 // render answers with a page and the headers every page carries.

@@ -12,7 +12,7 @@ import (
 )
 
 // policyOption is an access policy of the project, for the forms.
-type policyOption struct{ Ref, Name string }
+type policyOption struct{ ID, Ref, Name string }
 
 // policies lists the project's access policies, through the API's search.
 func (c *Console) policies(fc *fiber.Ctx, s *session) ([]policyOption, error) {
@@ -38,7 +38,7 @@ func (c *Console) policies(fc *fiber.Ctx, s *session) ([]policyOption, error) {
 		if name == "" {
 			name = "AccessPolicy/" + e.Resource.ID
 		}
-		out = append(out, policyOption{Ref: "AccessPolicy/" + e.Resource.ID, Name: name})
+		out = append(out, policyOption{ID: e.Resource.ID, Ref: "AccessPolicy/" + e.Resource.ID, Name: name})
 	}
 	return out, nil
 }
