@@ -133,6 +133,24 @@ func TestConsoleInBrowser(t *testing.T) {
 	if deskMembership == nil || !strings.Contains(string(mustJSON(deskMembership)), policy) || deskMembership["admin"] == true {
 		t.Fatalf("invited membership: %v", deskMembership)
 	}
+	// A Patient, with the same policy.
+	run(t, ctx, chromedp.Navigate(consoleURL+"/invite"), chromedp.WaitVisible(chromedp.ID("firstName")))
+	run(t, ctx,
+		chromedp.SetValue(chromedp.ID("resourceType"), "Patient"),
+		chromedp.SendKeys(chromedp.ID("firstName"), "Paula"),
+		chromedp.SendKeys(chromedp.ID("lastName"), "Tient"),
+		chromedp.SendKeys(chromedp.ID("email"), "console-paula-"+pid+"@example.com"),
+		chromedp.SetValue(chromedp.ID("policy"), policy),
+		chromedp.Click(chromedp.Search(`//input[@name="sendEmail"]`)),
+		chromedp.Click(chromedp.Search(`//button[.="Invite"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	r = do(t, "GET", "fhir/R4/ProjectMembership?_project="+pid+"&profile-type=Patient&_count=100", su, "", nil)
+	if !strings.Contains(string(r.body), "Paula Tient") || strings.Count(string(r.body), policy) < 1 {
+		t.Fatalf("the invited Patient: %s", r.body)
+	}
+	if text := pageText(t, ctx); !strings.Contains(text, "console-paula-"+pid+"@example.com") {
+		t.Fatalf("the members table lacks the e-mail: %s", text)
+	}
 	run(t, ctx, chromedp.Click(chromedp.Search(`//a[.="Desk Clerk"]`)), chromedp.WaitVisible(chromedp.CSS(`input[name="admin"]`)))
 	shot(t, ctx, "console-member")
 	run(t, ctx, chromedp.Click(chromedp.CSS(`input[name="admin"]`)), chromedp.Click(chromedp.Search(`//button[.="Save"]`)),
@@ -302,8 +320,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	if h1 := get(t, ctx2, chromedp.Text(chromedp.CSS("h1"))); h1 != "Not an administrator" {
 		t.Fatalf("a plain member: %q: %s", h1, pageText(t, ctx2))
 	}
-	run(t, ctx2, chromedp.Navigate(consoleURL+"/members"), chromedp.WaitVisible(chromedp.CSS("h1")))
-	if h1 := get(t, ctx2, chromedp.Text(chromedp.CSS("h1"))); h1 != "Not an administrator" {
-		t.Fatalf("a plain member's members page: %q", h1)
+	for _, p := range []string{"/members", "/invite", "/policies", "/policies/new", "/clients", "/bots"} {
+		run(t, ctx2, chromedp.Navigate(consoleURL+p), chromedp.WaitVisible(chromedp.CSS("h1")))
+		if h1 := get(t, ctx2, chromedp.Text(chromedp.CSS("h1"))); h1 != "Not an administrator" {
+			t.Fatalf("a plain member's %s: %q", p, h1)
+		}
 	}
 }

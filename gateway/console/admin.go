@@ -14,9 +14,10 @@ import (
 
 // project is what the project page shows.
 type project struct {
-	ID, Name string
-	Secrets  []secret
-	raw      []map[string]any // the secrets as stored, sent back whole
+	ID, Name, Owner string
+	Features        []string
+	Secrets         []secret
+	raw             []map[string]any // the secrets as stored, sent back whole
 }
 
 type secret struct{ Name, Masked string }
@@ -34,15 +35,20 @@ func (c *Console) readProject(fc *fiber.Ctx, s *session) (*project, string, erro
 	}
 	var body struct {
 		Project struct {
-			ID     string           `json:"id"`
-			Name   string           `json:"name"`
-			Secret []map[string]any `json:"secret"`
+			ID       string           `json:"id"`
+			Name     string           `json:"name"`
+			Owner    fhir.Reference   `json:"owner"`
+			Features []string         `json:"features"`
+			Secret   []map[string]any `json:"secret"`
 		} `json:"project"`
 	}
 	if err := json.Unmarshal(resp.Body, &body); err != nil {
 		return nil, "", err
 	}
-	p := &project{ID: body.Project.ID, Name: body.Project.Name, raw: body.Project.Secret}
+	p := &project{ID: body.Project.ID, Name: body.Project.Name, Features: body.Project.Features, raw: body.Project.Secret}
+	if p.Owner = body.Project.Owner.Display; p.Owner == "" {
+		p.Owner = body.Project.Owner.Reference
+	}
 	for _, sec := range body.Project.Secret {
 		name, _ := sec["name"].(string)
 		p.Secrets = append(p.Secrets, secret{Name: name, Masked: mask(sec)})
@@ -155,6 +161,7 @@ func (c *Console) secrets(fc *fiber.Ctx) error {
 // member is one row of the members page.
 type member struct {
 	ID, Name, Type, Profile, Policy string
+	Email                           string
 	PolicyRef                       string // the one accessPolicy, for the edit form
 	Admin, Active, Removable        bool
 }
@@ -219,6 +226,7 @@ func memberOf(raw []byte, s *session) (member, error) {
 	var pm struct {
 		ID           string          `json:"id"`
 		Profile      fhir.Reference  `json:"profile"`
+		User         fhir.Reference  `json:"user"`
 		Admin        bool            `json:"admin"`
 		Active       *bool           `json:"active"`
 		AccessPolicy *fhir.Reference `json:"accessPolicy"`
@@ -237,6 +245,10 @@ func memberOf(raw []byte, s *session) (member, error) {
 	}
 	if m.Name == "" {
 		m.Name = pm.Profile.Reference
+	}
+	// A person's user is shown by their e-mail; a client's or bot's by its name.
+	if strings.Contains(pm.User.Display, "@") {
+		m.Email = pm.User.Display
 	}
 	var policies []string
 	if pm.AccessPolicy != nil {

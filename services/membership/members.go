@@ -222,10 +222,12 @@ func (s *Service) getProject(ctx context.Context, r *bus.Request) (*bus.Response
 		return nil, err
 	}
 	var p struct {
-		ID     string `json:"id"`
-		Name   string `json:"name"`
-		Secret any    `json:"secret,omitempty"`
-		Site   any    `json:"site,omitempty"`
+		ID       string `json:"id"`
+		Name     string `json:"name"`
+		Owner    any    `json:"owner,omitempty"`
+		Features any    `json:"features,omitempty"`
+		Secret   any    `json:"secret,omitempty"`
+		Site     any    `json:"site,omitempty"`
 	}
 	_ = json.Unmarshal(res.JSON, &p)
 	return bus.JSON(200, map[string]any{"project": p}), nil
