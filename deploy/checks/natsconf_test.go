@@ -134,7 +134,9 @@ func TestNATSPermissions(t *testing.T) {
 		subject string
 		who     []string
 	}{
-		// Service requests: only the gateway, and botexec for bots' FHIR calls.
+		// Service requests: only the gateway, and botexec for bots' calls of
+		// the FHIR routes (bus.Routes under /fhir/R4, whichever service
+		// serves them).
 		{"identity requests", true, bus.SubjToken, []string{"gateway"}},
 		{"identity requests", true, bus.SubjJWKS, []string{"gateway"}},
 		{"membership requests", true, bus.SubjInvite, []string{"gateway"}},
@@ -143,7 +145,12 @@ func TestNATSPermissions(t *testing.T) {
 		{"fhir requests", true, bus.SubjCreate, []string{"gateway", "botexec"}},
 		{"fhir requests", true, bus.SubjBatch, []string{"gateway", "botexec"}},
 		{"bot execution", true, bus.SubjExecute, []string{"gateway", "botexec"}},
-		{"bot deployment", true, bus.SubjDeploy, []string{"gateway"}},
+		{"bot deployment", true, bus.SubjDeploy, []string{"gateway", "botexec"}},
+		{"client secret rotation (FHIR route)", true, bus.SubjRotateOp, []string{"gateway", "botexec"}},
+		{"client secret rotation (admin route)", true, bus.SubjRotate, []string{"gateway"}},
+		{"project init", true, bus.SubjProjectInit, []string{"gateway", "botexec"}},
+		{"bulk export", true, bus.SubjExport, []string{"gateway", "botexec"}},
+		{"client credentials by HTTP Basic", true, bus.SubjBasic, []string{"gateway"}},
 		{"bot creation", true, bus.SubjBotCreate, []string{"gateway"}},
 		// Each service serves its own subjects only.
 		{"serve identity", false, "pinion.identity.>", []string{"identity"}},
