@@ -108,12 +108,9 @@ var notices = map[string]string{
 // is read, changed in that one entry, and sent back whole, as the API's
 // POST /admin/projects/:id/secrets takes it.
 func (c *Console) secrets(fc *fiber.Ctx) error {
-	s, err := c.session(fc)
+	s, err := c.form(fc)
 	if s == nil {
 		return err
-	}
-	if !s.checkCSRF(fc) {
-		return c.message(fc, 403, "Form expired", "This form was not sent from this console. Open the console and try again.")
 	}
 	p, refused, err := c.readProject(fc, s)
 	if err != nil {
@@ -285,19 +282,30 @@ func (c *Console) readMember(fc *fiber.Ctx, s *session) (*member, *bus.Response,
 	return &m, resp, err
 }
 
-// confirmRemove is the Remove User action's confirmation: who goes, and
-// what stays.
-func (c *Console) confirmRemove(fc *fiber.Ctx) error {
+// memberPage starts a page about one membership: the signed-in
+// administrator and the member; nil, with the page answered, when either
+// is refused.
+func (c *Console) memberPage(fc *fiber.Ctx, title string) (*session, *member, error) {
 	s, err := c.signedIn(fc)
 	if s == nil {
-		return err
+		return nil, nil, err
 	}
 	m, resp, err := c.readMember(fc, s)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if m == nil {
-		return c.message(fc, resp.Status, "Remove member", failure(resp))
+		return nil, nil, c.message(fc, resp.Status, title, failure(resp))
+	}
+	return s, m, nil
+}
+
+// confirmRemove is the Remove User action's confirmation: who goes, and
+// what stays.
+func (c *Console) confirmRemove(fc *fiber.Ctx) error {
+	s, m, err := c.memberPage(fc, "Remove member")
+	if s == nil {
+		return err
 	}
 	p, _, err := c.readProject(fc, s)
 	if err != nil || p == nil {
@@ -309,12 +317,9 @@ func (c *Console) confirmRemove(fc *fiber.Ctx) error {
 // remove deletes the membership, through the API's
 // DELETE /admin/projects/:id/members/:membershipId.
 func (c *Console) remove(fc *fiber.Ctx) error {
-	s, err := c.session(fc)
+	s, err := c.form(fc)
 	if s == nil {
 		return err
-	}
-	if !s.checkCSRF(fc) {
-		return c.message(fc, 403, "Form expired", "This form was not sent from this console. Open the console and try again.")
 	}
 	id := fc.Params("id")
 	if id == s.who.Membership {

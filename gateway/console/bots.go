@@ -74,24 +74,16 @@ func (c *Console) bots(fc *fiber.Ctx) error {
 }
 
 func (c *Console) showBots(fc *fiber.Ctx, s *session, status int, form, errs map[string]string, problem string) error {
-	resp, err := c.call(fc, bus.SubjSearch, s.who, "GET", "/fhir/R4/Bot", map[string]string{"type": "Bot"}, url.Values{"_count": {"200"}}, "", nil)
+	found, resp, err := c.searchAll(fc, s, "Bot", url.Values{"_count": {"200"}})
 	if err != nil {
 		return err
 	}
 	if resp.Status != 200 {
 		return c.message(fc, resp.Status, "Bots", failure(resp))
 	}
-	var b struct {
-		Entry []struct {
-			Resource json.RawMessage `json:"resource"`
-		} `json:"entry"`
-	}
-	if err := json.Unmarshal(resp.Body, &b); err != nil {
-		return err
-	}
 	d := page{Title: "Bots", CSRF: s.csrf(), Project: &project{}, Form: form, Errors: errs, Problem: problem}
-	for _, e := range b.Entry {
-		bt, err := botOf(e.Resource)
+	for _, raw := range found {
+		bt, err := botOf(raw)
 		if err != nil {
 			return err
 		}
@@ -102,12 +94,9 @@ func (c *Console) showBots(fc *fiber.Ctx, s *session, status int, form, errs map
 
 // createBot is the API's POST /admin/projects/:id/bot.
 func (c *Console) createBot(fc *fiber.Ctx) error {
-	s, err := c.session(fc)
+	s, err := c.form(fc)
 	if s == nil {
 		return err
-	}
-	if !s.checkCSRF(fc) {
-		return c.message(fc, 403, "Form expired", "This form was not sent from this console. Open the console and try again.")
 	}
 	form := map[string]string{"name": strings.TrimSpace(fc.FormValue("name")), "description": strings.TrimSpace(fc.FormValue("description"))}
 	raw, _ := json.Marshal(map[string]any{"name": form["name"], "description": form["description"]})
@@ -247,12 +236,9 @@ func sourceType(filename string) string {
 // `medplum bot save` does) and, asked to, deploys it ($deploy, which
 // reports a syntax error with its line and column).
 func (c *Console) saveSource(fc *fiber.Ctx) error {
-	s, err := c.session(fc)
+	s, err := c.form(fc)
 	if s == nil {
 		return err
-	}
-	if !s.checkCSRF(fc) {
-		return c.message(fc, 403, "Form expired", "This form was not sent from this console. Open the console and try again.")
 	}
 	code, filename := fc.FormValue("code"), path.Base(strings.TrimSpace(fc.FormValue("filename")))
 	if filename == "." || filename == "/" || filename == "" {
@@ -317,12 +303,9 @@ func (c *Console) putBot(fc *fiber.Ctx, s *session, res map[string]any) (*bus.Re
 // runBot is $execute with the form's input and content type; the answer
 // is shown with the latest executions, this one first.
 func (c *Console) runBot(fc *fiber.Ctx) error {
-	s, err := c.session(fc)
+	s, err := c.form(fc)
 	if s == nil {
 		return err
-	}
-	if !s.checkCSRF(fc) {
-		return c.message(fc, 403, "Form expired", "This form was not sent from this console. Open the console and try again.")
 	}
 	form := map[string]string{"contentType": fc.FormValue("contentType"), "input": fc.FormValue("input")}
 	valid := false
@@ -354,12 +337,9 @@ func (c *Console) runBot(fc *fiber.Ctx) error {
 
 // saveIdentifiers replaces the bot's identifiers.
 func (c *Console) saveIdentifiers(fc *fiber.Ctx) error {
-	s, err := c.session(fc)
+	s, err := c.form(fc)
 	if s == nil {
 		return err
-	}
-	if !s.checkCSRF(fc) {
-		return c.message(fc, 403, "Form expired", "This form was not sent from this console. Open the console and try again.")
 	}
 	var ids []any
 	for _, l := range lines(fc.FormValue("identifiers")) {

@@ -60,25 +60,16 @@ func (c *Console) clients(fc *fiber.Ctx) error {
 }
 
 func (c *Console) showClients(fc *fiber.Ctx, s *session, status int, form, errs map[string]string, problem string) error {
-	resp, err := c.call(fc, bus.SubjSearch, s.who, "GET", "/fhir/R4/ClientApplication",
-		map[string]string{"type": "ClientApplication"}, url.Values{"_count": {"200"}}, "", nil)
+	found, resp, err := c.searchAll(fc, s, "ClientApplication", url.Values{"_count": {"200"}})
 	if err != nil {
 		return err
 	}
 	if resp.Status != 200 {
 		return c.message(fc, resp.Status, "Client applications", failure(resp))
 	}
-	var b struct {
-		Entry []struct {
-			Resource json.RawMessage `json:"resource"`
-		} `json:"entry"`
-	}
-	if err := json.Unmarshal(resp.Body, &b); err != nil {
-		return err
-	}
 	d := page{Title: "Client applications", CSRF: s.csrf(), Project: &project{}, Form: form, Errors: errs, Problem: problem}
-	for _, e := range b.Entry {
-		cl, err := clientOf(e.Resource)
+	for _, raw := range found {
+		cl, err := clientOf(raw)
 		if err != nil {
 			return err
 		}
@@ -93,12 +84,9 @@ func (c *Console) showClients(fc *fiber.Ctx, s *session, status int, form, errs 
 // createClient is the API's POST /admin/projects/:id/client; the answer's
 // secret is shown once.
 func (c *Console) createClient(fc *fiber.Ctx) error {
-	s, err := c.session(fc)
+	s, err := c.form(fc)
 	if s == nil {
 		return err
-	}
-	if !s.checkCSRF(fc) {
-		return c.message(fc, 403, "Form expired", "This form was not sent from this console. Open the console and try again.")
 	}
 	form := map[string]string{"name": strings.TrimSpace(fc.FormValue("name")), "redirectUris": fc.FormValue("redirectUris"), "policy": fc.FormValue("policy")}
 	body := map[string]any{"name": form["name"]}
@@ -159,12 +147,9 @@ func (c *Console) showClient(fc *fiber.Ctx) error {
 // saveClient replaces the client's return addresses, through the API's
 // update of the ClientApplication.
 func (c *Console) saveClient(fc *fiber.Ctx) error {
-	s, err := c.session(fc)
+	s, err := c.form(fc)
 	if s == nil {
 		return err
-	}
-	if !s.checkCSRF(fc) {
-		return c.message(fc, 403, "Form expired", "This form was not sent from this console. Open the console and try again.")
 	}
 	resp, err := c.readClient(fc, s)
 	if err != nil {
@@ -208,12 +193,9 @@ func (c *Console) saveClient(fc *fiber.Ctx) error {
 // rotateClient is the API's $rotate-secret for admins: a new secret, shown
 // once.
 func (c *Console) rotateClient(fc *fiber.Ctx) error {
-	s, err := c.session(fc)
+	s, err := c.form(fc)
 	if s == nil {
 		return err
-	}
-	if !s.checkCSRF(fc) {
-		return c.message(fc, 403, "Form expired", "This form was not sent from this console. Open the console and try again.")
 	}
 	id := fc.Params("id")
 	resp, err := c.call(fc, bus.SubjRotate, s.who, "POST", "/admin/projects/"+s.who.Project+"/client/"+id+"/$rotate-secret",

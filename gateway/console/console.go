@@ -32,6 +32,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/webstyle"
 )
 
 // Config is what the console needs to know.
@@ -106,7 +107,7 @@ const (
 var pageFiles embed.FS
 
 var (
-	pageStyle = mustRead("pages/style.css")
+	pageStyle = webstyle.Base + mustRead("pages/style.css")
 	// pageScript is the one script: copy buttons. Everything works
 	// without it.
 	pageScript = mustRead("pages/copy.js")
@@ -296,12 +297,9 @@ func (c *Console) callback(fc *fiber.Ctx) error {
 
 // logout ends the console's token and the browser's sign-in.
 func (c *Console) logout(fc *fiber.Ctx) error {
-	s, err := c.session(fc)
+	s, err := c.form(fc)
 	if s == nil {
 		return err
-	}
-	if !s.checkCSRF(fc) {
-		return c.message(fc, 403, "Form expired", "This form was not sent from this console. Open the console and try again.")
 	}
 	if _, err := c.call(fc, bus.SubjLogout, s.who, "POST", "/oauth2/logout", nil, nil, "", nil); err != nil {
 		c.log.Warn("console sign-out: token not revoked", "err", err)
@@ -311,13 +309,43 @@ func (c *Console) logout(fc *fiber.Ctx) error {
 	return fc.Redirect(c.cfg.BaseURL+"oauth2/logout", fiber.StatusSeeOther)
 }
 
-// session is signedIn for a form post: an expired sign-in is not
-// restarted by a POST (the form would be lost), it is reported.
-func (c *Console) session(fc *fiber.Ctx) (*session, error) {
+// form is signedIn for a form post, which must carry the session's CSRF
+// token. An expired sign-in is not restarted by a POST (the form would be
+// lost): it is reported. nil, with the page answered, when refused.
+func (c *Console) form(fc *fiber.Ctx) (*session, error) {
 	if fc.Cookies(tokenCookie) == "" {
 		return nil, c.message(fc, 401, "Signed out", "Your console sign-in has ended. Open the console to sign in again.")
 	}
-	return c.signedIn(fc)
+	s, err := c.signedIn(fc)
+	if s == nil {
+		return nil, err
+	}
+	if !s.checkCSRF(fc) {
+		return nil, c.message(fc, 403, "Form expired", "This form was not sent from this console. Open the console and try again.")
+	}
+	return s, nil
+}
+
+// searchAll runs a search as the signed-in person and returns the
+// resources found (one page: the console asks for at most 200).
+func (c *Console) searchAll(fc *fiber.Ctx, s *session, typ string, q url.Values) ([]json.RawMessage, *bus.Response, error) {
+	resp, err := c.call(fc, bus.SubjSearch, s.who, "GET", "/fhir/R4/"+typ, map[string]string{"type": typ}, q, "", nil)
+	if err != nil || resp.Status != 200 {
+		return nil, resp, err
+	}
+	var b struct {
+		Entry []struct {
+			Resource json.RawMessage `json:"resource"`
+		} `json:"entry"`
+	}
+	if err := json.Unmarshal(resp.Body, &b); err != nil {
+		return nil, nil, err
+	}
+	out := make([]json.RawMessage, len(b.Entry))
+	for i, e := range b.Entry {
+		out[i] = e.Resource
+	}
+	return out, resp, nil
 }
 
 // call sends one request to a service as the signed-in person.

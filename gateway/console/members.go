@@ -68,12 +68,9 @@ func (c *Console) showInvite(fc *fiber.Ctx, s *session, status int, form, errs m
 
 // invite is the API's invite (E2) with the form's fields.
 func (c *Console) invite(fc *fiber.Ctx) error {
-	s, err := c.session(fc)
+	s, err := c.form(fc)
 	if s == nil {
 		return err
-	}
-	if !s.checkCSRF(fc) {
-		return c.message(fc, 403, "Form expired", "This form was not sent from this console. Open the console and try again.")
 	}
 	form := map[string]string{}
 	for _, k := range []string{"resourceType", "firstName", "lastName", "email", "patient", "policy", "paramName", "paramValue", "admin", "sendEmail"} {
@@ -119,16 +116,9 @@ func parameter(name, value string) map[string]any {
 // editMember shows one membership: promote or demote it, change its
 // access policy (E3).
 func (c *Console) editMember(fc *fiber.Ctx) error {
-	s, err := c.signedIn(fc)
+	s, m, err := c.memberPage(fc, "Member")
 	if s == nil {
 		return err
-	}
-	m, resp, err := c.readMember(fc, s)
-	if err != nil {
-		return err
-	}
-	if m == nil {
-		return c.message(fc, resp.Status, "Member", failure(resp))
 	}
 	pols, err := c.policies(fc, s)
 	if err != nil {
@@ -140,12 +130,9 @@ func (c *Console) editMember(fc *fiber.Ctx) error {
 // saveMember writes the membership back with the form's admin flag and
 // access policy, through the API's POST /admin/projects/:id/members/:id.
 func (c *Console) saveMember(fc *fiber.Ctx) error {
-	s, err := c.session(fc)
+	s, err := c.form(fc)
 	if s == nil {
 		return err
-	}
-	if !s.checkCSRF(fc) {
-		return c.message(fc, 403, "Form expired", "This form was not sent from this console. Open the console and try again.")
 	}
 	id := fc.Params("id")
 	params := map[string]string{"projectId": s.who.Project, "membershipId": id}

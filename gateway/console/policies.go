@@ -131,12 +131,9 @@ var entryField = regexp.MustCompile(`^AccessPolicy\.resource\[(\d+)\]\.(\w+)`)
 // savePolicy creates or replaces the policy's name and entries through
 // the API, keeping its other fields (IP rules, compartment).
 func (c *Console) savePolicy(fc *fiber.Ctx) error {
-	s, err := c.session(fc)
+	s, err := c.form(fc)
 	if s == nil {
 		return err
-	}
-	if !s.checkCSRF(fc) {
-		return c.message(fc, 403, "Form expired", "This form was not sent from this console. Open the console and try again.")
 	}
 	id := fc.Params("id")
 	res := map[string]any{"resourceType": "AccessPolicy"}

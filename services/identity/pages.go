@@ -15,6 +15,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/webstyle"
 )
 
 // The pages people see in a browser: server-rendered, working without
@@ -25,7 +26,7 @@ import (
 var pageFiles embed.FS
 
 var (
-	pageStyle = mustRead("pages/style.css")
+	pageStyle = webstyle.Base
 	pageTmpl  = map[string]*template.Template{}
 	// pageCSP allows the style sheet (by hash) and forms posting back here;
 	// no script, no frame, no other origin.
