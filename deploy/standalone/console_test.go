@@ -326,4 +326,25 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatalf("a plain member's %s: %q", p, h1)
 		}
 	}
+	// They may still sign out, which ends their console token.
+	got, err = chromedp.Call(ctx2, network.GetCookies, network.GetCookiesParams{URLs: []string{consoleURL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainToken := ""
+	for _, c := range got.Cookies {
+		if c.Name == "pinion_console" {
+			plainToken = c.Value
+		}
+	}
+	expect(t, do(t, "GET", "auth/me", plainToken, "", nil), 200)
+	run(t, ctx2, chromedp.Click(chromedp.Search(`//button[.="Sign out"]`)))
+	h1 := "Not an administrator"
+	for deadline := time.Now().Add(10 * time.Second); h1 == "Not an administrator" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if v, err := tryGet(ctx2, chromedp.Text(chromedp.CSS("h1"))); err == nil {
+			h1 = v
+		}
+	}
+	shot(t, ctx2, "console-signed-out")
+	expect(t, do(t, "GET", "auth/me", plainToken, "", nil), 401)
 }

@@ -287,7 +287,6 @@ func (c *Console) callback(fc *fiber.Ctx) error {
 	if err := json.Unmarshal(resp.Body, &tok); err != nil || resp.Status != 200 || tok.AccessToken == "" {
 		return c.message(fc, 400, "Sign-in did not complete", tok.Description)
 	}
-	fc.ClearCookie(authCookie)
 	fc.Cookie(&fiber.Cookie{Name: authCookie, Value: "", Path: "/console", MaxAge: -1, HTTPOnly: true, Secure: c.secure})
 	fc.Cookie(&fiber.Cookie{Name: tokenCookie, Value: tok.AccessToken, Path: "/console", MaxAge: tok.ExpiresIn,
 		HTTPOnly: true, Secure: c.secure, SameSite: fiber.CookieSameSiteStrictMode})
@@ -295,14 +294,19 @@ func (c *Console) callback(fc *fiber.Ctx) error {
 	return fc.Redirect(c.cfg.BaseURL+"console", fiber.StatusSeeOther)
 }
 
-// logout ends the console's token and the browser's sign-in.
+// logout ends the console's token and the browser's sign-in. Anyone
+// signed in may sign out, administrator or not; the form's CSRF token is
+// still required, so no other site can sign a person out.
 func (c *Console) logout(fc *fiber.Ctx) error {
-	s, err := c.form(fc)
-	if s == nil {
-		return err
-	}
-	if _, err := c.call(fc, bus.SubjLogout, s.who, "POST", "/oauth2/logout", nil, nil, "", nil); err != nil {
-		c.log.Warn("console sign-out: token not revoked", "err", err)
+	token := fc.Cookies(tokenCookie)
+	if p, err := c.auth(fc.UserContext(), token, c.clientIP(fc)); err == nil {
+		s := &session{token: token, who: p}
+		if !s.checkCSRF(fc) {
+			return c.message(fc, 403, "Form expired", "This form was not sent from this console. Open the console and try again.")
+		}
+		if _, err := c.call(fc, bus.SubjLogout, p, "POST", "/oauth2/logout", nil, nil, "", nil); err != nil {
+			c.log.Warn("console sign-out: token not revoked", "err", err)
+		}
 	}
 	fc.Cookie(&fiber.Cookie{Name: tokenCookie, Value: "", Path: "/console", MaxAge: -1, HTTPOnly: true, Secure: c.secure})
 	headers(fc)
