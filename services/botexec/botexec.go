@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/nats-io/nats.go"
 
 	"github.com/pinion-health/pinion/pkg/access"
@@ -53,8 +54,9 @@ type Service struct {
 	slots *projectSlots
 	// botMembers caches each bot's membership id (botMember values).
 	botMembers sync.Map
-	// identifiers caches identifier lookups (identifierHit values).
-	identifiers sync.Map
+	// identifiers caches identifier lookups for identifierTTL, at most
+	// maxIdentifiers of them.
+	identifiers *expirable.LRU[string, identifierHit]
 	evSub       *nats.Subscription
 	// audits queues AuditEvents for the writers, off the execution path.
 	audits chan auditEvent
@@ -71,7 +73,8 @@ func New(cfg Config, nc *nats.Conn, r *repo.Repo, sessions *session.Store, log *
 	}
 	log = log.With("service", "botexec")
 	return &Service{cfg: cfg, nc: nc, repo: r, sessions: sessions, policies: access.NewPolicies(r, log), log: log,
-		asyncSlots: make(chan struct{}, maxAsync), slots: newProjectSlots(cfg.ProjectConcurrency)}
+		asyncSlots: make(chan struct{}, maxAsync), slots: newProjectSlots(cfg.ProjectConcurrency),
+		identifiers: expirable.NewLRU[string, identifierHit](maxIdentifiers, nil, identifierTTL)}
 }
 
 // Start starts the bot workers and answering requests.
@@ -143,9 +146,4 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // forgetIdentifiers drops every cached identifier lookup.
-func (s *Service) forgetIdentifiers() {
-	s.identifiers.Range(func(k, _ any) bool {
-		s.identifiers.Delete(k)
-		return true
-	})
-}
+func (s *Service) forgetIdentifiers() { s.identifiers.Purge() }

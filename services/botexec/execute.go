@@ -192,8 +192,11 @@ const identifierTTL = 5 * time.Second
 
 type identifierHit struct {
 	id, err string // a bot id, or "not-found" / "multiple" in err
-	at      time.Time
 }
+
+// maxIdentifiers bounds the identifier answers kept: the key is the
+// caller's to choose, so unbounded it would grow with every new one sent.
+const maxIdentifiers = 10_000
 
 // botByIdentifier finds the one bot with the identifier in the caller's
 // project — even for super admins: the same identifier in another project
@@ -213,8 +216,7 @@ func (s *Service) botByIdentifier(ctx context.Context, pol *access.Policy, proje
 // botWithIdentifier is botByIdentifier's lookup, through a short cache.
 func (s *Service) botWithIdentifier(ctx context.Context, project, ident string, q *search.Query) (string, error) {
 	key := project + "|" + ident
-	if v, ok := s.identifiers.Load(key); ok && time.Since(v.(identifierHit).at) < identifierTTL {
-		h := v.(identifierHit)
+	if h, ok := s.identifiers.Get(key); ok {
 		switch h.err {
 		case "not-found":
 			return "", fhir.NotFound()
@@ -227,7 +229,7 @@ func (s *Service) botWithIdentifier(ctx context.Context, project, ident string, 
 	if err != nil {
 		return "", err
 	}
-	h := identifierHit{at: time.Now()}
+	h := identifierHit{}
 	switch len(page.Resources) {
 	case 0:
 		h.err = "not-found"
@@ -236,7 +238,7 @@ func (s *Service) botWithIdentifier(ctx context.Context, project, ident string, 
 	default:
 		h.err = "multiple"
 	}
-	s.identifiers.Store(key, h)
+	s.identifiers.Add(key, h)
 	return s.botWithIdentifier(ctx, project, ident, q)
 }
 
