@@ -43,6 +43,7 @@ func TestAccessLog(t *testing.T) {
 	expect(t, do(t, "POST", "fhir/R4/Patient", tok, "application/fhir+json", patient("Bodyname")), 201)
 	expect(t, do(t, "GET", "fhir/R4/Patient", "", "", nil, "Authorization", basic(saID, saSec+"wrong")), 401)
 	do(t, "GET", "setpassword/some-id/the-link-secret", "", "", nil)
+	do(t, "GET", "console/members/some-member/remove", "", "", nil) // not signed in: to the sign-in page
 
 	log := out.String()
 	for _, secret := range []string{tok, saSec, "the-link-secret", "Secretname", "Bodyname", "Basic "} {
@@ -81,4 +82,5 @@ func TestAccessLog(t *testing.T) {
 		t.Errorf("a refused caller is named: %v", refused)
 	}
 	find("GET", "/setpassword/:id/:secret", 404)
+	find("GET", "/console/members/:id/remove", 302)
 }

@@ -192,6 +192,15 @@ func TestBulkExport(t *testing.T) {
 		t.Errorf("limited export: %d types, %d patients", len(got), len(got["Patient"]))
 	}
 
+	// A policy without AsyncJob: the caller could never poll, so no job starts.
+	r = do(t, "POST", "fhir/R4/AccessPolicy", su, "application/fhir+json", inProject(map[string]any{
+		"resourceType": "AccessPolicy", "name": "patients, no jobs", "resource": []any{map[string]any{"resourceType": "Patient"}, map[string]any{"resourceType": "Binary"}}}))
+	expect(t, r, 201)
+	r = do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": "no jobs", "accessPolicy": map[string]any{"reference": "AccessPolicy/" + r.json(t)["id"].(string)}}))
+	expect(t, r, 201)
+	noJobs := clientToken(t, r.json(t)["id"].(string), r.json(t)["secret"].(string))
+	expectOutcome(t, do(t, "POST", "fhir/R4/$export", noJobs, "", nil), 403, "An export needs read access to AsyncJob, which your access policy does not give")
+
 	// Bad kick-offs.
 	for path, text := range map[string]string{
 		"fhir/R4/$export?_type=Foo":                           "Unknown resource type: Foo",

@@ -94,6 +94,13 @@ func (s *Service) export(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
+	// The job is an AsyncJob and its files Binaries: a caller who could
+	// not read them could start an export but never see it.
+	for _, t := range []string{"AsyncJob", "Binary"} {
+		if pol.AllowResource(t, "", access.Read) != nil {
+			return nil, fhir.ForbiddenText("An export needs read access to " + t + ", which your access policy does not give")
+		}
+	}
 	spec := &exportSpec{Project: r.Principal.Project, Principal: *r.Principal}
 	if v := params.Get("_since"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
