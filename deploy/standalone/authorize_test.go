@@ -1,6 +1,7 @@
 package standalone
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"net/http"
@@ -41,8 +42,10 @@ func newTestApp(t *testing.T) *testApp {
 
 func (a *testApp) callback() string { return a.srv.URL + "/cb" }
 
-// wait returns the callback that brought back this state.
-func (a *testApp) wait(t *testing.T, state string) url.Values {
+// wait returns the callback that brought back this state, once the
+// browser shows the app's page: a navigation started while that page is
+// still loading can be aborted (net::ERR_ABORTED), which once failed CI.
+func (a *testApp) wait(t *testing.T, ctx context.Context, state string) url.Values {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -50,6 +53,7 @@ func (a *testApp) wait(t *testing.T, state string) url.Values {
 		last := a.last
 		a.mu.Unlock()
 		if last.Get("state") == state {
+			run(t, ctx, chromedp.WaitVisible(chromedp.Search(`//main[.="back in the app"]`)))
 			return last
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -104,7 +108,7 @@ func TestAuthorizeInBrowser(t *testing.T) {
 	ctx := newBrowser(t)
 	// prompt=none without a sign-in: back to the app with login_required and the state.
 	run(t, ctx, chromedp.Navigate(start("prompt", "none", "state", "quiet")))
-	if got := app.wait(t, "quiet"); got.Get("error") != "login_required" {
+	if got := app.wait(t, ctx, "quiet"); got.Get("error") != "login_required" {
 		t.Fatalf("prompt=none: %v: %s", got, pageText(t, ctx))
 	}
 
@@ -132,7 +136,7 @@ func TestAuthorizeInBrowser(t *testing.T) {
 		t.Fatalf("choice: %s", text)
 	}
 	run(t, ctx, chromedp.Click(chromedp.Search(`//button[contains(., "Authorize lab")]`)))
-	got := app.wait(t, "st-123")
+	got := app.wait(t, ctx, "st-123")
 	if got.Get("state") != "st-123" || got.Get("code") == "" {
 		t.Fatalf("callback: %v", got)
 	}
@@ -159,7 +163,7 @@ func TestAuthorizeInBrowser(t *testing.T) {
 	// The browser is signed in: the next request asks no password.
 	run(t, ctx, chromedp.Navigate(start("state", "second", "scope", "openid profile email")), chromedp.WaitVisible(chromedp.CSS("button.choice")))
 	run(t, ctx, chromedp.Click(chromedp.CSS(`button.choice`)))
-	second := app.wait(t, "second")
+	second := app.wait(t, ctx, "second")
 	r = do(t, "GET", "oauth2/userinfo", exchange(t, second.Get("code"), verifier)["access_token"].(string), "", nil)
 	expect(t, r, 200)
 	if info := r.json(t); info["email"] != cy || info["name"] != "Cy Twoprojects" {
@@ -167,7 +171,7 @@ func TestAuthorizeInBrowser(t *testing.T) {
 	}
 	// Signed in, but with two projects: prompt=none may show no page.
 	run(t, ctx, chromedp.Navigate(start("prompt", "none", "state", "which")))
-	if got := app.wait(t, "which"); got.Get("error") != "account_selection_required" {
+	if got := app.wait(t, ctx, "which"); got.Get("error") != "account_selection_required" {
 		t.Fatalf("prompt=none with two projects: %v", got)
 	}
 	// prompt=login asks again.
@@ -189,9 +193,9 @@ func TestAuthorizeInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS("button")),
 		chromedp.WaitVisible(chromedp.CSS("button.choice")))
 	run(t, ctx, chromedp.Navigate(base+"oauth2/logout?client_id="+clientID+"&state=bye&post_logout_redirect_uri="+url.QueryEscape(app.callback())))
-	app.wait(t, "bye")
+	app.wait(t, ctx, "bye")
 	run(t, ctx, chromedp.Navigate(start("prompt", "none", "state", "after")))
-	if got := app.wait(t, "after"); got.Get("error") != "login_required" {
+	if got := app.wait(t, ctx, "after"); got.Get("error") != "login_required" {
 		t.Fatalf("after sign-out: %v", got)
 	}
 }
@@ -245,7 +249,7 @@ func TestInvitationStoryInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS("button")),
 		chromedp.WaitVisible(chromedp.CSS("button.choice")),
 		chromedp.Click(chromedp.Search(`//button[contains(., "Story clinic")]`)))
-	tok := exchange(t, app.wait(t, "story").Get("code"), verifier)
+	tok := exchange(t, app.wait(t, ctx, "story").Get("code"), verifier)
 	me := do(t, "GET", "auth/me", tok["access_token"].(string), "", nil)
 	expect(t, me, 200)
 	body := me.json(t)
