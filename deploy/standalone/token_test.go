@@ -408,6 +408,9 @@ func TestBasicAuth(t *testing.T) {
 			t.Errorf("%s: %s", name, r.body)
 		}
 	}
+	// Logging out by Basic ends nothing (there is no token), and breaks nothing.
+	expect(t, call("POST", "oauth2/logout", basic(id, secret), nil), 200)
+	expect(t, call("GET", "fhir/R4/Patient", basic(id, secret), nil), 200)
 	// A client whose membership ends is refused at once.
 	r = do(t, "GET", "fhir/R4/ProjectMembership?profile=ClientApplication/"+id, su, "", nil)
 	_, entries := bundleOf(t, r)

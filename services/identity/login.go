@@ -454,6 +454,10 @@ func (s *Service) logout(ctx context.Context, r *bus.Request) (*bus.Response, er
 		return s.signedOutPage(ctx, r)
 	}
 	if strings.HasPrefix(r.Principal.User, "ClientApplication/") {
+		if r.Principal.TokenID == "" {
+			// Signed in by HTTP Basic: no token, nothing to end.
+			return bus.Outcome(fhir.OK()), nil
+		}
 		// One login serves all of a client's tokens: end only this token,
 		// so the client's other sessions, and its next grant, still work.
 		rev, err := s.sessions.RevokeToken(ctx, r.Principal.TokenID)
