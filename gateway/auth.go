@@ -23,10 +23,6 @@ func (g *Gateway) unauthorized() *fhir.Error {
 	return e
 }
 
-// addressNotAllowed is the answer to a request from an address the
-// caller's access policy blocks (Medplum's text).
-func addressNotAllowed() *fhir.Error { return fhir.ForbiddenText("IP address not allowed") }
-
 // authenticate verifies the caller's credentials — a bearer token, or a
 // client's id and secret by HTTP Basic as Medplum accepts them — and that
 // its login and membership still count (from the client's address, for
@@ -79,7 +75,7 @@ func (g *Gateway) principal(ctx context.Context, loginID, tokenID, remote string
 	}
 	// The access policy's ipAccessRule, on every request.
 	if !m.AllowsAddress(remote) {
-		return nil, addressNotAllowed()
+		return nil, fhir.AddressNotAllowed()
 	}
 	return &bus.Principal{
 		LoginID:      loginID,
@@ -126,7 +122,7 @@ func (g *Gateway) basicLogin(c *fiber.Ctx, enc, remote string) (string, error) {
 		}
 		return out.LoginID, nil
 	case 403:
-		return "", addressNotAllowed()
+		return "", fhir.AddressNotAllowed()
 	case 429:
 		return "", fhir.TooManyRequests()
 	case 401:

@@ -99,6 +99,10 @@ func Forbidden() *Error { return outcome(403, "forbidden", "error", "forbidden",
 // ForbiddenText is 403 saying why.
 func ForbiddenText(msg string) *Error { return outcome(403, "forbidden", "error", "forbidden", msg) }
 
+// AddressNotAllowed is 403 for a request from an address the caller's
+// access policy blocks (Medplum's text).
+func AddressNotAllowed() *Error { return ForbiddenText("IP address not allowed") }
+
 // NotFound is 404.
 func NotFound() *Error { return outcome(404, "not-found", "error", "not-found", "Not found") }
 

@@ -201,7 +201,7 @@ func (s *Service) authenticateClient(ctx context.Context, id, remote string, pro
 		return nil, nil, &refusal{"unauthorized_client", "Profile not active"}, nil
 	}
 	if !member.AllowsAddress(remote) {
-		return nil, nil, &refusal{"unauthorized_client", ipNotAllowed}, nil
+		return nil, nil, addressRefused, nil
 	}
 	return c, member, nil, nil
 }
@@ -212,8 +212,9 @@ func (s *Service) secretProof(ctx context.Context, id, secret string) func(*clie
 	return func(c *clientEntry) bool { return c.cred.matches(secret) || s.matchesFresh(ctx, id, secret) }
 }
 
-// ipNotAllowed is Medplum's text for an address an access policy blocks.
-const ipNotAllowed = "IP address not allowed"
+// addressRefused is a client refused for its address, which HTTP Basic
+// answers as the API does (403) rather than as a failed authentication.
+var addressRefused = &refusal{"unauthorized_client", fhir.AddressNotAllowed().Outcome.Issue[0].Details.Text}
 
 // basic is HTTP Basic client authentication on the API (the gateway asks,
 // with the id and secret it read from the Authorization header): the same
@@ -235,8 +236,8 @@ func (s *Service) basic(ctx context.Context, r *bus.Request) (*bus.Response, err
 		return nil, err
 	}
 	switch {
-	case no != nil && no.text == ipNotAllowed:
-		return nil, fhir.ForbiddenText(ipNotAllowed)
+	case no == addressRefused:
+		return nil, fhir.AddressNotAllowed()
 	case no != nil:
 		s.limiter.failed(r.Remote, key)
 		return nil, fhir.Unauthorized()
