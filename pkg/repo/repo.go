@@ -339,7 +339,7 @@ type WriteOptions struct {
 // Create stores a new resource.
 func (r *Repo) Create(ctx context.Context, sc Scope, res map[string]any, o WriteOptions) (*Resource, error) {
 	typ, _ := res["resourceType"].(string)
-	if err := validate(res, o); err != nil {
+	if err := Check(res, o.Strict); err != nil {
 		return nil, err
 	}
 	id := o.ID
@@ -364,7 +364,7 @@ func (r *Repo) Create(ctx context.Context, sc Scope, res map[string]any, o Write
 func (r *Repo) Update(ctx context.Context, sc Scope, res map[string]any, o WriteOptions) (*Resource, error) {
 	typ, _ := res["resourceType"].(string)
 	id, _ := res["id"].(string)
-	if err := validate(res, o); err != nil {
+	if err := Check(res, o.Strict); err != nil {
 		return nil, err
 	}
 	defer r.lock(typ, id)()
@@ -528,7 +528,7 @@ func (r *Repo) CreateMany(ctx context.Context, sc Scope, typ string, list []map[
 		if t, _ := res["resourceType"].(string); t != typ {
 			return fhir.BadRequest("Incorrect resource type", "resourceType")
 		}
-		if err := validate(res, o); err != nil {
+		if err := Check(res, o.Strict); err != nil {
 			return err
 		}
 		v, err := r.prepare("create", typ, uuid.NewString(), project, res, o.Author)
@@ -560,11 +560,13 @@ func sameContent(cur *Resource, res map[string]any) (bool, error) {
 
 // withoutMeta is a shallow copy without the server-managed meta fields, for
 // validation and comparison.
-// validate drops from res, in place, the empty values Medplum ignores,
-// then checks what is left: that is what gets stored.
-func validate(res map[string]any, o WriteOptions) error {
+// Check is the validation every write makes: it drops from res, in place,
+// the empty values Medplum ignores, then checks what is left (that is what
+// gets stored) against the resource's definition. $validate, and any check
+// made before a write, call it too.
+func Check(res map[string]any, strict bool) error {
 	fhir.DropEmpty(res)
-	return fhirschema.Validate(withoutMeta(res), fhirschema.Options{Strict: o.Strict})
+	return fhirschema.Validate(withoutMeta(res), fhirschema.Options{Strict: strict})
 }
 
 func withoutMeta(res map[string]any) map[string]any {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"github.com/pinion-health/pinion/pkg/fhirschema"
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 )
@@ -55,8 +54,7 @@ func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response,
 	if _, ok := res["sourceCode"]; !ok {
 		// The bot is checked first, as CreateAgent will check it, so that
 		// a bad body writes no starter source either.
-		fhir.DropEmpty(res)
-		if err := fhirschema.Validate(res, fhirschema.Options{}); err != nil {
+		if err := repo.Check(res, false); err != nil {
 			return nil, err
 		}
 		starter, err = s.repo.Create(ctx, repo.Scope{Project: req.Project.ID}, binary("text/typescript", starterCode), repo.WriteOptions{Project: req.Project.ID, Author: r.Principal.Profile})

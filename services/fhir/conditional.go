@@ -9,7 +9,6 @@ import (
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"github.com/pinion-health/pinion/pkg/fhirschema"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 )
@@ -118,8 +117,7 @@ func (s *Service) validate(ctx context.Context, r *bus.Request) (*bus.Response, 
 		return nil, err
 	}
 	delete(res, "meta")
-	fhir.DropEmpty(res)
-	if err := fhirschema.Validate(res, fhirschema.Options{Strict: s.strict(ctx, g.project())}); err != nil {
+	if err := repo.Check(res, s.strict(ctx, g.project())); err != nil {
 		return nil, err
 	}
 	return bus.Outcome(fhir.OK()), nil
