@@ -38,6 +38,11 @@ var protectedTypes = map[string]bool{"Login": true, "JsonWebKey": true, "DomainC
 // non-admins, whatever their policy says.
 var adminTypes = map[string]bool{"Project": true, "ProjectMembership": true, "User": true, "UserSecurityRequest": true}
 
+// Administrative reports whether typ is a project-administration or a
+// protected type: accounts, memberships, sign-ins and keys, which no
+// policy grants and no bulk operation copies.
+func Administrative(typ string) bool { return adminTypes[typ] || protectedTypes[typ] }
+
 // Check decides an interaction on a resource type by the fixed rules alone;
 // nil means allowed (an access policy may still narrow it: see Policy,
 // which the fhir service uses). It returns 401 for anonymous callers and

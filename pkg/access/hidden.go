@@ -190,7 +190,7 @@ func (p *Policy) CheckSearch(typ string, q *search.Query) error {
 		return nil
 	}
 	blocked, ok := p.blocked.byType[typ]
-	if !ok && p.blocked.other != nil && !adminTypes[typ] && !protectedTypes[typ] {
+	if !ok && p.blocked.other != nil && !Administrative(typ) {
 		blocked = p.blocked.other
 	}
 	if len(blocked) == 0 {

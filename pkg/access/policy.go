@@ -213,7 +213,7 @@ func Compile(p *bus.Principal, membership []byte, policies map[string][]byte) (*
 			// Project-admin and protected types are never granted by a
 			// policy (Medplum drops such entries); the fixed entries decide.
 			// A super admin's policy may name them.
-			if (adminTypes[e.typ] || protectedTypes[e.typ]) && !p.SuperAdmin {
+			if Administrative(e.typ) && !p.SuperAdmin {
 				continue
 			}
 			named[e.typ] = true

@@ -56,16 +56,17 @@ const (
 	ndjsonType       = "application/fhir+ndjson"
 )
 
-// notExported are the types no export writes: binaries and Pinion's own
-// records (as Medplum), conformance resources, and the administration and
-// protected types, which hold accounts and secrets.
-var notExported = map[string]bool{
+// notExportedTypes are, beside the administrative types (access), the
+// types no export writes: binaries, Pinion's own records and conformance
+// resources (as Medplum), and the credentials' neighbours.
+var notExportedTypes = map[string]bool{
 	"Binary": true, "AsyncJob": true, "AuditEvent": true, "BulkDataExport": true,
 	"CodeSystem": true, "SearchParameter": true, "StructureDefinition": true, "ValueSet": true,
-	"Project": true, "ProjectMembership": true, "User": true, "UserSecurityRequest": true,
-	"Login": true, "JsonWebKey": true, "DomainConfiguration": true, "ClientApplication": true,
-	"PasswordChangeRequest": true,
+	"ClientApplication": true, "PasswordChangeRequest": true,
 }
+
+// notExported reports whether an export leaves typ out.
+func notExported(typ string) bool { return notExportedTypes[typ] || access.Administrative(typ) }
 
 // exportSpec is what a job needs to run, stored durably with it.
 type exportSpec struct {
@@ -138,7 +139,7 @@ func (s *Service) export(ctx context.Context, r *bus.Request) (*bus.Response, er
 			switch {
 			case !fhirschema.IsResourceType(t):
 				return nil, fhir.BadRequest("Unknown resource type: "+t, "_type")
-			case notExported[t] || !slices.Contains(candidates, t):
+			case notExported(t) || !slices.Contains(candidates, t):
 				return nil, fhir.BadRequest(t+" cannot be exported at this level", "_type")
 			}
 			if !slices.Contains(asked, t) {
@@ -153,7 +154,7 @@ func (s *Service) export(ctx context.Context, r *bus.Request) (*bus.Response, er
 		candidates = nil
 	}
 	for _, t := range candidates {
-		if !notExported[t] && pol.AllowResource(t, "", access.Search) == nil {
+		if !notExported(t) && pol.AllowResource(t, "", access.Search) == nil {
 			spec.Types = append(spec.Types, t)
 		}
 	}
@@ -242,7 +243,7 @@ func exportLevel(path string) string {
 func patientTypes() []string {
 	out := []string{"Patient"}
 	for _, t := range fhirschema.ResourceTypes() {
-		if t == "Patient" || notExported[t] {
+		if t == "Patient" || notExported(t) {
 			continue
 		}
 		for _, p := range search.Params(t) {
