@@ -120,7 +120,7 @@ func (c *Console) createBot(fc *fiber.Ctx) error {
 // readBot reads the bot and its source, as the signed-in person.
 func (c *Console) readBot(fc *fiber.Ctx, s *session) (*bot, map[string]any, *bus.Response, error) {
 	id := fc.Params("id")
-	resp, err := c.call(fc, bus.SubjRead, s.who, "GET", "/fhir/R4/Bot/"+id, map[string]string{"type": "Bot", "id": id}, nil, "", nil)
+	resp, err := c.read(fc, s, "Bot", id)
 	if err != nil || resp.Status != 200 {
 		return nil, nil, resp, err
 	}
@@ -330,8 +330,8 @@ func (c *Console) runBot(fc *fiber.Ctx) error {
 	if resp.Status >= 400 {
 		out.Body = failure(resp)
 	}
-	// The execution's AuditEvent is written in a batch a moment later.
-	time.Sleep(100 * time.Millisecond)
+	// This run's AuditEvent is written in a batch a moment later: the list
+	// below shows it from the next page on.
 	return c.renderBot(fc, s, 200, page{Form: form, Output: out})
 }
 

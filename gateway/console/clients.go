@@ -122,19 +122,12 @@ func (c *Console) renderClient(fc *fiber.Ctx, s *session, status int, raw []byte
 	return c.render(fc, status, "client", page{Title: cl.Name, CSRF: s.csrf(), Project: &project{}, Client: &cl, Secret: secret.Secret, Errors: errs})
 }
 
-// readClient reads a client application through the API's read.
-func (c *Console) readClient(fc *fiber.Ctx, s *session) (*bus.Response, error) {
-	id := fc.Params("id")
-	return c.call(fc, bus.SubjRead, s.who, "GET", "/fhir/R4/ClientApplication/"+id,
-		map[string]string{"type": "ClientApplication", "id": id}, nil, "", nil)
-}
-
 func (c *Console) showClient(fc *fiber.Ctx) error {
 	s, err := c.signedIn(fc)
 	if s == nil {
 		return err
 	}
-	resp, err := c.readClient(fc, s)
+	resp, err := c.read(fc, s, "ClientApplication", fc.Params("id"))
 	if err != nil {
 		return err
 	}
@@ -151,7 +144,7 @@ func (c *Console) saveClient(fc *fiber.Ctx) error {
 	if s == nil {
 		return err
 	}
-	resp, err := c.readClient(fc, s)
+	resp, err := c.read(fc, s, "ClientApplication", fc.Params("id"))
 	if err != nil {
 		return err
 	}
@@ -181,7 +174,7 @@ func (c *Console) saveClient(fc *fiber.Ctx) error {
 	}
 	if resp.Status != 200 {
 		errs, rest := fieldErrors(resp, clientFields)
-		cur, _ := c.readClient(fc, s)
+		cur, _ := c.read(fc, s, "ClientApplication", fc.Params("id"))
 		if rest != "" || cur == nil || cur.Status != 200 {
 			return c.message(fc, resp.Status, "Client application", failure(resp))
 		}

@@ -168,6 +168,17 @@ type page struct {
 	Policy       *policyForm
 }
 
+// policyChoice is the access-policy menu of a form (template "policy").
+type policyChoice struct {
+	Policies        []policyOption
+	Selected, Error string
+}
+
+// PolicyChoice is the page's policy menu with selected chosen.
+func (p page) PolicyChoice(selected string) policyChoice {
+	return policyChoice{Policies: p.Policies, Selected: selected, Error: p.Errors["policy"]}
+}
+
 // render answers with a page and the headers every page carries.
 func (c *Console) render(fc *fiber.Ctx, status int, name string, p page) error {
 	p.Base = c.cfg.BaseURL
@@ -328,6 +339,11 @@ func (c *Console) form(fc *fiber.Ctx) (*session, error) {
 		return nil, c.message(fc, 403, "Form expired", "This form was not sent from this console. Open the console and try again.")
 	}
 	return s, nil
+}
+
+// read reads one resource through the API's read, as the signed-in person.
+func (c *Console) read(fc *fiber.Ctx, s *session, typ, id string) (*bus.Response, error) {
+	return c.call(fc, bus.SubjRead, s.who, "GET", "/fhir/R4/"+typ+"/"+id, map[string]string{"type": typ, "id": id}, nil, "", nil)
 }
 
 // searchAll runs a search as the signed-in person and returns the

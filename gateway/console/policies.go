@@ -102,7 +102,7 @@ func (c *Console) renderPolicy(fc *fiber.Ctx, s *session, status int, f *policyF
 
 // readPolicy reads an AccessPolicy through the API.
 func (c *Console) readPolicy(fc *fiber.Ctx, s *session, id string) (map[string]any, *bus.Response, error) {
-	resp, err := c.call(fc, bus.SubjRead, s.who, "GET", "/fhir/R4/AccessPolicy/"+id, map[string]string{"type": "AccessPolicy", "id": id}, nil, "", nil)
+	resp, err := c.read(fc, s, "AccessPolicy", id)
 	if err != nil || resp.Status != 200 {
 		return nil, resp, err
 	}
