@@ -210,6 +210,22 @@ func TestNATSPermissions(t *testing.T) {
 	}
 }
 
+// TestBotsReachEveryFHIRRoute: a bot's medplum client may call every route
+// under /fhir/R4 (bus.FHIRRoute resolves them all), so the bot executor's
+// NATS user must be allowed to send each of their requests; and the
+// gateway, every route's.
+func TestBotsReachEveryFHIRRoute(t *testing.T) {
+	users := natsUsers(t, natsOptions(t))
+	for _, r := range bus.Routes {
+		if strings.HasPrefix(r.Path, "/fhir/R4") && !permits(users["botexec"].Permissions.Publish, r.Subject) {
+			t.Errorf("a bot cannot call %s %s: botexec may not publish %s", r.Method, r.Path, r.Subject)
+		}
+		if !permits(users["gateway"].Permissions.Publish, r.Subject) {
+			t.Errorf("the gateway may not publish %s (%s %s)", r.Subject, r.Method, r.Path)
+		}
+	}
+}
+
 // The Helm values for Kubernetes run NATS as compose does: same image, same
 // JetStream durability, the same pinion-nats.conf with its password
 // variables taken from a Secret.

@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -10,8 +9,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/pinion-health/pinion/pkg/bus"
 )
 
 func TestServersAnswer(t *testing.T) {
@@ -109,56 +106,4 @@ func TestNATSListenerRequiresCredentials(t *testing.T) {
 			t.Errorf("%s sends a service request: %v, want allowed %v", user, err, allowed)
 		}
 	}
-}
-
-// TestBotsReachEveryFHIRRoute: a bot's medplum client may call every route
-// under /fhir/R4 (bus.FHIRRoute resolves them all), so the bot executor's
-// NATS user must be allowed to send each of their requests; and the
-// gateway, every route's.
-func TestBotsReachEveryFHIRRoute(t *testing.T) {
-	pw, err := NATSPasswords(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	users, err := NATSUsers(pw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	allowed := func(user, subject string) bool {
-		for _, u := range users {
-			if u.Username != user {
-				continue
-			}
-			for _, pattern := range u.Permissions.Publish.Allow {
-				if subjectMatches(pattern, subject) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	for _, r := range bus.Routes {
-		if strings.HasPrefix(r.Path, "/fhir/R4") && !allowed("botexec", r.Subject) {
-			t.Errorf("a bot cannot call %s %s: botexec may not publish %s", r.Method, r.Path, r.Subject)
-		}
-		if !allowed("gateway", r.Subject) {
-			t.Errorf("the gateway may not publish %s (%s %s)", r.Subject, r.Method, r.Path)
-		}
-	}
-}
-
-// subjectMatches is NATS subject matching: * is one token, > the rest.
-func subjectMatches(pattern, subject string) bool {
-	p, s := strings.Split(pattern, "."), strings.Split(subject, ".")
-	for i, tok := range p {
-		switch {
-		case tok == ">":
-			return len(s) > i
-		case i >= len(s):
-			return false
-		case tok != "*" && tok != s[i]:
-			return false
-		}
-	}
-	return len(p) == len(s)
 }
