@@ -196,10 +196,7 @@ func (g *Gateway) forward(r bus.Route) fiber.Handler {
 		start := time.Now()
 		var caller *bus.Principal
 		defer func() {
-			status := c.Response().StatusCode()
-			if err != nil {
-				status = fhir.AsError(err).Status
-			}
+			status := statusOf(c, err)
 			metrics.HTTPRequests.WithLabelValues(r.Path, r.Method, strconv.Itoa(status)).Inc()
 			metrics.Since(metrics.HTTPDuration.WithLabelValues(r.Path, r.Method), start)
 			g.accessLog(c, r, status, time.Since(start), caller)
@@ -258,17 +255,22 @@ func (g *Gateway) forward(r bus.Route) fiber.Handler {
 	}
 }
 
+// statusOf is the status a request ends with: its error's, which onError
+// writes, or the response's.
+func statusOf(c *fiber.Ctx, err error) int {
+	if err != nil {
+		return fhir.AsError(err).Status
+	}
+	return c.Response().StatusCode()
+}
+
 // consoleLog is the access log of the console's pages, which answer
 // without forward: the route, status and duration (who asked, the
 // console knows only after this line's fields are set).
 func (g *Gateway) consoleLog(c *fiber.Ctx) error {
 	start := time.Now()
 	err := c.Next()
-	status := c.Response().StatusCode()
-	if err != nil {
-		status = fhir.AsError(err).Status
-	}
-	g.accessLog(c, bus.Route{Method: c.Method(), Path: c.Route().Path}, status, time.Since(start), nil)
+	g.accessLog(c, bus.Route{Method: c.Method(), Path: c.Route().Path}, statusOf(c, err), time.Since(start), nil)
 	return err
 }
 
