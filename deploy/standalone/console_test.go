@@ -33,8 +33,19 @@ func consoleSignIn(t *testing.T, email, password string) (ctx context.Context, c
 	run(t, ctx,
 		chromedp.SendKeys(chromedp.ID("email"), email),
 		chromedp.SendKeys(chromedp.ID("password"), password),
-		chromedp.Click(chromedp.CSS("button")),
-		chromedp.WaitVisible(chromedp.CSS("h1")))
+		chromedp.Click(chromedp.CSS("button")))
+	// The sign-in page has an h1 too: wait until the browser is back on a
+	// console page (which once failed CI, a screenshot taken mid-way).
+	loc := ""
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if loc, _ = tryGet(ctx, chromedp.Location()); loc == consoleURL {
+			break
+		}
+	}
+	if loc != consoleURL {
+		t.Fatalf("signed in, the browser is at %s", loc)
+	}
+	run(t, ctx, chromedp.WaitVisible(chromedp.CSS("h1")))
 	return ctx, consoleURL
 }
 
