@@ -89,9 +89,9 @@ func TestStoryOnContainers(t *testing.T) {
 
 // TestStoreConformanceOnMongo holds the MongoDB adapter to the storage
 // conformance suite on the real mongo image (a one-node replica set), as
-// pkg/store/mongostore's own test does on the embedded FerretDB. The
-// adapter writes without multi-document transactions, so several writes
-// in one call are not asked to be atomic.
+// pkg/store/mongostore's own test does on the embedded FerretDB. A replica
+// set runs transactions, so here several writes in one call must be
+// atomic.
 func TestStoreConformanceOnMongo(t *testing.T) {
 	requireContainerEngine(t, "runs the storage conformance suite on the mongo image")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -116,8 +116,11 @@ func TestStoreConformanceOnMongo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if !s.Transactional() {
+			t.Fatal("the adapter found no transactions on a replica set")
+		}
 		return s
-	}, storetest.Options{NotAtomic: true})
+	})
 }
 
 // startMongo runs the mongo image as a one-node replica set (so majority

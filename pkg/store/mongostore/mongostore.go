@@ -6,8 +6,9 @@
 // values as top-level s_* fields; <type>_history holds every version;
 // unique_keys the claims; outbox the events; credentials the secrets.
 //
-// Writes are not transactions: FerretDB has none. A write records its event
-// in the outbox first, then the history, then the current document
+// On a replica set or a sharded cluster each Write call is one
+// multi-document transaction. FerretDB has none: there a write records its
+// event in the outbox first, then the history, then the current document
 // (conditional on the previous version), so every current version is in the
 // history and Pending publishes only events whose version exists. A write
 // refused half-way (a conflict) removes what it had written; only a crash
@@ -67,6 +68,9 @@ type Store struct {
 	// race remains; on MongoDB it does not.
 	locks   [256]sync.Mutex
 	indexed sync.Map // resource type → struct{}: indexes ensured
+	// txn: the server runs multi-document transactions, and every Write
+	// call is one.
+	txn bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -79,8 +83,31 @@ func Open(ctx context.Context, db *mongo.Database, o Options) (*Store, error) {
 	if o.IndexKeys == nil {
 		o.IndexKeys = func(string) []string { return nil }
 	}
-	return &Store{db: db, o: o}, nil
+	txn, err := transactions(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{db: db, o: o, txn: txn}, nil
 }
+
+// transactions asks the server whether it runs multi-document
+// transactions: a replica set member or a mongos with sessions does; a
+// standalone mongod and FerretDB do not.
+func transactions(ctx context.Context, db *mongo.Database) (bool, error) {
+	var hello struct {
+		SetName  string `bson:"setName"`
+		Msg      string `bson:"msg"`
+		Sessions *int64 `bson:"logicalSessionTimeoutMinutes"`
+	}
+	if err := db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+		return false, fmt.Errorf("ask the database what it supports: %w", err)
+	}
+	return hello.Sessions != nil && (hello.SetName != "" || hello.Msg == "isdbgrid"), nil
+}
+
+// Transactional reports whether a Write call of several writes is all or
+// nothing (the server runs transactions).
+func (s *Store) Transactional() bool { return s.txn }
 
 // Close does nothing: the caller owns the client.
 func (s *Store) Close() error { return nil }
@@ -158,21 +185,43 @@ func (s *Store) History(ctx context.Context, typ, id string, limit int) ([]*stor
 	return out, cur.Err()
 }
 
-// Write implements store.Store. Several creates go in three round trips
-// (outbox, history, current documents); if one fails, those before it may
-// stay stored.
+// Write implements store.Store. With transactions the call is one;
+// without, several creates go in three round trips (outbox, history,
+// current documents), and if one fails those before it may stay stored.
 func (s *Store) Write(ctx context.Context, ws ...*store.Write) error {
 	if len(ws) == 0 {
 		return nil
 	}
 	for _, w := range ws {
+		// Before the transaction: an index build may not run inside one.
 		if err := s.ensureIndexes(ctx, w.Type); err != nil {
 			return err
 		}
 	}
+	if !s.txn {
+		return s.write(ctx, ws, true)
+	}
+	sess, err := s.db.Client().StartSession()
+	if err != nil {
+		return fmt.Errorf("start a session: %w", err)
+	}
+	defer sess.EndSession(context.WithoutCancel(ctx))
+	// WithTransaction retries a transaction that lost a write conflict to
+	// another; the retry then finds the new version and answers
+	// ErrConflict, as the conditional replace does without transactions.
+	_, err = sess.WithTransaction(ctx, func(ctx context.Context) (any, error) {
+		return nil, s.write(ctx, ws, false)
+	})
+	return err
+}
+
+// write stores ws; compensate undoes a refused single write and
+// serialises writers of one resource in this process (needed only without
+// a transaction, which aborts as a whole).
+func (s *Store) write(ctx context.Context, ws []*store.Write, compensate bool) error {
 	if len(ws) == 1 || !allCreates(ws) {
 		for _, w := range ws {
-			if err := s.writeOne(ctx, w); err != nil {
+			if err := s.writeOne(ctx, w, compensate); err != nil {
 				return err
 			}
 		}
@@ -220,8 +269,12 @@ func allCreates(ws []*store.Write) bool {
 	return true
 }
 
-func (s *Store) writeOne(ctx context.Context, w *store.Write) (err error) {
-	defer s.lock(w.Type, w.ID)()
+func (s *Store) writeOne(ctx context.Context, w *store.Write, compensate bool) (err error) {
+	undo := func(bool) {}
+	if compensate {
+		defer s.lock(w.Type, w.ID)()
+		undo = func(history bool) { s.undo(w, history) }
+	}
 	refused := func(e error) error { return fmt.Errorf("write %s/%s: %w", w.Type, w.ID, e) }
 	if w.Event != nil {
 		if _, err := s.db.Collection(outboxColl).InsertOne(ctx, outboxDoc(w)); err != nil {
@@ -232,7 +285,7 @@ func (s *Store) writeOne(ctx context.Context, w *store.Write) (err error) {
 		}
 	}
 	if _, err := s.history(w.Type).InsertOne(ctx, historyDoc(w)); err != nil {
-		s.undo(w, false)
+		undo(false)
 		if mongo.IsDuplicateKeyError(err) && w.Prev == "" {
 			return refused(store.ErrExists)
 		}
@@ -240,7 +293,7 @@ func (s *Store) writeOne(ctx context.Context, w *store.Write) (err error) {
 	}
 	if w.Prev == "" {
 		if _, err := s.coll(w.Type).InsertOne(ctx, currentDoc(w)); err != nil {
-			s.undo(w, true)
+			undo(true)
 			if mongo.IsDuplicateKeyError(err) {
 				return refused(store.ErrExists)
 			}
@@ -250,11 +303,11 @@ func (s *Store) writeOne(ctx context.Context, w *store.Write) (err error) {
 	}
 	res, err := s.coll(w.Type).ReplaceOne(ctx, bson.D{{Key: fID, Value: w.ID}, {Key: fVersion, Value: w.Prev}}, currentDoc(w))
 	if err != nil {
-		s.undo(w, true)
+		undo(true)
 		return refused(err)
 	}
 	if res.MatchedCount == 0 {
-		s.undo(w, true)
+		undo(true)
 		return refused(store.ErrConflict)
 	}
 	return nil

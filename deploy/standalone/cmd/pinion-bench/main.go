@@ -220,6 +220,7 @@ func (b *bench) start(saved *state) *standalone.Stack {
 	env := map[string]string{
 		"PINION_ADDR": "127.0.0.1:0", "PINION_DATA_DIR": b.dir,
 		"PINION_AUTH_RATE_LIMIT": "0", "PINION_LOG_LEVEL": "error",
+		"PINION_STORE":                   os.Getenv("PINION_STORE"),
 		"PINION_FERRETDB_POSTGRESQL_URL": os.Getenv("PINION_FERRETDB_POSTGRESQL_URL"),
 		"PINION_MONGODB_DATABASE":        db,
 	}
