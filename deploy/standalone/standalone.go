@@ -23,7 +23,6 @@ import (
 	"github.com/pinion-health/pinion/pkg/dirlock"
 	"github.com/pinion-health/pinion/pkg/embedded"
 	"github.com/pinion-health/pinion/pkg/infra"
-	"github.com/pinion-health/pinion/pkg/mail"
 	"github.com/pinion-health/pinion/pkg/metrics"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/botexec"
@@ -111,30 +110,16 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 	}
 	c := st.conns
 
-	mailer, err := mail.FromConfig(cfg.SMTPURL, cfg.DataDir)
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
 	var id *identity.Service
 	st.services = map[string]*service{
-		"fhir": {build: func() lifecycle {
-			return fhir.New(fhir.Config{BaseURL: cfg.BaseURL}, c.NC, c.JS, c.Repo, c.Sessions, log)
+		"fhir": {build: func() (lifecycle, error) { return fhir.FromConfig(cfg, c, log) }},
+		"identity": {build: func() (lifecycle, error) {
+			var err error
+			id, err = identity.FromConfig(cfg, c, log)
+			return id, err
 		}},
-		"identity": {build: func() lifecycle {
-			id = identity.New(identity.Config{
-				BaseURL: cfg.BaseURL, DataDir: cfg.DataDir,
-				SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret,
-				TokenLifetime: cfg.AccessTokenLifetime, SecretGrace: cfg.ClientSecretGrace,
-			}, c.NC, c.JS, c.Repo, c.Sessions, log)
-			return id
-		}},
-		"membership": {build: func() lifecycle {
-			return membership.New(membership.Config{BaseURL: cfg.BaseURL, Mailer: mailer}, c.NC, c.JS, c.Repo, c.Sessions, log)
-		}},
-		"botexec": {build: func() lifecycle {
-			return botexec.New(botexec.ConfigFrom(cfg), c.NC, c.Repo, c.Sessions, log)
-		}},
+		"membership": {build: func() (lifecycle, error) { return membership.FromConfig(cfg, c, log) }},
+		"botexec":    {build: func() (lifecycle, error) { return botexec.FromConfig(cfg, c, log) }},
 	}
 	for _, name := range serviceOrder {
 		if err := st.StartService(ctx, name); err != nil {
@@ -236,7 +221,7 @@ type lifecycle interface {
 // service is one of the stack's services: how to build it, and the running
 // instance if any.
 type service struct {
-	build   func() lifecycle
+	build   func() (lifecycle, error)
 	running lifecycle
 }
 
@@ -251,7 +236,10 @@ func (st *Stack) StartService(ctx context.Context, name string) error {
 	if s == nil || s.running != nil {
 		return fmt.Errorf("service %s: unknown or already running", name)
 	}
-	inst := s.build()
+	inst, err := s.build()
+	if err != nil {
+		return fmt.Errorf("build %s: %w", name, err)
+	}
 	if err := inst.Start(ctx); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,7 +21,7 @@ type Service interface {
 // RunService is the whole main of a service run as its own process: read
 // the settings, connect to the external NATS and MongoDB, build the service
 // with build, and run it until SIGINT or SIGTERM. It exits the process.
-func RunService(name string, build func(cfg *config.Config, c *Conns) (Service, error)) {
+func RunService(name string, build func(cfg *config.Config, c *Conns, log *slog.Logger) (Service, error)) {
 	fail := func(code int, err error) {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(code)
@@ -40,7 +41,7 @@ func RunService(name string, build func(cfg *config.Config, c *Conns) (Service, 
 		fail(1, err)
 	}
 	defer c.Close()
-	s, err := build(cfg, c)
+	s, err := build(cfg, c, log)
 	if err != nil {
 		fail(1, err)
 	}

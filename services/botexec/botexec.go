@@ -15,6 +15,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/config"
+	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/botexec/worker"
@@ -37,6 +38,12 @@ type Config struct {
 // ConfigFrom takes the bot executor's settings from the process's.
 func ConfigFrom(c *config.Config) Config {
 	return Config{BaseURL: c.BaseURL, Workers: c.BotWorkers, WorkerMemoryBytes: c.BotWorkerMemory, ProjectConcurrency: c.BotProjectRuns}
+}
+
+// FromConfig builds the service from the settings, as both the standalone
+// stack and the service's own process do.
+func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service, error) {
+	return New(ConfigFrom(cfg), c.NC, c.Repo, c.Sessions, log), nil
 }
 
 // Service is the bot executor.

@@ -13,6 +13,8 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/config"
+	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/saga"
@@ -43,6 +45,12 @@ type Service struct {
 	conditions keyLocks
 	// stopExports stops taking bulk export jobs.
 	stopExports func()
+}
+
+// FromConfig builds the service from the settings, as both the standalone
+// stack and the service's own process do.
+func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service, error) {
+	return New(Config{BaseURL: cfg.BaseURL}, c.NC, c.JS, c.Repo, c.Sessions, log), nil
 }
 
 // New wires the service.

@@ -15,6 +15,8 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/config"
+	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/saga"
@@ -62,6 +64,16 @@ type Service struct {
 
 	// SuperAdmin holds the bootstrap result, for the standalone to print.
 	SuperAdmin Bootstrap
+}
+
+// FromConfig builds the service from the settings, as both the standalone
+// stack and the service's own process do.
+func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service, error) {
+	return New(Config{
+		BaseURL: cfg.BaseURL, DataDir: cfg.DataDir,
+		SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret,
+		TokenLifetime: cfg.AccessTokenLifetime, SecretGrace: cfg.ClientSecretGrace,
+	}, c.NC, c.JS, c.Repo, c.Sessions, log), nil
 }
 
 // New wires the service; Start or Run brings it up.

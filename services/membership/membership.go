@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/config"
+	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/mail"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -37,6 +39,16 @@ type Service struct {
 	sessions *session.Store
 	log      *slog.Logger
 	svc      *bus.Service
+}
+
+// FromConfig builds the service from the settings, as both the standalone
+// stack and the service's own process do.
+func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service, error) {
+	mailer, err := mail.FromConfig(cfg.SMTPURL, cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	return New(Config{BaseURL: cfg.BaseURL, Mailer: mailer}, c.NC, c.JS, c.Repo, c.Sessions, log), nil
 }
 
 // New wires the service.

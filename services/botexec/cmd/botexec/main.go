@@ -2,6 +2,8 @@
 package main
 
 import (
+	"log/slog"
+
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/services/botexec"
@@ -11,7 +13,7 @@ import (
 func main() {
 	// A bot worker is this binary started again: it goes no further.
 	worker.MainIfWorker()
-	infra.RunService("botexec", func(cfg *config.Config, c *infra.Conns) (infra.Service, error) {
-		return botexec.New(botexec.ConfigFrom(cfg), c.NC, c.Repo, c.Sessions, nil), nil
+	infra.RunService("botexec", func(cfg *config.Config, c *infra.Conns, log *slog.Logger) (infra.Service, error) {
+		return botexec.FromConfig(cfg, c, log)
 	})
 }
