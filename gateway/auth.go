@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/session"
 )
 
 // unauthorized is the 401 with the challenge Medplum's client expects.
@@ -70,8 +72,13 @@ func (g *Gateway) bearer(ctx context.Context, tok, remote string) (*bus.Principa
 // principal is the caller of a login that still counts.
 func (g *Gateway) principal(ctx context.Context, loginID, tokenID, remote string) (*bus.Principal, error) {
 	login, mid, m, err := g.sessions.Lookup(ctx, loginID)
-	if err != nil {
+	if errors.Is(err, session.ErrInactive) {
 		return nil, g.unauthorized()
+	}
+	if err != nil {
+		// The session bucket did not answer: not the caller's fault.
+		g.log.Error("session lookup", "err", err)
+		return nil, fhir.Unavailable("Sessions are unavailable; try again")
 	}
 	// The access policy's ipAccessRule, on every request.
 	if !m.AllowsAddress(remote) {

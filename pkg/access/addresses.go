@@ -35,7 +35,7 @@ func AddressRules(ctx context.Context, store Reader, membership *repo.Resource) 
 		}
 		res, err := store.Read(ctx, repo.Scope{Project: membership.Project}, "AccessPolicy", id)
 		if err != nil {
-			if isMissing(err) {
+			if fhir.Missing(err) {
 				continue
 			}
 			return nil, err

@@ -3,7 +3,6 @@ package access
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -62,7 +61,7 @@ func (ps *Policies) For(ctx context.Context, p *bus.Principal) (*Policy, error) 
 	}
 	m, err := ps.store.Read(ctx, repo.System, "ProjectMembership", p.Membership)
 	if err != nil {
-		if isMissing(err) {
+		if fhir.Missing(err) {
 			return nil, fhir.Unauthorized()
 		}
 		return nil, err
@@ -88,7 +87,7 @@ func (ps *Policies) For(ctx context.Context, p *bus.Principal) (*Policy, error) 
 		}
 		res, err := ps.store.Read(ctx, repo.Scope{Project: p.Project}, "AccessPolicy", id)
 		if err != nil {
-			if isMissing(err) {
+			if fhir.Missing(err) {
 				ps.log.Warn("access policy", "membership", p.Membership, "policy", g.ref, "err", err)
 				return nil, invalidConfig()
 			}
@@ -124,9 +123,4 @@ func (ps *Policies) grantsOf(m *repo.Resource) ([]grant, error) {
 		return nil, invalidConfig()
 	}
 	return g, nil
-}
-
-func isMissing(err error) bool {
-	var fe *fhir.Error
-	return errors.As(err, &fe) && (fe.Status == 404 || fe.Status == 410)
 }

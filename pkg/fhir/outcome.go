@@ -55,6 +55,33 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%d %s", e.Status, msg)
 }
 
+// Kind is a class of failure for errors.Is: every *Error is the Kind of its
+// status, so callers ask "was it missing?" rather than read status numbers.
+type Kind int
+
+func (k Kind) Error() string { return http.StatusText(int(k)) }
+
+// The kinds callers branch on.
+const (
+	ErrBadRequest         Kind = 400
+	ErrUnauthorized       Kind = 401
+	ErrForbidden          Kind = 403
+	ErrNotFound           Kind = 404
+	ErrConflict           Kind = 409
+	ErrGone               Kind = 410
+	ErrPreconditionFailed Kind = 412
+)
+
+// Is reports whether target is the Kind of e's status.
+func (e *Error) Is(target error) bool {
+	k, ok := target.(Kind)
+	return ok && int(k) == e.Status
+}
+
+// Missing reports whether err says a resource is not there: not found, or
+// deleted.
+func Missing(err error) bool { return errors.Is(err, ErrNotFound) || errors.Is(err, ErrGone) }
+
 // JSON encodes the outcome.
 func (e *Error) JSON() []byte {
 	b, _ := json.Marshal(e.Outcome)

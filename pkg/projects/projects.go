@@ -60,8 +60,11 @@ func CheckPolicy(ctx context.Context, r *repo.Repo, projectID, ref, expr string)
 		return fhir.BadRequest("Invalid access policy reference", expr)
 	}
 	res, err := r.Read(ctx, repo.System, "AccessPolicy", id)
-	if err != nil {
+	if fhir.Missing(err) {
 		return fhir.BadRequest("Access policy "+ref+" does not exist", expr)
+	}
+	if err != nil {
+		return err
 	}
 	if res.Project != projectID {
 		return fhir.BadRequest("Access policy "+ref+" does not belong to this project", expr)

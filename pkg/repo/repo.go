@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,8 +105,9 @@ type Repo struct {
 	gens [256]atomic.Uint64
 	// locks serialise updates of one resource within this process, so two
 	// concurrent updates both land (the second on the first) rather than
-	// one losing to the store's version check with a 409. Across processes
-	// the version check decides.
+	// one losing to the store's version check. Across processes the
+	// version check decides, and an update that named no version is
+	// retried (unpinned).
 	locks [256]sync.Mutex
 	// cleared are outbox records whose events are published, removed in batches.
 	clearMu sync.Mutex
@@ -270,7 +272,9 @@ func storeError(err error, typ, id string) error {
 	case errors.Is(err, store.ErrNotFound):
 		return fhir.NotFound()
 	case errors.Is(err, store.ErrConflict):
-		return fhir.Conflict("Resource was changed by another request; retry with the current version")
+		// The write was conditional on the version it read, as an
+		// If-Match is: the same answer either way.
+		return fhir.PreconditionFailed()
 	case errors.Is(err, store.ErrExists) && typ == "":
 		return fhir.Conflict("Resource already exists")
 	case errors.Is(err, store.ErrExists):
@@ -281,7 +285,7 @@ func storeError(err error, typ, id string) error {
 
 // VRead returns one version from the history.
 func (r *Repo) VRead(ctx context.Context, sc Scope, typ, id, vid string) (*Resource, error) {
-	if _, err := r.Read(ctx, sc, typ, id); err != nil && !isGone(err) {
+	if _, err := r.Read(ctx, sc, typ, id); err != nil && !errors.Is(err, fhir.ErrGone) {
 		return nil, err
 	}
 	if !validID(vid) {
@@ -303,7 +307,7 @@ func (r *Repo) VRead(ctx context.Context, sc Scope, typ, id, vid string) (*Resou
 
 // History lists every version of a resource, newest first.
 func (r *Repo) History(ctx context.Context, sc Scope, typ, id string) ([]*Resource, error) {
-	if _, err := r.Read(ctx, sc, typ, id); err != nil && !isGone(err) {
+	if _, err := r.Read(ctx, sc, typ, id); err != nil && !errors.Is(err, fhir.ErrGone) {
 		return nil, err
 	}
 	recs, err := r.st.History(ctx, typ, id, 1000)
@@ -315,11 +319,6 @@ func (r *Repo) History(ctx context.Context, sc Scope, typ, id string) ([]*Resour
 		out[i] = fromRecord(rec)
 	}
 	return out, nil
-}
-
-func isGone(err error) bool {
-	var fe *fhir.Error
-	return errors.As(err, &fe) && fe.Status == 410
 }
 
 // WriteOptions are the caller's choices for a create or update.
@@ -362,11 +361,39 @@ func (r *Repo) Create(ctx context.Context, sc Scope, res map[string]any, o Write
 // Update replaces the current version. An identical resource (ignoring
 // meta) is returned unchanged, with no new version.
 func (r *Repo) Update(ctx context.Context, sc Scope, res map[string]any, o WriteOptions) (*Resource, error) {
-	typ, _ := res["resourceType"].(string)
-	id, _ := res["id"].(string)
 	if err := Check(res, o.Strict); err != nil {
 		return nil, err
 	}
+	var out *Resource
+	err := r.unpinned(o.IfMatch, func() (err error) {
+		out, err = r.update(ctx, sc, res, o)
+		return err
+	})
+	return out, err
+}
+
+// unpinned runs a write again when another process wrote the resource
+// between its read and its write, unless the caller named the version
+// (ifMatch): a caller who named none is owed no refusal, as in Medplum,
+// which serialises the writes of one resource. Writers in one process
+// already wait for each other (lock).
+func (r *Repo) unpinned(ifMatch string, write func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := write()
+		if ifMatch != "" || attempt == maxUnpinnedAttempts || !errors.Is(err, fhir.ErrPreconditionFailed) {
+			return err
+		}
+		// A little jitter, so that writers in step fall out of it.
+		time.Sleep(time.Duration(rand.Int64N(int64(attempt) * int64(time.Millisecond))))
+	}
+}
+
+// maxUnpinnedAttempts bounds unpinned: past it, the 412 is answered.
+const maxUnpinnedAttempts = 8
+
+func (r *Repo) update(ctx context.Context, sc Scope, res map[string]any, o WriteOptions) (*Resource, error) {
+	typ, _ := res["resourceType"].(string)
+	id, _ := res["id"].(string)
 	defer r.lock(typ, id)()
 	cur, err := r.Read(ctx, sc, typ, id)
 	if err != nil {
@@ -389,6 +416,10 @@ func (r *Repo) Update(ctx context.Context, sc Scope, res map[string]any, o Write
 
 // Delete marks a resource deleted; reads then answer 410.
 func (r *Repo) Delete(ctx context.Context, sc Scope, typ, id string) error {
+	return r.unpinned("", func() error { return r.delete(ctx, sc, typ, id) })
+}
+
+func (r *Repo) delete(ctx context.Context, sc Scope, typ, id string) error {
 	defer r.lock(typ, id)()
 	cur, err := r.Read(ctx, sc, typ, id)
 	if err != nil {

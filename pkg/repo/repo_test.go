@@ -199,7 +199,7 @@ func TestConcurrentUpdatesDoNotBothWin(t *testing.T) {
 				t.Fatal(err)
 			}
 			wins++
-		case 409, 412:
+		case 412:
 		default:
 			t.Fatalf("unexpected: %v", err)
 		}
@@ -213,6 +213,73 @@ func TestConcurrentUpdatesDoNotBothWin(t *testing.T) {
 	_ = json.Unmarshal(cur.JSON, &m)
 	if len(h) < 2 || h[0].VersionID != cur.VersionID {
 		t.Fatalf("history head %s, current %s", h[0].VersionID, cur.VersionID)
+	}
+}
+
+// Two processes updating one resource without If-Match: every update
+// lands, as in Medplum, though each process's lock cannot see the other's.
+// Named versions still race: exactly one writer of a version wins, and the
+// others get 412, from whichever process.
+func TestUnpinnedUpdatesAcrossInstances(t *testing.T) {
+	ctx := context.Background()
+	r1, r2 := instance(t), instance(t)
+	sc := Scope{Project: "p"}
+	res, err := r1.Create(ctx, sc, patient("Shared"), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const perWriter = 5
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*perWriter)
+	for w, r := range []*Repo{r1, r2, r1, r2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWriter {
+				m, _ := res.Decode()
+				m["name"] = []any{map[string]any{"family": fmt.Sprintf("Writer%d-%d", w, i)}}
+				if _, err := r.Update(ctx, sc, m, WriteOptions{}); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("an update without If-Match was refused: %v", err)
+	}
+	h, err := r1.History(ctx, sc, "Patient", res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 1+4*perWriter {
+		t.Fatalf("history has %d versions, want %d", len(h), 1+4*perWriter)
+	}
+
+	cur, _ := r2.Read(ctx, System, "Patient", res.ID)
+	results := make([]error, 6)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, _ := cur.Decode()
+			m["gender"] = []string{"male", "female", "other"}[i%3]
+			_, results[i] = []*Repo{r1, r2}[i%2].Update(ctx, sc, m, WriteOptions{IfMatch: cur.VersionID})
+		}()
+	}
+	wg.Wait()
+	wins := 0
+	for _, err := range results {
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, fhir.ErrPreconditionFailed):
+			t.Fatalf("a lost race answered %v, want 412", err)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d writers of one version won", wins)
 	}
 }
 

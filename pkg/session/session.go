@@ -232,7 +232,7 @@ func (s *Store) UpdateLoginRev(ctx context.Context, id string, f func(*Login) er
 	for i := 0; i < 10; i++ {
 		e, err := s.logins.Get(ctx, id)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, missing(err)
 		}
 		l := &Login{}
 		if err := json.Unmarshal(e.Value(), l); err != nil {
@@ -282,11 +282,23 @@ func (s *Store) SessionsEnded(ctx context.Context, user string) (int64, error) {
 // Dead reports whether a login began before its user's sign-ins were ended.
 func (l *Login) Dead(ended int64) bool { return ended > 0 && l.Start < ended }
 
+// ErrNotFound: no such login or membership entry (a malformed id included).
+// Any other error is the bucket failing.
+var ErrNotFound = errors.New("session: no such entry")
+
+// missing maps the bucket's "no such key" answers to ErrNotFound.
+func missing(err error) error {
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrInvalidKey) {
+		return fmt.Errorf("%w (%v)", ErrNotFound, err)
+	}
+	return err
+}
+
 // GetLogin reads one login from the bucket.
 func (s *Store) GetLogin(ctx context.Context, id string) (*Login, error) {
 	e, err := s.logins.Get(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, missing(err)
 	}
 	l := &Login{}
 	return l, json.Unmarshal(e.Value(), l)
@@ -296,7 +308,7 @@ func (s *Store) GetLogin(ctx context.Context, id string) (*Login, error) {
 func (s *Store) GetMembership(ctx context.Context, id string) (*Membership, error) {
 	e, err := s.memberships.Get(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, missing(err)
 	}
 	m := &Membership{}
 	return m, json.Unmarshal(e.Value(), m)
@@ -478,8 +490,10 @@ func (v *View) Lookup(ctx context.Context, loginID string) (*Login, string, *Mem
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		var err error
-		if l, err = v.store.GetLogin(ctx, loginID); err != nil {
+		if l, err = v.store.GetLogin(ctx, loginID); errors.Is(err, ErrNotFound) {
 			return nil, "", nil, ErrInactive
+		} else if err != nil {
+			return nil, "", nil, err
 		}
 	}
 	v.mu.RLock()
@@ -493,8 +507,10 @@ func (v *View) Lookup(ctx context.Context, loginID string) (*Login, string, *Mem
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		var err error
-		if m, err = v.store.GetMembership(ctx, l.Membership); err != nil {
+		if m, err = v.store.GetMembership(ctx, l.Membership); errors.Is(err, ErrNotFound) {
 			return nil, "", nil, ErrInactive
+		} else if err != nil {
+			return nil, "", nil, err
 		}
 	}
 	if !m.Active {

@@ -20,6 +20,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/metrics"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
+	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/botexec/sandbox"
 	"github.com/pinion-health/pinion/services/botexec/worker"
 )
@@ -335,8 +336,11 @@ func (s *Service) program(ctx context.Context, b *bot) (*code, error) {
 		return nil, fhir.BadRequest("Executable code is not a Binary")
 	}
 	bin, err := s.repo.Read(ctx, repo.Scope{Project: b.Project}, "Binary", id)
-	if err != nil {
+	if fhir.Missing(err) {
 		return nil, fhir.BadRequest("No executable code")
+	}
+	if err != nil {
+		return nil, err
 	}
 	return &code{key: "Binary/" + id + "/" + bin.VersionID, source: func() (string, error) {
 		var v struct {
@@ -375,8 +379,11 @@ func (s *Service) runAs(ctx context.Context, b *bot, caller *bus.Principal) (*bu
 	}
 	// The rights come fresh from the session bucket on every run.
 	m, err := s.sessions.GetMembership(ctx, mid)
-	if err != nil || !m.Active {
+	if errors.Is(err, session.ErrNotFound) || err == nil && !m.Active {
 		return nil, fhir.Forbidden()
+	}
+	if err != nil {
+		return nil, err
 	}
 	return confined(&bus.Principal{
 		User: m.User, Profile: m.Profile, Project: m.Project, Membership: mid,

@@ -311,7 +311,7 @@ func (s *Service) undo(ctx context.Context, r *bus.Request, created []string) {
 	sc := repo.Scope{Project: r.Principal.Project, SuperAdmin: r.Principal.SuperAdmin}
 	for _, ref := range created {
 		if t, id, ok := fhir.SplitReference(ref); ok {
-			if err := s.repo.Delete(ctx, sc, t, id); err != nil && !isStatus(err, 404) && !isStatus(err, 410) {
+			if err := s.repo.Delete(ctx, sc, t, id); err != nil && !fhir.Missing(err) {
 				s.log.Warn("undo transaction create", "ref", ref, "err", err)
 			}
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhirschema"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
+	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/pkg/store"
 )
 
@@ -388,8 +389,8 @@ func (st exportState) output(done bool) map[string]any {
 }
 
 // changed reports a write refused because the job changed since it was
-// read: a stale If-Match (412), or a write that raced ours (409).
-func changed(err error) bool { return isStatus(err, 412) || isStatus(err, 409) }
+// read (a stale If-Match, or a write that raced ours: both 412).
+func changed(err error) bool { return errors.Is(err, fhir.ErrPreconditionFailed) }
 
 // errCancelled stops a job whose AsyncJob changed under it: cancelled.
 var errCancelled = errors.New("export cancelled")
@@ -502,8 +503,10 @@ func (s *Service) runExportJob(ctx context.Context, spec *exportSpec, attempt ui
 		return fhir.Internal()
 	}
 	// The export reads as its requester, who must still be a member.
-	if m, err := s.sessions.GetMembership(ctx, spec.Principal.Membership); err != nil || !m.Active {
+	if m, err := s.sessions.GetMembership(ctx, spec.Principal.Membership); errors.Is(err, session.ErrNotFound) || err == nil && !m.Active {
 		return fhir.ForbiddenText("The requester of the export is no longer a member of the project")
+	} else if err != nil {
+		return err
 	}
 	pol, err := s.policies.For(ctx, &spec.Principal)
 	if err != nil {
@@ -676,7 +679,7 @@ func (s *Service) failExport(ctx context.Context, spec *exportSpec, cause error)
 func (s *Service) deleteFiles(ctx context.Context, sc repo.Scope, files []exportFile) {
 	for _, f := range files {
 		if _, id, ok := fhir.SplitReference(f.URL); ok {
-			if err := s.repo.Delete(ctx, sc, "Binary", id); err != nil && !isStatus(err, 404) && !isStatus(err, 410) {
+			if err := s.repo.Delete(ctx, sc, "Binary", id); err != nil && !fhir.Missing(err) {
 				s.log.Warn("export file not deleted", "binary", id, "err", err)
 			}
 		}

@@ -93,7 +93,7 @@ func (g *guard) history(ctx context.Context, id string) ([]*repo.Resource, error
 		}
 		sv, err := g.seen(access.History, v)
 		if err != nil {
-			if isStatus(err, 404) {
+			if errors.Is(err, fhir.ErrNotFound) {
 				continue
 			}
 			return nil, err
@@ -215,7 +215,7 @@ func (g *guard) update(ctx context.Context, i access.Interaction, res map[string
 		pinned := o
 		pinned.IfMatch = cur.VersionID
 		out, err := g.repo.Update(ctx, g.sc, res, pinned)
-		if err != nil && o.IfMatch == "" && attempt < 3 && isStatus(err, 412) {
+		if err != nil && o.IfMatch == "" && attempt < 3 && errors.Is(err, fhir.ErrPreconditionFailed) {
 			continue
 		}
 		if err != nil {
@@ -230,9 +230,4 @@ func (g *guard) update(ctx context.Context, i access.Interaction, res map[string
 // takes no expected version, and the window is one request's length.
 func (g *guard) delete(ctx context.Context, id string) error {
 	return g.repo.Delete(ctx, g.sc, g.typ, id)
-}
-
-func isStatus(err error, status int) bool {
-	var fe *fhir.Error
-	return errors.As(err, &fe) && fe.Status == status
 }

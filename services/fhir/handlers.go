@@ -306,8 +306,10 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 	delete(res, "id")
 	if p := project; p != "" && r.Principal.SuperAdmin && typ != "Project" {
 		// As in Medplum, a super admin may place a resource in any project.
-		if _, err := s.repo.Read(ctx, repo.System, "Project", p); err != nil {
+		if _, err := s.repo.Read(ctx, repo.System, "Project", p); fhir.Missing(err) {
 			return nil, fhir.BadRequest("Project "+p+" does not exist", "meta.project")
+		} else if err != nil {
+			return nil, err
 		}
 		opts.Project, opts.Strict = p, s.strict(ctx, p)
 	}
@@ -436,8 +438,7 @@ func (s *Service) delete(ctx context.Context, r *bus.Request) (*bus.Response, er
 		}
 	}
 	if err := g.delete(ctx, r.Param("id")); err != nil {
-		var fe *fhir.Error
-		if errors.As(err, &fe) && fe.Status == 410 {
+		if errors.Is(err, fhir.ErrGone) {
 			return nil, fhir.Gone()
 		}
 		return nil, err

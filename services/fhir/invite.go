@@ -78,7 +78,7 @@ func (s *Service) inviteeProfile(ctx context.Context, inviteID string, req invit
 	}
 	_, err = s.repo.Create(ctx, repo.System, p, repo.WriteOptions{ID: id, Project: req.ProjectID})
 	var fe *fhir.Error
-	if err != nil && !(errors.As(err, &fe) && fe.Status == 409) {
+	if err != nil && !(errors.Is(err, fhir.ErrConflict)) {
 		if errors.As(err, &fe) && fe.Status < 500 {
 			return "", false, saga.Permanent(err)
 		}
@@ -106,8 +106,7 @@ func (s *Service) inviteeProfile(ctx context.Context, inviteID string, req invit
 // matches will not change on a retry.
 func (s *Service) profileByEmail(ctx context.Context, project, typ, email string) (string, error) {
 	ref, err := projects.ProfileByEmail(ctx, s.repo, project, typ, email)
-	var fe *fhir.Error
-	if errors.As(err, &fe) && fe.Status == 412 {
+	if errors.Is(err, fhir.ErrPreconditionFailed) {
 		return "", saga.Permanent(err)
 	}
 	return ref, err

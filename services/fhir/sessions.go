@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
@@ -98,7 +99,7 @@ func (s *Service) afterDelete(ctx context.Context, resp *bus.Response, project, 
 			if rev, err = s.sessions.DeleteMembership(ctx, m.ID); err != nil {
 				return nil, err
 			}
-			if err := s.repo.Delete(ctx, repo.System, "ProjectMembership", m.ID); err != nil && !isStatus(err, 410) && !isStatus(err, 404) {
+			if err := s.repo.Delete(ctx, repo.System, "ProjectMembership", m.ID); err != nil && !fhir.Missing(err) {
 				return nil, err
 			}
 		}

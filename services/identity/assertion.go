@@ -15,6 +15,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 )
 
@@ -89,7 +90,7 @@ func (s *Service) clientAssertion(ctx context.Context, typ, assertion string) (s
 	}
 	client, err := s.repo.Read(ctx, repo.System, "ClientApplication", id)
 	if err != nil {
-		if isGoneOrMissing(err) {
+		if fhir.Missing(err) {
 			return refuse("Invalid client")
 		}
 		return "", nil, err

@@ -225,11 +225,10 @@ func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Respo
 		}
 		return fhir.BadRequest("Profile not found", "profile")
 	})
+	if errors.Is(err, session.ErrNotFound) {
+		return nil, fhir.NotFound()
+	}
 	if err != nil {
-		var fe *fhir.Error
-		if !errors.As(err, &fe) {
-			return nil, fhir.NotFound()
-		}
 		return nil, err
 	}
 	return bus.JSON(200, map[string]any{"login": in.Login, "code": code}), nil
@@ -295,8 +294,11 @@ func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.
 		}
 		return terr, nil
 	}
-	if err != nil {
+	if errors.Is(err, session.ErrNotFound) {
 		return tokenError("invalid_grant", "Invalid code"), nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	return s.userTokens(ctx, loginID, l, refresh)
 }
@@ -371,8 +373,11 @@ func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Respo
 		}
 		return terr, nil
 	}
-	if err != nil {
+	if errors.Is(err, session.ErrNotFound) {
 		return tokenError("invalid_grant", "Invalid refresh token"), nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	return s.userTokens(ctx, c.LoginID, l, refresh)
 }
@@ -381,8 +386,11 @@ func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Respo
 // refresh (the login's current refresh secret) when there is one.
 func (s *Service) userTokens(ctx context.Context, loginID string, l *session.Login, refresh string) (*bus.Response, error) {
 	m, err := s.sessions.GetMembership(ctx, l.Membership)
-	if err != nil || !m.Active {
+	if errors.Is(err, session.ErrNotFound) || err == nil && !m.Active {
 		return tokenError("invalid_grant", "Profile not active"), nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	_, uid, _ := fhir.SplitReference(l.User)
 	ac := &auth.Claims{LoginID: loginID, Username: uid, Profile: m.Profile, Scope: l.Scope, ClientID: l.Client}

@@ -202,7 +202,7 @@ func (s *Service) resetPasswordPage(ctx context.Context, r *bus.Request) (*bus.R
 	d.Email, d.Project = strings.TrimSpace(form.Get("email")), form.Get("project")
 	if err := s.sendReset(ctx, d.Email, d.Project); err != nil {
 		var fe *fhir.Error
-		if errors.As(err, &fe) && fe.Status == 400 {
+		if errors.Is(err, fhir.ErrBadRequest) {
 			d.Errors = map[string]string{"email": fe.Message()}
 			return s.render(400, "resetpassword", b, d)
 		}

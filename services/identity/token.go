@@ -13,7 +13,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
@@ -188,7 +187,7 @@ func (s *Service) authenticateClient(ctx context.Context, id, remote string, pro
 	// after the removal was answered; the session bucket is written before
 	// that answer, so its entry is what the client may do now.
 	member, err := s.sessions.GetMembership(ctx, c.membership)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	if errors.Is(err, session.ErrNotFound) {
 		s.forgetClient(id)
 		return nil, nil, &refusal{"invalid_client", "Invalid client"}, nil
 	}

@@ -58,7 +58,7 @@ func (s *Service) inviteUser(ctx context.Context, data []byte) error {
 				return err
 			}
 			if owner != candidate {
-				if err := s.repo.Delete(ctx, repo.System, "User", candidate); err != nil && !isGoneOrMissing(err) {
+				if err := s.repo.Delete(ctx, repo.System, "User", candidate); err != nil && !fhir.Missing(err) {
 					return err
 				}
 				userID, isNew = owner, false
@@ -91,8 +91,7 @@ func (s *Service) createUser(ctx context.Context, id, project string, req invite
 		u["project"] = map[string]any{"reference": "Project/" + project}
 	}
 	_, err := s.repo.Create(ctx, repo.System, u, repo.WriteOptions{ID: id, Project: project})
-	var fe *fhir.Error
-	if errors.As(err, &fe) && fe.Status == 409 {
+	if errors.Is(err, fhir.ErrConflict) {
 		err = nil
 	}
 	if err != nil {
@@ -102,11 +101,6 @@ func (s *Service) createUser(ctx context.Context, id, project string, req invite
 		return s.setPasswordHash(ctx, id, req.PasswordHash)
 	}
 	return nil
-}
-
-func isGoneOrMissing(err error) bool {
-	var fe *fhir.Error
-	return errors.As(err, &fe) && (fe.Status == 404 || fe.Status == 410)
 }
 
 // passwordDoc is a user's password hash, kept beside the other secrets.

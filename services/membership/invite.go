@@ -285,8 +285,10 @@ func (s *Service) validateInvite(ctx context.Context, projectID string, body map
 	}
 	if req.Patient != "" {
 		_, id, _ := fhir.SplitReference(req.Patient)
-		if _, err := s.repo.Read(ctx, repo.Scope{Project: projectID}, "Patient", id); err != nil {
+		if _, err := s.repo.Read(ctx, repo.Scope{Project: projectID}, "Patient", id); fhir.Missing(err) {
 			return nil, fhir.BadRequest("Patient "+req.Patient+" does not exist in this project", "patient")
+		} else if err != nil {
+			return nil, err
 		}
 	} else if req.ResourceType == "RelatedPerson" && tmpl["profile"] == nil {
 		// As in Medplum, a RelatedPerson of the project with this e-mail is
@@ -359,8 +361,11 @@ func (s *Service) checkProfile(ctx context.Context, projectID, resourceType stri
 		return "", fhir.BadRequest("Invalid profile reference", "membership.profile")
 	}
 	res, err := s.repo.Read(ctx, repo.System, typ, id)
-	if err != nil {
+	if fhir.Missing(err) {
 		return "", fhir.NotFound()
+	}
+	if err != nil {
+		return "", err
 	}
 	if res.Project != projectID {
 		return "", fhir.BadRequest("Profile does not belong to project", "membership.profile")

@@ -186,7 +186,7 @@ func (s *Service) dropOrphanUser(ctx context.Context, projectID, userRef string)
 	}
 	u, err := s.repo.Read(ctx, repo.System, "User", id)
 	if err != nil {
-		if goneOrMissing(err) {
+		if fhir.Missing(err) {
 			return nil
 		}
 		return err
@@ -202,7 +202,7 @@ func (s *Service) dropOrphanUser(ctx context.Context, projectID, userRef string)
 		Email string `json:"email"`
 	}
 	_ = json.Unmarshal(u.JSON, &uj)
-	if err := s.repo.Delete(ctx, repo.System, "User", id); err != nil && !goneOrMissing(err) {
+	if err := s.repo.Delete(ctx, repo.System, "User", id); err != nil && !fhir.Missing(err) {
 		return err
 	}
 	if uj.Email != "" {

@@ -79,8 +79,11 @@ func (s *Service) ownerUser(ctx context.Context, ref string) (*userInfo, error) 
 		return nil, fhir.BadRequest("Only Users are permitted to be the owner of a new Project", "owner")
 	}
 	res, err := s.repo.Read(ctx, repo.System, "User", id)
-	if err != nil {
+	if fhir.Missing(err) {
 		return nil, fhir.BadRequest("Owner not found", "owner")
+	}
+	if err != nil {
+		return nil, err
 	}
 	u := &userInfo{Ref: "User/" + id}
 	var raw struct {

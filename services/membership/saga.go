@@ -90,8 +90,7 @@ func (s *Service) inviteMembership(ctx context.Context, data []byte) error {
 		pm["user"] = map[string]any{"reference": userRef, "display": display}
 		pm["profile"] = map[string]any{"reference": rec.ProfileRef, "display": req.FirstName + " " + req.LastName}
 		_, err := s.repo.Create(ctx, repo.System, pm, repo.WriteOptions{ID: candidate, Project: req.ProjectID})
-		var fe *fhir.Error
-		if err != nil && !(errors.As(err, &fe) && fe.Status == 409) {
+		if err != nil && !(errors.Is(err, fhir.ErrConflict)) {
 			return fmt.Errorf("create membership: %w", err)
 		}
 	}
@@ -118,11 +117,6 @@ func (s *Service) inviteMembership(ctx context.Context, data []byte) error {
 // same person that won, and a profile is reused by the next invite anyway.
 func (s *Service) conflict(ctx context.Context, rec *invite.Record, text string) error {
 	return saga.Permanent(fhir.Conflict(text))
-}
-
-func goneOrMissing(err error) bool {
-	var fe *fhir.Error
-	return errors.As(err, &fe) && (fe.Status == 404 || fe.Status == 410)
 }
 
 // upsertMembership applies the invite's template to the existing membership.

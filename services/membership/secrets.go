@@ -63,8 +63,7 @@ func (s *Service) replaceList(ctx context.Context, r *bus.Request, field string,
 			p[field] = list
 		}
 		out, err := s.repo.Update(ctx, repo.System, p, repo.WriteOptions{IfMatch: cur.VersionID, Author: r.Principal.Profile})
-		var fe *fhir.Error
-		if errors.As(err, &fe) && fe.Status == 412 && attempt < 3 {
+		if errors.Is(err, fhir.ErrPreconditionFailed) && attempt < 3 {
 			continue
 		}
 		if err != nil {
