@@ -196,46 +196,58 @@ func agentBody(r *bus.Request, typ string, serverSet ...string) (map[string]any,
 	return res, &fhir.Reference{Reference: ref}, nil
 }
 
-// SessionOf derives what a membership allows, for the session bucket: the
-// one way a stored ProjectMembership becomes a session entry.
-func SessionOf(ctx context.Context, r *repo.Repo, res *repo.Resource) (*session.Membership, error) {
-	var m struct {
-		Project      fhir.Reference   `json:"project"`
-		User         fhir.Reference   `json:"user"`
-		Profile      fhir.Reference   `json:"profile"`
-		Admin        bool             `json:"admin"`
-		Active       *bool            `json:"active"`
-		AccessPolicy *fhir.Reference  `json:"accessPolicy"`
-		Access       []map[string]any `json:"access"`
-	}
-	if err := json.Unmarshal(res.JSON, &m); err != nil {
+// membershipDoc is what a session entry is made of in a ProjectMembership.
+type membershipDoc struct {
+	Project      fhir.Reference   `json:"project"`
+	User         fhir.Reference   `json:"user"`
+	Profile      fhir.Reference   `json:"profile"`
+	Admin        bool             `json:"admin"`
+	Active       *bool            `json:"active"`
+	AccessPolicy *fhir.Reference  `json:"accessPolicy"`
+	Access       []map[string]any `json:"access"`
+}
+
+// Entry is what a membership allows, for the session bucket: the one way a
+// ProjectMembership becomes a session entry. superAdmin is its project's
+// flag; addresses are its policies' address rules (access.AddressRules).
+// A super admin is a member of a super-admin project, whatever the
+// membership says.
+func Entry(membership []byte, superAdmin bool, addresses []session.AddressRule) (*session.Membership, error) {
+	var m membershipDoc
+	if err := json.Unmarshal(membership, &m); err != nil {
 		return nil, err
 	}
 	_, projectID, _ := fhir.SplitReference(m.Project.Reference)
-	pj, err := Get(ctx, r, projectID)
-	if err != nil {
-		return nil, err
-	}
-	addresses, err := access.AddressRules(ctx, r, res)
-	if err != nil {
-		return nil, err
-	}
 	return &session.Membership{
 		Project: projectID, User: m.User.Reference, Profile: m.Profile.Reference, Admin: m.Admin,
-		SuperAdmin: pj.SuperAdmin, Active: m.Active == nil || *m.Active,
+		SuperAdmin: superAdmin, Active: m.Active == nil || *m.Active,
 		AccessPolicy: m.AccessPolicy != nil || len(m.Access) > 0, Addresses: addresses,
 	}, nil
 }
 
 // SyncSession writes a stored membership's rights to the session bucket
 // (an inactive one stays, marked inactive: its tokens fail) and returns the
-// bucket revision the caller's answer depends on.
+// bucket revision the caller's answer depends on. It is the one writer of
+// membership entries; removals go through session.Store.DeleteMembership.
 func SyncSession(ctx context.Context, r *repo.Repo, sessions *session.Store, res *repo.Resource) (uint64, error) {
-	st, err := SessionOf(ctx, r, res)
+	var m membershipDoc
+	if err := json.Unmarshal(res.JSON, &m); err != nil {
+		return 0, err
+	}
+	_, projectID, _ := fhir.SplitReference(m.Project.Reference)
+	pj, err := Get(ctx, r, projectID)
 	if err != nil {
 		return 0, err
 	}
-	return sessions.PutMembership(ctx, res.ID, *st)
+	addresses, err := access.AddressRules(ctx, r, res)
+	if err != nil {
+		return 0, err
+	}
+	e, err := Entry(res.JSON, pj.SuperAdmin, addresses)
+	if err != nil {
+		return 0, err
+	}
+	return sessions.PutMembership(ctx, res.ID, *e)
 }
 
 // ProfileByEmail finds the project's one resource of type typ (a profile:

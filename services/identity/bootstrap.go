@@ -15,8 +15,8 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
-	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/pkg/store"
 )
 
@@ -91,9 +91,11 @@ func (s *Service) bootstrap(ctx context.Context) (Bootstrap, error) {
 	}, SuperAdminProjectID); err != nil {
 		return b, err
 	}
-	if _, err := s.sessions.PutMembership(ctx, mid, session.Membership{
-		Project: SuperAdminProjectID, User: ref, Profile: ref, Admin: true, SuperAdmin: true, Active: true,
-	}); err != nil {
+	pm, err := s.repo.Read(ctx, repo.System, "ProjectMembership", mid)
+	if err != nil {
+		return b, err
+	}
+	if _, err := projects.SyncSession(ctx, s.repo, s.sessions, pm); err != nil {
 		return b, fmt.Errorf("session membership: %w", err)
 	}
 	if generated {

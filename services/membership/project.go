@@ -10,8 +10,8 @@ import (
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
-	"github.com/pinion-health/pinion/pkg/session"
 )
 
 // createProject is E1, POST /admin/Project: super admins create projects.
@@ -138,8 +138,6 @@ func (s *Service) addOwner(ctx context.Context, projectID, projectName string, u
 	if err != nil {
 		return err
 	}
-	_, err = s.sessions.PutMembership(ctx, pm.ID, session.Membership{
-		Project: projectID, User: u.Ref, Profile: profileRef, Admin: true, Active: true,
-	})
+	_, err = projects.SyncSession(ctx, s.repo, s.sessions, pm)
 	return err
 }
