@@ -59,8 +59,8 @@ type Service struct {
 	pool *worker.Pool
 	// slots bounds the bots each project runs at once.
 	slots *projectSlots
-	// botMembers caches each bot's membership id (botMember values).
-	botMembers sync.Map
+	// botMembers caches each bot's membership id for botMemberTTL.
+	botMembers *expirable.LRU[string, string]
 	// identifiers caches identifier lookups for identifierTTL, at most
 	// maxIdentifiers of them.
 	identifiers *expirable.LRU[string, identifierHit]
@@ -81,7 +81,8 @@ func New(cfg Config, nc *nats.Conn, r *repo.Repo, sessions *session.Store, log *
 	log = log.With("service", "botexec")
 	return &Service{cfg: cfg, nc: nc, repo: r, sessions: sessions, policies: access.NewPolicies(r, log), log: log,
 		asyncSlots: make(chan struct{}, maxAsync), slots: newProjectSlots(cfg.ProjectConcurrency),
-		identifiers: expirable.NewLRU[string, identifierHit](maxIdentifiers, nil, identifierTTL)}
+		identifiers: expirable.NewLRU[string, identifierHit](maxIdentifiers, nil, identifierTTL),
+		botMembers:  expirable.NewLRU[string, string](maxBotMembers, nil, botMemberTTL)}
 }
 
 // Start starts the bot workers and answering requests.

@@ -403,17 +403,15 @@ func confined(p *bus.Principal) *bus.Principal {
 // fresh each run.
 const botMemberTTL = 30 * time.Second
 
-type botMember struct {
-	id string
-	at time.Time
-}
+// maxBotMembers bounds the bots whose membership is cached.
+const maxBotMembers = 10_000
 
 // botMembership finds the id of the bot's own membership ("" if none),
 // through a short cache: a search on every execution would cost a query
 // per run.
 func (s *Service) botMembership(ctx context.Context, b *bot) (string, error) {
-	if v, ok := s.botMembers.Load(b.ID); ok && time.Since(v.(botMember).at) < botMemberTTL {
-		return v.(botMember).id, nil
+	if id, ok := s.botMembers.Get(b.ID); ok {
+		return id, nil
 	}
 	q, err := search.Parse("ProjectMembership", url.Values{"profile": {"Bot/" + b.ID}, "_count": {"1"}})
 	if err != nil {
@@ -427,7 +425,7 @@ func (s *Service) botMembership(ctx context.Context, b *bot) (string, error) {
 	if len(page.Resources) > 0 {
 		id = page.Resources[0].ID
 	}
-	s.botMembers.Store(b.ID, botMember{id: id, at: time.Now()})
+	s.botMembers.Add(b.ID, id)
 	return id, nil
 }
 

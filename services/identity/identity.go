@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -51,8 +52,7 @@ type Service struct {
 
 	assertions *assertions // client assertions (private_key_jwt)
 
-	clientsMu sync.Mutex
-	clients   map[string]*clientEntry
+	clients   *expirable.LRU[string, *clientEntry]
 	evSubs    []*nats.Subscription
 	credSub   *nats.Subscription
 	credLocks [64]sync.Mutex
@@ -89,7 +89,7 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 	}
 	return &Service{
 		cfg: cfg, nc: nc, js: js, repo: r, limiter: newSigninLimiter(), sessions: sessions, assertions: newAssertions(),
-		log: log.With("service", "identity"), clients: map[string]*clientEntry{},
+		log: log.With("service", "identity"), clients: expirable.NewLRU[string, *clientEntry](maxClients, nil, clientTTL),
 	}
 }
 

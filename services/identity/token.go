@@ -44,11 +44,15 @@ type clientEntry struct {
 	cred       *clientCred
 	membership string
 	loginID    string
-	fetched    time.Time
 }
 
-// clientTTL bounds how long a cached client is trusted without events.
-const clientTTL = time.Minute
+// clientTTL bounds how long a cached client is trusted without events;
+// maxClients bounds how many are cached (clients, not callers: only
+// existing clients are cached).
+const (
+	clientTTL  = time.Minute
+	maxClients = 10_000
+)
 
 func (s *Service) token(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	ct := r.Get("Content-Type")
@@ -260,24 +264,19 @@ func (s *Service) matchesFresh(ctx context.Context, id, secret string) bool {
 // client returns the cached client, loading it on a miss. nil means no such
 // client (or one without a membership).
 func (s *Service) client(ctx context.Context, id string) (*clientEntry, error) {
-	s.clientsMu.Lock()
-	c := s.clients[id]
-	s.clientsMu.Unlock()
-	if c != nil && time.Since(c.fetched) < clientTTL {
+	if c, ok := s.clients.Get(id); ok {
 		return c, nil
 	}
-	if _, err := s.repo.Read(ctx, repo.System, "ClientApplication", id); err != nil {
-		var fe *fhir.Error
-		if errors.As(err, &fe) && fe.Status < 500 {
-			return nil, nil
-		}
+	if _, err := s.repo.Read(ctx, repo.System, "ClientApplication", id); fhir.Missing(err) {
+		return nil, nil
+	} else if err != nil {
 		return nil, err
 	}
 	cred, err := s.clientCred(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	c = &clientEntry{cred: cred, fetched: time.Now()}
+	c := &clientEntry{cred: cred}
 	ref := "ClientApplication/" + id
 	q, err := search.Parse("ProjectMembership", url.Values{"user": {ref}, "_count": {"2"}})
 	if err != nil {
@@ -297,9 +296,7 @@ func (s *Service) client(ctx context.Context, id string) (*clientEntry, error) {
 			return nil, fmt.Errorf("session login: %w", err)
 		}
 	}
-	s.clientsMu.Lock()
-	s.clients[id] = c
-	s.clientsMu.Unlock()
+	s.clients.Add(id, c)
 	return c, nil
 }
 
@@ -312,11 +309,7 @@ func (s *Service) announceClient(id string) {
 	}
 }
 
-func (s *Service) forgetClient(id string) {
-	s.clientsMu.Lock()
-	delete(s.clients, id)
-	s.clientsMu.Unlock()
-}
+func (s *Service) forgetClient(id string) { s.clients.Remove(id) }
 
 // onResourceEvent drops cached clients when clients or memberships change.
 func (s *Service) onResourceEvent(m *nats.Msg) {
@@ -328,9 +321,7 @@ func (s *Service) onResourceEvent(m *nats.Msg) {
 	case "ClientApplication":
 		s.forgetClient(ev.ID)
 	case "ProjectMembership", "AccessPolicy":
-		s.clientsMu.Lock()
-		clear(s.clients)
-		s.clientsMu.Unlock()
+		s.clients.Purge()
 	}
 }
 
