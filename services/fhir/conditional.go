@@ -50,7 +50,7 @@ func (k *keyLocks) lock(key string) func() {
 
 // match runs a condition (a search query, under the caller's policy) and
 // returns its one match, nil for none, or 412 for several.
-func (g *guard) match(ctx context.Context, query string) (*repo.Resource, error) {
+func match(ctx context.Context, g *access.Gate, query string) (*repo.Resource, error) {
 	params, err := url.ParseQuery(strings.TrimPrefix(query, "?"))
 	if err != nil {
 		return nil, fhir.BadRequest("Invalid condition: "+err.Error(), "If-None-Exist")
@@ -59,11 +59,11 @@ func (g *guard) match(ctx context.Context, query string) (*repo.Resource, error)
 		return nil, fhir.BadRequest("A conditional operation needs search parameters")
 	}
 	params.Set("_count", "2")
-	q, err := search.Parse(g.typ, params)
+	q, err := search.Parse(g.Type(), params)
 	if err != nil {
 		return nil, err
 	}
-	page, err := g.search(ctx, q)
+	page, err := g.Search(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -78,16 +78,16 @@ func (g *guard) match(ctx context.Context, query string) (*repo.Resource, error)
 
 // conditionalUpdate is PUT /fhir/R4/<type>?<query>: update the one match,
 // create when there is none, refuse several.
-func (s *Service) conditionalUpdate(ctx context.Context, r *bus.Request, g *guard, res map[string]any) (*bus.Response, error) {
-	defer s.conditions.lock(g.project() + "|" + g.typ + "|" + r.RawQuery)()
-	found, err := g.match(ctx, r.RawQuery)
+func (s *Service) conditionalUpdate(ctx context.Context, r *bus.Request, g *access.Gate, res map[string]any) (*bus.Response, error) {
+	defer s.conditions.lock(g.Project() + "|" + g.Type() + "|" + r.RawQuery)()
+	found, err := match(ctx, g, r.RawQuery)
 	if err != nil {
 		return nil, err
 	}
-	opts := repo.WriteOptions{Author: r.Principal.Profile, Strict: s.strict(ctx, g.project())}
+	opts := repo.WriteOptions{Author: r.Principal.Profile, Strict: s.strict(ctx, g.Project())}
 	if found == nil {
 		delete(res, "id")
-		out, err := g.create(ctx, res, opts)
+		out, err := g.Create(ctx, res, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +98,7 @@ func (s *Service) conditionalUpdate(ctx context.Context, r *bus.Request, g *guar
 	}
 	res["id"] = found.ID
 	opts.IfMatch = ifMatch(r.Get("If-Match"))
-	out, err := g.update(ctx, access.Update, res, opts)
+	out, err := g.Update(ctx, access.Update, res, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -112,12 +112,12 @@ func (s *Service) validate(ctx context.Context, r *bus.Request) (*bus.Response, 
 	if err != nil {
 		return nil, err
 	}
-	res, err := decodeBody(r, g.typ)
+	res, err := decodeBody(r, g.Type())
 	if err != nil {
 		return nil, err
 	}
 	delete(res, "meta")
-	if err := repo.Check(res, s.strict(ctx, g.project())); err != nil {
+	if err := repo.Check(res, s.strict(ctx, g.Project())); err != nil {
 		return nil, err
 	}
 	return bus.Outcome(fhir.OK()), nil

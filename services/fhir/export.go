@@ -263,8 +263,8 @@ func (s *Service) groupPatients(ctx context.Context, pol *access.Policy, id stri
 	if err := pol.AllowResource("Group", id, access.Read); err != nil {
 		return nil, err
 	}
-	g := &guard{repo: s.repo, policy: pol, typ: "Group", sc: pol.Scope("Group", id)}
-	res, err := g.read(ctx, id)
+	g := pol.Gate(s.repo, "Group", id)
+	res, err := g.Read(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -571,7 +571,7 @@ func (s *Service) runExportJob(ctx context.Context, spec *exportSpec, attempt ui
 		if err != nil {
 			return err
 		}
-		g := &guard{repo: s.repo, policy: pol, typ: typ, sc: sc}
+		g := pol.GateIn(s.repo, typ, sc)
 		base := q.Filter
 		after := ""
 		if step == st.Step {
@@ -582,7 +582,7 @@ func (s *Service) runExportJob(ctx context.Context, spec *exportSpec, attempt ui
 			if after != "" {
 				q.Filter = append(slices.Clone(base), store.Compare(store.FieldID, store.OpGt, after))
 			}
-			page, err := g.search(ctx, q)
+			page, err := g.Search(ctx, q)
 			if err != nil {
 				return err
 			}
@@ -789,8 +789,8 @@ func (s *Service) readExportJob(ctx context.Context, r *bus.Request) (map[string
 	if err := pol.AllowResource("AsyncJob", id, access.Read); err != nil {
 		return nil, nil, err
 	}
-	g := &guard{repo: s.repo, policy: pol, typ: "AsyncJob", sc: pol.Scope("AsyncJob", id)}
-	res, err := g.read(ctx, id)
+	g := pol.Gate(s.repo, "AsyncJob", id)
+	res, err := g.Read(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -34,11 +34,11 @@ func (s *Service) read(ctx context.Context, r *bus.Request) (*bus.Response, erro
 	if err != nil {
 		return nil, err
 	}
-	res, err := g.read(ctx, r.Param("id"))
+	res, err := g.Read(ctx, r.Param("id"))
 	if err != nil {
 		return nil, err
 	}
-	if g.typ == "Binary" && wantsRaw(r.Get("Accept")) {
+	if g.Type() == "Binary" && wantsRaw(r.Get("Accept")) {
 		return binaryContent(res)
 	}
 	return resourceResponse(200, res), nil
@@ -57,7 +57,7 @@ func (s *Service) vread(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err != nil {
 		return nil, err
 	}
-	res, err := g.vread(ctx, r.Param("id"), r.Param("vid"))
+	res, err := g.VRead(ctx, r.Param("id"), r.Param("vid"))
 	if err != nil {
 		return nil, err
 	}
@@ -69,8 +69,8 @@ func (s *Service) history(ctx context.Context, r *bus.Request) (*bus.Response, e
 	if err != nil {
 		return nil, err
 	}
-	typ := g.typ
-	versions, err := g.history(ctx, r.Param("id"))
+	typ := g.Type()
+	versions, err := g.History(ctx, r.Param("id"))
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (s *Service) search(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	typ := g.typ
+	typ := g.Type()
 	params := r.Query
 	if r.Method == "POST" {
 		// POST _search: the parameters come as a form body, plus any in the URL.
@@ -130,7 +130,7 @@ func (s *Service) search(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	page, err := g.search(ctx, q)
+	page, err := g.Search(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -285,10 +285,10 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	typ := g.typ
+	typ := g.Type()
 	var res map[string]any
 	var project string
-	opts := repo.WriteOptions{Author: r.Principal.Profile, Strict: s.strict(ctx, g.project())}
+	opts := repo.WriteOptions{Author: r.Principal.Profile, Strict: s.strict(ctx, g.Project())}
 	// The server names new resources. A transaction names its creates in
 	// advance (no HTTP route carries an id on a create), so that it can undo
 	// a create whose outcome its deadline cut off.
@@ -315,8 +315,8 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 	}
 	if cond := r.Get("If-None-Exist"); cond != "" {
 		// Conditional create: the same query answers the same resource.
-		defer s.conditions.lock(g.project() + "|" + typ + "|" + cond)()
-		found, err := g.match(ctx, cond)
+		defer s.conditions.lock(g.Project() + "|" + typ + "|" + cond)()
+		found, err := match(ctx, g, cond)
 		if err != nil {
 			return nil, err
 		}
@@ -324,7 +324,7 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 			return resourceResponse(200, found), nil
 		}
 	}
-	out, err := g.create(ctx, res, opts)
+	out, err := g.Create(ctx, res, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +352,7 @@ func (s *Service) update(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	res, err := decodeBody(r, g.typ)
+	res, err := decodeBody(r, g.Type())
 	if err != nil {
 		return nil, err
 	}
@@ -362,8 +362,8 @@ func (s *Service) update(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if id, _ := res["id"].(string); id != r.Param("id") {
 		return nil, fhir.BadRequest("Incorrect ID", "id")
 	}
-	out, err := g.update(ctx, access.Update, res, repo.WriteOptions{
-		IfMatch: ifMatch(r.Get("If-Match")), Author: r.Principal.Profile, Strict: s.strict(ctx, g.project()),
+	out, err := g.Update(ctx, access.Update, res, repo.WriteOptions{
+		IfMatch: ifMatch(r.Get("If-Match")), Author: r.Principal.Profile, Strict: s.strict(ctx, g.Project()),
 	})
 	if err != nil {
 		return nil, err
@@ -376,7 +376,7 @@ func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err != nil {
 		return nil, err
 	}
-	typ := g.typ
+	typ := g.Type()
 	if !isMediaType(r.Get("Content-Type"), "application/json-patch+json") {
 		return nil, fhir.UnsupportedMediaType()
 	}
@@ -386,7 +386,7 @@ func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, err
 	}
 	// The patch applies to the resource as the caller sees it: a test or
 	// copy cannot reach a hidden field, which the update puts back.
-	cur, err := g.current(ctx, access.Patch, r.Param("id"))
+	cur, err := g.Current(ctx, access.Patch, r.Param("id"))
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +408,7 @@ func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, err
 		return nil, fhir.BadRequest("Incorrect ID", "id")
 	}
 	// The version read above is the one patched: a concurrent write is a conflict, not a lost update.
-	out, err := g.update(ctx, access.Patch, res, repo.WriteOptions{IfMatch: cur.VersionID, Author: r.Principal.Profile, Strict: s.strict(ctx, g.project())})
+	out, err := g.Update(ctx, access.Patch, res, repo.WriteOptions{IfMatch: cur.VersionID, Author: r.Principal.Profile, Strict: s.strict(ctx, g.Project())})
 	if err != nil {
 		return nil, err
 	}
@@ -420,8 +420,8 @@ func (s *Service) delete(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	typ := g.typ
-	cur, err := g.current(ctx, access.Delete, r.Param("id"))
+	typ := g.Type()
+	cur, err := g.Current(ctx, access.Delete, r.Param("id"))
 	if err != nil {
 		return nil, err
 	}
@@ -437,7 +437,7 @@ func (s *Service) delete(ctx context.Context, r *bus.Request) (*bus.Response, er
 			return nil, fhir.Conflict("Resource is the profile of ProjectMembership/" + mid + "; remove the member first")
 		}
 	}
-	if err := g.delete(ctx, r.Param("id")); err != nil {
+	if err := g.Delete(ctx, r.Param("id")); err != nil {
 		if errors.Is(err, fhir.ErrGone) {
 			return nil, fhir.Gone()
 		}

@@ -1,55 +1,51 @@
-package fhir
+package access
 
 import (
 	"context"
 	"errors"
 
-	"github.com/pinion-health/pinion/pkg/access"
-	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"github.com/pinion-health/pinion/pkg/fhirschema"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 )
 
-// guard is one request's view of one resource type: the repository seen
-// through the caller's access policy. Every handler reaches resources
-// through it, so the policy is applied in one place: reads answer 404 for
-// what the criteria hide, searches carry the criteria into the query,
-// returned resources lose their hidden fields, and writes are checked
-// against the criteria before and after.
-type guard struct {
+// Gate is one caller's view of one resource type: the repository seen
+// through the caller's access policy. Every service reaches resources for
+// a caller through one, so the policy is applied in one place: reads
+// answer 404 for what the criteria hide, searches carry the criteria into
+// the query, returned resources lose their hidden fields, and writes are
+// checked against the criteria before and after.
+type Gate struct {
 	repo   *repo.Repo
-	policy *access.Policy
+	policy *Policy
 	typ    string
 	sc     repo.Scope
 }
 
-// target checks the path's resource type and the caller's right to the
-// interaction, and returns the guard to reach resources through: 401 for
-// an anonymous caller, 403 when the policy grants no such interaction on
-// the type, 400 for an unknown type.
-func (s *Service) target(ctx context.Context, r *bus.Request, i access.Interaction) (*guard, error) {
-	typ := r.Param("type")
-	pol, err := s.policies.For(ctx, r.Principal)
-	if err != nil {
-		return nil, err
-	}
-	if err := pol.AllowResource(typ, r.Param("id"), i); err != nil {
-		return nil, err
-	}
-	if !fhirschema.IsResourceType(typ) {
-		return nil, fhir.BadRequest("Unknown resource type: "+typ, "resourceType")
-	}
-	return &guard{repo: s.repo, policy: pol, typ: typ, sc: pol.Scope(typ, r.Param("id"))}, nil
+// Gate opens the policy's gate to resources of typ; id, when the caller
+// names one, may widen the scope (a user reads its own User).
+func (p *Policy) Gate(r *repo.Repo, typ, id string) *Gate {
+	return p.GateIn(r, typ, p.Scope(typ, id))
 }
 
-// project is where the caller's creates land.
-func (g *guard) project() string { return g.sc.Project }
+// GateIn opens a gate confined to sc, for work done later on a caller's
+// behalf within one project (a bulk export).
+func (p *Policy) GateIn(r *repo.Repo, typ string, sc repo.Scope) *Gate {
+	return &Gate{repo: r, policy: p, typ: typ, sc: sc}
+}
 
-// seen answers a stored version as the caller may see it: 404 when no
+// Type is the gate's resource type.
+func (g *Gate) Type() string { return g.typ }
+
+// Policy is the caller's policy.
+func (g *Gate) Policy() *Policy { return g.policy }
+
+// Project is where the caller's creates land.
+func (g *Gate) Project() string { return g.sc.Project }
+
+// Seen answers a stored version as the caller may see it: 404 when no
 // entry granting i meets it, else without its hidden fields.
-func (g *guard) seen(i access.Interaction, res *repo.Resource) (*repo.Resource, error) {
+func (g *Gate) Seen(i Interaction, res *repo.Resource) (*repo.Resource, error) {
 	ok, err := g.policy.Readable(i, res)
 	if err != nil {
 		return nil, err
@@ -60,26 +56,26 @@ func (g *guard) seen(i access.Interaction, res *repo.Resource) (*repo.Resource, 
 	return g.policy.Redact(res)
 }
 
-func (g *guard) read(ctx context.Context, id string) (*repo.Resource, error) {
+func (g *Gate) Read(ctx context.Context, id string) (*repo.Resource, error) {
 	res, err := g.repo.Read(ctx, g.sc, g.typ, id)
 	if err != nil {
 		return nil, err
 	}
-	return g.seen(access.Read, res)
+	return g.Seen(Read, res)
 }
 
-func (g *guard) vread(ctx context.Context, id, vid string) (*repo.Resource, error) {
+func (g *Gate) VRead(ctx context.Context, id, vid string) (*repo.Resource, error) {
 	res, err := g.repo.VRead(ctx, g.sc, g.typ, id, vid)
 	if err != nil {
 		return nil, err
 	}
-	return g.seen(access.VRead, res)
+	return g.Seen(VRead, res)
 }
 
-// history lists the versions the caller may see; 404 when it may see none.
+// History lists the versions the caller may see; 404 when it may see none.
 // A version that did not meet the criteria (a resource that moved into
 // them) is left out.
-func (g *guard) history(ctx context.Context, id string) ([]*repo.Resource, error) {
+func (g *Gate) History(ctx context.Context, id string) ([]*repo.Resource, error) {
 	versions, err := g.repo.History(ctx, g.sc, g.typ, id)
 	if err != nil {
 		return nil, err
@@ -91,7 +87,7 @@ func (g *guard) history(ctx context.Context, id string) ([]*repo.Resource, error
 			out = append(out, v)
 			continue
 		}
-		sv, err := g.seen(access.History, v)
+		sv, err := g.Seen(History, v)
 		if err != nil {
 			if errors.Is(err, fhir.ErrNotFound) {
 				continue
@@ -107,15 +103,15 @@ func (g *guard) history(ctx context.Context, id string) ([]*repo.Resource, error
 	return out, nil
 }
 
-// search runs a query with the policy's criteria ANDed into it, so paging
+// Search runs a query with the policy's criteria ANDed into it, so paging
 // and totals count only what the caller may see. A query that filters or
 // sorts on a field the policy hides is refused: its answer would reveal
 // the field (conditional operations come here too).
-func (g *guard) search(ctx context.Context, q *search.Query) (*repo.Page, error) {
+func (g *Gate) Search(ctx context.Context, q *search.Query) (*repo.Page, error) {
 	if err := g.policy.CheckSearch(g.typ, q); err != nil {
 		return nil, err
 	}
-	f, ok := g.policy.SearchFilter(g.typ, access.Search)
+	f, ok := g.policy.SearchFilter(g.typ, Search)
 	if !ok {
 		return &repo.Page{Total: 0}, nil
 	}
@@ -133,10 +129,10 @@ func (g *guard) search(ctx context.Context, q *search.Query) (*repo.Page, error)
 	return &out, nil
 }
 
-// current reads the version a write (update, patch, delete) starts from,
+// Current reads the version a write (update, patch, delete) starts from,
 // checked as that write: 404 when the caller cannot see it, 403 when the
 // write is not granted on it. It is returned as the caller sees it.
-func (g *guard) current(ctx context.Context, i access.Interaction, id string) (*repo.Resource, error) {
+func (g *Gate) Current(ctx context.Context, i Interaction, id string) (*repo.Resource, error) {
 	cur, err := g.repo.Read(ctx, g.sc, g.typ, id)
 	if err != nil {
 		return nil, err
@@ -163,23 +159,23 @@ func checkServerSet(typ string, res map[string]any) error {
 	return nil
 }
 
-// checkContent makes the checks of a write beyond the resource's
+// CheckContent makes the checks of a write beyond the resource's
 // definition: fields the server sets, and an access policy's criteria.
-func checkContent(typ string, res map[string]any) error {
+func CheckContent(typ string, res map[string]any) error {
 	if err := checkServerSet(typ, res); err != nil {
 		return err
 	}
 	if typ == "AccessPolicy" {
-		return access.CheckPolicy(res)
+		return CheckPolicy(res)
 	}
 	return nil
 }
 
-func (g *guard) create(ctx context.Context, res map[string]any, o repo.WriteOptions) (*repo.Resource, error) {
-	if err := checkContent(g.typ, res); err != nil {
+func (g *Gate) Create(ctx context.Context, res map[string]any, o repo.WriteOptions) (*repo.Resource, error) {
+	if err := CheckContent(g.typ, res); err != nil {
 		return nil, err
 	}
-	if err := g.policy.Write(access.Create, g.typ, nil, res, g.project()); err != nil {
+	if err := g.policy.Write(Create, g.typ, nil, res, g.Project()); err != nil {
 		return nil, err
 	}
 	out, err := g.repo.Create(ctx, g.sc, res, o)
@@ -189,12 +185,12 @@ func (g *guard) create(ctx context.Context, res map[string]any, o repo.WriteOpti
 	return g.policy.Redact(out)
 }
 
-// update stores a new version (i is Update or Patch). Under criteria or
+// Update stores a new version (i is Update or Patch). Under criteria or
 // field rules, the version checked is the version replaced: the write is
 // conditional on it and retried a few times when another write came
 // between, unless the caller named a version itself (If-Match).
-func (g *guard) update(ctx context.Context, i access.Interaction, res map[string]any, o repo.WriteOptions) (*repo.Resource, error) {
-	if err := checkContent(g.typ, res); err != nil {
+func (g *Gate) Update(ctx context.Context, i Interaction, res map[string]any, o repo.WriteOptions) (*repo.Resource, error) {
+	if err := CheckContent(g.typ, res); err != nil {
 		return nil, err
 	}
 	if g.policy.Plain(g.typ) {
@@ -225,9 +221,9 @@ func (g *guard) update(ctx context.Context, i access.Interaction, res map[string
 	}
 }
 
-// delete removes a resource after current has checked it. Between the
+// Delete removes a resource after current has checked it. Between the
 // check and the delete another write may change the resource; repo.Delete
 // takes no expected version, and the window is one request's length.
-func (g *guard) delete(ctx context.Context, id string) error {
+func (g *Gate) Delete(ctx context.Context, id string) error {
 	return g.repo.Delete(ctx, g.sc, g.typ, id)
 }
