@@ -2,6 +2,7 @@ package standalone
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 
 	"io"
@@ -40,7 +41,9 @@ func TestMultiProcess(t *testing.T) {
 	defer stopProc(infra)
 	waitPort(t, natsAddr)
 	waitSocket(t, ferretSocket(data))
-	svcEnv := append(common, "PINION_MONGODB_URI="+ferretURI(data), "PINION_ADDR="+httpAddr)
+	// The services log at info, so that their own lines (not only
+	// RunService's) show which format they were built with.
+	svcEnv := append(common, "PINION_MONGODB_URI="+ferretURI(data), "PINION_ADDR="+httpAddr, "PINION_LOG_LEVEL=info")
 	envOf := func(name string, extra ...string) []string {
 		return append(append(append([]string{}, svcEnv...), "PINION_NATS_URL="+urls[name]), extra...)
 	}
@@ -114,6 +117,18 @@ func TestMultiProcess(t *testing.T) {
 	expect(t, do(t, "POST", "fhir/R4/ClientApplication/"+cid+"/$rotate-secret", su, "application/json", []byte(`{"retiringSecret":"`+old+`"}`)), 200)
 	time.Sleep(50 * time.Millisecond) // the announcement is a NATS message, not part of the answer
 	tokens(old, 401)
+
+	// Every process logs in the format it was configured with: a service
+	// built apart from its settings (it once logged through slog's text
+	// default when run as its own process) shows up as a plain-text line.
+	for _, name := range []string{"fhir", "identity", "membership", "botexec", "gateway"} {
+		if n, plain := procLogs.counts(name); n == 0 || plain > 0 {
+			t.Errorf("%s logged %d JSON lines and %d others, want only JSON", name, n, plain)
+		}
+	}
+	if n, _ := procLogs.counts("identity"); n > 0 && !procLogs.saw("identity", `"service":"identity"`) {
+		t.Error("the identity service's own lines never reached the process log")
+	}
 
 	// Kill the fhir service outright: answers are a prompt 503, not a hang.
 	if err := procs["fhir"].Process.Signal(syscall.SIGKILL); err != nil {
@@ -229,12 +244,53 @@ func start(t *testing.T, bin, name string, env []string, args ...string) *exec.C
 		s := bufio.NewScanner(io.Reader(out))
 		for s.Scan() {
 			line := s.Text()
-			if strings.Contains(line, `"level":"ERROR"`) || !strings.HasPrefix(line, "{") {
+			isJSON := json.Valid([]byte(line))
+			procLogs.add(name, line, isJSON)
+			if strings.Contains(line, `"level":"ERROR"`) || !isJSON {
 				fmt.Fprintf(os.Stderr, "%s: %s\n", name, line)
 			}
 		}
 	}()
 	return cmd
+}
+
+// procLogs counts the lines each started binary wrote, JSON or not.
+var procLogs = &logCounts{json: map[string]int{}, plain: map[string]int{}, lines: map[string][]string{}}
+
+type logCounts struct {
+	mu          sync.Mutex
+	json, plain map[string]int
+	lines       map[string][]string // the first lines, for saw
+}
+
+func (c *logCounts) add(name, line string, isJSON bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if isJSON {
+		c.json[name]++
+	} else {
+		c.plain[name]++
+	}
+	if len(c.lines[name]) < 1000 {
+		c.lines[name] = append(c.lines[name], line)
+	}
+}
+
+func (c *logCounts) counts(name string) (jsonLines, plain int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.json[name], c.plain[name]
+}
+
+func (c *logCounts) saw(name, part string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range c.lines[name] {
+		if strings.Contains(l, part) {
+			return true
+		}
+	}
+	return false
 }
 
 // supervised is a process run as systemd or Kubernetes would: when it
