@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -116,5 +117,62 @@ func TestAddressRules(t *testing.T) {
 	}
 	if !(&Membership{}).AllowsAddress("198.51.100.1") {
 		t.Error("a membership without rules refuses an address")
+	}
+}
+
+// Only a missing entry is ErrNotFound (and so the caller's problem, a 401
+// or invalid_grant); a bucket that does not answer is another error, which
+// callers return as a 5xx. Both were once the same answer.
+func TestMissingIsNotFailing(t *testing.T) {
+	ctx := context.Background()
+	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir(), NoListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	s, err := Open(ctx, js, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetLogin(ctx, "no-such-login"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("missing login: %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetLogin(ctx, "not a key!"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("malformed login id: %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetMembership(ctx, "no-such-membership"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("missing membership: %v, want ErrNotFound", err)
+	}
+	if _, err := s.UpdateLogin(ctx, "no-such-login", func(*Login) error { return nil }); !errors.Is(err, ErrNotFound) {
+		t.Errorf("update of a missing login: %v, want ErrNotFound", err)
+	}
+	if _, err := s.PutLogin(ctx, "l1", Login{Membership: "m1", User: "User/u"}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+
+	nc.Close() // the bucket stops answering
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := s.GetLogin(short, "l1"); err == nil || errors.Is(err, ErrNotFound) {
+		t.Errorf("login with the bucket down: %v, want a failure that is not ErrNotFound", err)
+	}
+	if _, err := s.GetMembership(short, "m1"); err == nil || errors.Is(err, ErrNotFound) {
+		t.Errorf("membership with the bucket down: %v, want a failure that is not ErrNotFound", err)
+	}
+	// The view holds l1 but not its membership: looking it up reaches the
+	// bucket, whose failure must not read as an inactive session.
+	if _, _, _, err := v.Lookup(short, "l1"); err == nil || errors.Is(err, ErrInactive) {
+		t.Errorf("lookup with the bucket down: %v, want a failure that is not ErrInactive", err)
 	}
 }
