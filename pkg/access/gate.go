@@ -129,6 +129,32 @@ func (g *Gate) Search(ctx context.Context, q *search.Query) (*repo.Page, error) 
 	return &out, nil
 }
 
+// Reach reads a resource for a service that acts on it rather than
+// returns it (runs a bot, deploys one): as stored, after the checks the
+// interaction i needs — 403 when the policy grants no read of the type,
+// 404 when its criteria hide the resource or it is another project's, and
+// for a write (i other than Read) the checks Current makes.
+func (g *Gate) Reach(ctx context.Context, i Interaction, id string) (*repo.Resource, error) {
+	if err := g.policy.Allow(g.typ, Read); err != nil {
+		return nil, err
+	}
+	res, err := g.repo.Read(ctx, g.sc, g.typ, id)
+	if err != nil {
+		return nil, err
+	}
+	if ok, err := g.policy.Readable(Read, res); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, fhir.NotFound()
+	}
+	if i != Read {
+		if err := g.policy.Write(i, g.typ, res, nil, res.Project); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
 // Current reads the version a write (update, patch, delete) starts from,
 // checked as that write: 404 when the caller cannot see it, 403 when the
 // write is not granted on it. It is returned as the caller sees it.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -98,6 +99,25 @@ func TestGate(t *testing.T) {
 		}
 	})
 
+	t.Run("reach: as stored, for a service that acts on it", func(t *testing.T) {
+		got, err := patients.Reach(ctx, Read, me)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !json.Valid(got.JSON) || !contains(got.JSON, "birthDate") {
+			t.Fatalf("reach redacted the resource: %s", got.JSON)
+		}
+		if _, err := patients.Reach(ctx, Read, other); !errors.Is(err, fhir.ErrNotFound) {
+			t.Errorf("reach of a hidden patient: %v, want 404", err)
+		}
+		if _, err := observations.Reach(ctx, Delete, mine); !errors.Is(err, fhir.ErrForbidden) {
+			t.Errorf("reach for a delete the policy does not grant: %v, want 403", err)
+		}
+		if _, err := pol.Gate(r, "Practitioner", "").Reach(ctx, Read, me); !errors.Is(err, fhir.ErrForbidden) {
+			t.Errorf("reach of a type the policy does not name: %v, want 403", err)
+		}
+	})
+
 	t.Run("searches see only what the criteria allow", func(t *testing.T) {
 		q, err := search.Parse("Observation", url.Values{"_total": {"accurate"}})
 		if err != nil {
@@ -157,3 +177,5 @@ func TestGate(t *testing.T) {
 		}
 	})
 }
+
+func contains(b []byte, s string) bool { return strings.Contains(string(b), s) }
