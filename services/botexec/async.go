@@ -30,10 +30,8 @@ func wantsAsync(r *bus.Request) bool {
 // output Medplum gives: responseBody, or the outcome). A job whose process
 // dies before it ends stays "accepted".
 func (s *Service) executeAsync(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	select {
-	case s.asyncSlots <- struct{}{}:
-	default:
-		return nil, fhir.Busy("Too many asynchronous bot executions, try again")
+	if err := takeAsyncSlot(s.asyncSlots); err != nil {
+		return nil, err
 	}
 	started := false
 	defer func() {
@@ -41,54 +39,94 @@ func (s *Service) executeAsync(ctx context.Context, r *bus.Request) (*bus.Respon
 			<-s.asyncSlots
 		}
 	}()
-	now := time.Now().UTC().Format(time.RFC3339Nano)
 	sc := repo.Scope{Project: r.Principal.Project}
-	job, err := s.repo.Create(ctx, sc, map[string]any{
-		"resourceType": "AsyncJob", "status": "accepted", "requestTime": now,
-		"request": s.cfg.BaseURL + strings.TrimPrefix(r.Path, "/") + query(r),
-	}, repo.WriteOptions{Author: r.Principal.Profile})
+	job, err := s.repo.Create(ctx, sc, newAsyncJob(s.cfg.BaseURL, r, time.Now()), repo.WriteOptions{Author: r.Principal.Profile})
 	if err != nil {
 		return nil, err
 	}
 	started = true
 	go func() {
 		defer func() { <-s.asyncSlots }()
+		// No request handler's recovery covers this goroutine: a panic in
+		// it would end the process, not one request.
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("async bot execution panicked", "job", job.ID, "panic", p)
+			}
+		}()
 		bctx, cancel := context.WithTimeout(context.Background(), asyncTimeout)
 		defer cancel()
 		resp, err := s.executeNow(bctx, r)
 		if err != nil {
 			resp = bus.Outcome(fhir.AsError(err))
 		}
-		status, param := "completed", map[string]any{"name": "responseBody", "valueString": string(resp.Body)}
-		if strings.HasPrefix(resp.Header["Content-Type"], "application/fhir+json") && json.Valid(resp.Body) {
-			// A decoded map, not raw bytes: the job is validated as a Go value.
-			var o map[string]any
-			if json.Unmarshal(resp.Body, &o) == nil && o["resourceType"] == "OperationOutcome" {
-				param = map[string]any{"name": "outcome", "resource": o}
-			}
-		}
-		if resp.Status >= 400 {
-			status = "error"
-		}
 		cur, err := s.repo.Read(bctx, sc, "AsyncJob", job.ID)
 		if err != nil {
 			s.log.Error("async job lost", "job", job.ID, "err", err)
 			return
 		}
-		j, _ := cur.Decode()
-		j["status"] = status
-		j["transactionTime"] = time.Now().UTC().Format(time.RFC3339Nano)
-		j["output"] = map[string]any{"resourceType": "Parameters", "parameter": []any{param}}
+		j, err := cur.Decode()
+		if err != nil {
+			s.log.Error("async job unreadable", "job", job.ID, "err", err)
+			return
+		}
+		completeJob(j, resp, time.Now())
 		if _, err := s.repo.Update(bctx, sc, j, repo.WriteOptions{}); err != nil {
 			s.log.Error("async job result not stored", "job", job.ID, "err", err)
 		}
 	}()
-	e := fhir.Accepted(s.cfg.BaseURL + "fhir/R4/job/" + job.ID + "/status")
-	resp := bus.Outcome(e)
-	resp.Header["Content-Location"] = e.Outcome.Issue[0].Diagnostics
-	return resp, nil
+	return jobAccepted(s.cfg.BaseURL, job.ID), nil
 }
 
+// takeAsyncSlot takes one of the respond-async slots, or refuses at once
+// with 503: waiting would hold the caller for work it asked not to wait for.
+func takeAsyncSlot(slots chan struct{}) error {
+	select {
+	case slots <- struct{}{}:
+		return nil
+	default:
+		return fhir.Busy("Too many asynchronous bot executions, try again")
+	}
+}
+
+// newAsyncJob is the AsyncJob recording a respond-async request at now.
+func newAsyncJob(baseURL string, r *bus.Request, now time.Time) map[string]any {
+	return map[string]any{
+		"resourceType": "AsyncJob", "status": "accepted", "requestTime": now.UTC().Format(time.RFC3339Nano),
+		"request": baseURL + strings.TrimPrefix(r.Path, "/") + query(r),
+	}
+}
+
+// jobAccepted is the 202 answer naming the job to poll, in Content-Location
+// and in the outcome's diagnostics, as Medplum gives it.
+func jobAccepted(baseURL, jobID string) *bus.Response {
+	e := fhir.Accepted(baseURL + "fhir/R4/job/" + jobID + "/status")
+	resp := bus.Outcome(e)
+	resp.Header["Content-Location"] = e.Outcome.Issue[0].Diagnostics
+	return resp
+}
+
+// completeJob records the execution's answer on its AsyncJob j at now:
+// "error" for a status of 400 or more, else "completed"; an outcome as a
+// resource, any other answer as responseBody text.
+func completeJob(j map[string]any, resp *bus.Response, now time.Time) {
+	status, param := "completed", map[string]any{"name": "responseBody", "valueString": string(resp.Body)}
+	if strings.HasPrefix(resp.Header["Content-Type"], "application/fhir+json") && json.Valid(resp.Body) {
+		// A decoded map, not raw bytes: the job is validated as a Go value.
+		var o map[string]any
+		if json.Unmarshal(resp.Body, &o) == nil && o["resourceType"] == "OperationOutcome" {
+			param = map[string]any{"name": "outcome", "resource": o}
+		}
+	}
+	if resp.Status >= 400 {
+		status = "error"
+	}
+	j["status"] = status
+	j["transactionTime"] = now.UTC().Format(time.RFC3339Nano)
+	j["output"] = map[string]any{"resourceType": "Parameters", "parameter": []any{param}}
+}
+
+// query is the request's query as sent, with its "?".
 func query(r *bus.Request) string {
 	if r.RawQuery == "" {
 		return ""

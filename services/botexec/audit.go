@@ -18,6 +18,18 @@ const maxAuditLog = 10 << 10
 // audit records one execution as an AuditEvent, after the answer: writing it
 // never delays the caller, and a failure to write is logged, not lost.
 func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time, res *sandbox.Result, secrets map[string]any) {
+	ev := auditRecord(b, requester, runAs, start, time.Now(), res, secrets)
+	select {
+	case s.audits <- auditEvent{project: b.Project, bot: b.ID, ev: ev}:
+	default:
+		s.log.Error("bot audit queue full: audit event dropped", "bot", b.ID, "outcome", ev["outcome"])
+	}
+}
+
+// auditRecord is the AuditEvent of one execution from start to end, as
+// Medplum writes it: outcome 0 (success) or 4 (the bot failed), and the
+// console log, with any error and secrets masked, as outcomeDesc.
+func auditRecord(b *bot, requester, runAs *bus.Principal, start, end time.Time, res *sandbox.Result, secrets map[string]any) map[string]any {
 	outcome, desc := "0", res.Log
 	if res.Err != nil {
 		outcome = "4"
@@ -27,12 +39,12 @@ func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time
 	if len(desc) > maxAuditLog {
 		desc = desc[len(desc)-maxAuditLog:] // the tail says how it ended
 	}
-	now := time.Now().UTC()
+	end = end.UTC()
 	ev := map[string]any{
 		"resourceType": "AuditEvent",
 		"type":         map[string]any{"system": "https://medplum.com/CodeSystem/audit-event", "code": "execute"},
-		"recorded":     now.Format(time.RFC3339Nano),
-		"period":       map[string]any{"start": start.UTC().Format(time.RFC3339Nano), "end": now.Format(time.RFC3339Nano)},
+		"recorded":     end.Format(time.RFC3339Nano),
+		"period":       map[string]any{"start": start.UTC().Format(time.RFC3339Nano), "end": end.Format(time.RFC3339Nano)},
 		"outcome":      outcome,
 		"agent": []any{
 			map[string]any{"who": map[string]any{"reference": requester.Profile}, "requestor": true},
@@ -47,11 +59,7 @@ func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time
 	if desc != "" {
 		ev["outcomeDesc"] = desc
 	}
-	select {
-	case s.audits <- auditEvent{project: b.Project, bot: b.ID, ev: ev}:
-	default:
-		s.log.Error("bot audit queue full: audit event dropped", "bot", b.ID, "outcome", outcome)
-	}
+	return ev
 }
 
 type auditEvent struct {
@@ -128,18 +136,24 @@ func (s *Service) drain(batch []auditEvent) []auditEvent {
 	return batch
 }
 
+// writeBatch writes a batch with one insert per project.
 func (s *Service) writeBatch(batch []auditEvent) {
-	byProject := map[string][]map[string]any{}
-	for _, a := range batch {
-		byProject[a.project] = append(byProject[a.project], a.ev)
-	}
-	for project, evs := range byProject {
+	for project, evs := range byProject(batch) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := s.repo.CreateMany(ctx, repo.Scope{Project: project}, "AuditEvent", evs, repo.WriteOptions{Project: project}); err != nil {
 			s.log.Error("bot audit events not written", "project", project, "count", len(evs), "err", err)
 		}
 		cancel()
 	}
+}
+
+// byProject groups a batch's events by project, in the batch's order.
+func byProject(batch []auditEvent) map[string][]map[string]any {
+	out := map[string][]map[string]any{}
+	for _, a := range batch {
+		out[a.project] = append(out[a.project], a.ev)
+	}
+	return out
 }
 
 // maskSecrets hides every secret value that appears in a log, as written

@@ -33,20 +33,8 @@ func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response,
 		return nil, err
 	}
 	res := req.Resource
-	// Every bot runs in Pinion's sandbox; Medplum's two JavaScript runtimes
-	// are accepted so its tools work unchanged, the rest is refused.
-	switch rt := res["runtimeVersion"]; rt {
-	case nil, "":
-		res["runtimeVersion"] = "vmcontext"
-	case "vmcontext", "awslambda":
-	default:
-		return nil, fhir.BadRequest("Unsupported bot runtime: Pinion runs bots in its sandbox (vmcontext)", "runtimeVersion")
-	}
-	if t, ok := res["timeout"]; ok {
-		num, _ := t.(json.Number)
-		if n, err := num.Int64(); err != nil || n < 1 || n > maxTimeout {
-			return nil, fhir.BadRequest("Bot timeout must be between 1 and 900 seconds", "timeout")
-		}
+	if err := checkBotSettings(res); err != nil {
+		return nil, err
 	}
 	// Like Medplum's, a new bot has a TypeScript source to start from, for
 	// editors that open Bot.sourceCode.
@@ -61,7 +49,7 @@ func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response,
 		if err != nil {
 			return nil, err
 		}
-		res["sourceCode"] = map[string]any{"contentType": "text/typescript", "title": "index.ts", "url": "Binary/" + starter.ID}
+		res["sourceCode"] = starterSource(starter.ID)
 	}
 	bot, err := projects.CreateAgent(ctx, s.repo, s.sessions, req.Project, projects.Agent{
 		Resource: res, ID: uuid.NewString(), Policy: req.Policy, Author: r.Principal.Profile, InvitedBy: r.Principal.User,
@@ -76,4 +64,31 @@ func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response,
 	resp := bus.FHIR(201, bot.JSON)
 	resp.Header["Location"] = s.cfg.BaseURL + "fhir/R4/Bot/" + bot.ID
 	return resp, nil
+}
+
+// checkBotSettings checks a new bot's runtime and timeout (as decoded,
+// numbers as json.Number) and gives it the default runtime when it names
+// none.
+func checkBotSettings(res map[string]any) error {
+	// Every bot runs in Pinion's sandbox; Medplum's two JavaScript runtimes
+	// are accepted so its tools work unchanged, the rest is refused.
+	switch rt := res["runtimeVersion"]; rt {
+	case nil, "":
+		res["runtimeVersion"] = "vmcontext"
+	case "vmcontext", "awslambda":
+	default:
+		return fhir.BadRequest("Unsupported bot runtime: Pinion runs bots in its sandbox (vmcontext)", "runtimeVersion")
+	}
+	if t, ok := res["timeout"]; ok {
+		num, _ := t.(json.Number)
+		if n, err := num.Int64(); err != nil || n < 1 || n > maxTimeout {
+			return fhir.BadRequest("Bot timeout must be between 1 and 900 seconds", "timeout")
+		}
+	}
+	return nil
+}
+
+// starterSource is the Bot.sourceCode naming the starter source.
+func starterSource(binaryID string) map[string]any {
+	return map[string]any{"contentType": "text/typescript", "title": "index.ts", "url": "Binary/" + binaryID}
 }

@@ -3,7 +3,6 @@ package botexec
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"path"
 
 	"github.com/pinion-health/pinion/pkg/access"
@@ -25,20 +24,13 @@ func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	var in struct {
-		Code     string `json:"code"`
-		Filename string `json:"filename"`
-	}
-	if err := r.DecodeJSON(&in); err != nil {
+	in, err := readDeployInput(r)
+	if err != nil {
 		return nil, err
 	}
 	if in.Code == "" {
 		return s.redeploy(ctx, pol, r.Param("id"))
 	}
-	if in.Filename == "" {
-		in.Filename = "index.js"
-	}
-	in.Filename = path.Base(in.Filename)
 	// Deploying updates the bot: the same check as a FHIR update of it.
 	cur, err := s.readBot(ctx, pol, r.Param("id"), access.Update)
 	if err != nil {
@@ -62,7 +54,7 @@ func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	b["executableCode"] = map[string]any{"contentType": "application/javascript", "title": in.Filename, "url": "Binary/" + exe.ID}
+	b["executableCode"] = executableCode(in.Filename, exe.ID)
 	if _, err := s.repo.Update(ctx, bsc, b, repo.WriteOptions{Author: r.Principal.Profile}); err != nil {
 		return nil, err
 	}
@@ -75,13 +67,12 @@ func (s *Service) redeploy(ctx context.Context, pol *access.Policy, id string) (
 	if err != nil {
 		return nil, err
 	}
-	var b bot
-	if err := json.Unmarshal(cur.JSON, &b); err != nil {
+	b, err := decodeBot(cur.ID, cur.Project, cur.JSON)
+	if err != nil {
 		return nil, err
 	}
-	b.ID, b.Project = cur.ID, cur.Project
-	if b.Code.URL == "" {
-		return nil, fhir.BadRequest("Bot missing executable code")
+	if err := hasCode(&b); err != nil {
+		return nil, err
 	}
 	if _, err := s.program(ctx, &b); err != nil {
 		return nil, err
@@ -89,6 +80,45 @@ func (s *Service) redeploy(ctx context.Context, pol *access.Policy, id string) (
 	return bus.Outcome(fhir.OK()), nil
 }
 
+// deployInput is $deploy's body.
+type deployInput struct {
+	// Code is the source to deploy; without it the bot's current code is
+	// deployed again.
+	Code string `json:"code"`
+	// Filename titles the deployed code and tells TypeScript from
+	// JavaScript: its base name only, index.js when not given.
+	Filename string `json:"filename"`
+}
+
+// readDeployInput reads $deploy's JSON body (415 for another type, 400 for
+// bad JSON).
+func readDeployInput(r *bus.Request) (*deployInput, error) {
+	var in deployInput
+	if err := r.DecodeJSON(&in); err != nil {
+		return nil, err
+	}
+	if in.Filename == "" {
+		in.Filename = "index.js"
+	}
+	in.Filename = path.Base(in.Filename)
+	return &in, nil
+}
+
+// hasCode refuses a redeploy of a bot that has no executable code, in
+// Medplum's words (running one says "No executable code").
+func hasCode(b *bot) error {
+	if b.Code.URL == "" {
+		return fhir.BadRequest("Bot missing executable code")
+	}
+	return nil
+}
+
+// executableCode is the Bot.executableCode that names deployed JavaScript.
+func executableCode(filename, binaryID string) map[string]any {
+	return map[string]any{"contentType": "application/javascript", "title": filename, "url": "Binary/" + binaryID}
+}
+
+// binary is a Binary resource holding text.
 func binary(contentType, text string) map[string]any {
 	return map[string]any{"resourceType": "Binary", "contentType": contentType, "data": base64.StdEncoding.EncodeToString([]byte(text))}
 }

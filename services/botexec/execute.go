@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"mime"
 	"net/url"
 	"strings"
@@ -49,8 +50,8 @@ func (s *Service) execute(ctx context.Context, r *bus.Request) (*bus.Response, e
 	if err := access.Check(r.Principal, "Bot", access.Read); err != nil {
 		return nil, err
 	}
-	if r.BotDepth >= maxBotDepth {
-		return nil, fhir.BadRequest(fmt.Sprintf("Bots may run bots at most %d deep", maxBotDepth-1))
+	if err := checkBotDepth(r.BotDepth); err != nil {
+		return nil, err
 	}
 	if wantsAsync(r) {
 		return s.executeAsync(ctx, r)
@@ -61,6 +62,35 @@ func (s *Service) execute(ctx context.Context, r *bus.Request) (*bus.Response, e
 // maxBotDepth bounds chains of bots running bots: without it, one request
 // fanned out into more than a thousand executions.
 const maxBotDepth = 5
+
+// checkBotDepth refuses a run past maxBotDepth in a chain of bots.
+func checkBotDepth(depth int) error {
+	if depth >= maxBotDepth {
+		return fhir.BadRequest(fmt.Sprintf("Bots may run bots at most %d deep", maxBotDepth-1))
+	}
+	return nil
+}
+
+// timeout is how long the bot may run: its own setting when that is a whole
+// number of seconds above zero (at most maxTimeout), else Medplum's default.
+func (b *bot) timeout() time.Duration {
+	n, err := b.Timeout.Int64()
+	if err != nil || n <= 0 {
+		return defaultTimeout * time.Second
+	}
+	return time.Duration(min(n, maxTimeout)) * time.Second
+}
+
+// decodeBot reads what an execution needs from a Bot's JSON; id and project
+// are the stored resource's.
+func decodeBot(id, project string, j []byte) (bot, error) {
+	var b bot
+	if err := json.Unmarshal(j, &b); err != nil {
+		return bot{}, err
+	}
+	b.ID, b.Project = id, project
+	return b, nil
+}
 
 // executeNow runs the bot and answers with its result.
 func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response, error) {
@@ -85,10 +115,6 @@ func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response
 	if err != nil {
 		return nil, err
 	}
-	timeout := defaultTimeout
-	if n, err := b.Timeout.Int64(); err == nil && n > 0 {
-		timeout = int(min(n, maxTimeout))
-	}
 	// A bot run by a bot does not wait for a slot its caller may be
 	// holding: it is refused at once rather than deadlock.
 	release, err := s.slots.acquire(ctx, b.Project, r.BotDepth == 0)
@@ -98,17 +124,10 @@ func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response
 	defer release()
 	res, err := s.pool.Run(ctx, &worker.Job{
 		Key: code.key, Name: "Bot/" + b.ID, Code: code.source,
-		Event: sandbox.Event{
-			Bot:         map[string]any{"reference": "Bot/" + b.ID, "display": b.Name},
-			Requester:   map[string]any{"reference": r.Principal.Profile},
-			ContentType: r.Get("Content-Type"),
-			Secrets:     secrets,
-			TraceID:     traceID(r),
-			Headers:     lowerHeaders(r.Header),
-		},
+		Event: botEvent(b, r, secrets),
 		Input: in.body, InputKind: in.kind,
 		Limits: sandbox.Limits{
-			Timeout: time.Duration(timeout) * time.Second, MemoryBytes: s.cfg.MemoryBytes,
+			Timeout: b.timeout(), MemoryBytes: s.cfg.MemoryBytes,
 			// What a bot returns must fit in one answer on the bus.
 			MaxOutputBytes: min(sandbox.DefaultLimits.MaxOutputBytes, bus.ReplyBudget(s.nc)),
 		},
@@ -131,6 +150,18 @@ func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response
 	return botResponse(res, in.mediaType), nil
 }
 
+// botEvent is what the bot's handler receives besides its input.
+func botEvent(b *bot, r *bus.Request, secrets map[string]any) sandbox.Event {
+	return sandbox.Event{
+		Bot:         map[string]any{"reference": "Bot/" + b.ID, "display": b.Name},
+		Requester:   map[string]any{"reference": r.Principal.Profile},
+		ContentType: r.Get("Content-Type"),
+		Secrets:     secrets,
+		TraceID:     traceID(r),
+		Headers:     lowerHeaders(r.Header),
+	}
+}
+
 // findBot finds the bot to run, by id or by identifier in the caller's
 // project (several bots with the identifier is 412, not an arbitrary
 // pick), through the caller's access policy either way: 403 when it grants
@@ -140,12 +171,11 @@ func (s *Service) findBot(ctx context.Context, r *bus.Request) (*bot, error) {
 	if err != nil {
 		return nil, err
 	}
-	id := r.Param("id")
+	id, ident, err := botTarget(r)
+	if err != nil {
+		return nil, err
+	}
 	if id == "" {
-		ident := r.Query.Get("identifier")
-		if ident == "" {
-			return nil, fhir.BadRequest("Must specify bot ID or identifier.")
-		}
 		if id, err = s.botByIdentifier(ctx, pol, r.Principal.Project, ident); err != nil {
 			return nil, err
 		}
@@ -155,35 +185,29 @@ func (s *Service) findBot(ctx context.Context, r *bus.Request) (*bot, error) {
 		return nil, err
 	}
 	b, err := repo.Memo(res, "botexec.bot", func(j []byte) (bot, error) {
-		b := bot{ID: res.ID, Project: res.Project}
-		return b, json.Unmarshal(j, &b)
+		return decodeBot(res.ID, res.Project, j)
 	})
 	return &b, err
 }
 
-// readBot reads a bot as the caller may: the one access check of every
-// route that runs or changes a bot, the same as a FHIR read or update of
-// it (403 when the policy grants no such interaction on Bot, 404 when its
-// criteria hide this one or it is another project's).
+// botTarget reads which bot a request names: its id from the path, else
+// the identifier query parameter.
+func botTarget(r *bus.Request) (id, identifier string, err error) {
+	if id = r.Param("id"); id != "" {
+		return id, "", nil
+	}
+	if identifier = r.Query.Get("identifier"); identifier == "" {
+		return "", "", fhir.BadRequest("Must specify bot ID or identifier.")
+	}
+	return "", identifier, nil
+}
+
+// readBot reads a bot as the caller may, through the access gate: the one
+// check of every route that runs or changes a bot, the same as a FHIR read
+// or update of it (403 when the policy grants no such interaction on Bot,
+// 404 when its criteria hide this one or it is another project's).
 func (s *Service) readBot(ctx context.Context, pol *access.Policy, id string, i access.Interaction) (*repo.Resource, error) {
-	if err := pol.Allow("Bot", access.Read); err != nil {
-		return nil, err
-	}
-	res, err := s.repo.Read(ctx, pol.Scope("Bot", id), "Bot", id)
-	if err != nil {
-		return nil, err
-	}
-	if ok, err := pol.Readable(access.Read, res); err != nil {
-		return nil, err
-	} else if !ok {
-		return nil, fhir.NotFound()
-	}
-	if i != access.Read {
-		if err := pol.Write(i, "Bot", res, nil, res.Project); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
+	return pol.Gate(s.repo, "Bot", id).Reach(ctx, i, id)
 }
 
 // identifierTTL is how long an identifier's answer is reused: executing by
@@ -193,6 +217,29 @@ const identifierTTL = 5 * time.Second
 
 type identifierHit struct {
 	id, err string // a bot id, or "not-found" / "multiple" in err
+}
+
+// identifierHitOf is what a search for an identifier found: one bot, or
+// why there is none to run.
+func identifierHitOf(found []*repo.Resource) identifierHit {
+	switch len(found) {
+	case 0:
+		return identifierHit{err: "not-found"}
+	case 1:
+		return identifierHit{id: found[0].ID}
+	}
+	return identifierHit{err: "multiple"}
+}
+
+// answer is the bot id a hit names, or its refusal.
+func (h identifierHit) answer() (string, error) {
+	switch h.err {
+	case "not-found":
+		return "", fhir.NotFound()
+	case "multiple":
+		return "", fhir.MultipleMatches()
+	}
+	return h.id, nil
 }
 
 // maxIdentifiers bounds the identifier answers kept: the key is the
@@ -218,29 +265,15 @@ func (s *Service) botByIdentifier(ctx context.Context, pol *access.Policy, proje
 func (s *Service) botWithIdentifier(ctx context.Context, project, ident string, q *search.Query) (string, error) {
 	key := project + "|" + ident
 	if h, ok := s.identifiers.Get(key); ok {
-		switch h.err {
-		case "not-found":
-			return "", fhir.NotFound()
-		case "multiple":
-			return "", fhir.MultipleMatches()
-		}
-		return h.id, nil
+		return h.answer()
 	}
 	page, err := s.repo.Search(ctx, repo.Scope{Project: project}, "Bot", q)
 	if err != nil {
 		return "", err
 	}
-	h := identifierHit{}
-	switch len(page.Resources) {
-	case 0:
-		h.err = "not-found"
-	case 1:
-		h.id = page.Resources[0].ID
-	default:
-		h.err = "multiple"
-	}
+	h := identifierHitOf(page.Resources)
 	s.identifiers.Add(key, h)
-	return s.botWithIdentifier(ctx, project, ident, q)
+	return h.answer()
 }
 
 // input is event.input as a worker receives it.
@@ -259,14 +292,9 @@ const maxInputDepth = 512
 // bot runs.
 func botInput(r *bus.Request) (*input, error) {
 	if r.Method == "GET" {
-		in := map[string]string{}
-		for k, v := range r.Query {
-			if k != "identifier" && len(v) > 0 {
-				in[k] = v[0]
-			}
-		}
-		b, _ := json.Marshal(in) // keys sorted: runs are repeatable
-		return &input{kind: worker.InputJSON, body: b}, nil
+		q := maps.Clone(r.Query)
+		delete(q, "identifier") // it names the bot, it is not input
+		return &input{kind: worker.InputJSON, body: firstValues(q)}, nil
 	}
 	mt, _, err := mime.ParseMediaType(r.Get("Content-Type"))
 	if err != nil {
@@ -292,12 +320,7 @@ func botInput(r *bus.Request) (*input, error) {
 		if err != nil {
 			return nil, fhir.BadRequest("Content could not be parsed: " + err.Error())
 		}
-		in := map[string]string{}
-		for k, v := range form {
-			in[k] = v[0]
-		}
-		b, _ := json.Marshal(in)
-		return &input{kind: worker.InputJSON, body: b, mediaType: mt}, nil
+		return &input{kind: worker.InputJSON, body: firstValues(form), mediaType: mt}, nil
 	case sandbox.HL7ContentType:
 		_, err := hl7.ParseLimited(string(r.Body), hl7InputLimits)
 		var tooBig *hl7.LimitError
@@ -310,6 +333,19 @@ func botInput(r *bus.Request) (*input, error) {
 		return &input{kind: worker.InputHL7, body: r.Body, mediaType: mt}, nil
 	}
 	return nil, fhir.UnsupportedMediaType()
+}
+
+// firstValues is a query or form as a JSON object of each name's first
+// value, as Medplum gives it; the keys are sorted, so runs are repeatable.
+func firstValues(v url.Values) []byte {
+	in := make(map[string]string, len(v))
+	for k, vs := range v {
+		if len(vs) > 0 {
+			in[k] = vs[0]
+		}
+	}
+	b, _ := json.Marshal(in)
+	return b
 }
 
 // hl7InputLimits bound an HL7 message given to a bot. Each element becomes
@@ -328,12 +364,9 @@ type code struct {
 
 // program finds the bot's executable code.
 func (s *Service) program(ctx context.Context, b *bot) (*code, error) {
-	typ, id, ok := fhir.SplitReference(b.Code.URL)
-	if b.Code.URL == "" {
-		return nil, fhir.BadRequest("No executable code")
-	}
-	if !ok || typ != "Binary" {
-		return nil, fhir.BadRequest("Executable code is not a Binary")
+	id, err := codeBinary(b.Code.URL)
+	if err != nil {
+		return nil, err
 	}
 	bin, err := s.repo.Read(ctx, repo.Scope{Project: b.Project}, "Binary", id)
 	if fhir.Missing(err) {
@@ -343,18 +376,35 @@ func (s *Service) program(ctx context.Context, b *bot) (*code, error) {
 		return nil, err
 	}
 	return &code{key: "Binary/" + id + "/" + bin.VersionID, source: func() (string, error) {
-		var v struct {
-			Data string `json:"data"`
-		}
-		if err := json.Unmarshal(bin.JSON, &v); err != nil {
-			return "", err
-		}
-		src, err := base64.StdEncoding.DecodeString(v.Data)
-		if err != nil {
-			return "", fhir.BadRequest("Executable code is not valid base64")
-		}
-		return string(src), nil
+		return programSource(bin.JSON)
 	}}, nil
+}
+
+// codeBinary is the id of the Binary that Bot.executableCode.url names.
+func codeBinary(url string) (string, error) {
+	if url == "" {
+		return "", fhir.BadRequest("No executable code")
+	}
+	typ, id, ok := fhir.SplitReference(url)
+	if !ok || typ != "Binary" {
+		return "", fhir.BadRequest("Executable code is not a Binary")
+	}
+	return id, nil
+}
+
+// programSource is the source a Binary of executable code holds.
+func programSource(binary []byte) (string, error) {
+	var v struct {
+		Data string `json:"data"`
+	}
+	if err := json.Unmarshal(binary, &v); err != nil {
+		return "", err
+	}
+	src, err := base64.StdEncoding.DecodeString(v.Data)
+	if err != nil {
+		return "", fhir.BadRequest("Executable code is not valid base64")
+	}
+	return string(src), nil
 }
 
 // runAs is who the bot's medplum client acts as: the caller when the bot
@@ -364,7 +414,7 @@ func (s *Service) program(ctx context.Context, b *bot) (*code, error) {
 // super admin, and a caller from another project (only a super admin can
 // run another project's bot) lends it nothing — it runs as itself.
 func (s *Service) runAs(ctx context.Context, b *bot, caller *bus.Principal) (*bus.Principal, error) {
-	if b.RunAsUser && caller.Project == b.Project {
+	if runsAsCaller(b, caller) {
 		return confined(caller), nil
 	}
 	mid, err := s.botMembership(ctx, b)
@@ -372,10 +422,7 @@ func (s *Service) runAs(ctx context.Context, b *bot, caller *bus.Principal) (*bu
 		return nil, err
 	}
 	if mid == "" {
-		if caller.Project != b.Project {
-			return nil, fhir.Forbidden()
-		}
-		return confined(caller), nil
+		return withoutMembership(b, caller)
 	}
 	// The rights come fresh from the session bucket on every run.
 	m, err := s.sessions.GetMembership(ctx, mid)
@@ -385,10 +432,30 @@ func (s *Service) runAs(ctx context.Context, b *bot, caller *bus.Principal) (*bu
 	if err != nil {
 		return nil, err
 	}
+	return memberPrincipal(mid, m), nil
+}
+
+// runsAsCaller reports a runAsUser bot run from its own project: it acts
+// as its caller, and its own membership is not looked up.
+func runsAsCaller(b *bot, caller *bus.Principal) bool {
+	return b.RunAsUser && caller.Project == b.Project
+}
+
+// withoutMembership is who a bot without a membership runs as: its caller,
+// who must be of the bot's project.
+func withoutMembership(b *bot, caller *bus.Principal) (*bus.Principal, error) {
+	if caller.Project != b.Project {
+		return nil, fhir.Forbidden()
+	}
+	return confined(caller), nil
+}
+
+// memberPrincipal is the bot acting as its membership mid.
+func memberPrincipal(mid string, m *session.Membership) *bus.Principal {
 	return confined(&bus.Principal{
 		User: m.User, Profile: m.Profile, Project: m.Project, Membership: mid,
 		Admin: m.Admin, SuperAdmin: m.SuperAdmin, AccessPolicy: m.AccessPolicy,
-	}), nil
+	})
 }
 
 // confined is a principal held to its own project.
@@ -436,21 +503,27 @@ func (s *Service) secrets(ctx context.Context, project string) (map[string]any, 
 		return nil, err
 	}
 	// Shared by every execution in the project: never changed.
-	return repo.Memo(p, "botexec.secrets", func(j []byte) (map[string]any, error) {
-		var v struct {
-			Secret []map[string]any `json:"secret"`
-		}
-		_ = json.Unmarshal(j, &v)
-		out := map[string]any{}
-		for _, sec := range v.Secret {
-			if name, _ := sec["name"].(string); name != "" {
-				out[name] = sec
-			}
-		}
-		return out, nil
-	})
+	return repo.Memo(p, "botexec.secrets", projectSecrets)
 }
 
+// projectSecrets is Project.secret by name; a secret without a name is
+// left out, and an unreadable list is no secrets.
+func projectSecrets(project []byte) (map[string]any, error) {
+	var v struct {
+		Secret []map[string]any `json:"secret"`
+	}
+	_ = json.Unmarshal(project, &v)
+	out := map[string]any{}
+	for _, sec := range v.Secret {
+		if name, _ := sec["name"].(string); name != "" {
+			out[name] = sec
+		}
+	}
+	return out, nil
+}
+
+// traceID is the bot's event.traceId: the caller's X-Trace-Id when it is a
+// UUID, else the request's traceparent, else a new one.
 func traceID(r *bus.Request) string {
 	if id := r.Get("X-Trace-Id"); id != "" {
 		if _, err := uuid.Parse(id); err == nil {
@@ -463,6 +536,7 @@ func traceID(r *bus.Request) string {
 	return uuid.NewString()
 }
 
+// lowerHeaders is event.headers: lower-case names, as Node gives them.
 func lowerHeaders(h map[string]string) map[string]string {
 	out := make(map[string]string, len(h))
 	for k, v := range h {

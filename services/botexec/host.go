@@ -18,18 +18,10 @@ type host struct {
 
 // Request implements sandbox.Host.
 func (h *host) Request(ctx context.Context, method, path string, body []byte, contentType string) (int, string, []byte, error) {
-	subject, params, q, raw, ok := bus.FHIRRoute(method, path)
+	subject, req, ok := h.request(method, path, body, contentType)
 	if !ok {
 		e := fhir.NotFound()
 		return e.Status, bus.FHIRContentType, e.JSON(), nil
-	}
-	if contentType == "" && len(body) > 0 {
-		contentType = "application/fhir+json"
-	}
-	req := &bus.Request{
-		Method: method, Path: "/fhir/R4/" + path, Query: q, RawQuery: raw, Params: params,
-		Header: map[string]string{"Content-Type": contentType}, Body: body,
-		Principal: h.principal, RequestID: h.requestID, BotDepth: h.depth,
 	}
 	resp, err := bus.Call(ctx, h.s.nc, subject, req)
 	if err != nil {
@@ -37,4 +29,22 @@ func (h *host) Request(ctx context.Context, method, path string, body []byte, co
 		return fe.Status, bus.FHIRContentType, fe.JSON(), nil
 	}
 	return resp.Status, resp.Header["Content-Type"], resp.Body, nil
+}
+
+// request is a bot's call as the request to send and its subject; ok is
+// false for a path that is no FHIR route. A body without a content type is
+// FHIR JSON, as Medplum's client sends it.
+func (h *host) request(method, path string, body []byte, contentType string) (subject string, req *bus.Request, ok bool) {
+	subject, params, q, raw, ok := bus.FHIRRoute(method, path)
+	if !ok {
+		return "", nil, false
+	}
+	if contentType == "" && len(body) > 0 {
+		contentType = "application/fhir+json"
+	}
+	return subject, &bus.Request{
+		Method: method, Path: "/fhir/R4/" + path, Query: q, RawQuery: raw, Params: params,
+		Header: map[string]string{"Content-Type": contentType}, Body: body,
+		Principal: h.principal, RequestID: h.requestID, BotDepth: h.depth,
+	}, true
 }

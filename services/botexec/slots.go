@@ -14,7 +14,9 @@ import (
 // refused with 429. Each project has its own queue; an idle project holds
 // no state.
 type projectSlots struct {
-	max      int
+	max int
+	// wait is the longest a run waits for its turn (slotWait).
+	wait     time.Duration
 	mu       sync.Mutex
 	projects map[string]*projectSlot
 }
@@ -36,7 +38,7 @@ func newProjectSlots(max int) *projectSlots {
 	if max <= 0 {
 		max = defaultProjectConcurrency
 	}
-	return &projectSlots{max: max, projects: map[string]*projectSlot{}}
+	return &projectSlots{max: max, wait: slotWait, projects: map[string]*projectSlot{}}
 }
 
 // acquire takes one of the project's slots, waiting for one when wait is
@@ -63,7 +65,7 @@ func (p *projectSlots) acquire(ctx context.Context, project string, wait bool) (
 	default:
 	}
 	if wait {
-		t := time.NewTimer(slotWait)
+		t := time.NewTimer(p.wait)
 		defer t.Stop()
 		select {
 		case ps.sem <- struct{}{}:
@@ -73,8 +75,13 @@ func (p *projectSlots) acquire(ctx context.Context, project string, wait bool) (
 		}
 	}
 	done()
+	return nil, projectBusy()
+}
+
+// projectBusy is the 429 for a run that found no slot in its project.
+func projectBusy() *fhir.Error {
 	e := fhir.TooManyRequests()
 	e.Outcome.Issue[0].Diagnostics = "Too many bots are running in this project; try again"
 	e.Header = map[string]string{"Retry-After": "1"}
-	return nil, e
+	return e
 }
