@@ -98,9 +98,6 @@ func New(cfg Config, nc *nats.Conn, sessions *session.View, log *slog.Logger) *G
 	return g
 }
 
-// App exposes the Fiber app (tests drive it over a real listener).
-func (g *Gateway) App() *fiber.App { return g.app }
-
 func (g *Gateway) routes() {
 	a := g.app
 	a.Use(g.requestID)
