@@ -22,7 +22,7 @@ func connect(t *testing.T) *nats.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Shutdown)
-	nc, err := Connect("nats://in-process", "bus-test", ns)
+	nc, err := Connect("nats://in-process", "bus-test", ns, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

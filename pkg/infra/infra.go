@@ -58,7 +58,7 @@ const ResourceStream = "PINION_RESOURCES"
 
 // Open connects to NATS and MongoDB and opens the shared handles.
 func Open(ctx context.Context, o Options) (*Conns, error) {
-	nc, err := bus.Connect(o.NATSURL, o.Name, o.InProcess)
+	nc, err := bus.Connect(o.NATSURL, o.Name, o.InProcess, o.Log)
 	if err != nil {
 		return nil, err
 	}
