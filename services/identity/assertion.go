@@ -76,22 +76,14 @@ func newAssertions() *assertions {
 // clientAssertion authenticates a client by its assertion and returns the
 // client's id, or why it was refused.
 func (s *Service) clientAssertion(ctx context.Context, typ, assertion string) (string, *refusal, error) {
-	refuse := func(text string) (string, *refusal, error) { return "", &refusal{"invalid_client", text}, nil }
-	if typ != jwtBearerAssertion {
-		return refuse("Unsupported client assertion type")
-	}
-	var unverified jwt.RegisteredClaims
-	if _, _, err := jwt.NewParser().ParseUnverified(assertion, &unverified); err != nil {
-		return refuse("Invalid client assertion")
-	}
-	id := unverified.Issuer
-	if id == "" || id != unverified.Subject {
-		return refuse("Invalid client assertion issuer")
+	id, no := assertionIssuer(typ, assertion)
+	if no != nil {
+		return "", no, nil
 	}
 	client, err := s.repo.Read(ctx, repo.System, "ClientApplication", id)
 	if err != nil {
 		if fhir.Missing(err) {
-			return refuse("Invalid client")
+			return "", &refusal{"invalid_client", "Invalid client"}, nil
 		}
 		return "", nil, err
 	}
@@ -102,31 +94,68 @@ func (s *Service) clientAssertion(ctx context.Context, typ, assertion string) (s
 		return "", nil, err
 	}
 	if c.JWKSURI == "" {
-		return refuse("Client must have a JWK Set URL")
+		return "", &refusal{"invalid_client", "Client must have a JWK Set URL"}, nil
 	}
-	tokenURL := s.cfg.BaseURL + "oauth2/token"
-	var claims jwt.RegisteredClaims
-	_, err = jwt.ParseWithClaims(assertion, &claims, func(t *jwt.Token) (any, error) {
+	keys := func(t *jwt.Token) (any, error) {
 		kid, _ := t.Header["kid"].(string)
-		return s.assertions.keys(ctx, c.JWKSURI, kid)
-	}, jwt.WithValidMethods(assertionAlgs), jwt.WithIssuer(id), jwt.WithSubject(id), jwt.WithAudience(tokenURL),
-		jwt.WithExpirationRequired(), jwt.WithLeeway(assertionLeeway))
+		set, err := s.assertions.keys(ctx, c.JWKSURI, kid)
+		if errors.Is(err, errNoKeySet) {
+			s.log.Warn("client key set unavailable", "client", id, "err", err)
+		}
+		return set, err
+	}
+	now := time.Now()
+	claims, no := checkAssertion(assertion, id, s.cfg.BaseURL+"oauth2/token", keys, now)
+	if no != nil {
+		return "", no, nil
+	}
+	if !s.assertions.first(id+"|"+claims.ID, claims.ExpiresAt.Time, now) {
+		return "", &refusal{"invalid_client", "Client assertion already used"}, nil
+	}
+	return id, nil, nil
+}
+
+// assertionIssuer reads, unverified, which client an assertion says it is:
+// its issuer, which must also be its subject (RFC 7523 §3). Nothing is
+// looked up for an assertion that fails here.
+func assertionIssuer(typ, assertion string) (string, *refusal) {
+	if typ != jwtBearerAssertion {
+		return "", &refusal{"invalid_client", "Unsupported client assertion type"}
+	}
+	var unverified jwt.RegisteredClaims
+	if _, _, err := jwt.NewParser().ParseUnverified(assertion, &unverified); err != nil {
+		return "", &refusal{"invalid_client", "Invalid client assertion"}
+	}
+	id := unverified.Issuer
+	if id == "" || id != unverified.Subject {
+		return "", &refusal{"invalid_client", "Invalid client assertion issuer"}
+	}
+	return id, nil
+}
+
+// checkAssertion verifies an assertion of client id at now: signed with
+// one of its keys (keys finds them) by an allowed algorithm, issued by the
+// client about itself, for the token endpoint at tokenURL, expiring within
+// maxAssertionLife, with an id to spend it by.
+func checkAssertion(assertion, id, tokenURL string, keys jwt.Keyfunc, now time.Time) (*jwt.RegisteredClaims, *refusal) {
+	refuse := func(text string) (*jwt.RegisteredClaims, *refusal) { return nil, &refusal{"invalid_client", text} }
+	var claims jwt.RegisteredClaims
+	_, err := jwt.ParseWithClaims(assertion, &claims, keys,
+		jwt.WithValidMethods(assertionAlgs), jwt.WithIssuer(id), jwt.WithSubject(id), jwt.WithAudience(tokenURL),
+		jwt.WithExpirationRequired(), jwt.WithLeeway(assertionLeeway), jwt.WithTimeFunc(func() time.Time { return now }))
 	switch {
 	case errors.Is(err, errNoKeySet):
-		s.log.Warn("client key set unavailable", "client", id, "err", err)
 		return refuse("Could not read the client's JWK Set")
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
 		return refuse("Invalid client assertion audience")
 	case err != nil:
 		return refuse("Invalid client assertion signature")
-	case claims.ExpiresAt.After(time.Now().Add(maxAssertionLife + assertionLeeway)):
+	case claims.ExpiresAt.After(now.Add(maxAssertionLife + assertionLeeway)):
 		return refuse("Client assertion must expire within 5 minutes")
 	case claims.ID == "":
 		return refuse("Client assertion has no jti")
-	case !s.assertions.first(id+"|"+claims.ID, claims.ExpiresAt.Time):
-		return refuse("Client assertion already used")
 	}
-	return id, nil, nil
+	return &claims, nil
 }
 
 // errNoKeySet is a key set that could not be fetched or read.
@@ -211,11 +240,11 @@ func (a *assertions) load(ctx context.Context, uri string) (*keySet, error) {
 }
 
 // first records an assertion id until it expires and reports whether it
-// was new.
-func (a *assertions) first(key string, exp time.Time) bool {
+// was new at now.
+func (a *assertions) first(key string, exp, now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if until, ok := a.seen.Get(key); ok && time.Now().Before(until.Add(assertionLeeway)) {
+	if until, ok := a.seen.Get(key); ok && now.Before(until.Add(assertionLeeway)) {
 		return false
 	}
 	a.seen.Add(key, exp)

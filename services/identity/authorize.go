@@ -137,14 +137,7 @@ func (s *Service) checkClient(ctx context.Context, a *authRequest) (problem stri
 	if a.ClientID == "" {
 		return "The application did not say who it is (client_id is missing).", nil
 	}
-	if c, ok := standardClients[a.ClientID]; ok {
-		a.client = c
-	} else if a.ClientID == auth.ConsoleClientID {
-		// Pinion's administration console (gateway/console) returns to
-		// this server's own /console/callback, with PKCE.
-		a.client = map[string]any{"resourceType": "ClientApplication", "id": auth.ConsoleClientID, "name": "Pinion console",
-			"redirectUris": []any{s.cfg.BaseURL + "console/callback"}}
-	} else {
+	if a.client = builtinClient(a.ClientID, s.cfg.BaseURL); a.client == nil {
 		res, err := s.repo.Read(ctx, repo.System, "ClientApplication", a.ClientID)
 		if err != nil {
 			var fe *fhir.Error
@@ -158,24 +151,53 @@ func (s *Service) checkClient(ctx context.Context, a *authRequest) (problem stri
 		}
 		a.project = res.Project
 	}
+	return a.checkRedirect(), nil
+}
+
+// builtinClient is a client known without a stored ClientApplication, or
+// nil: Medplum's standard ones, and Pinion's administration console
+// (gateway/console), which returns to this server's own /console/callback,
+// with PKCE.
+func builtinClient(id, baseURL string) map[string]any {
+	if c, ok := standardClients[id]; ok {
+		return c
+	}
+	if id == auth.ConsoleClientID {
+		return map[string]any{"resourceType": "ClientApplication", "id": auth.ConsoleClientID, "name": "Pinion console",
+			"redirectUris": []any{baseURL + "console/callback"}}
+	}
+	return nil
+}
+
+// registeredRedirects are the redirect URIs a ClientApplication registered:
+// redirectUri, then redirectUris; entries that are not strings are skipped.
+func registeredRedirects(client map[string]any) []string {
 	var registered []string
-	if u, ok := a.client["redirectUri"].(string); ok {
+	if u, ok := client["redirectUri"].(string); ok {
 		registered = append(registered, u)
 	}
-	if list, ok := a.client["redirectUris"].([]any); ok {
+	if list, ok := client["redirectUris"].([]any); ok {
 		for _, u := range list {
 			if s, ok := u.(string); ok {
 				registered = append(registered, s)
 			}
 		}
 	}
+	return registered
+}
+
+// checkRedirect checks the request's redirect URI against the client's,
+// exactly (no prefix, no normalising); a request without one goes to the
+// client's only one, as RFC 6749 §3.1.2.3 allows.
+func (a *authRequest) checkRedirect() (problem string) {
+	registered := registeredRedirects(a.client)
 	if a.RedirectURI == "" && len(registered) == 1 {
 		a.RedirectURI = registered[0]
 	}
 	if a.RedirectURI == "" || !slices.Contains(registered, a.RedirectURI) {
-		return "The application asked to return to an address it did not register (redirect_uri).", nil
+		return "The application asked to return to an address it did not register (redirect_uri)."
 	}
-	return "", nil
+	return ""
 }
 
 // checkRequest finds what is wrong with a request from a known client, as
@@ -257,8 +279,8 @@ func (s *Service) signInPage(ctx context.Context, b browser, a authRequest, emai
 // signInPosted checks the e-mail and password, with the same limits and
 // answers as POST /auth/login.
 func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b browser, a authRequest, form url.Values) (*bus.Response, error) {
-	email := strings.ToLower(strings.TrimSpace(form.Get("email")))
-	if !strings.Contains(email, "@") {
+	email, ok := formEmail(form.Get("email"))
+	if !ok {
 		return s.signInPage(ctx, b, a, email, map[string]string{"email": "Valid email address is required"})
 	}
 	if err := s.limiter.allow(r.Remote, email); err != nil {
@@ -297,17 +319,7 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b browser, a authR
 	if len(choices) == 0 {
 		return a.fail("access_denied", "This person has no active project membership"), nil
 	}
-	var membership string
-	switch {
-	case len(choices) == 1:
-		membership = choices[0].ID
-	case chosen != "":
-		for _, c := range choices {
-			if c.ID == chosen {
-				membership = c.ID
-			}
-		}
-	}
+	membership := chooseMembership(choices, chosen)
 	if membership == "" {
 		if a.Prompt == "none" {
 			// prompt=none forbids any page (OIDC Core 3.1.2.6).
@@ -318,19 +330,41 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b browser, a authR
 	if err := s.checkAddress(ctx, membership, r.Remote); err != nil {
 		return a.fail("access_denied", fhir.AsError(err).Message()), nil
 	}
-	l := session.Login{
-		User: bs.User, Client: a.ClientID, Scope: a.Scope, Nonce: a.Nonce, Membership: membership,
-		Challenge: a.Challenge, ChallengeMethod: cmp.Or(a.ChallengeMethod, "plain"), NoPKCE: a.Challenge == "",
-		AuthTime: bs.AuthTime, Start: bs.Start,
-	}
+	l := a.login(bs, membership)
 	loginID := uuid.NewString()
-	code := newCode(loginID, &l)
+	code := newCode(loginID, &l, time.Now())
 	if _, err := s.sessions.PutLogin(ctx, loginID, l); err != nil {
 		return nil, err
 	}
 	resp := a.redirect(url.Values{"code": {code}})
 	resp.Header["Set-Cookie"] = s.setCookie(b)
 	return resp, nil
+}
+
+// chooseMembership is the membership a browser sign-in is for: the only
+// one, or the one chosen among several; "" when the person must choose.
+func chooseMembership(choices []memberChoice, chosen string) string {
+	if len(choices) == 1 {
+		return choices[0].ID
+	}
+	for _, c := range choices {
+		if chosen != "" && c.ID == chosen {
+			return c.ID
+		}
+	}
+	return ""
+}
+
+// login is the sign-in a browser's authorization request makes, for the
+// membership chosen. Without a code challenge (a client that may skip
+// PKCE) the code is redeemed without a verifier; a challenge without a
+// method is plain (RFC 7636 §4.3).
+func (a authRequest) login(bs *browserSession, membership string) session.Login {
+	return session.Login{
+		User: bs.User, Client: a.ClientID, Scope: a.Scope, Nonce: a.Nonce, Membership: membership,
+		Challenge: a.Challenge, ChallengeMethod: cmp.Or(a.ChallengeMethod, "plain"), NoPKCE: a.Challenge == "",
+		AuthTime: bs.AuthTime, Start: bs.Start,
+	}
 }
 
 // choosePage lists the person's projects and profiles to sign in to.

@@ -3,6 +3,7 @@ package identity
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 func TestSigninLimiter(t *testing.T) {
@@ -54,5 +55,44 @@ func TestSigninLimiterBounded(t *testing.T) {
 	}
 	if n := l.failures.Len(); n > limiterKeys {
 		t.Fatalf("%d keys kept", n)
+	}
+}
+
+func TestAddressKey(t *testing.T) {
+	cases := []struct{ ip, want string }{
+		{"10.0.0.1", "10.0.0.1"},
+		{"::ffff:10.0.0.1", "10.0.0.1"},
+		{"2001:db8::1", "2001:db8::/64"},
+		{"2001:db8:0:0:ffff:ffff:ffff:ffff", "2001:db8::/64"},
+		{"2001:db8:0:1::1", "2001:db8:0:1::/64"},
+		{"::1", "::/64"},
+		{"not an address", "not an address"},
+		{"", ""},
+	}
+	for _, tc := range cases {
+		if got := addressKey(tc.ip); got != tc.want {
+			t.Errorf("addressKey(%q) = %q, want %q", tc.ip, got, tc.want)
+		}
+	}
+}
+
+// Failures count within the window only.
+func TestSigninLimiterWindow(t *testing.T) {
+	l := newSigninLimiter()
+	now := time.Now()
+	key := pairKey("10.0.0.1", "a@example.com")
+	var ts []time.Time
+	for i := 0; i < maxFailures; i++ {
+		ts = append(ts, now.Add(-failureWindow-time.Duration(maxFailures-i)*time.Second))
+	}
+	l.failures.Add(key, ts)
+	if n := len(l.recent(key, now)); n != 0 {
+		t.Fatalf("%d failures older than the window count", n)
+	}
+	if err := l.allow("10.0.0.1", "a@example.com"); err != nil {
+		t.Fatal("old failures still refuse")
+	}
+	if n := len(l.recent(key, ts[maxFailures-1].Add(failureWindow))); n != 1 {
+		t.Fatalf("%d failures at the window's edge, want the last one", n)
 	}
 }

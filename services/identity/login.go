@@ -33,33 +33,54 @@ type memberChoice struct {
 	Profile *fhir.Reference `json:"profile"`
 }
 
-// login is POST /auth/login: e-mail and password, with PKCE.
-func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	var in struct {
-		Email               string `json:"email"`
-		Password            string `json:"password"`
-		Scope               string `json:"scope"`
-		ProjectID           string `json:"projectId"`
-		ClientID            string `json:"clientId"`
-		Nonce               string `json:"nonce"`
-		CodeChallenge       string `json:"codeChallenge"`
-		CodeChallengeMethod string `json:"codeChallengeMethod"`
-	}
-	if err := r.DecodeJSON(&in); err != nil {
-		return nil, err
-	}
+// loginRequest is POST /auth/login's body.
+type loginRequest struct {
+	Email               string `json:"email"`
+	Password            string `json:"password"`
+	Scope               string `json:"scope"`
+	ProjectID           string `json:"projectId"`
+	ClientID            string `json:"clientId"`
+	Nonce               string `json:"nonce"`
+	CodeChallenge       string `json:"codeChallenge"`
+	CodeChallengeMethod string `json:"codeChallengeMethod"`
+}
+
+// check finds what is wrong with a sign-in's fields, one issue per field
+// with Medplum's texts, before anything is looked up.
+func (in loginRequest) check() error {
 	var issues []fhir.Issue
 	if _, err := mail.ParseAddress(in.Email); err != nil || !strings.Contains(in.Email, "@") {
 		issues = append(issues, fhir.FieldIssue("email", "Valid email address is required"))
 	}
-	if len(in.Password) < 8 {
-		issues = append(issues, fhir.FieldIssue("password", "Invalid password, must be at least 8 characters"))
+	if tooShort(in.Password) {
+		issues = append(issues, fhir.FieldIssue("password", shortPassword))
 	}
 	if in.CodeChallenge != "" && in.CodeChallengeMethod != "plain" && in.CodeChallengeMethod != "S256" {
 		issues = append(issues, fhir.FieldIssue("codeChallengeMethod", "Invalid code challenge method"))
 	}
 	if len(issues) > 0 {
-		return nil, fhir.Invalid(issues...)
+		return fhir.Invalid(issues...)
+	}
+	return nil
+}
+
+// minPassword is the shortest password Medplum accepts, at sign-in and when
+// one is set; shortPassword is its text.
+const (
+	minPassword   = 8
+	shortPassword = "Invalid password, must be at least 8 characters"
+)
+
+func tooShort(password string) bool { return len(password) < minPassword }
+
+// login is POST /auth/login: e-mail and password, with PKCE.
+func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	var in loginRequest
+	if err := r.DecodeJSON(&in); err != nil {
+		return nil, err
+	}
+	if err := in.check(); err != nil {
+		return nil, err
 	}
 	if err := s.limiter.allow(r.Remote, strings.ToLower(in.Email)); err != nil {
 		return nil, err
@@ -104,7 +125,7 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err := s.checkAddress(ctx, l.Membership, r.Remote); err != nil {
 		return nil, err
 	}
-	code := newCode(loginID, &l)
+	code := newCode(loginID, &l, time.Now())
 	if _, err := s.sessions.PutLogin(ctx, loginID, l); err != nil {
 		return nil, err
 	}
@@ -144,12 +165,13 @@ func (s *Service) checkAddress(ctx context.Context, membership, remote string) e
 	return nil
 }
 
-// newCode makes an authorization code: the login id and a secret whose
-// digest the login keeps, so the code finds its login without a search.
-func newCode(loginID string, l *session.Login) string {
+// newCode makes an authorization code issued at now: the login id and a
+// secret whose digest the login keeps, so the code finds its login without
+// a search.
+func newCode(loginID string, l *session.Login, now time.Time) string {
 	secret := auth.NewSecret()
 	l.CodeDigest = auth.SecretDigest(secret)
-	l.CodeAt = time.Now().UnixMilli()
+	l.CodeAt = now.UnixMilli()
 	return loginID + "." + secret
 }
 
@@ -167,8 +189,14 @@ func (s *Service) memberships(ctx context.Context, userRef, projectID string) ([
 	if err != nil {
 		return nil, err
 	}
+	return activeChoices(page.Resources)
+}
+
+// activeChoices are the memberships one may sign in as: all but those
+// marked inactive (a membership without "active" is active, as in Medplum).
+func activeChoices(memberships []*repo.Resource) ([]memberChoice, error) {
 	var out []memberChoice
-	for _, res := range page.Resources {
+	for _, res := range memberships {
 		var m struct {
 			memberChoice
 			Active *bool `json:"active"`
@@ -201,13 +229,8 @@ func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Respo
 	}
 	var code string
 	_, err := s.sessions.UpdateLogin(ctx, in.Login, func(l *session.Login) error {
-		switch {
-		case l.Revoked:
-			return fhir.BadRequest("Login revoked")
-		case l.Granted:
-			return fhir.BadRequest("Login granted")
-		case l.Membership != "":
-			return fhir.BadRequest("Login profile already set")
+		if err := profileOpen(l); err != nil {
+			return err
 		}
 		choices, err := s.memberships(ctx, l.User, l.Project)
 		if err != nil {
@@ -219,7 +242,7 @@ func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Respo
 					return err
 				}
 				l.Membership = c.ID
-				code = newCode(in.Login, l)
+				code = newCode(in.Login, l, time.Now())
 				return nil
 			}
 		}
@@ -234,16 +257,27 @@ func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Respo
 	return bus.JSON(200, map[string]any{"login": in.Login, "code": code}), nil
 }
 
+// profileOpen refuses to choose the profile of a login that has one, or
+// is over, with Medplum's texts.
+func profileOpen(l *session.Login) error {
+	switch {
+	case l.Revoked:
+		return fhir.BadRequest("Login revoked")
+	case l.Granted:
+		return fhir.BadRequest("Login granted")
+	case l.Membership != "":
+		return fhir.BadRequest("Login profile already set")
+	}
+	return nil
+}
+
 // authorizationCode redeems a code (once) for tokens, checking PKCE.
 func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.Response, error) {
-	code := form.Get("code")
-	if code == "" {
-		return tokenError("invalid_request", "Missing code"), nil
+	g, no := readCodeGrant(form)
+	if no != nil {
+		return no.response(), nil
 	}
-	loginID, secret, ok := strings.Cut(code, ".")
-	if !ok {
-		return tokenError("invalid_grant", "Invalid code"), nil
-	}
+	loginID := g.loginID
 	var terr *bus.Response
 	var refresh string
 	l, rev, err := s.sessions.UpdateLoginRev(ctx, loginID, func(l *session.Login) error {
@@ -252,37 +286,9 @@ func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.
 		if err != nil {
 			return err
 		}
-		switch {
-		case !auth.SecretMatches(l.CodeDigest, secret):
-			terr = tokenError("invalid_grant", "Invalid code")
-		case l.Revoked:
-			terr = tokenError("invalid_grant", "Token revoked")
-		case l.Granted:
-			// A code used twice is stolen or replayed: end the login.
-			l.Revoked = true
-			terr = tokenError("invalid_grant", "Token already granted")
-			return nil
-		case time.Since(time.UnixMilli(l.CodeAt)) > codeLifetime:
-			terr = tokenError("invalid_grant", "Code expired")
-		case l.Dead(ended):
-			l.Revoked = true
-			terr = tokenError("invalid_grant", "Token revoked")
-			return nil
-		case l.Membership == "":
-			terr = tokenError("invalid_grant", "Invalid profile")
-		case l.Client != "" && form.Get("client_id") != "" && form.Get("client_id") != l.Client:
-			terr = tokenError("invalid_grant", "Invalid client")
-		case l.NoPKCE:
-			// The client may skip PKCE (pkceOptional) and this sign-in did.
-		case l.Challenge == "":
-			terr = tokenError("invalid_grant", "Missing verification context")
-		case form.Get("code_verifier") == "":
-			terr = tokenError("invalid_request", "Missing code verifier")
-		case !verifierMatches(l.Challenge, l.ChallengeMethod, form.Get("code_verifier")):
-			terr = tokenError("invalid_grant", "Invalid code verifier")
-		}
-		if terr != nil {
-			return errStop
+		if v := redeemCode(l, g, time.Now(), ended); v.refused != nil {
+			terr = v.refused.response()
+			return v.settle(l)
 		}
 		l.Granted = true
 		refresh = rotateRefresh(l)
@@ -305,8 +311,7 @@ func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.
 
 // wantsRefresh reports whether the sign-in asked for a refresh token.
 func wantsRefresh(scope string) bool {
-	s := " " + scope + " "
-	return strings.Contains(s, " offline_access ") || strings.Contains(s, " offline ")
+	return hasScope(scope, "offline_access") || hasScope(scope, "offline")
 }
 
 // rotateRefresh gives the login a new refresh secret (when it asked for
@@ -349,20 +354,9 @@ func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Respo
 		if err != nil {
 			return err
 		}
-		switch {
-		case l.Revoked:
-			terr = tokenError("invalid_grant", "Token revoked")
-			return errStop
-		case l.Dead(ended):
-			// The password changed since this sign-in: its refresh tokens end too.
-			l.Revoked = true
-			terr = tokenError("invalid_grant", "Token revoked")
-			return nil
-		case !auth.SecretMatches(l.RefreshDigest, c.RefreshSecret):
-			// An old refresh token came back: someone holds a copy. End the chain.
-			l.Revoked = true
-			terr = tokenError("invalid_grant", "Invalid token")
-			return nil
+		if v := renewRefresh(l, c.RefreshSecret, ended); v.refused != nil {
+			terr = v.refused.response()
+			return v.settle(l)
 		}
 		refresh = rotateRefresh(l)
 		return nil
@@ -484,16 +478,15 @@ func (s *Service) logout(ctx context.Context, r *bus.Request) (*bus.Response, er
 	return bus.Outcome(fhir.OK()).WithSession(session.LoginsBucket, rev), nil
 }
 
-// setPassword is POST /auth/setpassword: a one-time secret from an e-mail.
-func (s *Service) setPassword(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	var in struct {
-		ID       string `json:"id"`
-		Secret   string `json:"secret"`
-		Password string `json:"password"`
-	}
-	if err := r.DecodeJSON(&in); err != nil {
-		return nil, err
-	}
+// setPasswordRequest is POST /auth/setpassword's body.
+type setPasswordRequest struct {
+	ID       string `json:"id"`
+	Secret   string `json:"secret"`
+	Password string `json:"password"`
+}
+
+// check finds what is wrong with the fields, one issue per field.
+func (in setPasswordRequest) check() error {
 	var issues []fhir.Issue
 	if _, err := uuid.Parse(in.ID); err != nil {
 		issues = append(issues, fhir.FieldIssue("id", "Invalid request ID"))
@@ -501,11 +494,23 @@ func (s *Service) setPassword(ctx context.Context, r *bus.Request) (*bus.Respons
 	if in.Secret == "" {
 		issues = append(issues, fhir.FieldIssue("secret", "Missing secret"))
 	}
-	if len(in.Password) < 8 {
-		issues = append(issues, fhir.FieldIssue("password", "Invalid password, must be at least 8 characters"))
+	if tooShort(in.Password) {
+		issues = append(issues, fhir.FieldIssue("password", shortPassword))
 	}
 	if len(issues) > 0 {
-		return nil, fhir.Invalid(issues...)
+		return fhir.Invalid(issues...)
+	}
+	return nil
+}
+
+// setPassword is POST /auth/setpassword: a one-time secret from an e-mail.
+func (s *Service) setPassword(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	var in setPasswordRequest
+	if err := r.DecodeJSON(&in); err != nil {
+		return nil, err
+	}
+	if err := in.check(); err != nil {
+		return nil, err
 	}
 	rev, err := s.usePasswordLink(ctx, in.ID, in.Secret, in.Password)
 	if err != nil {

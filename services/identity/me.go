@@ -30,15 +30,6 @@ func (s *Service) me(ctx context.Context, r *bus.Request) (*bus.Response, error)
 		}
 		return res.Decode()
 	}
-	keep := func(m map[string]any, fields ...string) map[string]any {
-		out := map[string]any{}
-		for _, f := range fields {
-			if v, ok := m[f]; ok {
-				out[f] = v
-			}
-		}
-		return out
-	}
 	profile, err := read(p.Profile)
 	if err != nil {
 		return nil, err
@@ -53,8 +44,8 @@ func (s *Service) me(ctx context.Context, r *bus.Request) (*bus.Response, error)
 	}
 	out := map[string]any{
 		"profile":    profile,
-		"project":    keep(project, "resourceType", "id", "name", "description", "strictMode", "superAdmin"),
-		"membership": keep(membership, "resourceType", "id", "identifier", "user", "profile", "admin"),
+		"project":    pick(project, meProjectFields...),
+		"membership": pick(membership, meMembershipFields...),
 		"config":     map[string]any{"resourceType": "UserConfiguration", "menu": []any{}},
 	}
 	if strings.HasPrefix(p.User, "User/") {
@@ -72,6 +63,38 @@ func (s *Service) me(ctx context.Context, r *bus.Request) (*bus.Response, error)
 	return &bus.Response{Status: 200, Header: map[string]string{"Content-Type": bus.JSONContentType}, Body: b}, nil
 }
 
+// The fields of the project and membership /auth/me shows: what Medplum's
+// client reads, and no project secrets.
+var (
+	meProjectFields    = []string{"resourceType", "id", "name", "description", "strictMode", "superAdmin"}
+	meMembershipFields = []string{"resourceType", "id", "identifier", "user", "profile", "admin"}
+)
+
+// pick copies only the named fields of a resource.
+func pick(m map[string]any, fields ...string) map[string]any {
+	out := map[string]any{}
+	for _, f := range fields {
+		if v, ok := m[f]; ok {
+			out[f] = v
+		}
+	}
+	return out
+}
+
+// humanName is what OpenID Connect's name claims take from a FHIR HumanName.
+type humanName struct {
+	Given  []string `json:"given"`
+	Family string   `json:"family"`
+}
+
+// addClaims sets the name claims (OIDC Core §5.1) from the name.
+func (n humanName) addClaims(out map[string]any) {
+	given := strings.Join(n.Given, " ")
+	out["given_name"] = given
+	out["family_name"] = n.Family
+	out["name"] = strings.TrimSpace(given + " " + n.Family)
+}
+
 // userinfo is OpenID Connect's UserInfo endpoint (Core §5.3) for the
 // token's subject: sub and fhirUser always, the name with the "profile"
 // scope, the e-mail with "email".
@@ -82,31 +105,24 @@ func (s *Service) userinfo(ctx context.Context, r *bus.Request) (*bus.Response, 
 	}
 	_, sub, _ := fhir.SplitReference(p.User)
 	out := map[string]any{"sub": sub, "fhirUser": p.Profile}
-	scopes := " " + p.Scope + " "
-	if strings.Contains(scopes, " profile ") {
+	if hasScope(p.Scope, "profile") {
 		if typ, id, ok := fhir.SplitReference(p.Profile); ok {
 			res, err := s.repo.Read(ctx, repo.System, typ, id)
 			if err != nil {
 				return nil, err
 			}
 			var prof struct {
-				Name []struct {
-					Given  []string `json:"given"`
-					Family string   `json:"family"`
-				} `json:"name"`
+				Name []humanName `json:"name"`
 			}
 			if err := json.Unmarshal(res.JSON, &prof); err != nil {
 				return nil, err
 			}
 			if len(prof.Name) > 0 {
-				n := prof.Name[0]
-				out["given_name"] = strings.Join(n.Given, " ")
-				out["family_name"] = n.Family
-				out["name"] = strings.TrimSpace(strings.Join(n.Given, " ") + " " + n.Family)
+				prof.Name[0].addClaims(out)
 			}
 		}
 	}
-	if strings.Contains(scopes, " email ") && strings.HasPrefix(p.User, "User/") {
+	if hasScope(p.Scope, "email") && strings.HasPrefix(p.User, "User/") {
 		res, err := s.repo.Read(ctx, repo.System, "User", sub)
 		if err != nil {
 			return nil, err

@@ -147,8 +147,8 @@ func (s *Service) setPasswordPage(ctx context.Context, r *bus.Request) (*bus.Res
 	password := form.Get("password")
 	d.Errors = map[string]string{}
 	switch {
-	case len(password) < 8:
-		d.Errors["password"] = "Invalid password, must be at least 8 characters"
+	case tooShort(password):
+		d.Errors["password"] = shortPassword
 	case form.Get("confirm") != password:
 		d.Errors["confirm"] = "The passwords do not match"
 	}
@@ -201,8 +201,9 @@ func (s *Service) resetPasswordPage(ctx context.Context, r *bus.Request) (*bus.R
 	}
 	d.Email, d.Project = strings.TrimSpace(form.Get("email")), form.Get("project")
 	if err := s.sendReset(ctx, d.Email, d.Project); err != nil {
+		// The address is refused (sendReset's 400): say so beside it.
 		var fe *fhir.Error
-		if errors.Is(err, fhir.ErrBadRequest) {
+		if errors.As(err, &fe) && errors.Is(err, fhir.ErrBadRequest) {
 			d.Errors = map[string]string{"email": fe.Message()}
 			return s.render(400, "resetpassword", b, d)
 		}

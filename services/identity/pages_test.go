@@ -2,13 +2,18 @@ package identity
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net/url"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/store/sqlstore"
 )
@@ -82,4 +87,211 @@ func TestSetPasswordLinkPages(t *testing.T) {
 
 	// A link to no request at all.
 	expectPage(page(s.cfg.BaseURL+"setpassword/00000000-0000-4000-8000-000000000000/"+strings.Repeat("0", 64)), 404, "Link not valid")
+}
+
+// The reset page shows a refused address beside the field (it panicked on
+// a nil *fhir.Error).
+func TestResetPasswordPageRefusesAddress(t *testing.T) {
+	s := unwired(t)
+	s.csrf = make([]byte, 32) // the key, as if loaded: no store needed
+	b := browser{id: strings.Repeat("b", 43)}
+	token, err := s.csrfToken(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.resetPasswordPage(context.Background(), &bus.Request{
+		Method: "POST", Header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Cookie": browserCookie + "=" + b.id},
+		Body: []byte("csrf=" + token + "&email=nobody"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := string(resp.Body); resp.Status != 400 || !strings.Contains(body, "Valid email address is required") || !strings.Contains(body, `value="nobody"`) {
+		t.Fatalf("%d:\n%s", resp.Status, body)
+	}
+}
+
+// Every page carries the same protective headers; a browser without the
+// cookie gets one.
+func TestRender(t *testing.T) {
+	s := unwired(t)
+	for _, tc := range []struct {
+		name   string
+		b      browser
+		cookie bool
+	}{
+		{"known browser", browser{id: strings.Repeat("a", 43)}, false},
+		{"new browser", browser{id: strings.Repeat("b", 43), isNew: true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := s.message(418, tc.b, "Title & more", "https://pinion.example/x", "Go", "First <line>", "Second")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{
+				"Content-Type": "text/html; charset=utf-8", "Content-Security-Policy": pageCSP, "X-Frame-Options": "DENY",
+				"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+			}
+			if tc.cookie {
+				want["Set-Cookie"] = s.setCookie(tc.b)
+			}
+			if resp.Status != 418 || !reflect.DeepEqual(resp.Header, want) {
+				t.Fatalf("%d %v", resp.Status, resp.Header)
+			}
+			body := string(resp.Body)
+			for _, part := range []string{"Title &amp; more", "First &lt;line&gt;", "Second", `href="https://pinion.example/x"`} {
+				if !strings.Contains(body, part) {
+					t.Fatalf("no %q in:\n%s", part, body)
+				}
+			}
+		})
+	}
+}
+
+// linkProblem names what is wrong with a set-password link, from the
+// domain's texts; what is not about the link stays an error.
+func TestLinkProblem(t *testing.T) {
+	s := unwired(t)
+	b := browser{id: strings.Repeat("a", 43)}
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status int
+		title  string
+	}{
+		{"used", fhir.BadRequest("Already used"), 400, "Link already used"},
+		{"expired", fhir.BadRequest("Request expired"), 400, "Link expired"},
+		{"wrong secret", fhir.BadRequest("Incorrect secret"), 400, "Link not valid"},
+		{"no such request", fhir.NotFound(), 404, "Link not valid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := s.linkProblem(b, tc.err)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := string(resp.Body)
+			if resp.Status != tc.status || !strings.Contains(body, tc.title) || !strings.Contains(body, `href="https://pinion.example/resetpassword"`) {
+				t.Fatalf("%d:\n%s", resp.Status, body)
+			}
+		})
+	}
+	for name, err := range map[string]error{"not an outcome": errors.New("store down"), "a server error": fhir.Internal()} {
+		if resp, got := s.linkProblem(b, err); resp != nil || got != err {
+			t.Errorf("%s: %v %v", name, resp, got)
+		}
+	}
+	// A link whose id is no request id is not looked up.
+	resp, err := s.setPasswordPage(context.Background(), &bus.Request{Method: "GET", Params: map[string]string{"id": "../x", "secret": "s"}, Header: map[string]string{}})
+	if err != nil || resp.Status != 404 || !strings.Contains(string(resp.Body), "Link not valid") {
+		t.Fatalf("%v %v", resp, err)
+	}
+}
+
+// A posted form must be a form, readable, and carry its browser's token.
+func TestForm(t *testing.T) {
+	s := unwired(t)
+	s.csrf = make([]byte, 32)
+	ctx := context.Background()
+	b := browser{id: strings.Repeat("a", 43)}
+	token, err := s.csrfToken(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const form = "application/x-www-form-urlencoded"
+	cases := []struct {
+		name, contentType, body string
+		b                       browser
+		status                  int
+		title                   string
+	}{
+		{"good", form, "csrf=" + token + "&email=a%40example.com", b, 0, ""},
+		{"good, with a charset", form + "; charset=UTF-8", "csrf=" + token, b, 0, ""},
+		{"JSON", "application/json", `{"csrf":"` + token + `"}`, b, 415, "Not a form"},
+		{"unreadable", form, "csrf=" + token + "&x=%zz", b, 400, "Not a form"},
+		{"no token", form, "email=a%40example.com", b, 403, "Form expired"},
+		{"another browser's token", form, "csrf=" + token, browser{id: strings.Repeat("b", 43)}, 403, "Form expired"},
+		{"no cookie", form, "csrf=" + token, browser{id: b.id, isNew: true}, 403, "Form expired"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v, resp, err := s.form(ctx, &bus.Request{Method: "POST", Header: map[string]string{"Content-Type": tc.contentType}, Body: []byte(tc.body)}, tc.b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.status == 0 {
+				if v == nil || resp != nil || v.Get("csrf") != token {
+					t.Fatalf("%v %v", v, resp)
+				}
+				return
+			}
+			if v != nil || resp.Status != tc.status || !strings.Contains(string(resp.Body), tc.title) {
+				t.Fatalf("%v %d:\n%s", v, resp.Status, resp.Body)
+			}
+		})
+	}
+}
+
+// The authorization endpoint's answers to a new browser, which needs no
+// lookup: a page when nothing may be redirected to, an error redirect for
+// a bad request from a known client, and else the sign-in form.
+func TestAuthorizeNewBrowser(t *testing.T) {
+	s := unwired(t)
+	s.csrf = make([]byte, 32)
+	start := func(kv ...string) *bus.Response {
+		t.Helper()
+		q := url.Values{}
+		for i := 0; i < len(kv); i += 2 {
+			q.Set(kv[i], kv[i+1])
+		}
+		resp, err := s.authorize(context.Background(), &bus.Request{Method: "GET", Query: q, Header: map[string]string{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	const cli, cb = "medplum-cli", "http://localhost:9615"
+
+	for name, resp := range map[string]*bus.Response{
+		"no client":           start("response_type", "code", "redirect_uri", cb),
+		"unregistered return": start("response_type", "code", "client_id", cli, "redirect_uri", "https://evil.example/cb"),
+	} {
+		if resp.Status != 400 || resp.Header["Location"] != "" || !strings.Contains(string(resp.Body), "Sign-in cannot start") {
+			t.Errorf("%s: %d %v", name, resp.Status, resp.Header)
+		}
+	}
+	for name, c := range map[string]struct {
+		resp     *bus.Response
+		location string
+	}{
+		"implicit flow": {start("response_type", "token", "client_id", cli, "state", "s1"),
+			cb + "?error=unsupported_response_type&error_description=Only+response_type%3Dcode+is+supported&state=s1"},
+		"PKCE required": {start("response_type", "code", "client_id", auth.ConsoleClientID),
+			testBase + "console/callback?error=invalid_request&error_description=Missing+code_challenge+%28PKCE+is+required%29"},
+		"prompt=none, not signed in": {start("response_type", "code", "client_id", cli, "prompt", "none"),
+			cb + "?error=login_required&error_description=Sign-in+required"},
+	} {
+		if c.resp.Status != 302 || c.resp.Header["Location"] != c.location {
+			t.Errorf("%s: %d %q, want %q", name, c.resp.Status, c.resp.Header["Location"], c.location)
+		}
+	}
+
+	resp := start("response_type", "code", "client_id", cli, "state", "s1", "login_hint", "a@example.com", "code_challenge", "ch")
+	body := string(resp.Body)
+	if resp.Status != 200 || !strings.HasPrefix(resp.Header["Set-Cookie"], browserCookie+"=") {
+		t.Fatalf("%d %v", resp.Status, resp.Header)
+	}
+	if csp := resp.Header["Content-Security-Policy"]; !strings.Contains(csp, "form-action 'self' http://localhost:9615;") {
+		t.Fatalf("CSP %q", csp)
+	}
+	for _, part := range []string{
+		`name="client_id" value="medplum-cli"`, `name="redirect_uri" value="http://localhost:9615"`, `name="state" value="s1"`,
+		`name="code_challenge" value="ch"`, `name="scope" value="openid"`, `value="a@example.com"`, "Medplum CLI",
+	} {
+		if !strings.Contains(body, part) {
+			t.Errorf("no %q in the sign-in page", part)
+		}
+	}
+	if strings.Contains(body, `name="login_hint"`) {
+		t.Error("the hint is carried on after it was used")
+	}
 }

@@ -26,12 +26,20 @@ func (s *Service) resetPassword(ctx context.Context, r *bus.Request) (*bus.Respo
 	return bus.Outcome(fhir.OK()), nil
 }
 
+// formEmail is an e-mail address as typed in a page's form or a reset
+// request, in the form accounts are found by (trimmed, lower case); ok is
+// whether it can be one at all.
+func formEmail(raw string) (email string, ok bool) {
+	email = strings.ToLower(strings.TrimSpace(raw))
+	return email, strings.Contains(email, "@")
+}
+
 // sendReset mails a set-password link to the user with this address (in
 // the project, for a project-scoped user). An address without a user gets
 // no mail and no error.
 func (s *Service) sendReset(ctx context.Context, email, projectID string) error {
-	email = strings.ToLower(strings.TrimSpace(email))
-	if !strings.Contains(email, "@") {
+	email, ok := formEmail(email)
+	if !ok {
 		return fhir.BadRequest("Valid email address is required", "email")
 	}
 	userID, err := s.repo.ClaimOwner(ctx, repo.UserEmailKey(projectID, email))

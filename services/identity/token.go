@@ -78,23 +78,34 @@ func (s *Service) token(ctx context.Context, r *bus.Request) (*bus.Response, err
 	}
 }
 
-// clientAuth reads client id and secret from HTTP Basic or the form.
-func clientAuth(r *bus.Request, form url.Values) (id, secret string, bad *bus.Response) {
-	if h := r.Get("Authorization"); h != "" {
-		enc, ok := strings.CutPrefix(h, "Basic ")
+// clientAuth reads the client's id and secret from HTTP Basic (the
+// Authorization header) or else the form (RFC 6749 §2.3.1): when both
+// come, the header counts and the form is not read.
+func clientAuth(authorization string, form url.Values) (id, secret string, no *refusal) {
+	if authorization != "" {
+		enc, ok := strings.CutPrefix(authorization, "Basic ")
 		if !ok {
-			return "", "", tokenError("invalid_request", "Invalid authorization header")
+			return "", "", &refusal{"invalid_request", "Invalid authorization header"}
 		}
 		raw, err := base64.StdEncoding.DecodeString(enc)
 		if err != nil {
-			return "", "", tokenError("invalid_request", "Invalid authorization header")
+			return "", "", &refusal{"invalid_request", "Invalid authorization header"}
 		}
+		// Both halves are form-encoded (§2.3.1); a bad escape reads as
+		// empty, and is then missing.
 		id, secret, _ = strings.Cut(string(raw), ":")
 		id, _ = url.QueryUnescape(id)
 		secret, _ = url.QueryUnescape(secret)
-		return id, secret, nil
+	} else {
+		id, secret = form.Get("client_id"), form.Get("client_secret")
 	}
-	return form.Get("client_id"), form.Get("client_secret"), nil
+	switch {
+	case id == "":
+		return "", "", &refusal{"invalid_request", "Missing client_id"}
+	case secret == "":
+		return "", "", &refusal{"invalid_request", "Missing client_secret"}
+	}
+	return id, secret, nil
 }
 
 func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form url.Values) (*bus.Response, error) {
@@ -112,15 +123,8 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 		}
 	} else {
 		var secret string
-		var bad *bus.Response
-		if id, secret, bad = clientAuth(r, form); bad != nil {
-			return bad, nil
-		}
-		if id == "" {
-			return tokenError("invalid_request", "Missing client_id"), nil
-		}
-		if secret == "" {
-			return tokenError("invalid_request", "Missing client_secret"), nil
+		if id, secret, no = clientAuth(r.Get("Authorization"), form); no != nil {
+			return no.response(), nil
 		}
 		c, member, no, err = s.authenticateClient(ctx, id, r.Remote, s.secretProof(ctx, id, secret))
 	}
@@ -128,7 +132,7 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 		return nil, err
 	}
 	if no != nil {
-		return tokenError(no.code, no.text), nil
+		return no.response(), nil
 	}
 	scope := form.Get("scope")
 	if scope == "" {
@@ -151,7 +155,7 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 		"project":      project,
 		"profile":      profile,
 	}
-	if strings.Contains(" "+scope+" ", " openid ") {
+	if hasScope(scope, "openid") {
 		idc := &auth.Claims{LoginID: c.loginID, FHIRUser: ref, ClientID: id}
 		idc.Subject = id
 		idc.Audience = jwt.ClaimStrings{id}

@@ -179,15 +179,25 @@ func (s *Service) checkPasswordLink(ctx context.Context, id, secret string) (pr 
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return pr, nil, err
 	}
-	switch {
-	case pr.Used, string(latest) != id:
-		return pr, nil, fhir.BadRequest("Already used")
-	case time.Now().After(pr.Expires):
-		return pr, nil, fhir.BadRequest("Request expired")
-	case !auth.SecretMatches(pr.Digest, secret):
-		return pr, nil, fhir.BadRequest("Incorrect secret")
+	if err := pr.usable(id, string(latest), secret, time.Now()); err != nil {
+		return pr, nil, err
 	}
 	return pr, raw, nil
+}
+
+// usable checks that the request stored as id may still be used with this
+// secret at now; latest is the id of the user's newest request, the only
+// one that works. The texts are Medplum's; the pages tell them apart.
+func (pr passwordRequest) usable(id, latest, secret string, now time.Time) error {
+	switch {
+	case pr.Used, latest != id:
+		return fhir.BadRequest("Already used")
+	case now.After(pr.Expires):
+		return fhir.BadRequest("Request expired")
+	case !auth.SecretMatches(pr.Digest, secret):
+		return fhir.BadRequest("Incorrect secret")
+	}
+	return nil
 }
 
 // usePasswordLink spends a set-password link and sets the password; every

@@ -1,0 +1,178 @@
+package identity
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+)
+
+// expectOutcome checks an error's status, first issue text and expression.
+func expectOutcome(t *testing.T, err error, status int, text, expr string) {
+	t.Helper()
+	if status == 0 {
+		if err != nil {
+			t.Fatalf("%v, want no error", err)
+		}
+		return
+	}
+	fe := fhir.AsError(err)
+	if err == nil || fe.Status != status || fe.Message() != text {
+		t.Fatalf("%v, want %d %q", err, status, text)
+	}
+	got := ""
+	if i := fe.Outcome.Issue[0]; len(i.Expression) > 0 {
+		got = i.Expression[0]
+	}
+	if got != expr {
+		t.Fatalf("expression %q, want %q", got, expr)
+	}
+}
+
+func TestCheckRedirects(t *testing.T) {
+	const bad = "Invalid redirect URI: want an absolute URI without a fragment"
+	cases := []struct {
+		name string
+		res  map[string]any
+		expr string // the field refused; "" for none
+	}{
+		{"none", map[string]any{"name": "app"}, ""},
+		{"https", map[string]any{"redirectUri": "https://app.example/cb"}, ""},
+		{"http on loopback", map[string]any{"redirectUri": "http://localhost:9615"}, ""},
+		{"with a query", map[string]any{"redirectUri": "https://app.example/cb?tenant=a"}, ""},
+		{"custom scheme, for native apps", map[string]any{"redirectUri": "com.example.app:/cb"}, ""},
+		{"urn", map[string]any{"redirectUri": "urn:ietf:wg:oauth:2.0:oob"}, ""},
+		{"scheme in capitals", map[string]any{"redirectUri": "HTTPS://APP.example/cb"}, ""},
+		{"a list", map[string]any{"redirectUris": []any{"https://app.example/1", "com.example.app:/2"}}, ""},
+		{"an empty list", map[string]any{"redirectUris": []any{}}, ""},
+		{"both", map[string]any{"redirectUri": "https://app.example/1", "redirectUris": []any{"https://app.example/2"}}, ""},
+
+		{"relative", map[string]any{"redirectUri": "/cb"}, "redirectUri"},
+		{"no scheme", map[string]any{"redirectUri": "app.example/cb"}, "redirectUri"},
+		{"empty", map[string]any{"redirectUri": ""}, "redirectUri"},
+		{"null", map[string]any{"redirectUri": nil}, "redirectUri"},
+		{"a number", map[string]any{"redirectUri": 7}, "redirectUri"},
+		{"a fragment", map[string]any{"redirectUri": "https://app.example/cb#x"}, "redirectUri"},
+		{"an empty fragment", map[string]any{"redirectUri": "https://app.example/cb#"}, "redirectUri"},
+		{"unparsable", map[string]any{"redirectUri": "http://[::1"}, "redirectUri"},
+		{"a bad entry in the list", map[string]any{"redirectUris": []any{"https://app.example/1", "/2"}}, "redirectUris[1]"},
+		{"a non-string in the list", map[string]any{"redirectUris": []any{true}}, "redirectUris[0]"},
+		{"the single one first", map[string]any{"redirectUri": "/1", "redirectUris": []any{"/2"}}, "redirectUri"},
+		// A list that is not one is left to the resource's validation.
+		{"redirectUris not a list", map[string]any{"redirectUris": "/cb"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkRedirects(tc.res)
+			if tc.expr == "" {
+				expectOutcome(t, err, 0, "", "")
+				return
+			}
+			expectOutcome(t, err, 400, bad, tc.expr)
+		})
+	}
+}
+
+func TestOperationInput(t *testing.T) {
+	const jsonCT = "application/json"
+	cases := []struct {
+		name, contentType, body string
+		want                    map[string]string
+		status                  int
+		text, expr              string
+	}{
+		{"plain object", jsonCT, `{"secret":"abc"}`, map[string]string{"secret": "abc"}, 0, "", ""},
+		{"FHIR JSON", "application/fhir+json; charset=utf-8", `{"retiringSecret":"abc"}`, map[string]string{"retiringSecret": "abc"}, 0, "", ""},
+		{"empty object", jsonCT, `{}`, map[string]string{}, 0, "", ""},
+		{"empty string", jsonCT, `{"secret":""}`, map[string]string{"secret": ""}, 0, "", ""},
+		{"Parameters", jsonCT, `{"resourceType":"Parameters","parameter":[{"name":"secret","valueString":"abc"}]}`,
+			map[string]string{"secret": "abc"}, 0, "", ""},
+		{"Parameters, both", jsonCT, `{"resourceType":"Parameters","parameter":[{"name":"secret","valueString":"a"},{"name":"retiringSecret","valueString":"b"}]}`,
+			map[string]string{"secret": "a", "retiringSecret": "b"}, 0, "", ""},
+		{"Parameters without any", jsonCT, `{"resourceType":"Parameters"}`, map[string]string{}, 0, "", ""},
+
+		{"not JSON", "text/plain", `{"secret":"abc"}`, nil, 415, "Unsupported media type", ""},
+		{"no content type", "", `{"secret":"abc"}`, nil, 415, "Unsupported media type", ""},
+		{"bad JSON", jsonCT, `{"secret":`, nil, 400, "Content could not be parsed", ""},
+		{"an array", jsonCT, `[]`, nil, 400, "Content could not be parsed", ""},
+		{"two objects", jsonCT, `{}{}`, nil, 400, "Content could not be parsed", ""},
+		{"unknown parameter", jsonCT, `{"password":"x"}`, nil, 400, "Unknown parameter: password", "password"},
+		{"another resource type", jsonCT, `{"resourceType":"Patient"}`, nil, 400, "Unknown parameter: resourceType", "resourceType"},
+		{"not a string", jsonCT, `{"secret":5}`, nil, 400, "Parameter secret must be a string", "secret"},
+		{"null", jsonCT, `{"secret":null}`, nil, 400, "Parameter secret must be a string", "secret"},
+		{"Parameters, unknown", jsonCT, `{"resourceType":"Parameters","parameter":[{"name":"secret","valueString":"a"},{"name":"x","valueString":"b"}]}`,
+			nil, 400, "Unknown parameter: x", "Parameters.parameter[1]"},
+		{"Parameters, not a string", jsonCT, `{"resourceType":"Parameters","parameter":[{"name":"secret","valueInteger":1}]}`,
+			nil, 400, "Parameter secret must be a string", "Parameters.parameter[0]"},
+		{"Parameters, parameter not a list", jsonCT, `{"resourceType":"Parameters","parameter":{"name":"secret"}}`,
+			nil, 400, "Content could not be parsed", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &bus.Request{Header: map[string]string{"Content-Type": tc.contentType}, Body: []byte(tc.body)}
+			got, err := operationInput(r, "secret", "retiringSecret")
+			expectOutcome(t, err, tc.status, tc.text, tc.expr)
+			if tc.status == 0 && !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("%v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// $rotate-secret's refusals before the client is read: who may ask, and
+// that exactly one secret names what to rotate (Medplum's texts).
+func TestRotateOperationRefusals(t *testing.T) {
+	s := unwired(t)
+	admin := &bus.Principal{User: "User/u1", Project: "p1", Admin: true}
+	cases := []struct {
+		name      string
+		principal *bus.Principal
+		body      string
+		status    int
+		text      string
+	}{
+		{"anonymous", nil, `{"secret":"a"}`, 401, "Unauthorized"},
+		{"not an admin", &bus.Principal{User: "User/u2", Project: "p1"}, `{"secret":"a"}`, 403, "Forbidden"},
+		{"no secret", admin, `{}`, 400, "Secret to rotate must be provided"},
+		{"empty secrets", &bus.Principal{SuperAdmin: true}, `{"secret":"","retiringSecret":""}`, 400, "Secret to rotate must be provided"},
+		{"both", admin, `{"secret":"a","retiringSecret":"b"}`, 400, "Only one secret can be rotated at a time"},
+		{"unknown parameter", admin, `{"clientSecret":"a"}`, 400, "Unknown parameter: clientSecret"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.rotateOperation(context.Background(), &bus.Request{
+				Method: "POST", Params: map[string]string{"id": "c1"}, Principal: tc.principal,
+				Header: map[string]string{"Content-Type": "application/json"}, Body: []byte(tc.body),
+			})
+			if fe := fhir.AsError(err); err == nil || fe.Status != tc.status || fe.Message() != tc.text {
+				t.Fatalf("%v, want %d %q", err, tc.status, tc.text)
+			}
+		})
+	}
+}
+
+// A new secret is shown in the answer once; a retirement shows none.
+func TestClientResponse(t *testing.T) {
+	res := &repo.Resource{Type: "ClientApplication", ID: "c1", JSON: []byte(`{"resourceType":"ClientApplication","id":"c1","name":"app"}`)}
+	for _, tc := range []struct {
+		name, secret string
+		status       int
+		want         string
+	}{
+		{"new secret", "s3cret", 201, `{"id":"c1","name":"app","resourceType":"ClientApplication","secret":"s3cret"}`},
+		{"no secret", "", 200, `{"id":"c1","name":"app","resourceType":"ClientApplication"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := clientResponse(tc.status, res, tc.secret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Status != tc.status || string(resp.Body) != tc.want || resp.Header["Content-Type"] != bus.FHIRContentType {
+				t.Fatalf("%d %s %v", resp.Status, resp.Body, resp.Header)
+			}
+		})
+	}
+}

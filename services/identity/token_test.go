@@ -1,0 +1,343 @@
+package identity
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/nats-io/nats.go"
+
+	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+)
+
+const testBase = "https://pinion.example/"
+
+// unwired is the service without NATS, sessions or a database: what it
+// answers, it answers before looking anything up (a lookup would panic).
+func unwired(t *testing.T) *Service {
+	t.Helper()
+	key, err := auth.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{BaseURL: testBase}, nil, nil, nil, nil, nil)
+	s.signer = &auth.Signer{Key: key, Issuer: testBase}
+	return s
+}
+
+// expectTokenError checks an answer of the token endpoint: RFC 6749
+// §5.2's shape, 401 with a Basic challenge for invalid_client.
+func expectTokenError(t *testing.T, resp *bus.Response, status int, code, text string) {
+	t.Helper()
+	var body map[string]string
+	if err := json.Unmarshal(resp.Body, &body); err != nil {
+		t.Fatalf("body %s: %v", resp.Body, err)
+	}
+	if resp.Status != status || body["error"] != code || body["error_description"] != text || len(body) != 2 {
+		t.Fatalf("%d %s, want %d %s %q", resp.Status, resp.Body, status, code, text)
+	}
+	wantChallenge := ""
+	if status == 401 {
+		wantChallenge = `Basic realm="token"`
+	}
+	if got := resp.Header["WWW-Authenticate"]; got != wantChallenge {
+		t.Fatalf("WWW-Authenticate %q, want %q", got, wantChallenge)
+	}
+	if resp.Header["Cache-Control"] != "no-store" || resp.Header["Content-Type"] != bus.JSONContentType {
+		t.Fatalf("headers %v", resp.Header)
+	}
+}
+
+func TestTokenError(t *testing.T) {
+	cases := []struct {
+		code, text string
+		status     int
+	}{
+		{"invalid_request", "Missing code", 400},
+		{"invalid_grant", "Invalid code", 400},
+		{"unsupported_grant_type", "Unsupported grant_type", 400},
+		{"unauthorized_client", "Profile not active", 400},
+		{"invalid_client", "Invalid client", 401},
+		{"invalid_client", "Invalid secret", 401},
+	}
+	for _, tc := range cases {
+		t.Run(tc.code+" "+tc.text, func(t *testing.T) {
+			expectTokenError(t, tokenError(tc.code, tc.text), tc.status, tc.code, tc.text)
+			expectTokenError(t, (&refusal{tc.code, tc.text}).response(), tc.status, tc.code, tc.text)
+		})
+	}
+}
+
+func basic(s string) string { return "Basic " + base64.StdEncoding.EncodeToString([]byte(s)) }
+
+func TestClientAuth(t *testing.T) {
+	form := func(kv ...string) url.Values {
+		v := url.Values{}
+		for i := 0; i < len(kv); i += 2 {
+			v.Set(kv[i], kv[i+1])
+		}
+		return v
+	}
+	cases := []struct {
+		name       string
+		header     string
+		form       url.Values
+		id, secret string
+		code, text string
+	}{
+		{name: "form", form: form("client_id", "app", "client_secret", "s3cret"), id: "app", secret: "s3cret"},
+		{name: "basic", header: basic("app:s3cret"), form: form(), id: "app", secret: "s3cret"},
+		{name: "basic, form-encoded halves", header: basic("my%3Aapp:a%2Bb%20c"), id: "my:app", secret: "a+b c"},
+		{name: "basic, a plus is a space", header: basic("app:a+b"), id: "app", secret: "a b"},
+		{name: "basic, a colon in the secret", header: basic("app:s:e:c"), id: "app", secret: "s:e:c"},
+		{name: "the header wins over the form", header: basic("app:s3cret"),
+			form: form("client_id", "other", "client_secret", "other-secret"), id: "app", secret: "s3cret"},
+		{name: "the form is not read to fill a half the header lacks", header: basic("app:"),
+			form: form("client_secret", "s3cret"), code: "invalid_request", text: "Missing client_secret"},
+		{name: "bearer header", header: "Bearer abc", form: form("client_id", "app", "client_secret", "s3cret"),
+			code: "invalid_request", text: "Invalid authorization header"},
+		{name: "lower-case scheme", header: "basic " + base64.StdEncoding.EncodeToString([]byte("app:s3cret")),
+			code: "invalid_request", text: "Invalid authorization header"},
+		{name: "scheme alone", header: "Basic", code: "invalid_request", text: "Invalid authorization header"},
+		{name: "not base64", header: "Basic !!!", code: "invalid_request", text: "Invalid authorization header"},
+		{name: "unpadded base64", header: "Basic " + base64.RawStdEncoding.EncodeToString([]byte("app:s3cret")),
+			code: "invalid_request", text: "Invalid authorization header"},
+		{name: "basic without a colon", header: basic("app"), code: "invalid_request", text: "Missing client_secret"},
+		{name: "basic without an id", header: basic(":s3cret"), code: "invalid_request", text: "Missing client_id"},
+		{name: "basic, empty credentials", header: "Basic ", code: "invalid_request", text: "Missing client_id"},
+		{name: "basic, a bad escape in the id reads as none", header: basic("a%zz:s3cret"),
+			code: "invalid_request", text: "Missing client_id"},
+		{name: "basic, a bad escape in the secret reads as none", header: basic("app:%"),
+			code: "invalid_request", text: "Missing client_secret"},
+		{name: "nothing", form: form(), code: "invalid_request", text: "Missing client_id"},
+		{name: "form without a secret", form: form("client_id", "app"), code: "invalid_request", text: "Missing client_secret"},
+		{name: "form without an id", form: form("client_secret", "s3cret"), code: "invalid_request", text: "Missing client_id"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id, secret, no := clientAuth(tc.header, tc.form)
+			expectRefusal(t, no, tc.code, tc.text)
+			if id != tc.id || secret != tc.secret {
+				t.Fatalf("read %q %q, want %q %q", id, secret, tc.id, tc.secret)
+			}
+		})
+	}
+}
+
+// The token endpoint's refusals that need no lookup: the content type, the
+// grant, the client's credentials as sent, and the code or refresh token as
+// sent. Texts and codes are Medplum's (deploy/standalone TestTokenErrors
+// checks the same over HTTP).
+func TestTokenRefusesMalformedRequests(t *testing.T) {
+	s := unwired(t)
+	const form = "application/x-www-form-urlencoded"
+	sign := func(c *auth.Claims, lifetime time.Duration) string {
+		t.Helper()
+		tok, err := s.signer.Sign(c, lifetime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	refreshClaims := func(edit func(*auth.Claims)) *auth.Claims {
+		c := &auth.Claims{LoginID: "l1", RefreshSecret: "r1"}
+		c.Audience = jwt.ClaimStrings{testBase}
+		if edit != nil {
+			edit(c)
+		}
+		return c
+	}
+	otherKey, err := auth.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherKey.ID = s.signer.Key.ID // the same kid, another key
+	forged, err := (&auth.Signer{Key: otherKey, Issuer: testBase}).Sign(refreshClaims(nil), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsigned := func(c jwt.MapClaims) string {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString([]byte("not the client's key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	v := func(kv ...string) string {
+		q := url.Values{}
+		for i := 0; i < len(kv); i += 2 {
+			q.Set(kv[i], kv[i+1])
+		}
+		return q.Encode()
+	}
+	cases := []struct {
+		name, contentType, body string
+		header                  map[string]string
+		status                  int
+		code, text              string
+	}{
+		{"json body", "application/json", `{"grant_type":"client_credentials"}`, nil, 400, "invalid_request", "Unsupported content type"},
+		{"no content type", "", v("grant_type", "client_credentials"), nil, 400, "invalid_request", "Unsupported content type"},
+		{"multipart", "multipart/form-data; boundary=x", v("grant_type", "client_credentials"), nil, 400, "invalid_request", "Unsupported content type"},
+		{"unparsable form", form, "grant_type=%zz", nil, 400, "invalid_request", "Could not parse form"},
+		{"missing grant", form, "", nil, 400, "invalid_request", "Missing grant_type"},
+		{"content type in capitals, with a charset", "Application/X-WWW-Form-Urlencoded; charset=UTF-8", "", nil, 400, "invalid_request", "Missing grant_type"},
+		{"password grant", form, v("grant_type", "password"), nil, 400, "unsupported_grant_type", "Unsupported grant_type"},
+		{"jwt bearer grant", form, v("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer", "assertion", "x"), nil, 400, "unsupported_grant_type", "Unsupported grant_type"},
+		{"grant in capitals", form, v("grant_type", "CLIENT_CREDENTIALS"), nil, 400, "unsupported_grant_type", "Unsupported grant_type"},
+		{"missing client", form, v("grant_type", "client_credentials"), nil, 400, "invalid_request", "Missing client_id"},
+		{"missing secret", form, v("grant_type", "client_credentials", "client_id", "app"), nil, 400, "invalid_request", "Missing client_secret"},
+		{"bearer header", form, v("grant_type", "client_credentials"), map[string]string{"Authorization": "Bearer x"}, 400, "invalid_request", "Invalid authorization header"},
+		{"basic without a secret", form, v("grant_type", "client_credentials"), map[string]string{"Authorization": basic("app")}, 400, "invalid_request", "Missing client_secret"},
+		{"assertion without its type", form, v("grant_type", "client_credentials", "client_assertion", "x.y.z"), nil, 401, "invalid_client", "Unsupported client assertion type"},
+		{"assertion of another type", form, v("grant_type", "client_credentials", "client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:saml2-bearer", "client_assertion", "x"), nil, 401, "invalid_client", "Unsupported client assertion type"},
+		{"assertion type without an assertion", form, v("grant_type", "client_credentials", "client_assertion_type", jwtBearerAssertion), nil, 401, "invalid_client", "Invalid client assertion"},
+		{"assertion not a JWT", form, v("grant_type", "client_credentials", "client_assertion_type", jwtBearerAssertion, "client_assertion", "x.y.z"), nil, 401, "invalid_client", "Invalid client assertion"},
+		{"assertion about another subject", form, v("grant_type", "client_credentials", "client_assertion_type", jwtBearerAssertion,
+			"client_assertion", unsigned(jwt.MapClaims{"iss": "app", "sub": "someone"})), nil, 401, "invalid_client", "Invalid client assertion issuer"},
+		{"assertion without an issuer", form, v("grant_type", "client_credentials", "client_assertion_type", jwtBearerAssertion,
+			"client_assertion", unsigned(jwt.MapClaims{"sub": "app"})), nil, 401, "invalid_client", "Invalid client assertion issuer"},
+		{"an assertion beats a secret", form, v("grant_type", "client_credentials", "client_id", "app", "client_secret", "s3cret",
+			"client_assertion_type", jwtBearerAssertion, "client_assertion", "x"), nil, 401, "invalid_client", "Invalid client assertion"},
+		{"missing code", form, v("grant_type", "authorization_code"), nil, 400, "invalid_request", "Missing code"},
+		{"code without its login", form, v("grant_type", "authorization_code", "code", "secret"), nil, 400, "invalid_grant", "Invalid code"},
+		{"missing refresh token", form, v("grant_type", "refresh_token"), nil, 400, "invalid_request", "Invalid refresh token"},
+		{"refresh token not a JWT", form, v("grant_type", "refresh_token", "refresh_token", "x"), nil, 400, "invalid_grant", "Invalid refresh token"},
+		{"refresh token under another key", form, v("grant_type", "refresh_token", "refresh_token", forged), nil, 400, "invalid_grant", "Invalid refresh token"},
+		{"access token as refresh token", form, v("grant_type", "refresh_token", "refresh_token",
+			sign(refreshClaims(func(c *auth.Claims) { c.RefreshSecret = "" }), time.Hour)), nil, 400, "invalid_grant", "Invalid refresh token"},
+		{"refresh token without a login", form, v("grant_type", "refresh_token", "refresh_token",
+			sign(refreshClaims(func(c *auth.Claims) { c.LoginID = "" }), time.Hour)), nil, 400, "invalid_grant", "Invalid refresh token"},
+		{"refresh token for another audience", form, v("grant_type", "refresh_token", "refresh_token",
+			sign(refreshClaims(func(c *auth.Claims) { c.Audience = jwt.ClaimStrings{"app"} }), time.Hour)), nil, 400, "invalid_grant", "Invalid refresh token"},
+		{"expired refresh token", form, v("grant_type", "refresh_token", "refresh_token",
+			sign(refreshClaims(nil), -time.Minute)), nil, 400, "invalid_grant", "Invalid refresh token"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := map[string]string{"Content-Type": tc.contentType}
+			for k, v := range tc.header {
+				h[k] = v
+			}
+			resp, err := s.token(context.Background(), &bus.Request{Method: "POST", Header: h, Body: []byte(tc.body)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			expectTokenError(t, resp, tc.status, tc.code, tc.text)
+		})
+	}
+}
+
+// HTTP Basic on the API: a request without both halves is a plain 401,
+// before any lookup or count.
+func TestBasicRefusesIncompleteCredentials(t *testing.T) {
+	s := unwired(t)
+	for name, body := range map[string]string{
+		"not JSON":  "app:s3cret",
+		"no id":     `{"secret":"s3cret"}`,
+		"no secret": `{"id":"app"}`,
+		"empty":     `{}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := s.basic(context.Background(), &bus.Request{Body: []byte(body), Remote: "10.0.0.1"})
+			if fe := fhir.AsError(err); fe.Status != 401 || fe.Message() != "Unauthorized" {
+				t.Fatalf("%v, want 401 Unauthorized", err)
+			}
+		})
+	}
+	if n := s.limiter.failures.Len(); n != 0 {
+		t.Fatalf("%d failures counted for requests that named no client", n)
+	}
+}
+
+// A client known without credentials (or without a membership) is refused
+// as unknown, and a failed proof as a wrong secret, before the session
+// bucket is asked.
+func TestAuthenticateClientRefusals(t *testing.T) {
+	s := unwired(t)
+	s.clients.Add("no-cred", &clientEntry{membership: "m1"})
+	s.clients.Add("no-member", &clientEntry{cred: &clientCred{Digest: auth.SecretDigest("s")}})
+	s.clients.Add("app", &clientEntry{cred: &clientCred{Digest: auth.SecretDigest("s")}, membership: "m1"})
+	never := func(*clientEntry) bool { return false }
+	for _, tc := range []struct {
+		id, text string
+	}{
+		{"no-cred", "Invalid client"},
+		{"no-member", "Invalid client"},
+		{"app", "Invalid secret"},
+	} {
+		c, m, no, err := s.authenticateClient(context.Background(), tc.id, "10.0.0.1", never)
+		if err != nil || c != nil || m != nil {
+			t.Fatalf("%s: %v %v %v", tc.id, c, m, err)
+		}
+		expectRefusal(t, no, "invalid_client", tc.text)
+	}
+}
+
+// HTTP Basic counts refused clients against the sign-in limiter, per
+// client and address, and says only 401.
+func TestBasicCountsFailures(t *testing.T) {
+	s := unwired(t)
+	s.clients.Add("app", &clientEntry{membership: "m1"})
+	call := func(remote string) error {
+		_, err := s.basic(context.Background(), &bus.Request{Body: []byte(`{"id":"app","secret":"guess"}`), Remote: remote})
+		return err
+	}
+	for i := 0; i < maxFailures; i++ {
+		if fe := fhir.AsError(call("10.0.0.1")); fe.Status != 401 || fe.Message() != "Unauthorized" {
+			t.Fatalf("attempt %d: %v", i+1, fe)
+		}
+	}
+	if fe := fhir.AsError(call("10.0.0.1")); fe.Status != 429 {
+		t.Fatalf("after %d failures: %v", maxFailures, fe)
+	}
+	if fe := fhir.AsError(call("10.0.0.2")); fe.Status != 401 {
+		t.Fatalf("another address is refused for this one's failures: %v", fe)
+	}
+}
+
+// The client cache forgets a changed client, and every client when a
+// membership or policy changes (what a client may do may have changed).
+func TestClientCacheEvents(t *testing.T) {
+	s := unwired(t)
+	fill := func() {
+		for _, id := range []string{"c1", "c2"} {
+			s.clients.Add(id, &clientEntry{})
+		}
+	}
+	event := func(typ, id string) *nats.Msg {
+		b, _ := json.Marshal(repo.Event{Op: "update", Type: typ, ID: id})
+		return &nats.Msg{Data: b}
+	}
+	for _, tc := range []struct {
+		name string
+		msg  *nats.Msg
+		kept []string
+	}{
+		{"a client changed", event("ClientApplication", "c1"), []string{"c2"}},
+		{"another client changed", event("ClientApplication", "c9"), []string{"c1", "c2"}},
+		{"a membership changed", event("ProjectMembership", "m1"), nil},
+		{"a policy changed", event("AccessPolicy", "a1"), nil},
+		{"a patient changed", event("Patient", "c1"), []string{"c1", "c2"}},
+		{"not an event", &nats.Msg{Data: []byte("c1")}, []string{"c1", "c2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.clients.Purge()
+			fill()
+			s.onResourceEvent(tc.msg)
+			keys := s.clients.Keys()
+			slices.Sort(keys)
+			if !slices.Equal(keys, tc.kept) {
+				t.Fatalf("kept %v, want %v", keys, tc.kept)
+			}
+		})
+	}
+}
