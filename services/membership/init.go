@@ -23,37 +23,11 @@ func (s *Service) initProject(ctx context.Context, r *bus.Request) (*bus.Respons
 	if !r.IsJSON() {
 		return nil, fhir.UnsupportedMediaType()
 	}
-	var in struct {
-		ResourceType string `json:"resourceType"`
-		Parameter    []struct {
-			Name           string          `json:"name"`
-			ValueString    string          `json:"valueString"`
-			ValueReference *fhir.Reference `json:"valueReference"`
-		} `json:"parameter"`
-	}
-	if err := json.Unmarshal(r.Body, &in); err != nil || in.ResourceType != "Parameters" {
-		return nil, fhir.BadRequest("Expected a Parameters resource", "resourceType")
-	}
-	project := map[string]any{"resourceType": "Project"}
-	ownerEmail := ""
-	for _, p := range in.Parameter {
-		switch p.Name {
-		case "name":
-			project["name"] = p.ValueString
-		case "owner":
-			if p.ValueReference != nil {
-				project["owner"] = map[string]any{"reference": p.ValueReference.Reference}
-			}
-		case "ownerEmail":
-			ownerEmail = strings.ToLower(strings.TrimSpace(p.ValueString))
-		default:
-			return nil, fhir.BadRequest("Unknown parameter: "+p.Name, "parameter")
-		}
+	project, ownerEmail, err := initParams(r.Body)
+	if err != nil {
+		return nil, err
 	}
 	if ownerEmail != "" {
-		if _, ok := project["owner"]; ok {
-			return nil, fhir.BadRequest("Give owner or ownerEmail, not both", "parameter")
-		}
 		if uid, err := s.repo.ClaimOwner(ctx, repo.UserEmailKey("", ownerEmail)); err != nil {
 			return nil, err
 		} else if uid != "" {
@@ -75,10 +49,7 @@ func (s *Service) initProject(ctx context.Context, r *bus.Request) (*bus.Respons
 		Name string `json:"name"`
 	}
 	_ = json.Unmarshal(resp.Body, &created)
-	invite, _ := json.Marshal(map[string]any{
-		"resourceType": "Practitioner", "firstName": created.Name, "lastName": "Admin", "email": ownerEmail, "admin": true,
-	})
-	ir := &bus.Request{Method: "POST", Params: map[string]string{"projectId": created.ID}, Body: invite,
+	ir := &bus.Request{Method: "POST", Params: map[string]string{"projectId": created.ID}, Body: ownerInvite(created.Name, ownerEmail),
 		Header: map[string]string{"Content-Type": "application/json"}, Principal: r.Principal, RequestID: r.RequestID}
 	mresp, err := s.invite(ctx, ir)
 	if err != nil {
@@ -99,4 +70,50 @@ func (s *Service) initProject(ctx context.Context, r *bus.Request) (*bus.Respons
 		return nil, err
 	}
 	return bus.FHIR(201, out.JSON), nil
+}
+
+// initParams reads $init's Parameters: the project to create, and the
+// e-mail of an owner to find or invite ("" when none). Every parameter is
+// checked before anything is looked up.
+func initParams(body []byte) (map[string]any, string, error) {
+	var in struct {
+		ResourceType string `json:"resourceType"`
+		Parameter    []struct {
+			Name           string          `json:"name"`
+			ValueString    string          `json:"valueString"`
+			ValueReference *fhir.Reference `json:"valueReference"`
+		} `json:"parameter"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil || in.ResourceType != "Parameters" {
+		return nil, "", fhir.BadRequest("Expected a Parameters resource", "resourceType")
+	}
+	project := map[string]any{"resourceType": "Project"}
+	ownerEmail := ""
+	for _, p := range in.Parameter {
+		switch p.Name {
+		case "name":
+			project["name"] = p.ValueString
+		case "owner":
+			if p.ValueReference != nil {
+				project["owner"] = map[string]any{"reference": p.ValueReference.Reference}
+			}
+		case "ownerEmail":
+			ownerEmail = strings.ToLower(strings.TrimSpace(p.ValueString))
+		default:
+			return nil, "", fhir.BadRequest("Unknown parameter: "+p.Name, "parameter")
+		}
+	}
+	if _, ok := project["owner"]; ok && ownerEmail != "" {
+		return nil, "", fhir.BadRequest("Give owner or ownerEmail, not both", "parameter")
+	}
+	return project, ownerEmail, nil
+}
+
+// ownerInvite is the invite that makes a new owner the project's admin:
+// a Practitioner named after the project, for $init names no person.
+func ownerInvite(projectName, email string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"resourceType": "Practitioner", "firstName": projectName, "lastName": "Admin", "email": email, "admin": true,
+	})
+	return b
 }

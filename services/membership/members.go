@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
-	"sort"
 
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
@@ -86,30 +85,8 @@ func (s *Service) saveMember(ctx context.Context, r *bus.Request, cur *repo.Reso
 	if err != nil {
 		return nil, err
 	}
-	keys := map[string]bool{}
-	for k := range old {
-		keys[k] = true
-	}
-	for k := range next {
-		keys[k] = true
-	}
-	sorted := make([]string, 0, len(keys))
-	for k := range keys {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
-	for _, k := range sorted {
-		if changeableFields[k] {
-			continue
-		}
-		if !reflect.DeepEqual(normalize(old[k]), normalize(next[k])) {
-			return nil, fhir.BadRequest("Field "+k+" of a membership cannot be changed here; only admin, accessPolicy, access and active can", k)
-		}
-	}
-	if v, ok := next["admin"]; ok {
-		if _, isBool := v.(bool); !isBool {
-			return nil, fhir.BadRequest("admin must be a boolean", "admin")
-		}
+	if err := checkMemberChange(old, next); err != nil {
+		return nil, err
 	}
 	if err := s.checkPolicies(ctx, cur.Project, next); err != nil {
 		return nil, err
@@ -124,6 +101,33 @@ func (s *Service) saveMember(ctx context.Context, r *bus.Request, cur *repo.Reso
 		return nil, err
 	}
 	return bus.FHIR(200, out.JSON).WithSession(session.MembershipsBucket, rev), nil
+}
+
+// checkMemberChange refuses a change to a membership beyond what an admin
+// may change, naming the first such field in alphabetical order, so the
+// answer does not depend on map order.
+func checkMemberChange(old, next map[string]any) error {
+	keys := map[string]any{}
+	for k := range old {
+		keys[k] = nil
+	}
+	for k := range next {
+		keys[k] = nil
+	}
+	for _, k := range sortedKeys(keys) {
+		if changeableFields[k] {
+			continue
+		}
+		if !reflect.DeepEqual(normalize(old[k]), normalize(next[k])) {
+			return fhir.BadRequest("Field "+k+" of a membership cannot be changed here; only admin, accessPolicy, access and active can", k)
+		}
+	}
+	if v, ok := next["admin"]; ok {
+		if _, isBool := v.(bool); !isBool {
+			return fhir.BadRequest("admin must be a boolean", "admin")
+		}
+	}
+	return nil
 }
 
 // normalize makes decoded JSON comparable (numbers as text).

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 
 	"github.com/google/uuid"
 
@@ -32,11 +31,7 @@ func (s *Service) inviteMembership(ctx context.Context, data []byte) error {
 	userRef := "User/" + rec.UserID
 	if !req.ForceNewMembership && req.Email != "" {
 		// The same person at the other scope is already a member: Medplum's rule.
-		other := ""
-		if !req.ProjectScoped {
-			other = req.ProjectID
-		}
-		otherUser, err := s.repo.ClaimOwner(ctx, repo.UserEmailKey(other, req.Email))
+		otherUser, err := s.repo.ClaimOwner(ctx, repo.UserEmailKey(otherScope(req), req.Email))
 		if err != nil {
 			return err
 		}
@@ -77,18 +72,7 @@ func (s *Service) inviteMembership(ctx context.Context, data []byte) error {
 				return s.conflict(ctx, rec, "Membership with externalId "+req.ExternalID+" already exists")
 			}
 		}
-		pm := map[string]any{}
-		for k, v := range req.Membership {
-			pm[k] = v
-		}
-		pm["resourceType"] = "ProjectMembership"
-		pm["project"] = map[string]any{"reference": "Project/" + req.ProjectID, "display": req.ProjectName}
-		display := req.Email
-		if display == "" {
-			display = req.ExternalID
-		}
-		pm["user"] = map[string]any{"reference": userRef, "display": display}
-		pm["profile"] = map[string]any{"reference": rec.ProfileRef, "display": req.FirstName + " " + req.LastName}
+		pm := newMembership(req, userRef, rec.ProfileRef)
 		_, err := s.repo.Create(ctx, repo.System, pm, repo.WriteOptions{ID: candidate, Project: req.ProjectID})
 		if err != nil && !(errors.Is(err, fhir.ErrConflict)) {
 			return fmt.Errorf("create membership: %w", err)
@@ -110,6 +94,34 @@ func (s *Service) inviteMembership(ctx context.Context, data []byte) error {
 		return s.queueInviteMail(ctx, rec, m.SetPasswordURL)
 	}
 	return nil
+}
+
+// otherScope is the scope (a project id, or "" for the server) where the
+// invitee, if already a user there, is the same person: a project-scoped
+// invite looks at server users, a server-scoped one at this project's.
+func otherScope(req invite.Request) string {
+	if req.ProjectScoped {
+		return ""
+	}
+	return req.ProjectID
+}
+
+// newMembership is the ProjectMembership an invite creates: the invite's
+// template, with the project, user and profile it names, each displayed.
+func newMembership(req invite.Request, userRef, profileRef string) map[string]any {
+	pm := map[string]any{}
+	for k, v := range req.Membership {
+		pm[k] = v
+	}
+	pm["resourceType"] = "ProjectMembership"
+	pm["project"] = map[string]any{"reference": "Project/" + req.ProjectID, "display": req.ProjectName}
+	display := req.Email
+	if display == "" {
+		display = req.ExternalID
+	}
+	pm["user"] = map[string]any{"reference": userRef, "display": display}
+	pm["profile"] = map[string]any{"reference": profileRef, "display": req.FirstName + " " + req.LastName}
+	return pm
 }
 
 // conflict ends an invite with 409. What the invite found or created
@@ -154,6 +166,15 @@ func (s *Service) publishMembership(ctx context.Context, id string) error {
 
 // queueInviteMail puts the invitation e-mail on the durable mail queue.
 func (s *Service) queueInviteMail(ctx context.Context, rec *invite.Record, setPasswordURL string) error {
+	msg := inviteMail(rec, setPasswordURL, s.cfg.BaseURL)
+	b, _ := json.Marshal(msg)
+	return saga.Publish(ctx, s.js, mail.Subject, b, "mail:"+msg.ID)
+}
+
+// inviteMail is the invitation e-mail: a new user gets the link that sets
+// their password; a user who has one is told where to sign in. Its id is
+// the invite's, so a redelivered step queues it once.
+func inviteMail(rec *invite.Record, setPasswordURL, baseURL string) mail.Message {
 	req := rec.Request
 	msg := mail.Message{ID: "invite-" + rec.ID, To: req.Email, InviteID: rec.ID}
 	if rec.NewUser && setPasswordURL != "" {
@@ -163,10 +184,9 @@ func (s *Service) queueInviteMail(ctx context.Context, rec *invite.Record, setPa
 	} else {
 		msg.Subject = "Pinion: Welcome to " + req.ProjectName
 		msg.Text = fmt.Sprintf("Hello %s,\n\nYou were added to %s. You will see it the next time you sign in:\n%ssignin\n",
-			req.FirstName, req.ProjectName, s.cfg.BaseURL)
+			req.FirstName, req.ProjectName, baseURL)
 	}
-	b, _ := json.Marshal(msg)
-	return saga.Publish(ctx, s.js, mail.Subject, b, "mail:"+msg.ID)
+	return msg
 }
 
 // sendMail is the e-mail queue's consumer. A failure is retried from the
@@ -217,12 +237,6 @@ func (s *Service) mailFailed(ctx context.Context, data []byte, err error) {
 // membershipFailed marks an invite failed when its membership step cannot succeed.
 func (s *Service) membershipFailed(ctx context.Context, data []byte, err error) {
 	invite.Fail(ctx, s.invites, s.nc, data, invite.StepMembership, err, s.log)
-}
-
-// profileType is the resource type of a membership's profile reference.
-func profileType(ref string) string {
-	t, _, _ := strings.Cut(ref, "/")
-	return t
 }
 
 // membershipsOfUser lists a user's memberships in a project.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -40,11 +41,7 @@ func (s *Service) replaceList(ctx context.Context, r *bus.Request, field string,
 	if !r.IsJSON() {
 		return nil, fhir.UnsupportedMediaType()
 	}
-	// Only an array replaces the list: `null` must not clear it.
-	if !bytes.HasPrefix(bytes.TrimSpace(r.Body), []byte("[")) {
-		return nil, fhir.BadRequest("The body must be a JSON array")
-	}
-	list, err := parse(r.Body)
+	list, err := readList(r.Body, parse)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +70,15 @@ func (s *Service) replaceList(ctx context.Context, r *bus.Request, field string,
 	}
 }
 
+// readList reads a body that replaces a project's list: only an array
+// does, for `null` or an object must not clear the list.
+func readList(body []byte, parse func([]byte) ([]any, error)) ([]any, error) {
+	if !bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
+		return nil, fhir.BadRequest("The body must be a JSON array")
+	}
+	return parse(body)
+}
+
 // parseSites checks a sites body's shape; the fields of each site are
 // checked against Project.site when the project is written.
 func parseSites(body []byte) ([]any, error) {
@@ -94,7 +100,12 @@ func parseSecrets(body []byte) ([]any, error) {
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.UseNumber()
 	var in []map[string]any
-	if err := d.Decode(&in); err != nil || d.More() {
+	// Anything after the array is refused, a stray `]` too (which d.More
+	// would let through, and so clear the secrets).
+	if err := d.Decode(&in); err != nil {
+		return nil, fhir.BadRequest("Secrets must be an array of {name, value[x]}")
+	}
+	if _, err := d.Token(); !errors.Is(err, io.EOF) {
 		return nil, fhir.BadRequest("Secrets must be an array of {name, value[x]}")
 	}
 	seen := map[string]bool{}
@@ -110,11 +121,12 @@ func parseSecrets(body []byte) ([]any, error) {
 		}
 		seen[name] = true
 		values := 0
-		for k, v := range sec {
+		// In key order, so that of two bad fields the same one is named each time.
+		for _, k := range sortedKeys(sec) {
 			if k == "name" {
 				continue
 			}
-			if !validSecretValue(k, v) {
+			if !validSecretValue(k, sec[k]) {
 				if t := secretTypes[k]; t != "" {
 					return nil, fhir.BadRequest(k+" must be "+t, expr+"."+k)
 				}
@@ -137,6 +149,8 @@ var secretTypes = map[string]string{
 	"valueDecimal": "a number", "valueInteger": "a 32-bit integer",
 }
 
+// validSecretValue reports whether v is a value of the ProjectSetting
+// field named; false for any other field.
 func validSecretValue(field string, v any) bool {
 	switch field {
 	case "valueString":
