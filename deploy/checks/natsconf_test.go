@@ -169,6 +169,11 @@ func TestNATSPermissions(t *testing.T) {
 		{"invite end", true, invite.DoneSubject("x"), []string{"identity", "membership", "fhir"}},
 		{"invite wait", false, invite.DoneSubject("x"), []string{"membership"}},
 		{"saga acks", true, "$JS.ACK." + saga.Stream + ".identity-invite-user.1.2.3.4.5", []string{"identity", "membership", "fhir"}},
+		// The session projector: every service runs one, asks it, and
+		// acknowledges the resource events it follows; the gateway does none.
+		{"ask a projection", true, bus.SubjSessionProject, []string{"identity", "membership", "fhir", "botexec"}},
+		{"project sessions", false, bus.SubjSessionProject, []string{"identity", "membership", "fhir", "botexec"}},
+		{"projector acks", true, "$JS.ACK." + infra.ResourceStream + ".session-projector.1.2.3.4.5", []string{"identity", "membership", "fhir", "botexec"}},
 		// Key-value buckets: who may write which.
 		{"logins", true, kv(session.LoginsBucket), []string{"identity"}},
 		{"revoked tokens", true, kv(session.RevokedBucket), []string{"identity"}},

@@ -73,6 +73,11 @@ func EventSubject(resourceType, id string) string {
 	return EventPrefix + resourceType + "." + id
 }
 
+// SubjSessionProject asks a session projector (pkg/projects) to bring the
+// session entries one resource feeds in step with the store. Any service
+// may ask: the request carries no caller, only what to read again.
+const SubjSessionProject = "pinion.sessions.project"
+
 // ClientChangedSubject carries the id of a client whose credentials changed:
 // every identity instance forgets what it cached of that client. It is not
 // a service request, so it lies outside the services' subjects.

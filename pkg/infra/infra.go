@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -35,6 +36,8 @@ type Conns struct {
 	Repo     *repo.Repo
 	Sessions *session.Store
 	stop     context.CancelFunc
+
+	projector *projects.Projector
 }
 
 // Options says where to connect.
@@ -97,6 +100,12 @@ func Open(ctx context.Context, o Options) (*Conns, error) {
 		c.Close()
 		return nil, err
 	}
+	// Every process projects memberships into the session bucket (one
+	// queue group, one durable consumer: each change is projected once).
+	if c.projector, err = projects.StartProjector(ctx, nc, c.JS, ResourceStream, c.Repo, c.Sessions, o.Log); err != nil {
+		c.Close()
+		return nil, err
+	}
 	// Every process relays what a crashed writer left in the outbox.
 	rctx, cancel := context.WithCancel(context.Background())
 	c.stop = cancel
@@ -134,6 +143,9 @@ func (c *Conns) openMongo(ctx context.Context, o Options) (store.Store, error) {
 func (c *Conns) Close() {
 	if c.stop != nil {
 		c.stop()
+	}
+	if c.projector != nil {
+		c.projector.Stop()
 	}
 	if c.Repo != nil {
 		c.Repo.Close()

@@ -1,6 +1,7 @@
 // Package projects is what several services do with projects: read one for
-// an admin route, check that an access policy belongs to it, and create a
-// client application or bot with a membership of its own.
+// an admin route, check that an access policy belongs to it, create a
+// client application or bot with a membership of its own, and project
+// memberships into the session bucket (projector.go).
 package projects
 
 import (
@@ -9,6 +10,8 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
@@ -83,10 +86,11 @@ type Agent struct {
 }
 
 // CreateAgent creates a ClientApplication or Bot and a membership whose user
-// and profile are itself, and records its rights in the session bucket so
-// its tokens work at once. When a later step fails, what was written is
-// deleted again: no client or bot is left without its membership.
-func CreateAgent(ctx context.Context, r *repo.Repo, sessions *session.Store, p *Info, a Agent) (*repo.Resource, error) {
+// and profile are itself, and has its rights projected to the session
+// bucket so its tokens work at once. When a later step fails, what was
+// written is deleted again: no client or bot is left without its
+// membership.
+func CreateAgent(ctx context.Context, r *repo.Repo, nc *nats.Conn, p *Info, a Agent) (*repo.Resource, error) {
 	typ, _ := a.Resource["resourceType"].(string)
 	res, err := r.Create(ctx, repo.Scope{Project: p.ID}, a.Resource, repo.WriteOptions{ID: a.ID, Project: p.ID, Author: a.Author})
 	if err != nil {
@@ -109,7 +113,7 @@ func CreateAgent(ctx context.Context, r *repo.Repo, sessions *session.Store, p *
 	}
 	pm, err := r.Create(ctx, repo.Scope{Project: p.ID}, m, repo.WriteOptions{Project: p.ID})
 	if err == nil {
-		_, err = SyncSession(ctx, r, sessions, pm)
+		_, err = Project(ctx, nc, "ProjectMembership", pm.ID, p.ID)
 	}
 	if err != nil {
 		// The request may be what failed; the clean-up must not be cut short.
@@ -223,31 +227,6 @@ func Entry(membership []byte, superAdmin bool, addresses []session.AddressRule) 
 		SuperAdmin: superAdmin, Active: m.Active == nil || *m.Active,
 		AccessPolicy: m.AccessPolicy != nil || len(m.Access) > 0, Addresses: addresses,
 	}, nil
-}
-
-// SyncSession writes a stored membership's rights to the session bucket
-// (an inactive one stays, marked inactive: its tokens fail) and returns the
-// bucket revision the caller's answer depends on. It is the one writer of
-// membership entries; removals go through session.Store.DeleteMembership.
-func SyncSession(ctx context.Context, r *repo.Repo, sessions *session.Store, res *repo.Resource) (uint64, error) {
-	var m membershipDoc
-	if err := json.Unmarshal(res.JSON, &m); err != nil {
-		return 0, err
-	}
-	_, projectID, _ := fhir.SplitReference(m.Project.Reference)
-	pj, err := Get(ctx, r, projectID)
-	if err != nil {
-		return 0, err
-	}
-	addresses, err := access.AddressRules(ctx, r, res)
-	if err != nil {
-		return 0, err
-	}
-	e, err := Entry(res.JSON, pj.SuperAdmin, addresses)
-	if err != nil {
-		return 0, err
-	}
-	return sessions.PutMembership(ctx, res.ID, *e)
 }
 
 // ProfileByEmail finds the project's one resource of type typ (a profile:

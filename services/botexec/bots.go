@@ -51,7 +51,7 @@ func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response,
 		}
 		res["sourceCode"] = starterSource(starter.ID)
 	}
-	bot, err := projects.CreateAgent(ctx, s.repo, s.sessions, req.Project, projects.Agent{
+	bot, err := projects.CreateAgent(ctx, s.repo, s.nc, req.Project, projects.Agent{
 		Resource: res, ID: uuid.NewString(), Policy: req.Policy, Author: r.Principal.Profile, InvitedBy: r.Principal.User,
 	})
 	if err != nil {

@@ -91,11 +91,7 @@ func (s *Service) bootstrap(ctx context.Context) (Bootstrap, error) {
 	}, SuperAdminProjectID); err != nil {
 		return b, err
 	}
-	pm, err := s.repo.Read(ctx, repo.System, "ProjectMembership", mid)
-	if err != nil {
-		return b, err
-	}
-	if _, err := projects.SyncSession(ctx, s.repo, s.sessions, pm); err != nil {
+	if _, err := projects.Project(ctx, s.nc, "ProjectMembership", mid, SuperAdminProjectID); err != nil {
 		return b, fmt.Errorf("session membership: %w", err)
 	}
 	if generated {

@@ -35,7 +35,7 @@ func (s *Service) createClient(ctx context.Context, r *bus.Request) (*bus.Respon
 	if err := s.setClientSecret(ctx, id, secret); err != nil {
 		return nil, err
 	}
-	client, err := projects.CreateAgent(ctx, s.repo, s.sessions, req.Project, projects.Agent{
+	client, err := projects.CreateAgent(ctx, s.repo, s.nc, req.Project, projects.Agent{
 		Resource: req.Resource, ID: id, Policy: req.Policy, Author: r.Principal.Profile, InvitedBy: r.Principal.User,
 	})
 	if err != nil {

@@ -96,7 +96,7 @@ func (s *Service) saveMember(ctx context.Context, r *bus.Request, cur *repo.Reso
 	if err != nil {
 		return nil, err
 	}
-	rev, err := projects.SyncSession(ctx, s.repo, s.sessions, out)
+	rev, err := projects.Project(ctx, s.nc, "ProjectMembership", out.ID, out.Project)
 	if err != nil {
 		return nil, err
 	}
@@ -159,12 +159,12 @@ func (s *Service) deleteMember(ctx context.Context, r *bus.Request) (*bus.Respon
 	if pj.Owner != nil && pj.Owner.Reference == m.User.Reference {
 		return nil, fhir.BadRequest("Cannot delete the owner of the project")
 	}
-	// Tokens first: once the session entry is gone, no request gets through.
-	rev, err := s.sessions.DeleteMembership(ctx, cur.ID)
-	if err != nil {
+	if err := s.repo.Delete(ctx, repo.Scope{Project: cur.Project}, "ProjectMembership", cur.ID); err != nil {
 		return nil, err
 	}
-	if err := s.repo.Delete(ctx, repo.Scope{Project: cur.Project}, "ProjectMembership", cur.ID); err != nil {
+	// The answer waits for the entry to go: then no request gets through.
+	rev, err := projects.Project(ctx, s.nc, "ProjectMembership", cur.ID, cur.Project)
+	if err != nil {
 		return nil, err
 	}
 	if err := s.repo.Release(ctx, repo.MembershipKey(cur.Project, m.User.Reference), cur.ID); err != nil {

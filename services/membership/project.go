@@ -138,6 +138,6 @@ func (s *Service) addOwner(ctx context.Context, projectID, projectName string, u
 	if err != nil {
 		return err
 	}
-	_, err = projects.SyncSession(ctx, s.repo, s.sessions, pm)
+	_, err = projects.Project(ctx, s.nc, "ProjectMembership", pm.ID, projectID)
 	return err
 }

@@ -153,14 +153,10 @@ func (s *Service) upsertMembership(ctx context.Context, rec *invite.Record, id s
 	return id, nil
 }
 
-// publishMembership writes a membership's rights to the session bucket,
-// from the stored resource, so the gateway honours them at once.
+// publishMembership has a membership's rights projected to the session
+// bucket, so the gateway honours them once the invite is answered.
 func (s *Service) publishMembership(ctx context.Context, id string) error {
-	res, err := s.repo.Read(ctx, repo.System, "ProjectMembership", id)
-	if err != nil {
-		return err
-	}
-	_, err = projects.SyncSession(ctx, s.repo, s.sessions, res)
+	_, err := projects.Project(ctx, s.nc, "ProjectMembership", id, "")
 	return err
 }
 
