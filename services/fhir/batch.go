@@ -62,135 +62,23 @@ func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if r.Principal == nil {
 		return nil, fhir.Unauthorized()
 	}
-	if !r.IsJSON() {
-		return nil, fhir.UnsupportedMediaType()
-	}
-	if _, err := fhir.Decode(r.Body); err != nil {
+	b, err := parseBundle(r)
+	if err != nil {
 		return nil, err
 	}
-	var b struct {
-		ResourceType string       `json:"resourceType"`
-		Type         string       `json:"type"`
-		Entry        []batchEntry `json:"entry"`
-	}
-	if err := json.Unmarshal(r.Body, &b); err != nil || b.ResourceType != "Bundle" {
-		return nil, fhir.BadRequest("Not a bundle", "resourceType")
-	}
-	if b.Type != "batch" && b.Type != "transaction" {
-		return nil, fhir.BadRequest("Bundle type must be batch or transaction", "type")
-	}
-	if len(b.Entry) > maxBatchEntries {
-		return nil, fhir.TooLarge("A bundle may hold at most " + strconv.Itoa(maxBatchEntries) + " entries")
-	}
-	tx := b.Type == "transaction"
-	out := make([]responseEntry, len(b.Entry))
-	// In a transaction, creates run first so later entries can refer to
-	// them by their urn:uuid fullUrl.
-	order := make([]int, 0, len(b.Entry))
-	if tx {
-		for i, e := range b.Entry {
-			if e.Request != nil && strings.EqualFold(e.Request.Method, "POST") {
-				order = append(order, i)
-			}
-		}
-		for i, e := range b.Entry {
-			if e.Request == nil || !strings.EqualFold(e.Request.Method, "POST") {
-				order = append(order, i)
-			}
-		}
-	} else {
-		for i := range b.Entry {
-			order = append(order, i)
-		}
-	}
-	refs := map[string]string{} // urn:uuid:… → Type/id
-	var created []string
 	outer := ctx // without the transaction: undo must really delete
 	var txn *repo.Tx
-	if tx && !s.touchesSessions(b.Entry) {
+	if b.tx() && !touchesSessions(s.cfg.BaseURL, b.Entry) {
 		ctx, txn = s.repo.Begin(ctx)
 	}
-	// The answer must fit on the bus: each entry's status line is reserved
-	// up front, and resources are included while they fit. A read that no
-	// longer fits is answered 413 (and not run once nothing fits); a write
-	// is still done and answered without its resource.
-	room := s.replyBudget() - len(b.Entry)*entryReserve
-	sessionRevs := map[string]uint64{}
-	tooLarge := fhir.TooLarge("Entry not answered: the batch's answer would be too large; read it on its own")
-	for _, i := range order {
-		e := b.Entry[i]
-		read := e.Request != nil && strings.EqualFold(e.Request.Method, "GET")
-		if read && room <= 0 {
-			out[i] = responseEntry{Response: entryResponse{Status: statusLine(tooLarge.Status), Outcome: tooLarge.JSON()}}
-			continue
+	run := newBundleRun(s.cfg.BaseURL, b, s.replyBudget())
+	if err := run.run(ctx, func(ctx context.Context, e batchEntry, assigned string) (*bus.Response, error) {
+		return s.runEntry(ctx, r, e, assigned)
+	}); err != nil {
+		if txn == nil {
+			s.undo(outer, run.created)
 		}
-		if tx && len(refs) > 0 && len(e.Resource) > 0 {
-			body := string(e.Resource)
-			for urn, ref := range refs {
-				body = strings.ReplaceAll(body, `"`+urn+`"`, `"`+ref+`"`)
-			}
-			e.Resource = json.RawMessage(body)
-		}
-		assigned := ""
-		if tx && e.Request != nil && strings.EqualFold(e.Request.Method, "POST") {
-			assigned = uuid.NewString()
-		}
-		resp, err := s.runEntry(ctx, r, e, assigned)
-		if err != nil {
-			fe := fhir.AsError(err)
-			if tx {
-				if assigned != "" {
-					// Its outcome is unknown (a deadline may have cut it
-					// off after the write): undo it too.
-					if typ, _, _ := strings.Cut(strings.TrimPrefix(s.entryPath(e), "/"), "?"); typ != "" {
-						created = append(created, typ+"/"+assigned)
-					}
-				}
-				if txn == nil {
-					s.undo(outer, created)
-				}
-				return nil, fe
-			}
-			o := fe.JSON()
-			switch {
-			case len(o) <= entryReserve:
-			case len(o)-entryReserve <= room:
-				room -= len(o) - entryReserve
-			default: // a long list of validation issues
-				o = fhir.BadRequest("Entry failed; its outcome is too large to include in the batch's answer").JSON()
-			}
-			out[i] = responseEntry{Response: entryResponse{Status: statusLine(fe.Status), Outcome: o}}
-			continue
-		}
-		// An entry that changed a session: the whole answer waits for it.
-		if bucket, rev, ok := resp.Session(); ok && rev > sessionRevs[bucket] {
-			sessionRevs[bucket] = rev
-		}
-		re := responseEntry{Response: entryResponse{
-			Status: statusLine(resp.Status), Location: resp.Header["Location"],
-			Etag: resp.Header["ETag"], LastModified: resp.Header["Last-Modified"],
-		}}
-		switch {
-		case len(resp.Body) <= room:
-			room -= len(resp.Body)
-			if len(resp.Body) > 0 {
-				re.Resource = resp.Body
-			}
-		case read:
-			re = responseEntry{Response: entryResponse{Status: statusLine(tooLarge.Status), Outcome: tooLarge.JSON()}}
-		}
-		if resp.Status == 201 {
-			var res struct {
-				ResourceType, ID string
-			}
-			if json.Unmarshal(resp.Body, &res) == nil && res.ID != "" {
-				created = append(created, res.ResourceType+"/"+res.ID)
-				if strings.HasPrefix(e.FullURL, "urn:uuid:") {
-					refs[e.FullURL] = res.ResourceType + "/" + res.ID
-				}
-			}
-		}
-		out[i] = re
+		return nil, err
 	}
 	if txn != nil {
 		// The caller is answered 504 once its deadline passes, whatever
@@ -201,27 +89,246 @@ func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, err
 			return nil, fhir.Timeout("")
 		}
 		if err := txn.Commit(outer); err != nil {
-			s.undo(outer, created) // a store without transactions may have stored part
+			s.undo(outer, run.created) // a store without transactions may have stored part
 			return nil, err
 		}
 		if ctx.Err() != nil {
-			s.undo(outer, created)
+			s.undo(outer, run.created)
 			return nil, fhir.Timeout("")
 		}
 	}
-	typ := "batch-response"
+	return run.response()
+}
+
+// bundleRequest is a batch or transaction Bundle as posted.
+type bundleRequest struct {
+	ResourceType string       `json:"resourceType"`
+	Type         string       `json:"type"`
+	Entry        []batchEntry `json:"entry"`
+}
+
+func (b *bundleRequest) tx() bool { return b.Type == "transaction" }
+
+// parseBundle reads a batch or transaction Bundle: 415 for a body that is
+// not JSON, 400 for one that is not a Bundle of either type, 413 for more
+// than maxBatchEntries entries.
+func parseBundle(r *bus.Request) (*bundleRequest, error) {
+	if !r.IsJSON() {
+		return nil, fhir.UnsupportedMediaType()
+	}
+	if _, err := fhir.Decode(r.Body); err != nil {
+		return nil, err
+	}
+	var b bundleRequest
+	if err := json.Unmarshal(r.Body, &b); err != nil || b.ResourceType != "Bundle" {
+		return nil, fhir.BadRequest("Not a bundle", "resourceType")
+	}
+	if b.Type != "batch" && b.Type != "transaction" {
+		return nil, fhir.BadRequest("Bundle type must be batch or transaction", "type")
+	}
+	if len(b.Entry) > maxBatchEntries {
+		return nil, fhir.TooLarge("A bundle may hold at most " + strconv.Itoa(maxBatchEntries) + " entries")
+	}
+	return &b, nil
+}
+
+// entryOrder is the order a bundle's entries run in: a batch's as given; a
+// transaction's creates (POST) first so that later entries can refer to
+// them by their urn:uuid fullUrl, then the rest, each in bundle order.
+func entryOrder(entries []batchEntry, tx bool) []int {
+	order := make([]int, 0, len(entries))
 	if tx {
+		for i, e := range entries {
+			if e.isMethod("POST") {
+				order = append(order, i)
+			}
+		}
+	}
+	for i, e := range entries {
+		if !tx || !e.isMethod("POST") {
+			order = append(order, i)
+		}
+	}
+	return order
+}
+
+// isMethod reports whether the entry's request has the method, in any case.
+func (e batchEntry) isMethod(m string) bool {
+	return e.Request != nil && strings.EqualFold(e.Request.Method, m)
+}
+
+// entryRunner runs one entry as its own request; assigned, when not "",
+// is the id a transaction gives the entry's create.
+type entryRunner func(ctx context.Context, e batchEntry, assigned string) (*bus.Response, error)
+
+// bundleRun is one bundle's progress: the answers so far, and what its
+// entries created.
+type bundleRun struct {
+	base    string
+	tx      bool
+	entries []batchEntry
+	out     []responseEntry
+	// room is what is left of the answer for resources and long outcomes,
+	// each entry's status line being reserved up front.
+	room int
+	// refs maps a created entry's urn:uuid fullUrl to its Type/id.
+	refs map[string]string
+	// created are the Type/id of the creates run so far (one that failed
+	// in a transaction included: a deadline may have cut it off after its
+	// write), for undo.
+	created []string
+	// sessionRevs are the newest session revision per bucket an entry
+	// wrote: the whole answer waits for them.
+	sessionRevs map[string]uint64
+}
+
+func newBundleRun(base string, b *bundleRequest, budget int) *bundleRun {
+	return &bundleRun{
+		base: base, tx: b.tx(), entries: b.Entry, out: make([]responseEntry, len(b.Entry)),
+		room: budget - len(b.Entry)*entryReserve,
+		refs: map[string]string{}, sessionRevs: map[string]uint64{},
+	}
+}
+
+// tooLargeEntry answers an entry left out of a full answer.
+func tooLargeEntry() responseEntry {
+	return outcomeEntry(fhir.TooLarge("Entry not answered: the batch's answer would be too large; read it on its own"))
+}
+
+// run runs the entries in entryOrder. A batch answers each failure in its
+// entry; a transaction stops at its first failure and returns it.
+//
+// The answer must fit on the bus: resources are included while they fit.
+// A read that no longer fits is answered 413 (and not run once nothing
+// fits); a write is still done and answered without its resource.
+func (b *bundleRun) run(ctx context.Context, exec entryRunner) error {
+	for _, i := range entryOrder(b.entries, b.tx) {
+		e := b.entries[i]
+		read := e.isMethod("GET")
+		if read && b.room <= 0 {
+			b.out[i] = tooLargeEntry()
+			continue
+		}
+		if b.tx {
+			e.Resource = rewriteRefs(e.Resource, b.refs)
+		}
+		assigned := ""
+		if b.tx && e.isMethod("POST") {
+			assigned = uuid.NewString()
+		}
+		resp, err := exec(ctx, e, assigned)
+		if err != nil {
+			fe := fhir.AsError(err)
+			if b.tx {
+				if assigned != "" {
+					if typ := entryType(b.base, e); typ != "" {
+						b.created = append(b.created, typ+"/"+assigned)
+					}
+				}
+				return fe
+			}
+			b.out[i], b.room = failedEntry(fe, b.room)
+			continue
+		}
+		if bucket, rev, ok := resp.Session(); ok && rev > b.sessionRevs[bucket] {
+			b.sessionRevs[bucket] = rev
+		}
+		b.out[i], b.room = answeredEntry(resp, read, b.room)
+		if ref := createdRef(resp); ref != "" {
+			b.created = append(b.created, ref)
+			if strings.HasPrefix(e.FullURL, "urn:uuid:") {
+				b.refs[e.FullURL] = ref
+			}
+		}
+	}
+	return nil
+}
+
+// response is the batch-response or transaction-response Bundle, marked
+// with the session revisions its entries wrote.
+func (b *bundleRun) response() (*bus.Response, error) {
+	typ := "batch-response"
+	if b.tx {
 		typ = "transaction-response"
 	}
-	body, err := json.Marshal(map[string]any{"resourceType": "Bundle", "type": typ, "entry": out})
+	body, err := json.Marshal(map[string]any{"resourceType": "Bundle", "type": typ, "entry": b.out})
 	if err != nil {
 		return nil, err
 	}
 	resp := bus.FHIR(200, body)
-	for bucket, rev := range sessionRevs {
+	for bucket, rev := range b.sessionRevs {
 		resp.WithSession(bucket, rev) // only the memberships bucket is written here
 	}
 	return resp, nil
+}
+
+// rewriteRefs points a transaction entry's references to earlier creates'
+// urn:uuid fullUrls at what they created. Only whole JSON strings are
+// replaced: a urn inside a longer string stays.
+func rewriteRefs(resource json.RawMessage, refs map[string]string) json.RawMessage {
+	if len(refs) == 0 || len(resource) == 0 {
+		return resource
+	}
+	body := string(resource)
+	for urn, ref := range refs {
+		body = strings.ReplaceAll(body, `"`+urn+`"`, `"`+ref+`"`)
+	}
+	return json.RawMessage(body)
+}
+
+// outcomeEntry answers an entry with an error's status and outcome.
+func outcomeEntry(fe *fhir.Error) responseEntry {
+	return responseEntry{Response: entryResponse{Status: statusLine(fe.Status), Outcome: fe.JSON()}}
+}
+
+// failedEntry answers a failed batch entry with its outcome, and returns
+// the room left. An outcome longer than its reserve takes room; one that
+// no longer fits (a long list of validation issues) is replaced by a
+// short one.
+func failedEntry(fe *fhir.Error, room int) (responseEntry, int) {
+	o := fe.JSON()
+	switch {
+	case len(o) <= entryReserve:
+	case len(o)-entryReserve <= room:
+		room -= len(o) - entryReserve
+	default:
+		o = fhir.BadRequest("Entry failed; its outcome is too large to include in the batch's answer").JSON()
+	}
+	return responseEntry{Response: entryResponse{Status: statusLine(fe.Status), Outcome: o}}, room
+}
+
+// answeredEntry answers an entry that ran with its status, version
+// headers and, while it fits, its resource; and returns the room left. A
+// read whose resource does not fit is answered 413 instead.
+func answeredEntry(resp *bus.Response, read bool, room int) (responseEntry, int) {
+	re := responseEntry{Response: entryResponse{
+		Status: statusLine(resp.Status), Location: resp.Header["Location"],
+		Etag: resp.Header["ETag"], LastModified: resp.Header["Last-Modified"],
+	}}
+	switch {
+	case len(resp.Body) <= room:
+		room -= len(resp.Body)
+		if len(resp.Body) > 0 {
+			re.Resource = resp.Body
+		}
+	case read:
+		re = tooLargeEntry()
+	}
+	return re, room
+}
+
+// createdRef is the Type/id a 201 answer created, "" for any other answer.
+func createdRef(resp *bus.Response) string {
+	if resp.Status != 201 {
+		return ""
+	}
+	var res struct {
+		ResourceType, ID string
+	}
+	if json.Unmarshal(resp.Body, &res) != nil || res.ID == "" {
+		return ""
+	}
+	return res.ResourceType + "/" + res.ID
 }
 
 func statusLine(code int) string { return strconv.Itoa(code) + " " + http.StatusText(code) }
@@ -233,7 +340,7 @@ func (s *Service) runEntry(ctx context.Context, r *bus.Request, e batchEntry, as
 		return nil, fhir.BadRequest("Entry has no request", "entry.request")
 	}
 	method := strings.ToUpper(e.Request.Method)
-	rel := s.entryPath(e)
+	rel := entryPath(s.cfg.BaseURL, e)
 	// The same route table as a bot's calls; within a batch only the
 	// resource interactions of this service (no nested batch) apply.
 	subject, params, q, query, ok := bus.FHIRRoute(method, rel)
@@ -257,17 +364,9 @@ func (s *Service) runEntry(ctx context.Context, r *bus.Request, e batchEntry, as
 		sub.Header["If-None-Exist"] = e.Request.IfNoneExist
 	}
 	if subject == bus.SubjPatch {
-		// A patch travels in a batch as a Binary holding the JSON Patch.
-		var bin struct {
-			ResourceType string `json:"resourceType"`
-			Data         string `json:"data"`
-		}
-		if json.Unmarshal(e.Resource, &bin) != nil || bin.ResourceType != "Binary" {
-			return nil, fhir.BadRequest("A patch entry needs a Binary resource with the JSON Patch", "entry.resource")
-		}
-		ops, err := base64.StdEncoding.DecodeString(bin.Data)
+		ops, err := patchEntryBody(e.Resource)
 		if err != nil {
-			return nil, fhir.BadRequest("Invalid Binary data", "entry.resource.data")
+			return nil, err
 		}
 		sub.Body = ops
 		sub.Header["Content-Type"] = "application/json-patch+json"
@@ -275,15 +374,30 @@ func (s *Service) runEntry(ctx context.Context, r *bus.Request, e batchEntry, as
 	return h(ctx, sub)
 }
 
+// patchEntryBody is the JSON Patch of a patch entry, which travels in a
+// batch as a Binary holding it base64-encoded.
+func patchEntryBody(resource json.RawMessage) ([]byte, error) {
+	var bin struct {
+		ResourceType string `json:"resourceType"`
+		Data         string `json:"data"`
+	}
+	if json.Unmarshal(resource, &bin) != nil || bin.ResourceType != "Binary" {
+		return nil, fhir.BadRequest("A patch entry needs a Binary resource with the JSON Patch", "entry.resource")
+	}
+	ops, err := base64.StdEncoding.DecodeString(bin.Data)
+	if err != nil {
+		return nil, fhir.BadRequest("Invalid Binary data", "entry.resource.data")
+	}
+	return ops, nil
+}
+
 // touchesSessions reports whether a bundle writes one of sessionTypes.
-func (s *Service) touchesSessions(entries []batchEntry) bool {
+func touchesSessions(base string, entries []batchEntry) bool {
 	for _, e := range entries {
-		if e.Request == nil || strings.EqualFold(e.Request.Method, "GET") {
+		if e.Request == nil || e.isMethod("GET") {
 			continue
 		}
-		typ, _, _ := strings.Cut(strings.TrimPrefix(s.entryPath(e), "/"), "/")
-		typ, _, _ = strings.Cut(typ, "?")
-		if sessionTypes[typ] {
+		if sessionTypes[entryType(base, e)] {
 			return true
 		}
 	}
@@ -291,8 +405,15 @@ func (s *Service) touchesSessions(entries []batchEntry) bool {
 }
 
 // entryPath is an entry's URL relative to the FHIR base.
-func (s *Service) entryPath(e batchEntry) string {
-	return strings.TrimPrefix(e.Request.URL, s.cfg.BaseURL+"fhir/R4/")
+func entryPath(base string, e batchEntry) string {
+	return strings.TrimPrefix(e.Request.URL, base+"fhir/R4/")
+}
+
+// entryType is the resource type an entry's URL names.
+func entryType(base string, e batchEntry) string {
+	typ, _, _ := strings.Cut(strings.TrimPrefix(entryPath(base, e), "/"), "/")
+	typ, _, _ = strings.Cut(typ, "?")
+	return typ
 }
 
 // commitMargin is the time a transaction must have left to commit: its

@@ -104,69 +104,36 @@ func (s *Service) export(ctx context.Context, r *bus.Request) (*bus.Response, er
 		}
 	}
 	spec := &exportSpec{Project: r.Principal.Project, Principal: *r.Principal}
-	if v := params.Get("_since"); v != "" {
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return nil, fhir.BadRequest("Invalid _since: want an instant such as 2024-01-02T03:04:05Z", "_since")
-		}
-		spec.Since = t.UTC().Format(time.RFC3339Nano)
+	if spec.Since, err = exportSince(params.Get("_since")); err != nil {
+		return nil, err
 	}
-	switch f := params.Get("_outputFormat"); f {
-	case "", ndjsonType, "application/ndjson", "ndjson":
-	default:
-		return nil, fhir.BadRequest("Unsupported _outputFormat: "+f+" (only "+ndjsonType+")", "_outputFormat")
+	if err := checkOutputFormat(params.Get("_outputFormat")); err != nil {
+		return nil, err
 	}
 	level := exportLevel(r.Path)
-	var candidates []string
 	switch level {
 	case "Group":
 		spec.Group = true
 		if spec.Patients, err = s.groupPatients(ctx, pol, r.Param("id")); err != nil {
 			return nil, err
 		}
-		candidates = patientTypes()
 	case "Patient":
 		if err := pol.Allow("Patient", access.Search); err != nil {
 			return nil, err
 		}
-		candidates = patientTypes()
-	default:
-		candidates = fhirschema.ResourceTypes()
 	}
+	candidates := exportCandidates(level)
 	if v := params.Get("_type"); v != "" {
-		var asked []string
-		for _, t := range strings.Split(v, ",") {
-			t = strings.TrimSpace(t)
-			switch {
-			case !fhirschema.IsResourceType(t):
-				return nil, fhir.BadRequest("Unknown resource type: "+t, "_type")
-			case notExported(t) || !slices.Contains(candidates, t):
-				return nil, fhir.BadRequest(t+" cannot be exported at this level", "_type")
-			}
-			if !slices.Contains(asked, t) {
-				asked = append(asked, t)
-			}
-		}
-		candidates = asked
-	}
-	// As in Medplum, the types the caller may not search are left out; a
-	// group without patients exports nothing.
-	if spec.Group && len(spec.Patients) == 0 {
-		candidates = nil
-	}
-	for _, t := range candidates {
-		if !notExported(t) && pol.AllowResource(t, "", access.Search) == nil {
-			spec.Types = append(spec.Types, t)
+		if candidates, err = askedTypes(v, candidates); err != nil {
+			return nil, err
 		}
 	}
+	spec.Types = exportTypes(candidates, spec, func(t string) bool { return pol.AllowResource(t, "", access.Search) == nil })
 	if err := s.checkActiveExports(ctx, spec.Project); err != nil {
 		return nil, err
 	}
-	job, err := s.repo.Create(ctx, repo.Scope{Project: spec.Project}, map[string]any{
-		"resourceType": "AsyncJob", "status": "active",
-		"requestTime": time.Now().UTC().Format(time.RFC3339Nano),
-		"request":     s.cfg.BaseURL + strings.TrimPrefix(r.Path, "/") + query(r.RawQuery),
-	}, repo.WriteOptions{Author: r.Principal.Profile})
+	job, err := s.repo.Create(ctx, repo.Scope{Project: spec.Project},
+		newExportJob(s.cfg.BaseURL, r.Path, r.RawQuery, time.Now()), repo.WriteOptions{Author: r.Principal.Profile})
 	if err != nil {
 		return nil, err
 	}
@@ -177,10 +144,91 @@ func (s *Service) export(ctx context.Context, r *bus.Request) (*bus.Response, er
 		return nil, fmt.Errorf("queue export: %w", err)
 	}
 	s.log.Info("export accepted", "job", job.ID, "project", spec.Project, "types", len(spec.Types), "level", level)
-	e := fhir.Accepted(s.cfg.BaseURL + "fhir/R4/bulkdata/export/" + job.ID)
+	return exportAccepted(s.cfg.BaseURL, job.ID), nil
+}
+
+// exportSince reads _since: an instant, kept in UTC ("" when not given).
+func exportSince(v string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return "", fhir.BadRequest("Invalid _since: want an instant such as 2024-01-02T03:04:05Z", "_since")
+	}
+	return t.UTC().Format(time.RFC3339Nano), nil
+}
+
+// checkOutputFormat accepts NDJSON, under any of the names the Bulk Data
+// IG gives it, and nothing else.
+func checkOutputFormat(f string) error {
+	switch f {
+	case "", ndjsonType, "application/ndjson", "ndjson":
+		return nil
+	}
+	return fhir.BadRequest("Unsupported _outputFormat: "+f+" (only "+ndjsonType+")", "_outputFormat")
+}
+
+// exportCandidates are the types an export at level may cover.
+func exportCandidates(level string) []string {
+	if level == "System" {
+		return fhirschema.ResourceTypes()
+	}
+	return patientTypes()
+}
+
+// askedTypes reads _type (comma-separated): each a known type the level
+// covers, kept once, in the order asked.
+func askedTypes(v string, candidates []string) ([]string, error) {
+	var asked []string
+	for _, t := range strings.Split(v, ",") {
+		t = strings.TrimSpace(t)
+		switch {
+		case !fhirschema.IsResourceType(t):
+			return nil, fhir.BadRequest("Unknown resource type: "+t, "_type")
+		case notExported(t) || !slices.Contains(candidates, t):
+			return nil, fhir.BadRequest(t+" cannot be exported at this level", "_type")
+		}
+		if !slices.Contains(asked, t) {
+			asked = append(asked, t)
+		}
+	}
+	return asked, nil
+}
+
+// exportTypes are the candidates an export writes. As in Medplum, the
+// types the caller may not search are left out; a group without patients
+// exports nothing.
+func exportTypes(candidates []string, spec *exportSpec, searchable func(typ string) bool) []string {
+	if spec.Group && len(spec.Patients) == 0 {
+		return nil
+	}
+	var out []string
+	for _, t := range candidates {
+		if !notExported(t) && searchable(t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// newExportJob is the AsyncJob that records an export requested at path
+// (with its query) at now.
+func newExportJob(base, path, rawQuery string, now time.Time) map[string]any {
+	return map[string]any{
+		"resourceType": "AsyncJob", "status": "active",
+		"requestTime": now.UTC().Format(time.RFC3339Nano),
+		"request":     base + strings.TrimPrefix(path, "/") + query(rawQuery),
+	}
+}
+
+// exportAccepted answers a kick-off: 202, the status URL in
+// Content-Location and, as Medplum, in the outcome's diagnostics.
+func exportAccepted(base, job string) *bus.Response {
+	e := fhir.Accepted(base + "fhir/R4/bulkdata/export/" + job)
 	resp := bus.Outcome(e)
 	resp.Header["Content-Location"] = e.Outcome.Issue[0].Diagnostics
-	return resp, nil
+	return resp
 }
 
 // exportParams are the kick-off's parameters: the query, and for a POST
@@ -268,16 +316,23 @@ func (s *Service) groupPatients(ctx context.Context, pol *access.Policy, id stri
 	if err != nil {
 		return nil, err
 	}
-	var group struct {
+	return groupMembers(res.JSON)
+}
+
+// groupMembers are a Group's Patient members, each once, in the order
+// listed; other members are left out. A group of more than
+// maxGroupPatients patients is refused.
+func groupMembers(group []byte) ([]string, error) {
+	var g struct {
 		Member []struct {
 			Entity fhir.Reference `json:"entity"`
 		} `json:"member"`
 	}
-	if err := json.Unmarshal(res.JSON, &group); err != nil {
+	if err := json.Unmarshal(group, &g); err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, m := range group.Member {
+	for _, m := range g.Member {
 		if t, pid, ok := fhir.SplitReference(m.Entity.Reference); ok && t == "Patient" && !slices.Contains(out, pid) {
 			out = append(out, pid)
 		}
@@ -299,12 +354,18 @@ func (s *Service) checkActiveExports(ctx context.Context, project string) error 
 	if err != nil {
 		return err
 	}
-	if page.Total >= maxActiveExports {
-		e := fhir.TooManyRequests()
-		e.Outcome.Issue[0].Details.Text = fmt.Sprintf("This project has %d exports running; wait for one to finish", page.Total)
-		return e
+	return activeExportsLimit(page.Total)
+}
+
+// activeExportsLimit refuses (429) a project's export while it has
+// maxActiveExports unfinished ones.
+func activeExportsLimit(active int) error {
+	if active < maxActiveExports {
+		return nil
 	}
-	return nil
+	e := fhir.TooManyRequests()
+	e.Outcome.Issue[0].Details.Text = fmt.Sprintf("This project has %d exports running; wait for one to finish", active)
+	return e
 }
 
 func query(raw string) string {
@@ -366,6 +427,24 @@ func stateOf(job map[string]any) exportState {
 		}
 	}
 	return st
+}
+
+// resources counts the resources in the files written so far.
+func (st exportState) resources() int {
+	n := 0
+	for _, f := range st.Files {
+		n += f.Count
+	}
+	return n
+}
+
+// advance is the state once the walk stands at step, after the id after;
+// its files are a copy, so that a write that fails leaves st as it was.
+func (st exportState) advance(step int, after string) exportState {
+	next := st
+	next.Files = slices.Clone(st.Files)
+	next.Step, next.After = step, after
+	return next
 }
 
 // output is the job's output Parameters for a state; done drops the cursor.
@@ -461,21 +540,47 @@ func (s *Service) runExport(jobs context.Context, m jetstream.Msg) {
 		attempt = md.NumDelivered
 	}
 	log := s.log.With("job", spec.Job, "project", spec.Project)
-	switch err := s.runExportJob(ctx, &spec, attempt, log); {
-	case jobs.Err() != nil:
+	err := s.runExportJob(ctx, &spec, attempt, log)
+	switch exportOutcome(jobs.Err() != nil, err, attempt) {
+	case jobPaused:
 		log.Info("export paused: the service is stopping")
 		_ = m.Nak()
 		return
-	case err == nil, errors.Is(err, errCancelled):
-	case attempt >= exportAttempts || !isTransient(err):
+	case jobDone:
+	case jobFailed:
 		log.Warn("export failed", "attempt", attempt, "err", err)
 		s.failExport(context.WithoutCancel(ctx), &spec, err)
-	default:
+	case jobRetry:
 		log.Warn("export interrupted; it will resume", "attempt", attempt, "err", err)
 		_ = m.NakWithDelay(5 * time.Second)
 		return
 	}
 	_ = m.Ack()
+}
+
+// jobOutcome is what becomes of one delivery of an export job.
+type jobOutcome int
+
+const (
+	jobDone   jobOutcome = iota // finished or cancelled: acknowledged
+	jobFailed                   // recorded as failed, then acknowledged
+	jobRetry                    // delivered again after a pause, to resume
+	jobPaused                   // the service is stopping: delivered again, wherever an instance runs
+)
+
+// exportOutcome decides a delivery's outcome from the attempt's error: a
+// refusal (4xx) fails the job at once, anything else is retried until
+// the job has been started exportAttempts times.
+func exportOutcome(stopping bool, err error, attempt uint64) jobOutcome {
+	switch {
+	case stopping:
+		return jobPaused
+	case err == nil, errors.Is(err, errCancelled):
+		return jobDone
+	case attempt >= exportAttempts || !isTransient(err):
+		return jobFailed
+	}
+	return jobRetry
 }
 
 // isTransient reports an error worth another attempt: anything but a
@@ -519,17 +624,12 @@ func (s *Service) runExportJob(ctx context.Context, spec *exportSpec, attempt ui
 	}
 	fileBytes := min(exportFileBytes, s.replyBudget()*3/4)
 	var buf bytes.Buffer
-	count, exported := 0, 0
-	for _, f := range st.Files {
-		exported += f.Count
-	}
+	count, exported := 0, st.resources()
 	lastLog := time.Now()
 	// flush stores the buffered file and the job's new position in one
 	// transaction: after a crash the job resumes just after the last file.
 	flush := func(typ string, step int, after string) error {
-		next := st
-		next.Files = slices.Clone(st.Files)
-		next.Step, next.After = step, after
+		next := st.advance(step, after)
 		tctx, tx := s.repo.Begin(ctx)
 		if buf.Len() > 0 {
 			bin, err := s.repo.Create(tctx, sc, map[string]any{
@@ -567,7 +667,7 @@ func (s *Service) runExportJob(ctx context.Context, spec *exportSpec, attempt ui
 	}
 	for step := st.Step; step < len(spec.Types); step++ {
 		typ := spec.Types[step]
-		q, err := s.exportQuery(spec, typ)
+		q, err := exportQuery(spec, typ)
 		if err != nil {
 			return err
 		}
@@ -619,7 +719,7 @@ func (s *Service) runExportJob(ctx context.Context, spec *exportSpec, attempt ui
 }
 
 // exportQuery is the search of one type in a job, in id order.
-func (s *Service) exportQuery(spec *exportSpec, typ string) (*search.Query, error) {
+func exportQuery(spec *exportSpec, typ string) (*search.Query, error) {
 	v := url.Values{"_count": {strconv.Itoa(exportPage)}}
 	if spec.Since != "" {
 		v.Set("_lastUpdated", "ge"+spec.Since)
@@ -647,11 +747,7 @@ func (s *Service) exportQuery(spec *exportSpec, typ string) (*search.Query, erro
 // failExport records why a job failed, and removes the files it wrote.
 func (s *Service) failExport(ctx context.Context, spec *exportSpec, cause error) {
 	sc := repo.Scope{Project: spec.Project}
-	msg := "The export failed; start it again"
-	var fe *fhir.Error
-	if errors.As(cause, &fe) && fe.Status < 500 && len(fe.Outcome.Issue) > 0 {
-		msg = fe.Outcome.Issue[0].Details.Text
-	}
+	msg := failureMessage(cause)
 	for range 3 {
 		cur, err := s.repo.Read(ctx, sc, "AsyncJob", spec.Job)
 		if err != nil {
@@ -664,16 +760,50 @@ func (s *Service) failExport(ctx context.Context, spec *exportSpec, cause error)
 		}
 		s.deleteFiles(ctx, sc, stateOf(job).Files)
 		job["status"] = "error"
-		job["output"] = map[string]any{"resourceType": "Parameters", "parameter": []any{
-			map[string]any{"name": "outcome", "resource": map[string]any{
-				"resourceType": "OperationOutcome",
-				"issue":        []any{map[string]any{"severity": "error", "code": "processing", "details": map[string]any{"text": msg}}},
-			}},
-		}}
+		job["output"] = failedOutput(msg)
 		if _, err := s.repo.Update(ctx, sc, job, repo.WriteOptions{IfMatch: cur.VersionID}); !changed(err) {
 			return
 		}
 	}
+}
+
+// failureMessage is what a failed job tells its requester: a refusal's
+// own text; for anything else, which may reveal internals, a generic one.
+func failureMessage(cause error) string {
+	var fe *fhir.Error
+	if errors.As(cause, &fe) && fe.Status < 500 && len(fe.Outcome.Issue) > 0 && fe.Outcome.Issue[0].Details != nil {
+		return fe.Outcome.Issue[0].Details.Text
+	}
+	return "The export failed; start it again"
+}
+
+// failedOutput is a failed job's output: an OperationOutcome saying why.
+func failedOutput(msg string) map[string]any {
+	return map[string]any{"resourceType": "Parameters", "parameter": []any{
+		map[string]any{"name": "outcome", "resource": map[string]any{
+			"resourceType": "OperationOutcome",
+			"issue":        []any{map[string]any{"severity": "error", "code": "processing", "details": map[string]any{"text": msg}}},
+		}},
+	}}
+}
+
+// failureText reads back the message of a failed job's output.
+func failureText(job map[string]any) string {
+	msg := "The export failed"
+	out, _ := job["output"].(map[string]any)
+	params, _ := out["parameter"].([]any)
+	for _, p := range params {
+		if pm, _ := p.(map[string]any); pm["name"] == "outcome" {
+			if o, _ := pm["resource"].(map[string]any); o != nil {
+				if issues, _ := o["issue"].([]any); len(issues) > 0 {
+					if d, _ := issues[0].(map[string]any)["details"].(map[string]any); d != nil {
+						msg, _ = d["text"].(string)
+					}
+				}
+			}
+		}
+	}
+	return msg
 }
 
 func (s *Service) deleteFiles(ctx context.Context, sc repo.Scope, files []exportFile) {
@@ -694,22 +824,22 @@ func (s *Service) exportStatus(ctx context.Context, r *bus.Request) (*bus.Respon
 	if err != nil {
 		return nil, err
 	}
+	return exportStatusAnswer(s.cfg.BaseURL, job)
+}
+
+// exportStatusAnswer answers a status request from the job's AsyncJob.
+func exportStatusAnswer(base string, job map[string]any) (*bus.Response, error) {
 	st := stateOf(job)
 	switch job["status"] {
 	case "active":
-		n := 0
-		for _, f := range st.Files {
-			n += f.Count
-		}
-		resp := &bus.Response{Status: 202, Header: map[string]string{
+		return &bus.Response{Status: 202, Header: map[string]string{
 			"Retry-After": "2",
-			"X-Progress":  fmt.Sprintf("%d resources in %d files", n, len(st.Files)),
-		}}
-		return resp, nil
+			"X-Progress":  fmt.Sprintf("%d resources in %d files", st.resources(), len(st.Files)),
+		}}, nil
 	case "completed":
 		output := make([]map[string]any, 0, len(st.Files))
 		for _, f := range st.Files {
-			output = append(output, map[string]any{"type": f.Type, "url": s.cfg.BaseURL + "fhir/R4/" + f.URL, "count": f.Count})
+			output = append(output, map[string]any{"type": f.Type, "url": base + "fhir/R4/" + f.URL, "count": f.Count})
 		}
 		return bus.JSON(200, map[string]any{
 			"transactionTime":     job["transactionTime"],
@@ -720,22 +850,8 @@ func (s *Service) exportStatus(ctx context.Context, r *bus.Request) (*bus.Respon
 			"deleted":             []any{},
 		}), nil
 	case "error":
-		msg := "The export failed"
-		out, _ := job["output"].(map[string]any)
-		params, _ := out["parameter"].([]any)
-		for _, p := range params {
-			if pm, _ := p.(map[string]any); pm["name"] == "outcome" {
-				if o, _ := pm["resource"].(map[string]any); o != nil {
-					if issues, _ := o["issue"].([]any); len(issues) > 0 {
-						if d, _ := issues[0].(map[string]any)["details"].(map[string]any); d != nil {
-							msg, _ = d["text"].(string)
-						}
-					}
-				}
-			}
-		}
 		e := fhir.Internal()
-		e.Outcome.Issue[0].Details.Text = msg
+		e.Outcome.Issue[0].Details.Text = failureText(job)
 		return nil, e
 	}
 	return nil, fhir.NotFound()
@@ -756,11 +872,12 @@ func (s *Service) exportCancel(ctx context.Context, r *bus.Request) (*bus.Respon
 		if err := pol.AllowResource("AsyncJob", cur.ID, access.Update); err != nil {
 			return nil, err
 		}
-		if job["status"] == "cancelled" {
-			return &bus.Response{Status: 202, Header: map[string]string{}}, nil
+		done, err := cancelled(job)
+		if err != nil {
+			return nil, err
 		}
-		if job["status"] != "active" && job["status"] != "completed" {
-			return nil, fhir.NotFound()
+		if done {
+			return &bus.Response{Status: 202, Header: map[string]string{}}, nil
 		}
 		sc := repo.Scope{Project: cur.Project}
 		files := stateOf(job).Files
@@ -777,6 +894,19 @@ func (s *Service) exportCancel(ctx context.Context, r *bus.Request) (*bus.Respon
 		return &bus.Response{Status: 202, Header: map[string]string{}}, nil
 	}
 	return nil, fhir.Conflict("The export is changing too fast to cancel; try again")
+}
+
+// cancelled says whether a cancel finds the job cancelled already (and
+// answers 202 again); only a running or finished job can be cancelled,
+// any other is 404.
+func cancelled(job map[string]any) (bool, error) {
+	switch job["status"] {
+	case "cancelled":
+		return true, nil
+	case "active", "completed":
+		return false, nil
+	}
+	return false, fhir.NotFound()
 }
 
 // readExportJob reads an export's AsyncJob as the caller may see it.
@@ -798,8 +928,14 @@ func (s *Service) readExportJob(ctx context.Context, r *bus.Request) (map[string
 	if err != nil {
 		return nil, nil, err
 	}
-	if req, _ := job["request"].(string); !strings.Contains(req, "$export") {
+	if !isExportJob(job) {
 		return nil, nil, fhir.NotFound() // an AsyncJob of another kind
 	}
 	return job, res, nil
+}
+
+// isExportJob tells an export's AsyncJob from other kinds by its request.
+func isExportJob(job map[string]any) bool {
+	req, _ := job["request"].(string)
+	return strings.Contains(req, "$export")
 }

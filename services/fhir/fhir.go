@@ -75,7 +75,17 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.stopSaga, err = saga.Consume(ctx, s.js, "fhir-invite-profile", invite.SubjProfile, s.inviteProfile, s.profileFailed, s.log); err != nil {
 		return err
 	}
-	s.handlers = map[string]bus.Handler{
+	s.handlers = s.routes()
+	if err := s.startExports(ctx); err != nil {
+		return err
+	}
+	s.svc, err = bus.Serve(s.nc, "fhir", "1.0.0", s.handlers, s.log)
+	return err
+}
+
+// routes maps each subject the service answers to its handler.
+func (s *Service) routes() map[string]bus.Handler {
+	return map[string]bus.Handler{
 		bus.SubjMetadata:     s.capabilities,
 		bus.SubjRead:         s.read,
 		bus.SubjVRead:        s.vread,
@@ -92,11 +102,6 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.SubjExportStatus: s.exportStatus,
 		bus.SubjExportCancel: s.exportCancel,
 	}
-	if err := s.startExports(ctx); err != nil {
-		return err
-	}
-	s.svc, err = bus.Serve(s.nc, "fhir", "1.0.0", s.handlers, s.log)
-	return err
 }
 
 // Stop drains in-flight requests.

@@ -69,19 +69,28 @@ func (s *Service) history(ctx context.Context, r *bus.Request) (*bus.Response, e
 	if err != nil {
 		return nil, err
 	}
-	typ := g.Type()
 	versions, err := g.History(ctx, r.Param("id"))
 	if err != nil {
 		return nil, err
 	}
+	out, err := historyBundle(s.cfg.BaseURL, g.Type(), r.Param("id"), versions, s.replyBudget())
+	if err != nil {
+		return nil, err
+	}
+	return bus.FHIR(200, out), nil
+}
+
+// historyBundle is the history of typ/id as a Bundle: every version, in
+// the store's order, a deleted one as a DELETE answered 410. A history
+// larger than room bytes is refused (413) rather than cut.
+func historyBundle(base, typ, id string, versions []*repo.Resource, room int) ([]byte, error) {
 	total := len(versions)
 	b := fhir.Bundle{ResourceType: "Bundle", Type: "history", Total: &total}
-	room := s.replyBudget()
 	for _, v := range versions {
 		if room -= len(v.JSON) + 256; room < 0 {
-			return nil, fhir.TooLarge(fmt.Sprintf("The history of %s/%s (%d versions) is too large to answer at once; read versions one at a time", typ, r.Param("id"), total))
+			return nil, fhir.TooLarge(fmt.Sprintf("The history of %s/%s (%d versions) is too large to answer at once; read versions one at a time", typ, id, total))
 		}
-		e := fhir.BundleEntry{FullURL: s.cfg.BaseURL + "fhir/R4/" + typ + "/" + v.ID}
+		e := fhir.BundleEntry{FullURL: base + "fhir/R4/" + typ + "/" + v.ID}
 		e.Request = &struct {
 			Method string `json:"method"`
 			URL    string `json:"url"`
@@ -98,11 +107,7 @@ func (s *Service) history(ctx context.Context, r *bus.Request) (*bus.Response, e
 		}
 		b.Entry = append(b.Entry, e)
 	}
-	out, err := b.Encode()
-	if err != nil {
-		return nil, err
-	}
-	return bus.FHIR(200, out), nil
+	return b.Encode()
 }
 
 func (s *Service) search(ctx context.Context, r *bus.Request) (*bus.Response, error) {
@@ -110,23 +115,11 @@ func (s *Service) search(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	typ := g.Type()
-	params := r.Query
-	if r.Method == "POST" {
-		// POST _search: the parameters come as a form body, plus any in the URL.
-		if !isMediaType(r.Get("Content-Type"), "application/x-www-form-urlencoded") {
-			return nil, fhir.UnsupportedMediaType()
-		}
-		form, err := url.ParseQuery(string(r.Body))
-		if err != nil {
-			return nil, fhir.BadRequest("Invalid form body")
-		}
-		for k, v := range r.Query {
-			form[k] = append(form[k], v...)
-		}
-		params = form
+	params, err := searchParams(r)
+	if err != nil {
+		return nil, err
 	}
-	q, err := search.Parse(typ, params)
+	q, err := search.Parse(g.Type(), params)
 	if err != nil {
 		return nil, err
 	}
@@ -134,22 +127,52 @@ func (s *Service) search(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
+	out, err := searchBundle(s.cfg.BaseURL, g.Type(), q, page, s.replyBudget())
+	if err != nil {
+		return nil, err
+	}
+	return bus.FHIR(200, out), nil
+}
+
+// searchParams are a search's parameters: the query, and for POST _search
+// a form body too (its values first, then the URL's).
+func searchParams(r *bus.Request) (url.Values, error) {
+	if r.Method != "POST" {
+		return r.Query, nil
+	}
+	if !isMediaType(r.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		return nil, fhir.UnsupportedMediaType()
+	}
+	form, err := url.ParseQuery(string(r.Body))
+	if err != nil {
+		return nil, fhir.BadRequest("Invalid form body")
+	}
+	for k, v := range r.Query {
+		form[k] = append(form[k], v...)
+	}
+	return form, nil
+}
+
+// searchBundle is one page of a search as a searchset Bundle, with its self
+// link and, when more follow, a next link.
+func searchBundle(base, typ string, q *search.Query, page *repo.Page, room int) ([]byte, error) {
 	b := fhir.Bundle{ResourceType: "Bundle", Type: "searchset"}
 	if page.Total >= 0 {
 		t := page.Total
 		b.Total = &t
 	}
-	self := s.cfg.BaseURL + "fhir/R4/" + typ
+	self := base + "fhir/R4/" + typ
 	if enc := q.Canonical.Encode(); enc != "" {
 		self += "?" + enc
 	}
 	b.Link = append(b.Link, fhir.BundleLink{Relation: "self", URL: self})
-	// A page is cut short where it would no longer fit in one answer; its
+	// A page is cut short where it would no longer fit in room bytes; its
 	// next link continues from there.
-	room, more, returned := s.replyBudget(), page.More, len(page.Resources)
+	more, returned := page.More, len(page.Resources)
 	for i, res := range page.Resources {
 		body := res.JSON
 		if len(q.Elements) > 0 || q.Summary == "text" || q.Summary == "data" {
+			var err error
 			if body, err = subset(body, q); err != nil {
 				return nil, err
 			}
@@ -161,7 +184,7 @@ func (s *Service) search(ctx context.Context, r *bus.Request) (*bus.Response, er
 			more, returned = true, i
 			break
 		}
-		e := fhir.BundleEntry{FullURL: s.cfg.BaseURL + "fhir/R4/" + typ + "/" + res.ID, Resource: body}
+		e := fhir.BundleEntry{FullURL: base + "fhir/R4/" + typ + "/" + res.ID, Resource: body}
 		e.Search = &struct {
 			Mode string `json:"mode"`
 		}{Mode: "match"}
@@ -174,13 +197,9 @@ func (s *Service) search(ctx context.Context, r *bus.Request) (*bus.Response, er
 		}
 		next.Set("_offset", strconv.Itoa(q.Offset+returned))
 		next.Set("_count", strconv.Itoa(q.Count))
-		b.Link = append(b.Link, fhir.BundleLink{Relation: "next", URL: s.cfg.BaseURL + "fhir/R4/" + typ + "?" + next.Encode()})
+		b.Link = append(b.Link, fhir.BundleLink{Relation: "next", URL: base + "fhir/R4/" + typ + "?" + next.Encode()})
 	}
-	out, err := b.Encode()
-	if err != nil {
-		return nil, err
-	}
-	return bus.FHIR(200, out), nil
+	return b.Encode()
 }
 
 // subset applies _elements and _summary=text|data to one resource.
@@ -229,7 +248,6 @@ func isMediaType(header string, want ...string) bool {
 	return false
 }
 
-// decodeBody checks the content type and parses a resource body.
 // decodeBody reads a resource of type typ from a JSON body, with the meta
 // fields only the server sets removed.
 func decodeBody(r *bus.Request, typ string) (map[string]any, error) {
@@ -286,26 +304,19 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 		return nil, err
 	}
 	typ := g.Type()
-	var res map[string]any
-	var project string
-	opts := repo.WriteOptions{Author: r.Principal.Profile, Strict: s.strict(ctx, g.Project())}
 	// The server names new resources. A transaction names its creates in
 	// advance (no HTTP route carries an id on a create), so that it can undo
 	// a create whose outcome its deadline cut off.
-	opts.ID = r.Param("id")
-	if opts.ID == "" {
-		opts.ID = uuid.NewString()
+	id := r.Param("id")
+	if id == "" {
+		id = uuid.NewString()
 	}
-	raw := typ == "Binary" && !isMediaType(r.Get("Content-Type"), "application/fhir+json", "application/json")
-	if raw {
-		// A raw upload (Medplum's createBinary): the body is the content.
-		res = rawBinary(r, opts.ID)
-	} else if res, project, err = decodeBodyProject(r, typ); err != nil {
+	opts := repo.WriteOptions{ID: id, Author: r.Principal.Profile, Strict: s.strict(ctx, g.Project())}
+	in, err := decodeCreate(r, typ, id)
+	if err != nil {
 		return nil, err
 	}
-	delete(res, "id")
-	if p := project; p != "" && r.Principal.SuperAdmin && typ != "Project" {
-		// As in Medplum, a super admin may place a resource in any project.
+	if p := in.project; p != "" {
 		if _, err := s.repo.Read(ctx, repo.System, "Project", p); fhir.Missing(err) {
 			return nil, fhir.BadRequest("Project "+p+" does not exist", "meta.project")
 		} else if err != nil {
@@ -315,7 +326,7 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 	}
 	if cond := r.Get("If-None-Exist"); cond != "" {
 		// Conditional create: the same query answers the same resource.
-		defer s.conditions.lock(g.Project() + "|" + typ + "|" + cond)()
+		defer s.conditions.lock(conditionKey(g.Project(), typ, cond))()
 		found, err := match(ctx, g, cond)
 		if err != nil {
 			return nil, err
@@ -324,11 +335,11 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 			return resourceResponse(200, found), nil
 		}
 	}
-	out, err := g.Create(ctx, res, opts)
+	out, err := g.Create(ctx, in.res, opts)
 	if err != nil {
 		return nil, err
 	}
-	if raw {
+	if in.raw {
 		// The uploader has the content; as in Medplum the answer describes
 		// it without repeating it (base64 would make it a third larger
 		// than the upload, and too large to answer near the body limit).
@@ -341,10 +352,61 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 	return s.afterWrite(ctx, resp, out)
 }
 
+// createInput is a create's body as the repository takes it.
+type createInput struct {
+	res map[string]any
+	// raw marks a raw Binary upload, answered without its content.
+	raw bool
+	// project is where a super admin's meta.project places the resource
+	// ("": the caller's project).
+	project string
+}
+
+// decodeCreate reads a create's body: for a Binary sent as anything but
+// JSON, a raw upload (Medplum's createBinary) whose body is the content;
+// else a resource of typ. The id is the server's to give. As in Medplum,
+// a super admin may place a resource in any project with meta.project,
+// except a Project; anyone else's is dropped.
+func decodeCreate(r *bus.Request, typ, id string) (createInput, error) {
+	if typ == "Binary" && !isMediaType(r.Get("Content-Type"), "application/fhir+json", "application/json") {
+		return createInput{res: rawBinary(r, id), raw: true}, nil
+	}
+	res, project, err := decodeBodyProject(r, typ)
+	if err != nil {
+		return createInput{}, err
+	}
+	delete(res, "id")
+	if r.Principal == nil || !r.Principal.SuperAdmin || typ == "Project" {
+		project = ""
+	}
+	return createInput{res: res, project: project}, nil
+}
+
 // ifMatch reads the version from an If-Match header (W/"v" or "v" or v).
 func ifMatch(h string) string {
 	h = strings.TrimPrefix(strings.TrimSpace(h), "W/")
 	return strings.Trim(h, `"`)
+}
+
+// checkVersion refuses (412) a write whose If-Match names a version other
+// than the current one; without If-Match any version will do.
+func checkVersion(header, current string) error {
+	if v := ifMatch(header); v != "" && v != current {
+		return fhir.PreconditionFailed()
+	}
+	return nil
+}
+
+// checkIdentity refuses a resource that is not typ/id: an update may not
+// change its id, nor a patch its type or id.
+func checkIdentity(res map[string]any, typ, id string) error {
+	if rt, _ := res["resourceType"].(string); rt != typ {
+		return fhir.BadRequest("Incorrect resource type", "resourceType")
+	}
+	if got, _ := res["id"].(string); got != id {
+		return fhir.BadRequest("Incorrect ID", "id")
+	}
+	return nil
 }
 
 func (s *Service) update(ctx context.Context, r *bus.Request) (*bus.Response, error) {
@@ -359,8 +421,8 @@ func (s *Service) update(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if r.Param("id") == "" {
 		return s.conditionalUpdate(ctx, r, g, res)
 	}
-	if id, _ := res["id"].(string); id != r.Param("id") {
-		return nil, fhir.BadRequest("Incorrect ID", "id")
+	if err := checkIdentity(res, g.Type(), r.Param("id")); err != nil {
+		return nil, err
 	}
 	out, err := g.Update(ctx, access.Update, res, repo.WriteOptions{
 		IfMatch: ifMatch(r.Get("If-Match")), Author: r.Principal.Profile, Strict: s.strict(ctx, g.Project()),
@@ -376,7 +438,6 @@ func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err != nil {
 		return nil, err
 	}
-	typ := g.Type()
 	if !isMediaType(r.Get("Content-Type"), "application/json-patch+json") {
 		return nil, fhir.UnsupportedMediaType()
 	}
@@ -390,8 +451,8 @@ func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err != nil {
 		return nil, err
 	}
-	if v := ifMatch(r.Get("If-Match")); v != "" && v != cur.VersionID {
-		return nil, fhir.PreconditionFailed()
+	if err := checkVersion(r.Get("If-Match"), cur.VersionID); err != nil {
+		return nil, err
 	}
 	patched, err := fhir.ApplyPatch(ops, cur.JSON)
 	if err != nil {
@@ -401,11 +462,8 @@ func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err != nil {
 		return nil, err
 	}
-	if rt, _ := res["resourceType"].(string); rt != typ {
-		return nil, fhir.BadRequest("Incorrect resource type", "resourceType")
-	}
-	if id, _ := res["id"].(string); id != cur.ID {
-		return nil, fhir.BadRequest("Incorrect ID", "id")
+	if err := checkIdentity(res, g.Type(), cur.ID); err != nil {
+		return nil, err
 	}
 	// The version read above is the one patched: a concurrent write is a conflict, not a lost update.
 	out, err := g.Update(ctx, access.Patch, res, repo.WriteOptions{IfMatch: cur.VersionID, Author: r.Principal.Profile, Strict: s.strict(ctx, g.Project())})
@@ -425,16 +483,15 @@ func (s *Service) delete(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	switch typ {
-	case "Patient", "Practitioner", "RelatedPerson":
+	if profileTypes[typ] {
 		// Deleting a member's profile would break their sign-in for good
 		// (Medplum only logs a warning); refuse and say what to do.
 		mid, err := s.memberOf(ctx, cur.Project, typ+"/"+cur.ID)
 		if err != nil {
 			return nil, err
 		}
-		if mid != "" {
-			return nil, fhir.Conflict("Resource is the profile of ProjectMembership/" + mid + "; remove the member first")
+		if err := profileInUse(mid); err != nil {
+			return nil, err
 		}
 	}
 	if err := g.Delete(ctx, r.Param("id")); err != nil {
@@ -444,6 +501,18 @@ func (s *Service) delete(ctx context.Context, r *bus.Request) (*bus.Response, er
 		return nil, err
 	}
 	return s.afterDelete(ctx, bus.Outcome(fhir.OK()), cur.Project, typ, cur.ID)
+}
+
+// profileTypes are the types a membership's profile may be.
+var profileTypes = map[string]bool{"Patient": true, "Practitioner": true, "RelatedPerson": true}
+
+// profileInUse refuses (409) the delete of a profile that membership (an
+// id, "" for none) signs in with.
+func profileInUse(membership string) error {
+	if membership == "" {
+		return nil
+	}
+	return fhir.Conflict("Resource is the profile of ProjectMembership/" + membership + "; remove the member first")
 }
 
 // rawBinary makes a Binary of a raw upload: the request's content type and

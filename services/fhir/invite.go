@@ -65,24 +65,10 @@ func (s *Service) inviteeProfile(ctx context.Context, inviteID string, req invit
 			return "", false, err
 		}
 	}
-	id := uuid.NewSHA1(idNamespace, []byte("invite-profile:"+inviteID)).String()
-	p := map[string]any{
-		"resourceType": req.ResourceType,
-		"name":         []any{map[string]any{"given": []any{req.FirstName}, "family": req.LastName}},
-	}
-	if req.Email != "" {
-		p["telecom"] = []any{map[string]any{"system": "email", "use": "work", "value": req.Email}}
-	}
-	if req.Patient != "" {
-		p["patient"] = map[string]any{"reference": req.Patient}
-	}
-	_, err = s.repo.Create(ctx, repo.System, p, repo.WriteOptions{ID: id, Project: req.ProjectID})
-	var fe *fhir.Error
-	if err != nil && !(errors.Is(err, fhir.ErrConflict)) {
-		if errors.As(err, &fe) && fe.Status < 500 {
-			return "", false, saga.Permanent(err)
-		}
-		return "", false, fmt.Errorf("create profile: %w", err)
+	id := profileID(inviteID)
+	_, err = s.repo.Create(ctx, repo.System, newProfile(req), repo.WriteOptions{ID: id, Project: req.ProjectID})
+	if err := profileCreateError(err); err != nil {
+		return "", false, err
 	}
 	if req.Email == "" {
 		return req.ResourceType + "/" + id, true, nil
@@ -100,6 +86,43 @@ func (s *Service) inviteeProfile(ctx context.Context, inviteID string, req invit
 		return req.ResourceType + "/" + owner, false, nil
 	}
 	return req.ResourceType + "/" + id, true, nil
+}
+
+// profileID is the id of the profile an invite creates: the same on every
+// delivery of the step, so a retry finds what an earlier attempt made.
+func profileID(inviteID string) string {
+	return uuid.NewSHA1(idNamespace, []byte("invite-profile:"+inviteID)).String()
+}
+
+// newProfile is the profile an invite creates for its invitee: the name,
+// the e-mail as a work address, and a RelatedPerson's patient.
+func newProfile(req invite.Request) map[string]any {
+	p := map[string]any{
+		"resourceType": req.ResourceType,
+		"name":         []any{map[string]any{"given": []any{req.FirstName}, "family": req.LastName}},
+	}
+	if req.Email != "" {
+		p["telecom"] = []any{map[string]any{"system": "email", "use": "work", "value": req.Email}}
+	}
+	if req.Patient != "" {
+		p["patient"] = map[string]any{"reference": req.Patient}
+	}
+	return p
+}
+
+// profileCreateError is what a create of the profile failing with err
+// means for the step: nothing when it exists already (an earlier attempt
+// made it), permanent when refused (a retry cannot fix a 4xx), and worth
+// a retry otherwise.
+func profileCreateError(err error) error {
+	var fe *fhir.Error
+	switch {
+	case err == nil, errors.Is(err, fhir.ErrConflict):
+		return nil
+	case errors.As(err, &fe) && fe.Status < 500:
+		return saga.Permanent(err)
+	}
+	return fmt.Errorf("create profile: %w", err)
 }
 
 // profileByEmail is projects.ProfileByEmail for the saga: several
