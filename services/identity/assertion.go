@@ -83,7 +83,7 @@ func (s *Service) clientAssertion(ctx context.Context, typ, assertion string) (s
 	client, err := s.repo.Read(ctx, repo.System, "ClientApplication", id)
 	if err != nil {
 		if fhir.Missing(err) {
-			return "", &refusal{"invalid_client", "Invalid client"}, nil
+			return "", &refusal{"invalid_client", "Invalid client", 0}, nil
 		}
 		return "", nil, err
 	}
@@ -94,7 +94,7 @@ func (s *Service) clientAssertion(ctx context.Context, typ, assertion string) (s
 		return "", nil, err
 	}
 	if c.JWKSURI == "" {
-		return "", &refusal{"invalid_client", "Client must have a JWK Set URL"}, nil
+		return "", &refusal{"invalid_client", "Client must have a JWK Set URL", 0}, nil
 	}
 	keys := func(t *jwt.Token) (any, error) {
 		kid, _ := t.Header["kid"].(string)
@@ -110,7 +110,7 @@ func (s *Service) clientAssertion(ctx context.Context, typ, assertion string) (s
 		return "", no, nil
 	}
 	if !s.assertions.first(id+"|"+claims.ID, claims.ExpiresAt.Time, now) {
-		return "", &refusal{"invalid_client", "Client assertion already used"}, nil
+		return "", &refusal{"invalid_client", "Client assertion already used", 0}, nil
 	}
 	return id, nil, nil
 }
@@ -120,15 +120,15 @@ func (s *Service) clientAssertion(ctx context.Context, typ, assertion string) (s
 // looked up for an assertion that fails here.
 func assertionIssuer(typ, assertion string) (string, *refusal) {
 	if typ != jwtBearerAssertion {
-		return "", &refusal{"invalid_client", "Unsupported client assertion type"}
+		return "", &refusal{"invalid_client", "Unsupported client assertion type", 0}
 	}
 	var unverified jwt.RegisteredClaims
 	if _, _, err := jwt.NewParser().ParseUnverified(assertion, &unverified); err != nil {
-		return "", &refusal{"invalid_client", "Invalid client assertion"}
+		return "", &refusal{"invalid_client", "Invalid client assertion", 0}
 	}
 	id := unverified.Issuer
 	if id == "" || id != unverified.Subject {
-		return "", &refusal{"invalid_client", "Invalid client assertion issuer"}
+		return "", &refusal{"invalid_client", "Invalid client assertion issuer", 0}
 	}
 	return id, nil
 }
@@ -138,7 +138,7 @@ func assertionIssuer(typ, assertion string) (string, *refusal) {
 // client about itself, for the token endpoint at tokenURL, expiring within
 // maxAssertionLife, with an id to spend it by.
 func checkAssertion(assertion, id, tokenURL string, keys jwt.Keyfunc, now time.Time) (*jwt.RegisteredClaims, *refusal) {
-	refuse := func(text string) (*jwt.RegisteredClaims, *refusal) { return nil, &refusal{"invalid_client", text} }
+	refuse := func(text string) (*jwt.RegisteredClaims, *refusal) { return nil, &refusal{"invalid_client", text, 0} }
 	var claims jwt.RegisteredClaims
 	_, err := jwt.ParseWithClaims(assertion, &claims, keys,
 		jwt.WithValidMethods(assertionAlgs), jwt.WithIssuer(id), jwt.WithSubject(id), jwt.WithAudience(tokenURL),

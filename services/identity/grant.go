@@ -33,10 +33,10 @@ func (v verdict) settle(l *session.Login) error {
 	return nil
 }
 
-func refused(code, text string) verdict { return verdict{refused: &refusal{code, text}} }
+func refused(code, text string) verdict { return verdict{refused: &refusal{code, text, 0}} }
 
 func refusedRevoking(code, text string) verdict {
-	return verdict{refused: &refusal{code, text}, revoke: true}
+	return verdict{refused: &refusal{code, text, 0}, revoke: true}
 }
 
 // codeGrant is an authorization_code grant's form.
@@ -50,11 +50,11 @@ type codeGrant struct {
 func readCodeGrant(form url.Values) (codeGrant, *refusal) {
 	code := form.Get("code")
 	if code == "" {
-		return codeGrant{}, &refusal{"invalid_request", "Missing code"}
+		return codeGrant{}, &refusal{"invalid_request", "Missing code", 0}
 	}
 	loginID, secret, ok := strings.Cut(code, ".")
 	if !ok {
-		return codeGrant{}, &refusal{"invalid_grant", "Invalid code"}
+		return codeGrant{}, &refusal{"invalid_grant", "Invalid code", 0}
 	}
 	return codeGrant{loginID: loginID, secret: secret, clientID: form.Get("client_id"), verifier: form.Get("code_verifier")}, nil
 }
@@ -115,4 +115,10 @@ func hasScope(scope, want string) bool {
 }
 
 // response is the token endpoint's answer to a refusal.
-func (r *refusal) response() *bus.Response { return tokenError(r.code, r.text) }
+func (r *refusal) response() *bus.Response {
+	resp := tokenError(r.code, r.text)
+	if r.rev > 0 {
+		resp.WithSession(session.LoginsBucket, r.rev)
+	}
+	return resp
+}

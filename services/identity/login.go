@@ -275,10 +275,10 @@ func profileOpen(l *session.Login) error {
 func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.Response, error) {
 	g, no := readCodeGrant(form)
 	if no != nil {
-		return no.response(), nil
+		return nil, no
 	}
 	loginID := g.loginID
-	var terr *bus.Response
+	var terr *refusal
 	var refresh string
 	l, rev, err := s.sessions.UpdateLoginRev(ctx, loginID, func(l *session.Login) error {
 		terr = nil
@@ -287,7 +287,7 @@ func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.
 			return err
 		}
 		if v := redeemCode(l, g, time.Now(), ended); v.refused != nil {
-			terr = v.refused.response()
+			terr = v.refused
 			return v.settle(l)
 		}
 		l.Granted = true
@@ -296,12 +296,12 @@ func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.
 	})
 	if terr != nil {
 		if err == nil { // the login was revoked: let the caller's next request see it
-			terr.WithSession(session.LoginsBucket, rev)
+			terr = terr.revoked(rev)
 		}
-		return terr, nil
+		return nil, terr
 	}
 	if errors.Is(err, session.ErrNotFound) {
-		return tokenError("invalid_grant", "Invalid code"), nil
+		return nil, &refusal{"invalid_grant", "Invalid code", 0}
 	}
 	if err != nil {
 		return nil, err
@@ -340,13 +340,13 @@ func verifierMatches(challenge, method, verifier string) bool {
 func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Response, error) {
 	raw := form.Get("refresh_token")
 	if raw == "" {
-		return tokenError("invalid_request", "Invalid refresh token"), nil
+		return nil, &refusal{"invalid_request", "Invalid refresh token", 0}
 	}
 	c, err := s.verifier().Verify(raw)
 	if err != nil || c.RefreshSecret == "" || c.LoginID == "" {
-		return tokenError("invalid_grant", "Invalid refresh token"), nil
+		return nil, &refusal{"invalid_grant", "Invalid refresh token", 0}
 	}
-	var terr *bus.Response
+	var terr *refusal
 	var refresh string
 	l, rev, err := s.sessions.UpdateLoginRev(ctx, c.LoginID, func(l *session.Login) error {
 		terr = nil
@@ -355,7 +355,7 @@ func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Respo
 			return err
 		}
 		if v := renewRefresh(l, c.RefreshSecret, ended); v.refused != nil {
-			terr = v.refused.response()
+			terr = v.refused
 			return v.settle(l)
 		}
 		refresh = rotateRefresh(l)
@@ -363,12 +363,12 @@ func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Respo
 	})
 	if terr != nil {
 		if err == nil {
-			terr.WithSession(session.LoginsBucket, rev)
+			terr = terr.revoked(rev)
 		}
-		return terr, nil
+		return nil, terr
 	}
 	if errors.Is(err, session.ErrNotFound) {
-		return tokenError("invalid_grant", "Invalid refresh token"), nil
+		return nil, &refusal{"invalid_grant", "Invalid refresh token", 0}
 	}
 	if err != nil {
 		return nil, err
@@ -381,7 +381,7 @@ func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Respo
 func (s *Service) userTokens(ctx context.Context, loginID string, l *session.Login, refresh string) (*bus.Response, error) {
 	m, err := s.sessions.GetMembership(ctx, l.Membership)
 	if errors.Is(err, session.ErrNotFound) || err == nil && !m.Active {
-		return tokenError("invalid_grant", "Profile not active"), nil
+		return nil, &refusal{"invalid_grant", "Profile not active", 0}
 	}
 	if err != nil {
 		return nil, err

@@ -54,18 +54,29 @@ const (
 	maxClients = 10_000
 )
 
+// token is POST /oauth2/token. Its grants refuse with a *refusal error,
+// which becomes an OAuth error answer here, in one place; any other error
+// is the service failing (a 5xx).
 func (s *Service) token(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	resp, err := s.grant(ctx, r)
+	if no := (*refusal)(nil); errors.As(err, &no) {
+		return no.response(), nil
+	}
+	return resp, err
+}
+
+func (s *Service) grant(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	ct := r.Get("Content-Type")
 	if !strings.HasPrefix(strings.ToLower(ct), "application/x-www-form-urlencoded") {
-		return tokenError("invalid_request", "Unsupported content type"), nil
+		return nil, &refusal{"invalid_request", "Unsupported content type", 0}
 	}
 	form, err := url.ParseQuery(string(r.Body))
 	if err != nil {
-		return tokenError("invalid_request", "Could not parse form"), nil
+		return nil, &refusal{"invalid_request", "Could not parse form", 0}
 	}
 	switch gt := form.Get("grant_type"); gt {
 	case "":
-		return tokenError("invalid_request", "Missing grant_type"), nil
+		return nil, &refusal{"invalid_request", "Missing grant_type", 0}
 	case "client_credentials":
 		return s.clientCredentials(ctx, r, form)
 	case "authorization_code":
@@ -74,7 +85,7 @@ func (s *Service) token(ctx context.Context, r *bus.Request) (*bus.Response, err
 		return s.refreshToken(ctx, form)
 	default:
 		// RFC 6749 §5.2's code (jwt-bearer, password, ...), with Medplum's text.
-		return tokenError("unsupported_grant_type", "Unsupported grant_type"), nil
+		return nil, &refusal{"unsupported_grant_type", "Unsupported grant_type", 0}
 	}
 }
 
@@ -85,11 +96,11 @@ func clientAuth(authorization string, form url.Values) (id, secret string, no *r
 	if authorization != "" {
 		enc, ok := strings.CutPrefix(authorization, "Basic ")
 		if !ok {
-			return "", "", &refusal{"invalid_request", "Invalid authorization header"}
+			return "", "", &refusal{"invalid_request", "Invalid authorization header", 0}
 		}
 		raw, err := base64.StdEncoding.DecodeString(enc)
 		if err != nil {
-			return "", "", &refusal{"invalid_request", "Invalid authorization header"}
+			return "", "", &refusal{"invalid_request", "Invalid authorization header", 0}
 		}
 		// Both halves are form-encoded (§2.3.1); a bad escape reads as
 		// empty, and is then missing.
@@ -101,9 +112,9 @@ func clientAuth(authorization string, form url.Values) (id, secret string, no *r
 	}
 	switch {
 	case id == "":
-		return "", "", &refusal{"invalid_request", "Missing client_id"}
+		return "", "", &refusal{"invalid_request", "Missing client_id", 0}
 	case secret == "":
-		return "", "", &refusal{"invalid_request", "Missing client_secret"}
+		return "", "", &refusal{"invalid_request", "Missing client_secret", 0}
 	}
 	return id, secret, nil
 }
@@ -124,7 +135,7 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 	} else {
 		var secret string
 		if id, secret, no = clientAuth(r.Get("Authorization"), form); no != nil {
-			return no.response(), nil
+			return nil, no
 		}
 		c, member, no, err = s.authenticateClient(ctx, id, r.Remote, s.secretProof(ctx, id, secret))
 	}
@@ -132,7 +143,7 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 		return nil, err
 	}
 	if no != nil {
-		return no.response(), nil
+		return nil, no
 	}
 	scope := form.Get("scope")
 	if scope == "" {
@@ -169,9 +180,23 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 	return resp, nil
 }
 
-// refusal is why a client's authentication failed: RFC 6749's code and
-// Medplum's text.
-type refusal struct{ code, text string }
+// refusal is why the token endpoint issues no tokens: RFC 6749 §5.2's code
+// and Medplum's text. It is an error, answered by token; rev, when set, is
+// the logins bucket revision of the revocation the refusal wrote, which the
+// caller's next request must see.
+type refusal struct {
+	code, text string
+	rev        uint64
+}
+
+func (r *refusal) Error() string { return r.code + ": " + r.text }
+
+// revoked is the refusal, marked with the revocation it wrote.
+func (r *refusal) revoked(rev uint64) *refusal {
+	c := *r
+	c.rev = rev
+	return &c
+}
 
 // authenticateClient makes the checks every client authentication shares,
 // the token endpoint's client_credentials grant and HTTP Basic on the API:
@@ -186,10 +211,10 @@ func (s *Service) authenticateClient(ctx context.Context, id, remote string, pro
 		return nil, nil, nil, err
 	}
 	if c == nil || c.cred == nil || c.membership == "" {
-		return nil, nil, &refusal{"invalid_client", "Invalid client"}, nil
+		return nil, nil, &refusal{"invalid_client", "Invalid client", 0}, nil
 	}
 	if !proof(c) {
-		return nil, nil, &refusal{"invalid_client", "Invalid secret"}, nil
+		return nil, nil, &refusal{"invalid_client", "Invalid secret", 0}, nil
 	}
 	// The cache learns of a removed membership from events, which may come
 	// after the removal was answered; the session bucket is written before
@@ -197,7 +222,7 @@ func (s *Service) authenticateClient(ctx context.Context, id, remote string, pro
 	member, err := s.sessions.GetMembership(ctx, c.membership)
 	if errors.Is(err, session.ErrNotFound) {
 		s.forgetClient(id)
-		return nil, nil, &refusal{"invalid_client", "Invalid client"}, nil
+		return nil, nil, &refusal{"invalid_client", "Invalid client", 0}, nil
 	}
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("session membership: %w", err)
@@ -205,7 +230,7 @@ func (s *Service) authenticateClient(ctx context.Context, id, remote string, pro
 	if !member.Active {
 		// Medplum issues the token and refuses its every use; refusing it
 		// here says why.
-		return nil, nil, &refusal{"unauthorized_client", "Profile not active"}, nil
+		return nil, nil, &refusal{"unauthorized_client", "Profile not active", 0}, nil
 	}
 	if !member.AllowsAddress(remote) {
 		return nil, nil, addressRefused, nil
@@ -221,7 +246,7 @@ func (s *Service) secretProof(ctx context.Context, id, secret string) func(*clie
 
 // addressRefused is a client refused for its address, which HTTP Basic
 // answers as the API does (403) rather than as a failed authentication.
-var addressRefused = &refusal{"unauthorized_client", fhir.AddressNotAllowed().Outcome.Issue[0].Details.Text}
+var addressRefused = &refusal{"unauthorized_client", fhir.AddressNotAllowed().Outcome.Issue[0].Details.Text, 0}
 
 // basic is HTTP Basic client authentication on the API (the gateway asks,
 // with the id and secret it read from the Authorization header): the same

@@ -71,7 +71,7 @@ func TestTokenError(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.code+" "+tc.text, func(t *testing.T) {
 			expectTokenError(t, tokenError(tc.code, tc.text), tc.status, tc.code, tc.text)
-			expectTokenError(t, (&refusal{tc.code, tc.text}).response(), tc.status, tc.code, tc.text)
+			expectTokenError(t, (&refusal{code: tc.code, text: tc.text}).response(), tc.status, tc.code, tc.text)
 		})
 	}
 }
@@ -339,5 +339,39 @@ func TestClientCacheEvents(t *testing.T) {
 				t.Fatalf("kept %v, want %v", keys, tc.kept)
 			}
 		})
+	}
+}
+
+// A grant refuses with an error; the token endpoint alone turns it into
+// the OAuth answer (with the revocation's session revision when the
+// refusal wrote one), and a request it refuses before any lookup needs
+// nothing wired.
+func TestTokenEndpointAnswersRefusals(t *testing.T) {
+	s := &Service{}
+	for _, tc := range []struct {
+		ct, body   string
+		code, text string
+	}{
+		{"application/json", `{}`, "invalid_request", "Unsupported content type"},
+		{"application/x-www-form-urlencoded", "a=%zz", "invalid_request", "Could not parse form"},
+		{"application/x-www-form-urlencoded", "scope=openid", "invalid_request", "Missing grant_type"},
+		{"application/x-www-form-urlencoded", "grant_type=password", "unsupported_grant_type", "Unsupported grant_type"},
+		{"application/x-www-form-urlencoded", "grant_type=authorization_code", "invalid_request", "Missing code"},
+		{"application/x-www-form-urlencoded", "grant_type=refresh_token", "invalid_request", "Invalid refresh token"},
+		{"application/x-www-form-urlencoded", "grant_type=client_credentials&client_id=x", "invalid_request", "Missing client_secret"},
+	} {
+		r := &bus.Request{Header: map[string]string{"Content-Type": tc.ct}, Body: []byte(tc.body)}
+		resp, err := s.token(context.Background(), r)
+		if err != nil {
+			t.Fatalf("%s: a refusal came back as an error: %v", tc.body, err)
+		}
+		expectTokenError(t, resp, 400, tc.code, tc.text)
+		if _, _, ok := resp.Session(); ok {
+			t.Errorf("%s: a refusal that wrote nothing waits for a session revision", tc.body)
+		}
+	}
+	resp := (&refusal{code: "invalid_grant", text: "Token revoked"}).revoked(42).response()
+	if bucket, rev, ok := resp.Session(); !ok || rev != 42 || bucket != "pinion_logins" {
+		t.Fatalf("a revoking refusal's answer waits for %q %d %v, want pinion_logins 42", bucket, rev, ok)
 	}
 }
