@@ -35,35 +35,33 @@ func (s *Service) initProject(ctx context.Context, r *bus.Request) (*bus.Respons
 			ownerEmail = ""
 		}
 	}
-	body, _ := json.Marshal(project)
-	sub := *r
-	sub.Body = body
-	sub.Header = map[string]string{"Content-Type": "application/json"}
-	resp, err := s.createProject(ctx, &sub)
-	if err != nil || ownerEmail == "" {
-		return resp, err
+	created, err := s.newProject(ctx, r.Principal, project)
+	if err != nil {
+		return nil, err
+	}
+	if ownerEmail == "" {
+		return s.projectCreated(created), nil
 	}
 	// A new owner: invite them as the project's admin, then name them owner.
-	var created struct {
-		ID   string `json:"id"`
-		Name string `json:"name"`
-	}
-	_ = json.Unmarshal(resp.Body, &created)
-	ir := &bus.Request{Method: "POST", Params: map[string]string{"projectId": created.ID}, Body: ownerInvite(created.Name, ownerEmail),
-		Header: map[string]string{"Content-Type": "application/json"}, Principal: r.Principal, RequestID: r.RequestID}
-	mresp, err := s.invite(ctx, ir)
+	name, _ := project["name"].(string)
+	pm, err := s.inviteMember(ctx, r.Principal, created.ID, ownerInvite(name, ownerEmail))
 	if err != nil {
 		return nil, err
 	}
 	var m struct {
 		User fhir.Reference `json:"user"`
 	}
-	_ = json.Unmarshal(mresp.Body, &m)
+	if err := json.Unmarshal(pm.JSON, &m); err != nil {
+		return nil, err
+	}
 	cur, err := s.repo.Read(ctx, repo.System, "Project", created.ID)
 	if err != nil {
 		return nil, err
 	}
-	p, _ := cur.Decode()
+	p, err := cur.Decode()
+	if err != nil {
+		return nil, err
+	}
 	p["owner"] = map[string]any{"reference": m.User.Reference}
 	out, err := s.repo.Update(ctx, repo.System, p, repo.WriteOptions{Author: r.Principal.Profile})
 	if err != nil {
@@ -111,9 +109,8 @@ func initParams(body []byte) (map[string]any, string, error) {
 
 // ownerInvite is the invite that makes a new owner the project's admin:
 // a Practitioner named after the project, for $init names no person.
-func ownerInvite(projectName, email string) []byte {
-	b, _ := json.Marshal(map[string]any{
+func ownerInvite(projectName, email string) map[string]any {
+	return map[string]any{
 		"resourceType": "Practitioner", "firstName": projectName, "lastName": "Admin", "email": email, "admin": true,
-	})
-	return b
+	}
 }

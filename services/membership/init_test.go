@@ -66,7 +66,7 @@ func TestInitParams(t *testing.T) {
 // and make a server-scoped admin who is e-mailed the set-password link.
 func TestOwnerInvite(t *testing.T) {
 	for _, name := range []string{"Clinic", "  Padded  ", strings.Repeat("Long ", 1000)} {
-		body := decode(t, string(ownerInvite(name, "owner@example.com")))
+		body := ownerInvite(name, "owner@example.com")
 		d, issues := checkInvite(readInvite(body))
 		if len(issues) > 0 {
 			t.Fatalf("%q: %v", name, issueLines(t, issues))

@@ -51,7 +51,17 @@ func (s *Service) invite(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	req, err := s.validateInvite(ctx, projectID, body, r.Principal.User)
+	pm, err := s.inviteMember(ctx, r.Principal, projectID, body)
+	if err != nil {
+		return nil, err
+	}
+	return bus.FHIR(200, pm.JSON), nil
+}
+
+// inviteMember runs an invite (a decoded body, from an admin of the
+// project) to its end, and returns the membership it made or found.
+func (s *Service) inviteMember(ctx context.Context, by *bus.Principal, projectID string, body map[string]any) (*repo.Resource, error) {
+	req, err := s.validateInvite(ctx, projectID, body, by.User)
 	if err != nil {
 		return nil, err
 	}
@@ -90,11 +100,7 @@ func (s *Service) invite(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	pm, err := s.repo.Read(ctx, repo.System, "ProjectMembership", memberID)
-	if err != nil {
-		return nil, err
-	}
-	return bus.FHIR(200, pm.JSON), nil
+	return s.repo.Read(ctx, repo.System, "ProjectMembership", memberID)
 }
 
 // newInviteRecord is the saga's record of a new invite: every step to do,

@@ -26,6 +26,24 @@ func (s *Service) createProject(ctx context.Context, r *bus.Request) (*bus.Respo
 	if err != nil {
 		return nil, err
 	}
+	p, err := s.newProject(ctx, r.Principal, body)
+	if err != nil {
+		return nil, err
+	}
+	return s.projectCreated(p), nil
+}
+
+// projectCreated is the 201 answer naming a new project.
+func (s *Service) projectCreated(p *repo.Resource) *bus.Response {
+	resp := bus.FHIR(201, p.JSON)
+	resp.Header["Location"] = s.cfg.BaseURL + "fhir/R4/Project/" + p.ID
+	return resp
+}
+
+// newProject creates a project (and its owner's admin membership, when it
+// names one) for a super admin, from a decoded Project.
+func (s *Service) newProject(ctx context.Context, by *bus.Principal, body map[string]any) (*repo.Resource, error) {
+	var err error
 	if rt, _ := body["resourceType"].(string); rt != "Project" {
 		return nil, fhir.BadRequest("Incorrect resource type", "resourceType")
 	}
@@ -51,18 +69,16 @@ func (s *Service) createProject(ctx context.Context, r *bus.Request) (*bus.Respo
 
 	id := uuid.NewString()
 	// A project belongs to itself: its admins see it through their project scope.
-	p, err := s.repo.Create(ctx, repo.System, body, repo.WriteOptions{ID: id, Project: id, Author: r.Principal.Profile, Strict: true})
+	p, err := s.repo.Create(ctx, repo.System, body, repo.WriteOptions{ID: id, Project: id, Author: by.Profile, Strict: true})
 	if err != nil {
 		return nil, err
 	}
 	if owner != nil {
-		if err := s.addOwner(ctx, id, body["name"].(string), owner, r.Principal.User); err != nil {
+		if err := s.addOwner(ctx, id, body["name"].(string), owner, by.User); err != nil {
 			return nil, err
 		}
 	}
-	resp := bus.FHIR(201, p.JSON)
-	resp.Header["Location"] = s.cfg.BaseURL + "fhir/R4/Project/" + id
-	return resp, nil
+	return p, nil
 }
 
 type userInfo struct {
