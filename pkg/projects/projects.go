@@ -135,16 +135,27 @@ type AgentRequest struct {
 	Policy   *fhir.Reference
 }
 
+// AgentInput is such a route's request, as its handler read it.
+type AgentInput struct {
+	By        *bus.Principal
+	ProjectID string
+	JSON      bool // the body's media type is JSON
+	Body      []byte
+}
+
 // ReadAgentRequest makes the checks both such routes share: the caller
 // administers the project, the body (see agentBody) gives a name ("<label>
 // name is required" otherwise), the project exists and the access policy,
 // if any, is one of its.
-func ReadAgentRequest(ctx context.Context, rp *repo.Repo, r *bus.Request, typ, label string, serverSet ...string) (*AgentRequest, error) {
-	projectID := r.Param("projectId")
-	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
+func ReadAgentRequest(ctx context.Context, rp *repo.Repo, in AgentInput, typ, label string, serverSet ...string) (*AgentRequest, error) {
+	projectID := in.ProjectID
+	if err := access.ProjectAdmin(in.By, projectID); err != nil {
 		return nil, err
 	}
-	res, policy, err := agentBody(r, typ, serverSet...)
+	if !in.JSON {
+		return nil, fhir.UnsupportedMediaType()
+	}
+	res, policy, err := agentBody(in.Body, typ, serverSet...)
 	if err != nil {
 		return nil, err
 	}
@@ -169,11 +180,8 @@ func ReadAgentRequest(ctx context.Context, rp *repo.Repo, r *bus.Request, typ, l
 // serverSet are the server's to set: naming one is a 400, not silently
 // dropped, so a caller never believes it chose them. The rest is checked
 // against the resource's definition when it is written.
-func agentBody(r *bus.Request, typ string, serverSet ...string) (map[string]any, *fhir.Reference, error) {
-	if !r.IsJSON() {
-		return nil, nil, fhir.UnsupportedMediaType()
-	}
-	res, err := fhir.Decode(r.Body)
+func agentBody(body []byte, typ string, serverSet ...string) (map[string]any, *fhir.Reference, error) {
+	res, err := fhir.Decode(body)
 	if err != nil {
 		return nil, nil, err
 	}

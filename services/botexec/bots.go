@@ -28,7 +28,8 @@ export async function handler(medplum: MedplumClient, event: BotEvent): Promise<
 func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	// executableCode is what $deploy writes: naming a Binary here would run
 	// code that never went through it.
-	req, err := projects.ReadAgentRequest(ctx, s.repo, r, "Bot", "Bot", "executableCode")
+	req, err := projects.ReadAgentRequest(ctx, s.repo, projects.AgentInput{By: r.Principal, ProjectID: r.Param("projectId"), JSON: r.IsJSON(), Body: r.Body},
+		"Bot", "Bot", "executableCode")
 	if err != nil {
 		return nil, err
 	}

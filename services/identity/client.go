@@ -21,7 +21,8 @@ import (
 // ClientApplication from the body's ClientApplication fields, with its
 // secret shown this once, and a membership whose profile is the client.
 func (s *Service) createClient(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	req, err := projects.ReadAgentRequest(ctx, s.repo, r, "ClientApplication", "Client", "secret", "retiringSecret")
+	req, err := projects.ReadAgentRequest(ctx, s.repo, projects.AgentInput{By: r.Principal, ProjectID: r.Param("projectId"), JSON: r.IsJSON(), Body: r.Body},
+		"ClientApplication", "Client", "secret", "retiringSecret")
 	if err != nil {
 		return nil, err
 	}
