@@ -59,7 +59,7 @@ func (ps *Policies) For(ctx context.Context, p *bus.Principal) (*Policy, error) 
 		}
 		return Compile(p, nil, nil)
 	}
-	m, err := ps.store.Read(ctx, repo.System, "ProjectMembership", p.Membership)
+	m, err := ps.store.Read(ctx, repo.AllProjects, "ProjectMembership", p.Membership)
 	if err != nil {
 		if fhir.Missing(err) {
 			return nil, fhir.Unauthorized()

@@ -14,7 +14,7 @@ type fakeStore map[string]*repo.Resource
 
 func (f fakeStore) Read(_ context.Context, sc repo.Scope, typ, id string) (*repo.Resource, error) {
 	res, ok := f[typ+"/"+id]
-	if !ok || !(sc.SuperAdmin || sc.Project == res.Project) {
+	if !ok || !(sc.AllProjects || sc.Project == res.Project) {
 		return nil, fhir.NotFound()
 	}
 	return res, nil

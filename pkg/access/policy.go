@@ -410,7 +410,7 @@ func (p *Policy) Plain(typ string) bool {
 // caller's own User, which may be server-scoped and belong to no project.
 func (p *Policy) Scope(typ, id string) repo.Scope {
 	own := typ == "User" && p.user != "" && id == p.user
-	return repo.Scope{Project: p.project, SuperAdmin: p.allProjects || own}
+	return repo.Scope{Project: p.project, AllProjects: p.allProjects || own}
 }
 
 // SearchFilter is the condition an interaction's criteria put on a search of

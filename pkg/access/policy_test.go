@@ -275,10 +275,10 @@ func TestAdminAndFixedRules(t *testing.T) {
 		t.Error("the stored resource was changed")
 	}
 	// Own User: the scope reaches a server-scoped user; email is read-only.
-	if sc := nonAdmin.Scope("User", "u1"); !sc.SuperAdmin {
+	if sc := nonAdmin.Scope("User", "u1"); !sc.AllProjects {
 		t.Error("own User not reachable outside the project")
 	}
-	if sc := nonAdmin.Scope("User", "u2"); sc.SuperAdmin || sc.Project != project {
+	if sc := nonAdmin.Scope("User", "u2"); sc.AllProjects || sc.Project != project {
 		t.Errorf("another User's scope: %+v", sc)
 	}
 	me := &repo.Resource{Type: "User", ID: "u1", VersionID: "1", JSON: []byte(`{"resourceType":"User","id":"u1","email":"a@x","firstName":"A"}`)}

@@ -164,7 +164,7 @@ func (p *Projector) apply(ctx context.Context, typ, id, project string) (uint64,
 	defer mu.Unlock()
 	switch typ {
 	case "ProjectMembership":
-		res, err := p.repo.Read(ctx, repo.System, typ, id)
+		res, err := p.repo.Read(ctx, repo.AllProjects, typ, id)
 		if fhir.Missing(err) {
 			return p.sessions.DeleteMembership(ctx, id)
 		}

@@ -64,7 +64,7 @@ func TestProjector(t *testing.T) {
 	ctx := context.Background()
 	r, nc, sessions := projectorStack(t)
 	sc := repo.Scope{Project: "p1"}
-	if _, err := r.Create(ctx, repo.System, map[string]any{"resourceType": "Project", "name": "One"}, repo.WriteOptions{ID: "p1", Project: "p1"}); err != nil {
+	if _, err := r.Create(ctx, repo.AllProjects, map[string]any{"resourceType": "Project", "name": "One"}, repo.WriteOptions{ID: "p1", Project: "p1"}); err != nil {
 		t.Fatal(err)
 	}
 	policy, err := r.Create(ctx, sc, map[string]any{"resourceType": "AccessPolicy", "name": "office",

@@ -31,7 +31,7 @@ type Info struct {
 
 // Read reads a project resource; a missing or deleted one is 404.
 func Read(ctx context.Context, r *repo.Repo, id string) (*repo.Resource, error) {
-	res, err := r.Read(ctx, repo.System, "Project", id)
+	res, err := r.Read(ctx, repo.AllProjects, "Project", id)
 	if err != nil {
 		var fe *fhir.Error
 		if errors.As(err, &fe) && fe.Status < 500 {
@@ -62,7 +62,7 @@ func CheckPolicy(ctx context.Context, r *repo.Repo, projectID, ref, expr string)
 	if !ok || typ != "AccessPolicy" {
 		return fhir.BadRequest("Invalid access policy reference", expr)
 	}
-	res, err := r.Read(ctx, repo.System, "AccessPolicy", id)
+	res, err := r.Read(ctx, repo.AllProjects, "AccessPolicy", id)
 	if fhir.Missing(err) {
 		return fhir.BadRequest("Access policy "+ref+" does not exist", expr)
 	}
@@ -119,9 +119,9 @@ func CreateAgent(ctx context.Context, r *repo.Repo, nc *nats.Conn, p *Info, a Ag
 		// The request may be what failed; the clean-up must not be cut short.
 		undo := context.WithoutCancel(ctx)
 		if pm != nil {
-			_ = r.Delete(undo, repo.System, "ProjectMembership", pm.ID)
+			_ = r.Delete(undo, repo.AllProjects, "ProjectMembership", pm.ID)
 		}
-		_ = r.Delete(undo, repo.System, typ, res.ID)
+		_ = r.Delete(undo, repo.AllProjects, typ, res.ID)
 		return nil, err
 	}
 	return res, nil

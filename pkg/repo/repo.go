@@ -69,14 +69,17 @@ func (r *Resource) Decode() (map[string]any, error) {
 
 // Scope confines an operation to a project; a super admin sees all.
 type Scope struct {
-	Project    string
-	SuperAdmin bool
+	Project string
+	// AllProjects lifts the confinement (super admins, and the services'
+	// own bookkeeping).
+	AllProjects bool
 }
 
-// System is the scope of the services' own bookkeeping.
-var System = Scope{SuperAdmin: true}
+// AllProjects is the scope of every project: the services' own
+// bookkeeping, and super admins.
+var AllProjects = Scope{AllProjects: true}
 
-func (s Scope) allows(project string) bool { return s.SuperAdmin || s.Project == project }
+func (s Scope) allows(project string) bool { return s.AllProjects || s.Project == project }
 
 // Event is published after every write.
 type Event struct {

@@ -88,7 +88,7 @@ func TestVersionsAndScope(t *testing.T) {
 	if _, err := r.Read(ctx, Scope{Project: "project-b"}, "Patient", res.ID); statusOf(err) != 404 {
 		t.Fatalf("other project read: %v", err)
 	}
-	if _, err := r.Read(ctx, System, "Patient", res.ID); err != nil {
+	if _, err := r.Read(ctx, AllProjects, "Patient", res.ID); err != nil {
 		t.Fatalf("system read: %v", err)
 	}
 	m, _ := res.Decode()
@@ -208,7 +208,7 @@ func TestConcurrentUpdatesDoNotBothWin(t *testing.T) {
 		t.Fatalf("%d writers won", wins)
 	}
 	h, _ := r.History(ctx, sc, "Patient", res.ID)
-	cur, _ := r.Read(ctx, System, "Patient", res.ID)
+	cur, _ := r.Read(ctx, AllProjects, "Patient", res.ID)
 	var m map[string]any
 	_ = json.Unmarshal(cur.JSON, &m)
 	if len(h) < 2 || h[0].VersionID != cur.VersionID {
@@ -257,7 +257,7 @@ func TestUnpinnedUpdatesAcrossInstances(t *testing.T) {
 		t.Fatalf("history has %d versions, want %d", len(h), 1+4*perWriter)
 	}
 
-	cur, _ := r2.Read(ctx, System, "Patient", res.ID)
+	cur, _ := r2.Read(ctx, AllProjects, "Patient", res.ID)
 	results := make([]error, 6)
 	for i := range results {
 		wg.Add(1)

@@ -31,7 +31,7 @@ func (r *Repo) Search(ctx context.Context, sc Scope, typ string, q *search.Query
 		// One extra row tells whether a next page exists without counting.
 		Limit: q.Count + 1,
 	}
-	if !sc.SuperAdmin {
+	if !sc.AllProjects {
 		sq.Project = sc.Project
 	}
 	page := &Page{Total: -1}

@@ -57,7 +57,7 @@ func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response,
 	})
 	if err != nil {
 		if starter != nil {
-			_ = s.repo.Delete(context.WithoutCancel(ctx), repo.System, "Binary", starter.ID)
+			_ = s.repo.Delete(context.WithoutCancel(ctx), repo.AllProjects, "Binary", starter.ID)
 		}
 		return nil, err
 	}

@@ -498,7 +498,7 @@ func (s *Service) botMembership(ctx context.Context, b *bot) (string, error) {
 
 // secrets reads the project's secrets for event.secrets.
 func (s *Service) secrets(ctx context.Context, project string) (map[string]any, error) {
-	p, err := s.repo.Read(ctx, repo.System, "Project", project)
+	p, err := s.repo.Read(ctx, repo.AllProjects, "Project", project)
 	if err != nil {
 		return nil, err
 	}

@@ -433,7 +433,7 @@ func (s *Service) undo(ctx context.Context, created []string) {
 	defer cancel()
 	for _, ref := range created {
 		if t, id, ok := fhir.SplitReference(ref); ok {
-			if err := s.repo.Delete(ctx, repo.System, t, id); err != nil && !fhir.Missing(err) {
+			if err := s.repo.Delete(ctx, repo.AllProjects, t, id); err != nil && !fhir.Missing(err) {
 				s.log.Warn("undo transaction create", "ref", ref, "err", err)
 			}
 		}

@@ -287,7 +287,7 @@ func (s *Service) strict(ctx context.Context, project string) bool {
 	if project == "" {
 		return true
 	}
-	p, err := s.repo.Read(ctx, repo.System, "Project", project)
+	p, err := s.repo.Read(ctx, repo.AllProjects, "Project", project)
 	if err != nil {
 		return true
 	}
@@ -317,7 +317,7 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 		return nil, err
 	}
 	if p := in.project; p != "" {
-		if _, err := s.repo.Read(ctx, repo.System, "Project", p); fhir.Missing(err) {
+		if _, err := s.repo.Read(ctx, repo.AllProjects, "Project", p); fhir.Missing(err) {
 			return nil, fhir.BadRequest("Project "+p+" does not exist", "meta.project")
 		} else if err != nil {
 			return nil, err

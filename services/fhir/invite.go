@@ -66,7 +66,7 @@ func (s *Service) inviteeProfile(ctx context.Context, inviteID string, req invit
 		}
 	}
 	id := profileID(inviteID)
-	_, err = s.repo.Create(ctx, repo.System, newProfile(req), repo.WriteOptions{ID: id, Project: req.ProjectID})
+	_, err = s.repo.Create(ctx, repo.AllProjects, newProfile(req), repo.WriteOptions{ID: id, Project: req.ProjectID})
 	if err := profileCreateError(err); err != nil {
 		return "", false, err
 	}
@@ -80,7 +80,7 @@ func (s *Service) inviteeProfile(ctx context.Context, inviteID string, req invit
 	if owner != id {
 		// Another invite of the same person won: drop ours (nothing refers
 		// to it yet) and share theirs.
-		if err := s.repo.Delete(ctx, repo.System, req.ResourceType, id); err != nil {
+		if err := s.repo.Delete(ctx, repo.AllProjects, req.ResourceType, id); err != nil {
 			return "", false, err
 		}
 		return req.ResourceType + "/" + owner, false, nil

@@ -55,12 +55,12 @@ func (s *Service) afterDelete(ctx context.Context, resp *bus.Response, project, 
 	if err != nil {
 		return nil, err
 	}
-	page, err := s.repo.Search(ctx, repo.System, "ProjectMembership", q)
+	page, err := s.repo.Search(ctx, repo.AllProjects, "ProjectMembership", q)
 	if err != nil {
 		return nil, err
 	}
 	for _, m := range page.Resources {
-		if err := s.repo.Delete(ctx, repo.System, "ProjectMembership", m.ID); err != nil && !fhir.Missing(err) {
+		if err := s.repo.Delete(ctx, repo.AllProjects, "ProjectMembership", m.ID); err != nil && !fhir.Missing(err) {
 			return nil, err
 		}
 		if resp, err = s.projected(ctx, resp, m.Type, m.ID, m.Project); err != nil {

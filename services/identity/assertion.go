@@ -80,7 +80,7 @@ func (s *Service) clientAssertion(ctx context.Context, typ, assertion string) (s
 	if no != nil {
 		return "", no, nil
 	}
-	client, err := s.repo.Read(ctx, repo.System, "ClientApplication", id)
+	client, err := s.repo.Read(ctx, repo.AllProjects, "ClientApplication", id)
 	if err != nil {
 		if fhir.Missing(err) {
 			return "", &refusal{"invalid_client", "Invalid client", 0}, nil

@@ -138,7 +138,7 @@ func (s *Service) checkClient(ctx context.Context, a *authRequest) (problem stri
 		return "The application did not say who it is (client_id is missing).", nil
 	}
 	if a.client = builtinClient(a.ClientID, s.cfg.BaseURL); a.client == nil {
-		res, err := s.repo.Read(ctx, repo.System, "ClientApplication", a.ClientID)
+		res, err := s.repo.Read(ctx, repo.AllProjects, "ClientApplication", a.ClientID)
 		if err != nil {
 			var fe *fhir.Error
 			if errors.As(err, &fe) && fe.Status < 500 {

@@ -108,14 +108,14 @@ func (s *Service) bootstrap(ctx context.Context) (Bootstrap, error) {
 
 // ensure creates a resource with a fixed id unless it already exists.
 func (s *Service) ensure(ctx context.Context, typ, id string, res map[string]any, project string) error {
-	_, err := s.repo.Read(ctx, repo.System, typ, id)
+	_, err := s.repo.Read(ctx, repo.AllProjects, typ, id)
 	if err == nil {
 		return nil
 	}
 	if !errors.Is(err, fhir.ErrNotFound) {
 		return err
 	}
-	_, err = s.repo.Create(ctx, repo.System, res, repo.WriteOptions{ID: id, Project: project})
+	_, err = s.repo.Create(ctx, repo.AllProjects, res, repo.WriteOptions{ID: id, Project: project})
 	if errors.Is(err, fhir.ErrConflict) {
 		return nil // another instance created it first
 	}

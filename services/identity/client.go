@@ -139,7 +139,7 @@ func (s *Service) rotateOperation(ctx context.Context, r *bus.Request) (*bus.Res
 	}
 	sc := repo.Scope{Project: p.Project}
 	if p.SuperAdmin {
-		sc = repo.System
+		sc = repo.AllProjects
 	}
 	client, err := s.repo.Read(ctx, sc, "ClientApplication", r.Param("id"))
 	if err != nil {

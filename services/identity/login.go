@@ -185,7 +185,7 @@ func (s *Service) memberships(ctx context.Context, userRef, projectID string) ([
 	if err != nil {
 		return nil, err
 	}
-	page, err := s.repo.Search(ctx, repo.System, "ProjectMembership", q)
+	page, err := s.repo.Search(ctx, repo.AllProjects, "ProjectMembership", q)
 	if err != nil {
 		return nil, err
 	}

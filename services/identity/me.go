@@ -24,7 +24,7 @@ func (s *Service) me(ctx context.Context, r *bus.Request) (*bus.Response, error)
 		if !ok {
 			return nil, nil
 		}
-		res, err := s.repo.Read(ctx, repo.System, typ, id)
+		res, err := s.repo.Read(ctx, repo.AllProjects, typ, id)
 		if err != nil {
 			return nil, err
 		}
@@ -107,7 +107,7 @@ func (s *Service) userinfo(ctx context.Context, r *bus.Request) (*bus.Response, 
 	out := map[string]any{"sub": sub, "fhirUser": p.Profile}
 	if hasScope(p.Scope, "profile") {
 		if typ, id, ok := fhir.SplitReference(p.Profile); ok {
-			res, err := s.repo.Read(ctx, repo.System, typ, id)
+			res, err := s.repo.Read(ctx, repo.AllProjects, typ, id)
 			if err != nil {
 				return nil, err
 			}
@@ -123,7 +123,7 @@ func (s *Service) userinfo(ctx context.Context, r *bus.Request) (*bus.Response, 
 		}
 	}
 	if hasScope(p.Scope, "email") && strings.HasPrefix(p.User, "User/") {
-		res, err := s.repo.Read(ctx, repo.System, "User", sub)
+		res, err := s.repo.Read(ctx, repo.AllProjects, "User", sub)
 		if err != nil {
 			return nil, err
 		}

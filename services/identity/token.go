@@ -296,7 +296,7 @@ func (s *Service) client(ctx context.Context, id string) (*clientEntry, error) {
 	if c, ok := s.clients.Get(id); ok {
 		return c, nil
 	}
-	if _, err := s.repo.Read(ctx, repo.System, "ClientApplication", id); fhir.Missing(err) {
+	if _, err := s.repo.Read(ctx, repo.AllProjects, "ClientApplication", id); fhir.Missing(err) {
 		return nil, nil
 	} else if err != nil {
 		return nil, err
@@ -311,7 +311,7 @@ func (s *Service) client(ctx context.Context, id string) (*clientEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	page, err := s.repo.Search(ctx, repo.System, "ProjectMembership", q)
+	page, err := s.repo.Search(ctx, repo.AllProjects, "ProjectMembership", q)
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +360,7 @@ func (s *Service) onResourceEvent(m *nats.Msg) {
 // the bare references still answer.
 func (s *Service) memberRefs(ctx context.Context, membership, projectID, profileRef string) (project, profile fhir.Reference) {
 	project, profile = fhir.Reference{Reference: "Project/" + projectID}, fhir.Reference{Reference: profileRef}
-	res, err := s.repo.Read(ctx, repo.System, "ProjectMembership", membership)
+	res, err := s.repo.Read(ctx, repo.AllProjects, "ProjectMembership", membership)
 	if err != nil {
 		s.log.Warn("token answer without display names", "membership", membership, "err", err)
 		return project, profile

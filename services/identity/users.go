@@ -58,7 +58,7 @@ func (s *Service) inviteUser(ctx context.Context, data []byte) error {
 				return err
 			}
 			if owner != candidate {
-				if err := s.repo.Delete(ctx, repo.System, "User", candidate); err != nil && !fhir.Missing(err) {
+				if err := s.repo.Delete(ctx, repo.AllProjects, "User", candidate); err != nil && !fhir.Missing(err) {
 					return err
 				}
 				userID, isNew = owner, false
@@ -90,7 +90,7 @@ func (s *Service) createUser(ctx context.Context, id, project string, req invite
 	if project != "" {
 		u["project"] = map[string]any{"reference": "Project/" + project}
 	}
-	_, err := s.repo.Create(ctx, repo.System, u, repo.WriteOptions{ID: id, Project: project})
+	_, err := s.repo.Create(ctx, repo.AllProjects, u, repo.WriteOptions{ID: id, Project: project})
 	if errors.Is(err, fhir.ErrConflict) {
 		err = nil
 	}

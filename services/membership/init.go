@@ -54,7 +54,7 @@ func (s *Service) initProject(ctx context.Context, r *bus.Request) (*bus.Respons
 	if err := json.Unmarshal(pm.JSON, &m); err != nil {
 		return nil, err
 	}
-	cur, err := s.repo.Read(ctx, repo.System, "Project", created.ID)
+	cur, err := s.repo.Read(ctx, repo.AllProjects, "Project", created.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func (s *Service) initProject(ctx context.Context, r *bus.Request) (*bus.Respons
 		return nil, err
 	}
 	p["owner"] = map[string]any{"reference": m.User.Reference}
-	out, err := s.repo.Update(ctx, repo.System, p, repo.WriteOptions{Author: r.Principal.Profile})
+	out, err := s.repo.Update(ctx, repo.AllProjects, p, repo.WriteOptions{Author: r.Principal.Profile})
 	if err != nil {
 		return nil, err
 	}

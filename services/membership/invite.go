@@ -100,7 +100,7 @@ func (s *Service) inviteMember(ctx context.Context, by *bus.Principal, projectID
 	if err != nil {
 		return nil, err
 	}
-	return s.repo.Read(ctx, repo.System, "ProjectMembership", memberID)
+	return s.repo.Read(ctx, repo.AllProjects, "ProjectMembership", memberID)
 }
 
 // newInviteRecord is the saga's record of a new invite: every step to do,
@@ -229,7 +229,7 @@ func (s *Service) checkProfile(ctx context.Context, projectID, resourceType stri
 	if err != nil {
 		return "", err
 	}
-	res, err := s.repo.Read(ctx, repo.System, typ, id)
+	res, err := s.repo.Read(ctx, repo.AllProjects, typ, id)
 	if fhir.Missing(err) {
 		return "", fhir.NotFound()
 	}

@@ -188,7 +188,7 @@ func (s *Service) dropOrphanUser(ctx context.Context, projectID, userRef string)
 	if !ok || typ != "User" {
 		return nil
 	}
-	u, err := s.repo.Read(ctx, repo.System, "User", id)
+	u, err := s.repo.Read(ctx, repo.AllProjects, "User", id)
 	if err != nil {
 		if fhir.Missing(err) {
 			return nil
@@ -206,7 +206,7 @@ func (s *Service) dropOrphanUser(ctx context.Context, projectID, userRef string)
 		Email string `json:"email"`
 	}
 	_ = json.Unmarshal(u.JSON, &uj)
-	if err := s.repo.Delete(ctx, repo.System, "User", id); err != nil && !fhir.Missing(err) {
+	if err := s.repo.Delete(ctx, repo.AllProjects, "User", id); err != nil && !fhir.Missing(err) {
 		return err
 	}
 	if uj.Email != "" {

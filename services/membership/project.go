@@ -69,7 +69,7 @@ func (s *Service) newProject(ctx context.Context, by *bus.Principal, body map[st
 
 	id := uuid.NewString()
 	// A project belongs to itself: its admins see it through their project scope.
-	p, err := s.repo.Create(ctx, repo.System, body, repo.WriteOptions{ID: id, Project: id, Author: by.Profile, Strict: true})
+	p, err := s.repo.Create(ctx, repo.AllProjects, body, repo.WriteOptions{ID: id, Project: id, Author: by.Profile, Strict: true})
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (s *Service) ownerUser(ctx context.Context, ref string) (*userInfo, error) 
 	if !ok || typ != "User" {
 		return nil, fhir.BadRequest("Only Users are permitted to be the owner of a new Project", "owner")
 	}
-	res, err := s.repo.Read(ctx, repo.System, "User", id)
+	res, err := s.repo.Read(ctx, repo.AllProjects, "User", id)
 	if fhir.Missing(err) {
 		return nil, fhir.BadRequest("Owner not found", "owner")
 	}

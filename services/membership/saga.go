@@ -73,7 +73,7 @@ func (s *Service) inviteMembership(ctx context.Context, data []byte) error {
 			}
 		}
 		pm := newMembership(req, userRef, rec.ProfileRef)
-		_, err := s.repo.Create(ctx, repo.System, pm, repo.WriteOptions{ID: candidate, Project: req.ProjectID})
+		_, err := s.repo.Create(ctx, repo.AllProjects, pm, repo.WriteOptions{ID: candidate, Project: req.ProjectID})
 		if err != nil && !(errors.Is(err, fhir.ErrConflict)) {
 			return fmt.Errorf("create membership: %w", err)
 		}
@@ -133,7 +133,7 @@ func (s *Service) conflict(ctx context.Context, rec *invite.Record, text string)
 
 // upsertMembership applies the invite's template to the existing membership.
 func (s *Service) upsertMembership(ctx context.Context, rec *invite.Record, id string) (string, error) {
-	cur, err := s.repo.Read(ctx, repo.System, "ProjectMembership", id)
+	cur, err := s.repo.Read(ctx, repo.AllProjects, "ProjectMembership", id)
 	if err != nil {
 		return "", err
 	}
@@ -147,7 +147,7 @@ func (s *Service) upsertMembership(ctx context.Context, rec *invite.Record, id s
 	for k, v := range rec.Request.Membership {
 		pm[k] = v
 	}
-	if _, err := s.repo.Update(ctx, repo.System, pm, repo.WriteOptions{}); err != nil {
+	if _, err := s.repo.Update(ctx, repo.AllProjects, pm, repo.WriteOptions{}); err != nil {
 		return "", err
 	}
 	return id, nil
@@ -241,7 +241,7 @@ func (s *Service) membershipsOfUser(ctx context.Context, projectID, userRef stri
 	if err != nil {
 		return nil, err
 	}
-	page, err := s.repo.Search(ctx, repo.System, "ProjectMembership", q)
+	page, err := s.repo.Search(ctx, repo.AllProjects, "ProjectMembership", q)
 	if err != nil {
 		return nil, err
 	}

@@ -59,7 +59,7 @@ func (s *Service) replaceList(ctx context.Context, r *bus.Request, field string,
 		} else {
 			p[field] = list
 		}
-		out, err := s.repo.Update(ctx, repo.System, p, repo.WriteOptions{IfMatch: cur.VersionID, Author: r.Principal.Profile})
+		out, err := s.repo.Update(ctx, repo.AllProjects, p, repo.WriteOptions{IfMatch: cur.VersionID, Author: r.Principal.Profile})
 		if errors.Is(err, fhir.ErrPreconditionFailed) && attempt < 3 {
 			continue
 		}
