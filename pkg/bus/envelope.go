@@ -140,6 +140,21 @@ func Outcome(e *fhir.Error) *Response {
 	return r
 }
 
+// OK is 200 with the All OK outcome: a success with nothing to return.
+func OK() *Response {
+	b, _ := json.Marshal(fhir.AllOK())
+	return FHIR(200, b)
+}
+
+// Accepted is 202 for work to poll at url, which Content-Location and the
+// outcome's diagnostics name, as Medplum answers.
+func Accepted(url string) *Response {
+	b, _ := json.Marshal(fhir.AcceptedOutcome(url))
+	r := FHIR(202, b)
+	r.Header["Content-Location"] = url
+	return r
+}
+
 // EncodeRequest builds the NATS message for a request on subject.
 func EncodeRequest(subject string, r *Request) *nats.Msg {
 	m := nats.NewMsg(subject)

@@ -178,7 +178,7 @@ func (s *Service) run(ctx context.Context, subject string, h Handler, mr micro.R
 		return Outcome(fhir.AsError(err))
 	}
 	if resp == nil {
-		return Outcome(fhir.OK())
+		return OK()
 	}
 	return resp
 }

@@ -104,17 +104,18 @@ func outcome(status int, id, severity, code, text string) *Error {
 	}}
 }
 
-// OK is the 200 "All OK" outcome.
-func OK() *Error { return outcome(200, "ok", "information", "informational", "All OK") }
+// AllOK is Medplum's "All OK" outcome, the body of a success with nothing
+// else to return (bus.OK). Successes are not Errors.
+func AllOK() OperationOutcome {
+	return outcome(200, "ok", "information", "informational", "All OK").Outcome
+}
 
-// Created is the 201 outcome.
-func Created() *Error { return outcome(201, "created", "information", "informational", "Created") }
-
-// Accepted is the 202 outcome; url goes to diagnostics, as Medplum does.
-func Accepted(url string) *Error {
-	e := outcome(202, "accepted", "information", "informational", "Accepted")
-	e.Outcome.Issue[0].Diagnostics = url
-	return e
+// AcceptedOutcome is the outcome of a 202 (bus.Accepted): url, where the
+// work is polled, goes to diagnostics, as Medplum does.
+func AcceptedOutcome(url string) OperationOutcome {
+	o := outcome(202, "accepted", "information", "informational", "Accepted").Outcome
+	o.Issue[0].Diagnostics = url
+	return o
 }
 
 // Unauthorized is 401.

@@ -100,10 +100,7 @@ func newAsyncJob(baseURL string, r *bus.Request, now time.Time) map[string]any {
 // jobAccepted is the 202 answer naming the job to poll, in Content-Location
 // and in the outcome's diagnostics, as Medplum gives it.
 func jobAccepted(baseURL, jobID string) *bus.Response {
-	e := fhir.Accepted(baseURL + "fhir/R4/job/" + jobID + "/status")
-	resp := bus.Outcome(e)
-	resp.Header["Content-Location"] = e.Outcome.Issue[0].Diagnostics
-	return resp
+	return bus.Accepted(baseURL + "fhir/R4/job/" + jobID + "/status")
 }
 
 // completeJob records the execution's answer on its AsyncJob j at now:

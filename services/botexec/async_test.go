@@ -100,18 +100,19 @@ func TestCompleteJob(t *testing.T) {
 		return &bus.Response{Status: status, Header: map[string]string{"Content-Type": ct}, Body: []byte(body)}
 	}
 	responseBody := func(s string) map[string]any { return map[string]any{"name": "responseBody", "valueString": s} }
-	outcomeOf := func(e *fhir.Error) map[string]any {
+	outcome := func(oo fhir.OperationOutcome) map[string]any {
 		o := map[string]any{"resourceType": "OperationOutcome", "issue": []any{}}
-		if e.Outcome.ID != "" {
-			o["id"] = e.Outcome.ID
+		if oo.ID != "" {
+			o["id"] = oo.ID
 		}
 		var issues []any
-		for _, i := range e.Outcome.Issue {
+		for _, i := range oo.Issue {
 			issues = append(issues, map[string]any{"severity": i.Severity, "code": i.Code, "details": map[string]any{"text": i.Details.Text}})
 		}
 		o["issue"] = issues
 		return map[string]any{"name": "outcome", "resource": o}
 	}
+	outcomeOf := func(e *fhir.Error) map[string]any { return outcome(e.Outcome) }
 	cases := []struct {
 		name   string
 		resp   *bus.Response
@@ -121,7 +122,7 @@ func TestCompleteJob(t *testing.T) {
 		{"text", text(200, "text/plain; charset=utf-8", "done later"), "completed", responseBody("done later")},
 		{"json", text(200, bus.JSONContentType, `{"a":1}`), "completed", responseBody(`{"a":1}`)},
 		{"resource", text(200, bus.FHIRContentType, `{"resourceType":"Patient","id":"1"}`), "completed", responseBody(`{"resourceType":"Patient","id":"1"}`)},
-		{"ok outcome", bus.Outcome(fhir.OK()), "completed", outcomeOf(fhir.OK())},
+		{"ok outcome", bus.OK(), "completed", outcome(fhir.AllOK())},
 		{"bot's error", bus.Outcome(fhir.BadRequest("no luck")), "error", outcomeOf(fhir.BadRequest("no luck"))},
 		{"not found", bus.Outcome(fhir.NotFound()), "error", outcomeOf(fhir.NotFound())},
 		{"plain failure", bus.Outcome(fhir.AsError(errors.New("disk on fire"))), "error", outcomeOf(fhir.Internal())},

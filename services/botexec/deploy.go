@@ -58,7 +58,7 @@ func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if _, err := s.repo.Update(ctx, bsc, b, repo.WriteOptions{Author: r.Principal.Profile}); err != nil {
 		return nil, err
 	}
-	return bus.Outcome(fhir.OK()), nil
+	return bus.OK(), nil
 }
 
 // redeploy is $deploy without code: the bot's executable code must exist.
@@ -77,7 +77,7 @@ func (s *Service) redeploy(ctx context.Context, pol *access.Policy, id string) (
 	if _, err := s.program(ctx, &b); err != nil {
 		return nil, err
 	}
-	return bus.Outcome(fhir.OK()), nil
+	return bus.OK(), nil
 }
 
 // deployInput is $deploy's body.

@@ -559,7 +559,7 @@ func botResponse(res *sandbox.Result, requestType string) *bus.Response {
 	}
 	switch res.Kind {
 	case sandbox.KindUndefined:
-		return bus.Outcome(fhir.OK())
+		return bus.OK()
 	case sandbox.KindResource:
 		switch res.ResourceType {
 		case "Binary":

@@ -296,7 +296,7 @@ func TestBundleRunBatch(t *testing.T) {
 		case "Observation":
 			return nil, errors.New("store down") // not a *fhir.Error: answered 500, saying nothing
 		case "Patient/p2":
-			return bus.Outcome(fhir.OK()), nil
+			return bus.OK(), nil
 		}
 		return &bus.Response{Status: 200, Body: []byte(`{"resourceType":"Bundle","type":"searchset"}`)}, nil
 	}}

@@ -152,5 +152,5 @@ func (s *Service) validate(ctx context.Context, r *bus.Request) (*bus.Response, 
 	if err := repo.Check(res, s.strict(ctx, g.Project())); err != nil {
 		return nil, err
 	}
-	return bus.Outcome(fhir.OK()), nil
+	return bus.OK(), nil
 }

@@ -225,10 +225,7 @@ func newExportJob(base, path, rawQuery string, now time.Time) map[string]any {
 // exportAccepted answers a kick-off: 202, the status URL in
 // Content-Location and, as Medplum, in the outcome's diagnostics.
 func exportAccepted(base, job string) *bus.Response {
-	e := fhir.Accepted(base + "fhir/R4/bulkdata/export/" + job)
-	resp := bus.Outcome(e)
-	resp.Header["Content-Location"] = e.Outcome.Issue[0].Diagnostics
-	return resp
+	return bus.Accepted(base + "fhir/R4/bulkdata/export/" + job)
 }
 
 // exportParams are the kick-off's parameters: the query, and for a POST

@@ -500,7 +500,7 @@ func (s *Service) delete(ctx context.Context, r *bus.Request) (*bus.Response, er
 		}
 		return nil, err
 	}
-	return s.afterDelete(ctx, bus.Outcome(fhir.OK()), cur.Project, typ, cur.ID)
+	return s.afterDelete(ctx, bus.OK(), cur.Project, typ, cur.ID)
 }
 
 // profileTypes are the types a membership's profile may be.

@@ -458,7 +458,7 @@ func (s *Service) logout(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if strings.HasPrefix(r.Principal.User, "ClientApplication/") {
 		if r.Principal.TokenID == "" {
 			// Signed in by HTTP Basic: no token, nothing to end.
-			return bus.Outcome(fhir.OK()), nil
+			return bus.OK(), nil
 		}
 		// One login serves all of a client's tokens: end only this token,
 		// so the client's other sessions, and its next grant, still work.
@@ -466,7 +466,7 @@ func (s *Service) logout(ctx context.Context, r *bus.Request) (*bus.Response, er
 		if err != nil {
 			return nil, err
 		}
-		return bus.Outcome(fhir.OK()).WithSession(session.RevokedBucket, rev), nil
+		return bus.OK().WithSession(session.RevokedBucket, rev), nil
 	}
 	_, rev, err := s.sessions.UpdateLoginRev(ctx, r.Principal.LoginID, func(l *session.Login) error {
 		l.Revoked = true
@@ -475,7 +475,7 @@ func (s *Service) logout(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	return bus.Outcome(fhir.OK()).WithSession(session.LoginsBucket, rev), nil
+	return bus.OK().WithSession(session.LoginsBucket, rev), nil
 }
 
 // setPasswordRequest is POST /auth/setpassword's body.
@@ -516,5 +516,5 @@ func (s *Service) setPassword(ctx context.Context, r *bus.Request) (*bus.Respons
 	if err != nil {
 		return nil, err
 	}
-	return bus.Outcome(fhir.OK()).WithSession(session.EndedBucket, rev), nil
+	return bus.OK().WithSession(session.EndedBucket, rev), nil
 }

@@ -23,7 +23,7 @@ func (s *Service) resetPassword(ctx context.Context, r *bus.Request) (*bus.Respo
 	if err := s.sendReset(ctx, in.Email, in.ProjectID); err != nil {
 		return nil, err
 	}
-	return bus.Outcome(fhir.OK()), nil
+	return bus.OK(), nil
 }
 
 // formEmail is an e-mail address as typed in a page's form or a reset

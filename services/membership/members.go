@@ -178,7 +178,7 @@ func (s *Service) deleteMember(ctx context.Context, r *bus.Request) (*bus.Respon
 	if err := s.dropOrphanUser(ctx, cur.Project, m.User.Reference); err != nil {
 		return nil, err
 	}
-	return bus.Outcome(fhir.OK()).WithSession(session.MembershipsBucket, rev), nil
+	return bus.OK().WithSession(session.MembershipsBucket, rev), nil
 }
 
 // dropOrphanUser deletes a user scoped to this project once it has no
