@@ -26,6 +26,12 @@ type Route struct {
 // registers it, and a bot's calls and a batch's entries resolve through it
 // (FHIRRoute). More specific paths come first: the first match wins, as in
 // the gateway's router.
+//
+// From a route to its handler: the subject's prefix names the service
+// (pinion.fhir.* is services/fhir), and the subject constant appears once
+// in that service's map of subjects to handlers, the one it gives
+// bus.Serve in services/<name>/<name>.go; TestEverySubjectServedOnce
+// checks that each subject here is served by exactly one service.
 var Routes = []Route{
 	{"GET", "/.well-known/jwks.json", SubjJWKS, Public, false},
 	{"GET", "/.well-known/openid-configuration", SubjDiscovery, Public, false},
