@@ -5,50 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/pinion-health/pinion/pkg/bus"
-	"github.com/pinion-health/pinion/pkg/embedded"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
-	"github.com/pinion-health/pinion/pkg/store/sqlstore"
+	"github.com/pinion-health/pinion/pkg/testenv"
 )
-
-// gateRepo is a repository on the real default store, with the in-process
-// NATS server it publishes events to.
-func gateRepo(t *testing.T) *repo.Repo {
-	t.Helper()
-	dir := t.TempDir()
-	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: filepath.Join(dir, "nats"), NoListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	st, err := sqlstore.Open(context.Background(), filepath.Join(dir, "pinion.db"), sqlstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	r, err := repo.New(st, nc, repo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
 
 func TestGate(t *testing.T) {
 	ctx := context.Background()
-	r := gateRepo(t)
+	r := testenv.New(t).Repo
 	sys := func(project string) repo.Scope { return repo.Scope{Project: project} }
 	mk := func(project string, res map[string]any) string {
 		t.Helper()

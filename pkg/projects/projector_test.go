@@ -3,61 +3,27 @@ package projects
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pinion-health/pinion/pkg/bus"
-	"github.com/pinion-health/pinion/pkg/embedded"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
-	"github.com/pinion-health/pinion/pkg/store/sqlstore"
+	"github.com/pinion-health/pinion/pkg/testenv"
 )
 
-const testStream = "PROJECTOR_TEST_RESOURCES"
-
-// projectorStack is a repository whose events reach a JetStream stream on a
-// real embedded NATS server, the session store, and a running projector.
+// projectorStack is a repository whose events reach a stream on a real
+// embedded NATS server, the session store, and a running projector.
 func projectorStack(t *testing.T) (*repo.Repo, *nats.Conn, *session.Store) {
 	t.Helper()
-	ctx := context.Background()
-	dir := t.TempDir()
-	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: filepath.Join(dir, "nats"), NoListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: testStream, Subjects: []string{bus.EventPrefix + ">"}}); err != nil {
-		t.Fatal(err)
-	}
-	sessions, err := session.Open(ctx, js, session.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sqlstore.Open(ctx, filepath.Join(dir, "pinion.db"), sqlstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	r, err := repo.New(st, nc, repo.Options{JS: js})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := StartProjector(ctx, nc, js, testStream, r, sessions, nil)
+	env := testenv.New(t)
+	p, err := StartProjector(context.Background(), env.NC, env.JS, testenv.ResourceStream, env.Repo, env.Sessions, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Stop)
-	return r, nc, sessions
+	return env.Repo, env.NC, env.Sessions
 }
 
 func TestProjector(t *testing.T) {
