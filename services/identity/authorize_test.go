@@ -2,10 +2,13 @@ package identity
 
 import (
 	"context"
+	"maps"
 	"net/url"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
@@ -362,6 +365,233 @@ func TestLogoutWithoutSession(t *testing.T) {
 	}
 	resp, err = s.logout(context.Background(), &bus.Request{Method: "GET", Header: map[string]string{}})
 	if err != nil || resp.Status != 200 || !strings.Contains(string(resp.Body), "Signed out") {
+		t.Fatalf("%v %v", resp, err)
+	}
+}
+
+// webApp is a registered client of a project that returns to one address,
+// with the authorization request it starts.
+type webApp struct {
+	id, project string
+	params      url.Values
+}
+
+const webCallback = "https://app.example/cb"
+
+func newWebApp(t *testing.T, project string) webApp {
+	t.Helper()
+	id, _ := newClient(t, project, map[string]any{"name": "Web app", "redirectUris": []any{webCallback}})
+	return webApp{id: id, project: project, params: url.Values{"response_type": {"code"}, "client_id": {id}, "redirect_uri": {webCallback},
+		"state": {"s1"}, "nonce": {"n1"}, "code_challenge": {rfcChallenge}, "code_challenge_method": {"S256"}}}
+}
+
+// get starts the request in the browser with this cookie header, with
+// parameters changed.
+func (a webApp) get(t *testing.T, header map[string]string, kv ...string) *bus.Response {
+	t.Helper()
+	q := maps.Clone(a.params)
+	for i := 0; i < len(kv); i += 2 {
+		q.Set(kv[i], kv[i+1])
+	}
+	resp, err := live.svc.authorize(context.Background(), &bus.Request{Method: "GET", Query: q, Header: header, Remote: "10.5.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// post posts the request's parameters and these fields from the browser.
+func (a webApp) post(t *testing.T, header map[string]string, remote string, kv ...string) *bus.Response {
+	t.Helper()
+	form := maps.Clone(a.params)
+	for i := 0; i < len(kv); i += 2 {
+		form.Set(kv[i], kv[i+1])
+	}
+	r := formRequest(form, header)
+	r.Remote = remote
+	resp, err := live.svc.authorize(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// returned checks a redirect to the client and returns its parameters.
+func returned(t *testing.T, resp *bus.Response) url.Values {
+	t.Helper()
+	loc, ok := strings.CutPrefix(resp.Header["Location"], webCallback+"?")
+	if resp.Status != 302 || !ok {
+		t.Fatalf("%d %v:\n%s", resp.Status, resp.Header, resp.Body)
+	}
+	q, err := url.ParseQuery(loc)
+	if err != nil || q.Get("state") != "s1" {
+		t.Fatalf("redirect %q", loc)
+	}
+	return q
+}
+
+// expectPage checks a page's status and that it says text.
+func expectPage(t *testing.T, resp *bus.Response, status int, text string) {
+	t.Helper()
+	if resp.Status != status || !strings.Contains(string(resp.Body), text) {
+		t.Fatalf("%d, want %d with %q:\n%s", resp.Status, status, text, resp.Body)
+	}
+}
+
+// Signing in in a browser: the password page, then back to the client
+// with a code, and a sign-in the browser keeps under a new id.
+func TestBrowserSignIn(t *testing.T) {
+	ctx := context.Background()
+	p := newPerson(t, "browser")
+	app := newWebApp(t, p.project)
+	b, csrf, header := aBrowser(t)
+
+	page := app.post(t, header, "10.5.1.1", "csrf", csrf, "email", p.email, "password", "not the password")
+	expectPage(t, page, 400, "Email or password is invalid")
+	if csp := page.Header["Content-Security-Policy"]; !strings.Contains(csp, "form-action 'self' https://app.example;") {
+		t.Fatalf("CSP %q", csp)
+	}
+	expectPage(t, app.post(t, header, "10.5.1.1", "csrf", csrf, "email", "nobody", "password", p.password), 400, "Valid email address is required")
+
+	resp := app.post(t, header, "10.5.1.1", "csrf", csrf, "email", " "+strings.ToUpper(p.email), "password", p.password)
+	q := returned(t, resp)
+	cookie := resp.Header["Set-Cookie"]
+	nb := browserOf(&bus.Request{Header: map[string]string{"Cookie": strings.Split(cookie, ";")[0]}})
+	if nb.isNew || nb.id == b.id {
+		t.Fatalf("the sign-in kept the browser's id: %q", cookie)
+	}
+	if bs, err := live.svc.signedIn(ctx, b); err != nil || bs != nil {
+		t.Fatalf("the old id is signed in: %+v %v", bs, err)
+	}
+	bs, err := live.svc.signedIn(ctx, nb)
+	if err != nil || bs == nil || bs.User != p.user {
+		t.Fatalf("the new id is not signed in: %+v %v", bs, err)
+	}
+	body := decoded(t, token(t, url.Values{"grant_type": {"authorization_code"}, "code": {q.Get("code")}, "code_verifier": {rfcVerifier},
+		"client_id": {app.id}}, nil), nil, 200)
+	if c := verify(t, body["id_token"].(string), app.id); c.Nonce != "n1" || c.FHIRUser != p.profile {
+		t.Fatalf("id token %+v", c)
+	}
+
+	// Signed in: back at once, unless the client asks for the password.
+	signedIn := map[string]string{"Cookie": browserCookie + "=" + nb.id}
+	again := returned(t, app.get(t, signedIn))
+	if again.Get("code") == "" || again.Get("code") == q.Get("code") {
+		t.Fatalf("no new code: %v", again)
+	}
+	expectPage(t, app.get(t, signedIn, "prompt", "login"), 200, `type="password"`)
+
+	// A password change ends the browser's sign-in too.
+	if _, err := live.conns.Sessions.EndSessions(ctx, p.user); err != nil {
+		t.Fatal(err)
+	}
+	expectPage(t, app.get(t, signedIn), 200, `type="password"`)
+	if got := returned(t, app.get(t, signedIn, "prompt", "none")); got.Get("error") != "login_required" {
+		t.Fatalf("prompt=none: %v", got)
+	}
+}
+
+// A project's own user signs in to that project's client.
+func TestBrowserSignInProjectUser(t *testing.T) {
+	project := newProject(t, "Own users")
+	email := newEmail("own")
+	user := newUser(t, email, "own password", project)
+	newMembership(t, project, "User/"+user, newPractitioner(t, project, "O", "Wn"), nil)
+	app := newWebApp(t, project)
+	_, csrf, header := aBrowser(t)
+	if q := returned(t, app.post(t, header, "10.5.2.1", "csrf", csrf, "email", email, "password", "own password")); q.Get("code") == "" {
+		t.Fatalf("redirect %v", q)
+	}
+}
+
+// Several memberships: the person chooses one on a page, which posts back.
+func TestBrowserChooseProject(t *testing.T) {
+	p := newPerson(t, "chooser")
+	other := newProject(t, "Other clinic")
+	second := newMembership(t, other, p.user, p.profile, nil)
+	app := newWebApp(t, p.project)
+	_, csrf, header := aBrowser(t)
+
+	resp := app.post(t, header, "10.5.3.1", "csrf", csrf, "email", p.email, "password", p.password)
+	expectPage(t, resp, 200, "Which one should Web app use?")
+	cookie := strings.Split(resp.Header["Set-Cookie"], ";")[0]
+	nb := browserOf(&bus.Request{Header: map[string]string{"Cookie": cookie}})
+	token, err := live.svc.csrfToken(context.Background(), nb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []string{`name="membership" value="` + p.membership + `"`, `name="membership" value="` + second + `"`,
+		`value="` + token + `"`, "Project " + other[:4]} {
+		if !strings.Contains(string(resp.Body), part) {
+			t.Fatalf("no %q on the page:\n%s", part, resp.Body)
+		}
+	}
+	signedIn := map[string]string{"Cookie": cookie}
+	if q := returned(t, app.get(t, signedIn, "prompt", "none")); q.Get("error") != "account_selection_required" {
+		t.Fatalf("prompt=none: %v", q)
+	}
+	q := returned(t, app.post(t, signedIn, "10.5.3.1", "csrf", token, "membership", second))
+	loginID, _, _ := strings.Cut(q.Get("code"), ".")
+	if l, err := live.conns.Sessions.GetLogin(context.Background(), loginID); err != nil || l.Membership != second || l.Client != app.id {
+		t.Fatalf("login %+v %v", l, err)
+	}
+	// A membership not the person's is asked again.
+	expectPage(t, app.post(t, signedIn, "10.5.3.1", "csrf", token, "membership", uuid.NewString()), 200, "Which one should Web app use?")
+}
+
+// Who is sent back to the client with access_denied.
+func TestBrowserAccessDenied(t *testing.T) {
+	t.Run("no membership", func(t *testing.T) {
+		project := newProject(t, "Empty")
+		email := newEmail("lonely")
+		newUser(t, email, "lonely password", "")
+		app := newWebApp(t, project)
+		_, csrf, header := aBrowser(t)
+		q := returned(t, app.post(t, header, "10.5.4.1", "csrf", csrf, "email", email, "password", "lonely password"))
+		if q.Get("error") != "access_denied" || q.Get("error_description") != "This person has no active project membership" {
+			t.Fatalf("redirect %v", q)
+		}
+	})
+	t.Run("a blocked address", func(t *testing.T) {
+		p := newPerson(t, "browserblocked")
+		policy := blockingPolicy(t, p.project, "10.99.0.0/16")
+		setMembership(t, p.membership, func(m map[string]any) { m["accessPolicy"] = map[string]any{"reference": policy} })
+		app := newWebApp(t, p.project)
+		_, csrf, header := aBrowser(t)
+		q := returned(t, app.post(t, header, "10.99.0.1", "csrf", csrf, "email", p.email, "password", p.password))
+		if q.Get("error") != "access_denied" || q.Get("error_description") != "IP address not allowed" {
+			t.Fatalf("redirect %v", q)
+		}
+	})
+}
+
+// The browser's sign-in counts failures as /auth/login does.
+func TestBrowserSignInLimited(t *testing.T) {
+	p := newPerson(t, "guessed")
+	app := newWebApp(t, p.project)
+	_, csrf, header := aBrowser(t)
+	for range maxFailures {
+		expectPage(t, app.post(t, header, "10.5.5.1", "csrf", csrf, "email", p.email, "password", "a guess"), 400, "Email or password is invalid")
+	}
+	expectPage(t, app.post(t, header, "10.5.5.1", "csrf", csrf, "email", p.email, "password", p.password), 400, fhir.TooManyRequests().Message())
+}
+
+// A client the store does not have: the page, not a redirect.
+func TestAuthorizeUnknownClient(t *testing.T) {
+	app := webApp{params: url.Values{"response_type": {"code"}, "client_id": {uuid.NewString()}, "redirect_uri": {webCallback}}}
+	resp := app.get(t, map[string]string{})
+	expectPage(t, resp, 400, "The application is not known here")
+	if resp.Header["Location"] != "" {
+		t.Fatalf("redirected to %q", resp.Header["Location"])
+	}
+}
+
+// A login that ended (expired from the bucket) between the gateway's check
+// and the logout is over already: the logout succeeds, and is no 500.
+func TestLogoutOfAnEndedLogin(t *testing.T) {
+	resp, err := live.svc.logout(context.Background(), &bus.Request{Method: "POST", Header: map[string]string{},
+		Principal: &bus.Principal{User: "User/gone", LoginID: "no-such-login"}})
+	if err != nil || resp.Status != 200 || resp.Header[bus.SessionHeader] != "" {
 		t.Fatalf("%v %v", resp, err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pinion-health/pinion/pkg/auth"
@@ -77,5 +79,53 @@ func TestJWKS(t *testing.T) {
 	pub, err := set.Keys[0].PublicKey()
 	if err != nil || !pub.Equal(&s.signer.Key.Private.PublicKey) {
 		t.Fatalf("the published key is not the signing key's: %v", err)
+	}
+}
+
+// The signing key is made once and kept in the store: instances starting
+// at once on an empty store end up with the one key, and a later start
+// loads it.
+func TestSigningKeyIsShared(t *testing.T) {
+	ctx := context.Background()
+	first := storeOnly(t)
+	const n = 4
+	keys := make([]*auth.Key, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		s := New(first.cfg, nil, nil, first.repo, nil, quiet)
+		wg.Go(func() { keys[i], errs[i] = s.signingKey(ctx) })
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if keys[i].ID != keys[0].ID || !keys[i].Private.Equal(keys[0].Private) {
+			t.Fatalf("instance %d has key %s, instance 0 %s", i, keys[i].ID, keys[0].ID)
+		}
+	}
+	later, err := New(first.cfg, nil, nil, first.repo, nil, quiet).signingKey(ctx)
+	if err != nil || later.ID != keys[0].ID || !later.Private.Equal(keys[0].Private) {
+		t.Fatalf("a later start: %v %v", later, err)
+	}
+}
+
+// A stored key that cannot be read stops the start rather than being
+// replaced: tokens signed with it would stop verifying.
+func TestSigningKeyUnreadable(t *testing.T) {
+	s := storeOnly(t)
+	ctx := context.Background()
+	if err := s.repo.Store().SetSecret(ctx, signingKeyDoc, []byte(`{"kid":`)); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := s.signingKey(ctx); err == nil || !strings.Contains(err.Error(), "load signing key") {
+		t.Fatalf("%v %v, want an error", k, err)
+	}
+	if err := s.saveSecret(ctx, signingKeyDoc, keyDoc{Kid: "k1", PEM: "not a key"}); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := s.signingKey(ctx); err == nil {
+		t.Fatalf("%v, want an error", k)
 	}
 }

@@ -472,6 +472,11 @@ func (s *Service) logout(ctx context.Context, r *bus.Request) (*bus.Response, er
 		l.Revoked = true
 		return nil
 	})
+	if errors.Is(err, session.ErrNotFound) {
+		// The login expired since the gateway let the request in: it is
+		// over already.
+		return bus.OK(), nil
+	}
 	if err != nil {
 		return nil, err
 	}

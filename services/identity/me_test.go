@@ -3,8 +3,12 @@ package identity
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"reflect"
+	"slices"
 	"testing"
+
+	"github.com/google/uuid"
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
@@ -88,6 +92,95 @@ func TestMeAndUserinfoNeedAPrincipal(t *testing.T) {
 	for name, h := range map[string]bus.Handler{"me": s.me, "userinfo": s.userinfo} {
 		if _, err := h(context.Background(), &bus.Request{}); fhir.AsError(err).Status != 401 || err == nil {
 			t.Errorf("%s without a principal: %v", name, err)
+		}
+	}
+}
+
+// /auth/me for a user: the profile and user as stored, the project and
+// membership cut down, the membership's access policy.
+func TestMe(t *testing.T) {
+	ctx := context.Background()
+	p := newPerson(t, "me")
+	policy := newResource(t, p.project, map[string]any{"resourceType": "AccessPolicy", "name": "all",
+		"resource": []any{map[string]any{"resourceType": "*"}}})
+	setMembership(t, p.membership, func(m map[string]any) {
+		m["accessPolicy"] = map[string]any{"reference": policy}
+		m["admin"] = true
+	})
+	principal := &bus.Principal{User: p.user, Profile: p.profile, Project: p.project, Membership: p.membership}
+	resp, err := live.svc.me(ctx, &bus.Request{Principal: principal})
+	body := decoded(t, resp, err, 200)
+	if resp.Header["Content-Type"] != bus.JSONContentType {
+		t.Fatalf("headers %v", resp.Header)
+	}
+	keys := slices.Sorted(maps.Keys(body))
+	if want := []string{"accessPolicy", "config", "membership", "profile", "project", "user"}; !slices.Equal(keys, want) {
+		t.Fatalf("fields %v, want %v", keys, want)
+	}
+	if prof := body["profile"].(map[string]any); prof["resourceType"] != "Practitioner" || "Practitioner/"+prof["id"].(string) != p.profile {
+		t.Fatalf("profile %v", prof)
+	}
+	if u := body["user"].(map[string]any); u["email"] != p.email || u["id"] != p.userID {
+		t.Fatalf("user %v", u)
+	}
+	if got, want := body["project"], map[string]any{"resourceType": "Project", "id": p.project, "name": "Clinic of me"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("project %v, want %v", got, want)
+	}
+	m := body["membership"].(map[string]any)
+	if m["id"] != p.membership || m["admin"] != true || m["accessPolicy"] != nil || m["project"] != nil {
+		t.Fatalf("membership %v", m)
+	}
+	if got := body["accessPolicy"]; !reflect.DeepEqual(got, map[string]any{"reference": policy}) {
+		t.Fatalf("access policy %v", got)
+	}
+	if got := body["config"]; !reflect.DeepEqual(got, map[string]any{"resourceType": "UserConfiguration", "menu": []any{}}) {
+		t.Fatalf("config %v", got)
+	}
+
+	// A client has no user to show, and a profile that is gone is a 404.
+	project := newProject(t, "Me clients")
+	id, _ := newClient(t, project, nil)
+	c := cachedClient(t, id)
+	resp, err = live.svc.me(ctx, &bus.Request{Principal: &bus.Principal{User: "ClientApplication/" + id, Profile: "ClientApplication/" + id,
+		Project: project, Membership: c.membership}})
+	if body := decoded(t, resp, err, 200); body["user"] != nil || body["accessPolicy"] != nil || body["profile"].(map[string]any)["id"] != id {
+		t.Fatalf("a client's /auth/me %v", body)
+	}
+	principal.Profile = "Practitioner/" + uuid.NewString()
+	_, err = live.svc.me(ctx, &bus.Request{Principal: principal})
+	expectOutcome(t, err, 404, "Not found", "")
+}
+
+// UserInfo reads the name from the profile and the e-mail from the user,
+// each only with its scope.
+func TestUserinfo(t *testing.T) {
+	p := newPerson(t, "userinfo")
+	info := func(scope string) map[string]any {
+		t.Helper()
+		resp, err := live.svc.userinfo(context.Background(), &bus.Request{Principal: &bus.Principal{User: p.user, Profile: p.profile, Scope: scope}})
+		return decoded(t, resp, err, 200)
+	}
+	base := map[string]any{"sub": p.userID, "fhirUser": p.profile}
+	with := func(extra ...map[string]any) map[string]any {
+		out := maps.Clone(base)
+		for _, e := range extra {
+			maps.Copy(out, e)
+		}
+		return out
+	}
+	name := map[string]any{"given_name": "Ada", "family_name": "userinfo", "name": "Ada userinfo"}
+	email := map[string]any{"email": p.email, "email_verified": false}
+	for _, tc := range []struct {
+		scope string
+		want  map[string]any
+	}{
+		{"openid", base},
+		{"openid profile", with(name)},
+		{"openid email", with(email)},
+		{"openid profile email", with(name, email)},
+	} {
+		if got := info(tc.scope); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.scope, got, tc.want)
 		}
 	}
 }

@@ -41,14 +41,6 @@ func init() {
 	}
 }
 
-func mustRead(name string) string {
-	b, err := pageFiles.ReadFile(name)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}
-
 func hashOf(s string) string {
 	d := sha256.Sum256([]byte(s))
 	return base64.StdEncoding.EncodeToString(d[:])

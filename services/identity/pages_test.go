@@ -295,3 +295,105 @@ func TestAuthorizeNewBrowser(t *testing.T) {
 		t.Error("the hint is carried on after it was used")
 	}
 }
+
+// aBrowser is a browser that has its cookie, and its forms' token from the
+// live service.
+func aBrowser(t *testing.T) (b browser, csrf string, header map[string]string) {
+	t.Helper()
+	b = browserOf(&bus.Request{})
+	b.isNew = false
+	csrf, err := live.svc.csrfToken(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, csrf, map[string]string{"Cookie": browserCookie + "=" + b.id}
+}
+
+// The set-password page checks the form, sets the password and spends the
+// link; the form is posted from the browser's own page.
+func TestSetPasswordPagePosted(t *testing.T) {
+	ctx := context.Background()
+	p := newPerson(t, "page")
+	_, link, err := live.svc.newPasswordRequest(ctx, p.userID, "reset", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, secret := linkIn(t, link)
+	_, csrf, header := aBrowser(t)
+	post := func(form url.Values, header map[string]string) *bus.Response {
+		t.Helper()
+		r := formRequest(form, header)
+		r.Params = map[string]string{"id": id, "secret": secret}
+		resp, err := live.svc.setPasswordPage(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for _, tc := range []struct {
+		name   string
+		form   url.Values
+		header map[string]string
+		status int
+		text   string
+	}{
+		{"short", url.Values{"csrf": {csrf}, "password": {"short"}, "confirm": {"short"}}, header, 400, shortPassword},
+		{"not confirmed", url.Values{"csrf": {csrf}, "password": {"page password"}, "confirm": {"page passwork"}}, header, 400, "The passwords do not match"},
+		{"another browser", url.Values{"csrf": {csrf}, "password": {"page password"}, "confirm": {"page password"}}, nil, 403, "Form expired"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := post(tc.form, tc.header)
+			if resp.Status != tc.status || !strings.Contains(string(resp.Body), tc.text) {
+				t.Fatalf("%d:\n%s", resp.Status, resp.Body)
+			}
+			if got, _ := live.svc.checkPassword(ctx, p.email, p.password, ""); got != p.userID {
+				t.Fatal("the password changed")
+			}
+		})
+	}
+	resp := post(url.Values{"csrf": {csrf}, "password": {"page password"}, "confirm": {"page password"}}, header)
+	if resp.Status != 200 || !strings.Contains(string(resp.Body), "Your password is set.") {
+		t.Fatalf("%d:\n%s", resp.Status, resp.Body)
+	}
+	if got, _ := live.svc.checkPassword(ctx, p.email, "page password", ""); got != p.userID {
+		t.Fatal("the password is not set")
+	}
+	resp = post(url.Values{"csrf": {csrf}, "password": {"again password"}, "confirm": {"again password"}}, header)
+	if resp.Status != 400 || !strings.Contains(string(resp.Body), "Link already used") {
+		t.Fatalf("a spent link: %d:\n%s", resp.Status, resp.Body)
+	}
+}
+
+// The reset page: a form, then the same answer for any address, and a
+// mail for the one with an account.
+func TestResetPasswordPage(t *testing.T) {
+	ctx := context.Background()
+	_, csrf, header := aBrowser(t)
+	resp, err := live.svc.resetPasswordPage(ctx, &bus.Request{Method: "GET", Header: header, Query: url.Values{"project": {"p1"}}})
+	if err != nil || resp.Status != 200 || !strings.Contains(string(resp.Body), `value="`+csrf+`"`) || !strings.Contains(string(resp.Body), `value="p1"`) {
+		t.Fatalf("%v %v", resp, err)
+	}
+	p := newPerson(t, "resetpage")
+	for _, email := range []string{newEmail("nobody"), p.email} {
+		resp, err := live.svc.resetPasswordPage(ctx, formRequest(url.Values{"csrf": {csrf}, "email": {" " + email + " "}}, header))
+		if err != nil || resp.Status != 200 || !strings.Contains(string(resp.Body), "If an account uses "+email+",") {
+			t.Fatalf("%s: %v %v", email, resp, err)
+		}
+	}
+	mailTo(t, p.email)
+	resp, err = live.svc.resetPasswordPage(ctx, formRequest(url.Values{"email": {p.email}}, header))
+	if err != nil || resp.Status != 403 {
+		t.Fatalf("without the token: %v %v", resp, err)
+	}
+}
+
+// The CSRF key is made once and shared: another instance computes the
+// same tokens.
+func TestCSRFKeyShared(t *testing.T) {
+	b, csrf, _ := aBrowser(t)
+	other := New(live.svc.cfg, live.conns.NC, live.conns.JS, live.conns.Repo, live.conns.Sessions, quiet)
+	ok, err := other.checkCSRF(context.Background(), b, csrf)
+	if err != nil || !ok {
+		t.Fatalf("another instance refuses the token: %v %v", ok, err)
+	}
+}

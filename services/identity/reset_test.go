@@ -1,6 +1,10 @@
 package identity
 
-import "testing"
+import (
+	"context"
+	"strings"
+	"testing"
+)
 
 func TestFormEmail(t *testing.T) {
 	cases := []struct {
@@ -22,4 +26,48 @@ func TestFormEmail(t *testing.T) {
 			t.Errorf("formEmail(%q) = %q %v, want %q %v", tc.raw, email, ok, tc.email, tc.ok)
 		}
 	}
+}
+
+// A reset mails a link to the user with the address, in its project for a
+// project's own user; the link sets the password. An address without a
+// user gets the same answer and no mail.
+func TestResetPassword(t *testing.T) {
+	ctx := context.Background()
+	reset := func(email, project string) {
+		t.Helper()
+		resp, err := live.svc.resetPassword(ctx, jsonRequest("10.4.0.1", map[string]any{"email": email, "projectId": project}))
+		if err != nil || resp.Status != 200 || !strings.Contains(string(resp.Body), `"id":"ok"`) {
+			t.Fatalf("%v %v", resp, err)
+		}
+	}
+	p := newPerson(t, "reset")
+	reset("  "+strings.ToUpper(p.email)+" ", "")
+	m := mailTo(t, p.email)
+	if m.Subject != "Pinion password reset" || !strings.HasPrefix(m.ID, "reset-") {
+		t.Fatalf("mail %+v", m)
+	}
+	id, secret := linkIn(t, m.Text)
+	resp, err := live.svc.setPassword(ctx, jsonRequest("10.4.0.1", map[string]any{"id": id, "secret": secret, "password": "reset password"}))
+	if err != nil || resp.Status != 200 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	if got, err := live.svc.checkPassword(ctx, p.email, "reset password", ""); got != p.userID || err != nil {
+		t.Fatalf("the new password: %q %v", got, err)
+	}
+
+	nobody := newEmail("nobody")
+	reset(nobody, "")
+	if m, ok := lastMail(t); ok && m.To == nobody {
+		t.Fatal("a mail to an address without a user")
+	}
+
+	project := newProject(t, "Reset scope")
+	scoped := newEmail("scoped")
+	newUser(t, scoped, "", project)
+	reset(scoped, "")
+	if m, ok := lastMail(t); ok && m.To == scoped {
+		t.Fatal("a project's user was found without its project")
+	}
+	reset(scoped, project)
+	mailTo(t, scoped)
 }

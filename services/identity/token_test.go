@@ -2,14 +2,20 @@ package identity
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"net/url"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
 	"github.com/pinion-health/pinion/pkg/auth"
@@ -72,6 +78,9 @@ func TestTokenError(t *testing.T) {
 		t.Run(tc.code+" "+tc.text, func(t *testing.T) {
 			expectTokenError(t, tokenError(tc.code, tc.text), tc.status, tc.code, tc.text)
 			expectTokenError(t, (&refusal{code: tc.code, text: tc.text}).response(), tc.status, tc.code, tc.text)
+			if got := (&refusal{code: tc.code, text: tc.text}).Error(); got != tc.code+": "+tc.text {
+				t.Fatalf("error text %q", got)
+			}
 		})
 	}
 }
@@ -374,4 +383,198 @@ func TestTokenEndpointAnswersRefusals(t *testing.T) {
 	if bucket, rev, ok := resp.Session(); !ok || rev != 42 || bucket != "pinion_logins" {
 		t.Fatalf("a revoking refusal's answer waits for %q %d %v, want pinion_logins 42", bucket, rev, ok)
 	}
+}
+
+// cachedClient is what the live service knows of a client.
+func cachedClient(t *testing.T, id string) *clientEntry {
+	t.Helper()
+	c, err := live.svc.client(context.Background(), id)
+	if err != nil || c == nil {
+		t.Fatalf("client %s: %v %v", id, c, err)
+	}
+	return c
+}
+
+// A client's token: who it is, for which project, and an ID token when
+// openid is asked for. The secret may come in the form too.
+func TestClientCredentials(t *testing.T) {
+	project := newProject(t, "Machines")
+	id, secret := newClient(t, project, map[string]any{"name": "Machine"})
+	ref := "ClientApplication/" + id
+
+	resp := clientToken(t, id, secret, "10.2.0.1", nil)
+	body := decoded(t, resp, nil, 200)
+	if body["token_type"] != "Bearer" || body["expires_in"] != 600.0 || body["scope"] != "openid" ||
+		resp.Header["Cache-Control"] != "no-store" || resp.Header["Pragma"] != "no-cache" {
+		t.Fatalf("answer %v %v", body, resp.Header)
+	}
+	if got, want := body["profile"], map[string]any{"reference": ref, "display": "Machine"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("profile %v, want %v", got, want)
+	}
+	if got, want := body["project"], map[string]any{"reference": "Project/" + project, "display": "Machines"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("project %v, want %v", got, want)
+	}
+	access := verify(t, body["access_token"].(string), testBase)
+	c := cachedClient(t, id)
+	if !access.IsAccessToken() || access.Subject != id || access.Username != id || access.Profile != ref ||
+		access.ClientID != id || access.LoginID != c.loginID {
+		t.Fatalf("access token %+v", access)
+	}
+	if l, err := live.conns.Sessions.GetLogin(context.Background(), c.loginID); err != nil || l.Membership != c.membership || l.User != ref {
+		t.Fatalf("the client's login %+v %v", l, err)
+	}
+	if idt := verify(t, body["id_token"].(string), id); idt.FHIRUser != ref || idt.Subject != id {
+		t.Fatalf("id token %+v", idt)
+	}
+
+	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {secret}, "scope": {"system/*.read"}}
+	body = decoded(t, token(t, form, nil), nil, 200)
+	if body["scope"] != "system/*.read" || body["id_token"] != nil {
+		t.Fatalf("without openid: %v", body)
+	}
+	// One login serves all of a client's tokens.
+	if verify(t, body["access_token"].(string), testBase).LoginID != access.LoginID {
+		t.Fatal("a second token has another login")
+	}
+
+	expectTokenError(t, clientToken(t, id, "a guess", "", nil), 401, "invalid_client", "Invalid secret")
+	expectTokenError(t, clientToken(t, uuid.NewString(), secret, "", nil), 401, "invalid_client", "Invalid client")
+}
+
+// The client's membership decides, as it is now, whatever was cached.
+func TestClientCredentialsMembership(t *testing.T) {
+	project := newProject(t, "Membership rules")
+	t.Run("inactive", func(t *testing.T) {
+		id, secret := newClient(t, project, nil)
+		expectSecret(t, id, secret, true)
+		setMembership(t, cachedClient(t, id).membership, func(m map[string]any) { m["active"] = false })
+		expectTokenError(t, clientToken(t, id, secret, "", nil), 400, "unauthorized_client", "Profile not active")
+	})
+	t.Run("removed", func(t *testing.T) {
+		id, secret := newClient(t, project, nil)
+		// An instance that hears no events, as if the deletion's had not come.
+		here := New(live.svc.cfg, live.conns.NC, live.conns.JS, live.conns.Repo, live.conns.Sessions, quiet)
+		call := func() error {
+			_, err := here.basic(context.Background(), &bus.Request{Body: []byte(`{"id":"` + id + `","secret":"` + secret + `"}`)})
+			return err
+		}
+		if err := call(); err != nil {
+			t.Fatal(err)
+		}
+		c, ok := here.clients.Get(id)
+		if !ok {
+			t.Fatal("the client is not cached")
+		}
+		if err := live.conns.Repo.Delete(context.Background(), repo.AllProjects, "ProjectMembership", c.membership); err != nil {
+			t.Fatal(err)
+		}
+		project1(t, "ProjectMembership", c.membership, project)
+		if fe := fhir.AsError(call()); fe.Status != 401 {
+			t.Fatalf("%v, want 401", fe)
+		}
+		if _, ok := here.clients.Get(id); ok {
+			t.Fatal("the client is still cached")
+		}
+	})
+	t.Run("a blocked address", func(t *testing.T) {
+		policy := blockingPolicy(t, project, "10.88.0.0/16")
+		id, secret := newClient(t, project, map[string]any{"accessPolicy": map[string]any{"reference": policy}})
+		expectTokenError(t, clientToken(t, id, secret, "10.88.0.1", nil), 400, "unauthorized_client", fhir.AddressNotAllowed().Message())
+		if resp := clientToken(t, id, secret, "10.89.0.1", nil); resp.Status != 200 {
+			t.Fatalf("another address: %d %s", resp.Status, resp.Body)
+		}
+		_, err := live.svc.basic(context.Background(), &bus.Request{Body: []byte(`{"id":"` + id + `","secret":"` + secret + `"}`), Remote: "10.88.0.1"})
+		if fe := fhir.AsError(err); err == nil || fe.Status != 403 {
+			t.Fatalf("HTTP Basic from a blocked address: %v, want 403", err)
+		}
+	})
+}
+
+// A secret rotated on another instance works here at once, though this
+// instance's cache still holds the client as it was.
+func TestSecretRotatedElsewhere(t *testing.T) {
+	ctx := context.Background()
+	project := newProject(t, "Two instances")
+	id, first := newClient(t, project, nil)
+	// here hears no announcements: it is the instance they have not reached.
+	here := New(live.svc.cfg, live.conns.NC, live.conns.JS, live.conns.Repo, live.conns.Sessions, quiet)
+	call := func(secret string) error {
+		_, err := here.basic(ctx, &bus.Request{Body: []byte(`{"id":"` + id + `","secret":"` + secret + `"}`)})
+		return err
+	}
+	if err := call(first); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := live.svc.clientCred(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := live.svc.rotateClientSecret(ctx, id, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stale, ok := here.clients.Get(id); !ok || stale.cred.Digest != cur.Digest {
+		t.Fatal("the client is not cached as it was")
+	}
+	if err := call(second); err != nil {
+		t.Fatalf("the new secret: %v", err)
+	}
+	if _, ok := here.clients.Get(id); ok {
+		t.Fatal("the stale client is still cached")
+	}
+	if err := call(first); err != nil {
+		t.Fatalf("the retiring secret: %v", err)
+	}
+	// A rotation from the credentials it replaced, after another: refused.
+	if _, err := live.svc.rotateClientSecret(ctx, id, cur); fhir.AsError(err).Status != 409 {
+		t.Fatalf("a rotation over another: %v, want 409", err)
+	}
+}
+
+// HTTP Basic on the API answers with the client's login.
+func TestBasic(t *testing.T) {
+	project := newProject(t, "Basic")
+	id, secret := newClient(t, project, nil)
+	resp, err := live.svc.basic(context.Background(), &bus.Request{Body: []byte(`{"id":"` + id + `","secret":"` + secret + `"}`), Remote: "10.3.0.1"})
+	body := decoded(t, resp, err, 200)
+	c := cachedClient(t, id)
+	if body["loginId"] != c.loginID || c.loginID == "" {
+		t.Fatalf("answer %v, want login %s", body, c.loginID)
+	}
+}
+
+// private_key_jwt: an assertion signed with a key the client publishes
+// stands in for its secret, once.
+func TestClientAssertionGrant(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks, _ := jwksServer(t, 200, func() []byte {
+		return keySetJSON(t, jose.JSONWebKey{Key: key.Public(), KeyID: "k1", Use: "sig", Algorithm: "ES256"})
+	})
+	project := newProject(t, "Assertions")
+	id, _ := newClient(t, project, map[string]any{"jwksUri": jwks})
+	noKeys, _ := newClient(t, project, nil)
+	assertion := func(client, jti string) string {
+		tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": client, "sub": client, "aud": testBase + "oauth2/token",
+			"exp": time.Now().Add(time.Minute).Unix(), "jti": jti})
+		tok.Header["kid"] = "k1"
+		s, err := tok.SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	grant := func(a string) *bus.Response {
+		return token(t, url.Values{"grant_type": {"client_credentials"}, "client_assertion_type": {jwtBearerAssertion}, "client_assertion": {a}}, nil)
+	}
+	a := assertion(id, "j1")
+	body := decoded(t, grant(a), nil, 200)
+	if c := verify(t, body["access_token"].(string), testBase); c.ClientID != id || c.Profile != "ClientApplication/"+id {
+		t.Fatalf("access token %+v", c)
+	}
+	expectTokenError(t, grant(a), 401, "invalid_client", "Client assertion already used")
+	expectTokenError(t, grant(assertion(noKeys, "j2")), 401, "invalid_client", "Client must have a JWK Set URL")
+	expectTokenError(t, grant(assertion(uuid.NewString(), "j3")), 401, "invalid_client", "Invalid client")
 }

@@ -1,10 +1,19 @@
 package identity
 
 import (
+	"context"
+	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/invite"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/saga"
 )
 
 func TestPasswordRequestUsable(t *testing.T) {
@@ -43,5 +52,184 @@ func TestPasswordRequestUsable(t *testing.T) {
 			}
 			expectOutcome(t, err, 400, tc.text, "")
 		})
+	}
+}
+
+// newInvite stores a pending invite record and returns its step message.
+func newInvite(t *testing.T, req invite.Request) (id string, msg []byte) {
+	t.Helper()
+	id = uuid.NewString()
+	rec := &invite.Record{ID: id, Request: req, Status: "pending", Created: time.Now().UTC(),
+		Steps: map[string]invite.StepState{invite.StepUser: {State: "pending"}}}
+	if err := live.svc.invites.Create(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	msg, _ = json.Marshal(invite.Message{InviteID: id})
+	return id, msg
+}
+
+// nextStep is the step message the user step sent on for an invite.
+func nextStep(t *testing.T, inviteID string) invite.Message {
+	t.Helper()
+	ctx := context.Background()
+	st, err := live.conns.JS.Stream(ctx, saga.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := st.GetLastMsgForSubject(ctx, invite.SubjProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m invite.Message
+	if err := json.Unmarshal(raw.Data, &m); err != nil || m.InviteID != inviteID {
+		t.Fatalf("next step %+v %v, want invite %s", m, err, inviteID)
+	}
+	return m
+}
+
+// The invite saga's user step: a new person gets a User (with the
+// password given, or a link to set one), an e-mail already in use reuses
+// its user, and a redelivered step does its work once.
+func TestInviteUser(t *testing.T) {
+	ctx := context.Background()
+	project := newProject(t, "Invites")
+	email := newEmail("invitee")
+	id, msg := newInvite(t, invite.Request{ProjectID: project, FirstName: "Grace", LastName: "Hopper", Email: email,
+		SendEmail: true, PasswordHash: auth.HashPassword("initial password")})
+	if err := live.svc.inviteUser(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := live.svc.invites.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	userID := uuid.NewSHA1(idNamespace, []byte("invite-user:"+id)).String()
+	if rec.UserID != userID || !rec.NewUser || rec.Steps[invite.StepUser].State != "done" {
+		t.Fatalf("record %+v", rec)
+	}
+	user, err := live.conns.Repo.Read(ctx, repo.AllProjects, "User", userID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc, _ := user.Decode(); doc["email"] != email || doc["firstName"] != "Grace" || doc["lastName"] != "Hopper" || doc["project"] != nil {
+		t.Fatalf("user %v", doc)
+	}
+	if owner, _ := live.conns.Repo.ClaimOwner(ctx, repo.UserEmailKey("", email)); owner != userID {
+		t.Fatalf("the e-mail is %q's, want %s", owner, userID)
+	}
+	if got, err := live.svc.checkPassword(ctx, email, "initial password", ""); got != userID || err != nil {
+		t.Fatalf("the initial password: %q %v", got, err)
+	}
+	next := nextStep(t, id)
+	linkID, secret := linkIn(t, next.SetPasswordURL)
+	if _, _, err := live.svc.checkPasswordLink(ctx, linkID, secret); err != nil {
+		t.Fatalf("the link sent on: %v", err)
+	}
+
+	// Redelivered: nothing new.
+	if err := live.svc.inviteUser(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := live.svc.invites.Get(ctx, id); again.Steps[invite.StepUser].Attempts != 1 {
+		t.Fatalf("the step ran twice: %+v", again.Steps)
+	}
+
+	// A second invite of the same person reuses the user, sends no link and
+	// keeps the password.
+	id2, msg2 := newInvite(t, invite.Request{ProjectID: newProject(t, "Second"), FirstName: "G", Email: email, SendEmail: true,
+		PasswordHash: auth.HashPassword("another password")})
+	if err := live.svc.inviteUser(ctx, msg2); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := live.svc.invites.Get(ctx, id2); rec.UserID != userID || rec.NewUser {
+		t.Fatalf("record %+v, want user %s reused", rec, userID)
+	}
+	if next := nextStep(t, id2); next.SetPasswordURL != "" {
+		t.Fatalf("a link for an existing user: %+v", next)
+	}
+	if _, err := live.conns.Repo.Read(ctx, repo.AllProjects, "User", uuid.NewSHA1(idNamespace, []byte("invite-user:"+id2)).String()); fhir.AsError(err).Status != 404 {
+		t.Fatalf("a second user was made: %v", err)
+	}
+	if got, _ := live.svc.checkPassword(ctx, email, "initial password", ""); got != userID {
+		t.Fatal("a second invite changed the password")
+	}
+}
+
+// A project-scoped invite makes a user of the project only; an invite
+// without an e-mail makes a user no one can sign in as.
+func TestInviteUserScopes(t *testing.T) {
+	ctx := context.Background()
+	project := newProject(t, "Scoped invites")
+	email := newEmail("scoped")
+	id, msg := newInvite(t, invite.Request{ProjectID: project, ProjectScoped: true, FirstName: "S", LastName: "Coped", Email: email})
+	if err := live.svc.inviteUser(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := live.svc.invites.Get(ctx, id)
+	user, err := live.conns.Repo.Read(ctx, repo.AllProjects, "User", rec.UserID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc, _ := user.Decode(); !reflect.DeepEqual(doc["project"], map[string]any{"reference": "Project/" + project}) || user.Project != project {
+		t.Fatalf("user %v in %q", doc, user.Project)
+	}
+	if owner, _ := live.conns.Repo.ClaimOwner(ctx, repo.UserEmailKey(project, email)); owner != rec.UserID {
+		t.Fatalf("the project's claim is %q's", owner)
+	}
+	if owner, _ := live.conns.Repo.ClaimOwner(ctx, repo.UserEmailKey("", email)); owner != "" {
+		t.Fatalf("the server-wide claim is %q's", owner)
+	}
+	if next := nextStep(t, id); next.SetPasswordURL != "" {
+		t.Fatalf("a link though none was asked for: %+v", next)
+	}
+
+	id, msg = newInvite(t, invite.Request{ProjectID: project, FirstName: "No", LastName: "Mail", SendEmail: true})
+	if err := live.svc.inviteUser(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := live.svc.invites.Get(ctx, id); !rec.NewUser || rec.UserID == "" {
+		t.Fatalf("record %+v", rec)
+	}
+	if next := nextStep(t, id); next.SetPasswordURL != "" {
+		t.Fatalf("a link for a user without an e-mail: %+v", next)
+	}
+}
+
+// An invite that has ended, or a message that names none, does nothing.
+func TestInviteUserNothingToDo(t *testing.T) {
+	ctx := context.Background()
+	id, msg := newInvite(t, invite.Request{FirstName: "Late", Email: newEmail("late")})
+	if _, err := live.svc.invites.Update(ctx, id, func(r *invite.Record) error { r.Status = "failed"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := live.svc.inviteUser(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := live.svc.invites.Get(ctx, id); rec.UserID != "" || rec.Steps[invite.StepUser].State != "pending" {
+		t.Fatalf("an ended invite was worked on: %+v", rec)
+	}
+	if err := live.svc.inviteUser(ctx, []byte("{")); err == nil {
+		t.Fatal("an unreadable message was taken")
+	}
+}
+
+// A step that cannot succeed fails its invite with the step's answer and
+// tells whoever waits.
+func TestInviteFailed(t *testing.T) {
+	ctx := context.Background()
+	id, msg := newInvite(t, invite.Request{FirstName: "Doomed"})
+	sub, err := live.conns.NC.SubscribeSync(invite.DoneSubject(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	live.svc.inviteFailed(ctx, msg, fhir.BadRequest("E-mail already used"))
+	if _, err := sub.NextMsg(5 * time.Second); err != nil {
+		t.Fatalf("no announcement: %v", err)
+	}
+	rec, _ := live.svc.invites.Get(ctx, id)
+	if rec.Status != "failed" || rec.Failure == nil || *rec.Failure != (invite.Failure{Status: 400, Text: "E-mail already used"}) ||
+		rec.Steps[invite.StepUser].State != "failed" {
+		t.Fatalf("record %+v", rec)
 	}
 }

@@ -1,0 +1,376 @@
+package identity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/config"
+	"github.com/pinion-health/pinion/pkg/embedded"
+	"github.com/pinion-health/pinion/pkg/infra"
+	"github.com/pinion-health/pinion/pkg/invite"
+	"github.com/pinion-health/pinion/pkg/mail"
+	"github.com/pinion-health/pinion/pkg/projects"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/saga"
+)
+
+// live is the identity service started as a process starts it (FromConfig,
+// Start) on real parts: an embedded NATS server reached in-process, the
+// session buckets, the SQLite store and the session projector. The
+// package's tests share it; each makes its own projects, users and clients.
+var live struct {
+	svc   *Service
+	conns *infra.Conns
+	cfg   *config.Config
+}
+
+// quiet keeps the services' logs out of the test output.
+var quiet = slog.New(slog.DiscardHandler)
+
+func TestMain(m *testing.M) { os.Exit(runWithStack(m)) }
+
+func runWithStack(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "identity-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: filepath.Join(dir, "nats"), NoListen: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nats:", err)
+		return 1
+	}
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := infra.Open(ctx, infra.Options{InProcess: ns, Name: "identity-test", SQLitePath: filepath.Join(dir, "pinion.db"), SQLiteSync: "off", Log: quiet})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "infra:", err)
+		return 1
+	}
+	defer c.Close()
+	cfg := &config.Config{BaseURL: testBase, DataDir: dir, AccessTokenLifetime: 10 * time.Minute, ClientSecretGrace: time.Hour}
+	svc, err := FromConfig(cfg, c, quiet)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "identity:", err)
+		return 1
+	}
+	if err := svc.Start(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "identity start:", err)
+		return 1
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = svc.Stop(sctx)
+	}()
+	live.svc, live.conns, live.cfg = svc, c, cfg
+	return m.Run()
+}
+
+// another is a second identity instance on the live stack, as a second
+// process would be, with its own caches; it is stopped after the test.
+func another(t *testing.T, cfg Config) *Service {
+	t.Helper()
+	c := live.conns
+	s := New(cfg, c.NC, c.JS, c.Repo, c.Sessions, quiet)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	return s
+}
+
+// newProject stores a project and returns its id.
+func newProject(t *testing.T, name string) string {
+	t.Helper()
+	id := uuid.NewString()
+	if _, err := live.conns.Repo.Create(context.Background(), repo.AllProjects, map[string]any{"resourceType": "Project", "name": name},
+		repo.WriteOptions{ID: id, Project: id}); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// newEmail is an address no other test uses.
+func newEmail(name string) string {
+	return name + "-" + uuid.NewString()[:8] + "@example.com"
+}
+
+// newUser stores a user with this e-mail and password (none when empty),
+// scoped to project when it is set, as an invite would, and returns its id.
+func newUser(t *testing.T, email, password, project string) string {
+	t.Helper()
+	ctx := context.Background()
+	id := uuid.NewString()
+	req := invite.Request{FirstName: "Ada", LastName: "Lovelace", Email: email}
+	if password != "" {
+		req.PasswordHash = auth.HashPassword(password)
+	}
+	if err := live.svc.createUser(ctx, id, project, req); err != nil {
+		t.Fatal(err)
+	}
+	if owner, err := live.conns.Repo.Claim(ctx, repo.UserEmailKey(project, email), id); err != nil || owner != id {
+		t.Fatalf("claim %s: %q %v", email, owner, err)
+	}
+	return id
+}
+
+// newResource stores a resource in a project and returns its reference.
+func newResource(t *testing.T, project string, res map[string]any) string {
+	t.Helper()
+	r, err := live.conns.Repo.Create(context.Background(), repo.Scope{Project: project}, res, repo.WriteOptions{Project: project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Type + "/" + r.ID
+}
+
+// newPractitioner stores a practitioner with a name and returns its reference.
+func newPractitioner(t *testing.T, project, given, family string) string {
+	t.Helper()
+	return newResource(t, project, map[string]any{"resourceType": "Practitioner",
+		"name": []any{map[string]any{"given": []any{given}, "family": family}}})
+}
+
+// newMembership stores a membership of user in project as profile (extra
+// fields added), waits for its session entry and returns its id.
+func newMembership(t *testing.T, project, user, profile string, extra map[string]any) string {
+	t.Helper()
+	m := map[string]any{"resourceType": "ProjectMembership",
+		"project": map[string]any{"reference": "Project/" + project, "display": "Project " + project[:4]},
+		"user":    map[string]any{"reference": user},
+		"profile": map[string]any{"reference": profile, "display": "Profile of " + user},
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	ref := newResource(t, project, m)
+	id := strings.TrimPrefix(ref, "ProjectMembership/")
+	project1(t, "ProjectMembership", id, project)
+	return id
+}
+
+// project1 waits until the session entries a resource feeds hold it.
+func project1(t *testing.T, typ, id, project string) {
+	t.Helper()
+	if _, err := projects.Project(context.Background(), live.conns.NC, typ, id, project); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setMembership changes a stored membership and waits for its entry.
+func setMembership(t *testing.T, id string, edit func(map[string]any)) {
+	t.Helper()
+	ctx := context.Background()
+	res, err := live.conns.Repo.Read(ctx, repo.AllProjects, "ProjectMembership", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := res.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(doc)
+	if _, err := live.conns.Repo.Update(ctx, repo.AllProjects, doc, repo.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	project1(t, "ProjectMembership", id, res.Project)
+}
+
+// blockingPolicy stores an access policy that blocks one address and
+// returns its reference.
+func blockingPolicy(t *testing.T, project, address string) string {
+	t.Helper()
+	return newResource(t, project, map[string]any{"resourceType": "AccessPolicy", "name": "office only",
+		"resource":     []any{map[string]any{"resourceType": "*"}},
+		"ipAccessRule": []any{map[string]any{"name": "blocked", "value": address, "action": "block"}}})
+}
+
+// jsonRequest is a JSON POST from remote.
+func jsonRequest(remote string, body any) *bus.Request {
+	b, _ := json.Marshal(body)
+	return &bus.Request{Method: "POST", Header: map[string]string{"Content-Type": "application/json"}, Body: b, Remote: remote}
+}
+
+// formRequest is a form POST with these headers added.
+func formRequest(form url.Values, header map[string]string) *bus.Request {
+	h := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+	for k, v := range header {
+		h[k] = v
+	}
+	return &bus.Request{Method: "POST", Header: h, Body: []byte(form.Encode())}
+}
+
+// decoded is a JSON answer's body, after checking its status.
+func decoded(t *testing.T, resp *bus.Response, err error, status int) map[string]any {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%v, want %d", err, status)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(resp.Body, &out); err != nil {
+		t.Fatalf("%d %s: %v", resp.Status, resp.Body, err)
+	}
+	if resp.Status != status {
+		t.Fatalf("%d %s, want %d", resp.Status, resp.Body, status)
+	}
+	return out
+}
+
+// lastMail is the newest e-mail queued for the mail step, and whether
+// there is one.
+func lastMail(t *testing.T) (mail.Message, bool) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := live.conns.JS.Stream(ctx, saga.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := st.GetLastMsgForSubject(ctx, mail.Subject)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return mail.Message{}, false
+		}
+		t.Fatal(err)
+	}
+	var m mail.Message
+	if err := json.Unmarshal(raw.Data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m, true
+}
+
+// mailTo is the newest queued e-mail, which must be to this address.
+func mailTo(t *testing.T, to string) mail.Message {
+	t.Helper()
+	m, ok := lastMail(t)
+	if !ok || m.To != to {
+		t.Fatalf("no e-mail to %s; the last is %+v", to, m)
+	}
+	return m
+}
+
+// linkIn is the set-password link in a text, as id and secret.
+func linkIn(t *testing.T, text string) (id, secret string) {
+	t.Helper()
+	i := strings.Index(text, testBase+"setpassword/")
+	if i < 0 {
+		t.Fatalf("no set-password link in %q", text)
+	}
+	rest := strings.Fields(text[i+len(testBase+"setpassword/"):])[0]
+	id, secret, ok := strings.Cut(rest, "/")
+	if !ok {
+		t.Fatalf("link %q", rest)
+	}
+	return id, secret
+}
+
+// keyValue reads a bucket's entry; nil when there is none.
+func keyValue(t *testing.T, bucket, key string) []byte {
+	t.Helper()
+	ctx := context.Background()
+	kv, err := live.conns.JS.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Value()
+}
+
+// person is a user with a password and one membership, in a project of
+// its own, with a practitioner profile.
+type person struct {
+	email, password     string
+	userID, user        string // id, and User/<id>
+	project, profile    string
+	membership, display string
+}
+
+func newPerson(t *testing.T, name string) person {
+	t.Helper()
+	p := person{email: newEmail(name), password: "correct horse " + name}
+	p.project = newProject(t, "Clinic of "+name)
+	p.profile = newPractitioner(t, p.project, "Ada", name)
+	p.userID = newUser(t, p.email, p.password, "")
+	p.user = "User/" + p.userID
+	p.membership = newMembership(t, p.project, p.user, p.profile, nil)
+	return p
+}
+
+// login posts to /auth/login from remote, with these fields besides the
+// person's e-mail and password.
+func (p person) login(t *testing.T, remote string, fields map[string]any) (*bus.Response, error) {
+	t.Helper()
+	body := map[string]any{"email": p.email, "password": p.password}
+	for k, v := range fields {
+		body[k] = v
+	}
+	return live.svc.login(context.Background(), jsonRequest(remote, body))
+}
+
+// code signs the person in with PKCE (RFC 7636's pair) and returns the
+// authorization code.
+func (p person) code(t *testing.T, fields map[string]any) string {
+	t.Helper()
+	f := map[string]any{"codeChallenge": rfcChallenge, "codeChallengeMethod": "S256"}
+	for k, v := range fields {
+		f[k] = v
+	}
+	resp, err := p.login(t, "10.1.0.1", f)
+	body := decoded(t, resp, err, 200)
+	code, _ := body["code"].(string)
+	if !strings.HasPrefix(code, body["login"].(string)+".") {
+		t.Fatalf("login answer %v", body)
+	}
+	return code
+}
+
+// token posts a form to the token endpoint.
+func token(t *testing.T, form url.Values, header map[string]string) *bus.Response {
+	t.Helper()
+	resp, err := live.svc.token(context.Background(), formRequest(form, header))
+	if err != nil {
+		t.Fatalf("the token endpoint failed: %v", err)
+	}
+	return resp
+}
+
+// redeem exchanges a code (with RFC 7636's verifier) for tokens.
+func redeem(t *testing.T, code string) *bus.Response {
+	t.Helper()
+	return token(t, url.Values{"grant_type": {"authorization_code"}, "code": {code}, "code_verifier": {rfcVerifier}}, nil)
+}
+
+// verify checks a token the live service signed, for audience.
+func verify(t *testing.T, tok, audience string) *auth.Claims {
+	t.Helper()
+	v := live.svc.verifier()
+	v.Audience = audience
+	c, err := v.Verify(tok)
+	if err != nil {
+		t.Fatalf("token for %s: %v", audience, err)
+	}
+	return c
+}
