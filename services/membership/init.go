@@ -67,7 +67,7 @@ func (s *Service) initProject(ctx context.Context, r *bus.Request) (*bus.Respons
 	if err != nil {
 		return nil, err
 	}
-	return bus.FHIR(201, out.JSON), nil
+	return s.projectCreated(out), nil
 }
 
 // initParams reads $init's Parameters: the project to create, and the

@@ -2,15 +2,22 @@ package membership
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/invite"
+	"github.com/pinion-health/pinion/pkg/repo"
 )
 
 func TestInviteBody(t *testing.T) {
@@ -182,4 +189,368 @@ func TestInviteWaitFor(t *testing.T) {
 	if got := inviteWaitFor(past); got > 0 {
 		t.Errorf("deadline passed: %v, want no wait", got)
 	}
+}
+
+// invitee is a new e-mail address for one test's invitee.
+func invitee(what string) string { return what + "-" + uuid.NewString()[:8] + "@example.com" }
+
+// inviteJSON is an invite body: a practitioner with this e-mail, the fields given.
+func inviteJSON(t *testing.T, email string, fields map[string]any) string {
+	t.Helper()
+	m := map[string]any{"resourceType": "Practitioner", "firstName": "Grace", "lastName": "Hopper", "email": email}
+	for k, v := range fields {
+		m[k] = v
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func ref(r string) map[string]any { return map[string]any{"reference": r} }
+
+// Invites that the project's data refuses are refused before the saga
+// starts: nothing is recorded, and no step runs.
+func TestInviteRefusedBeforeTheSaga(t *testing.T) {
+	project, other := fixtureProject(t, nil), fixtureProject(t, nil)
+	missing := uuid.NewString()
+	foreignPolicy, foreignProfile := fixturePolicy(t, other), fixturePractitioner(t, other)
+	foreignPatient := fixture(t, other, map[string]any{"resourceType": "Patient"})
+	patient := fixture(t, project, map[string]any{"resourceType": "Patient"})
+	noPolicy := "AccessPolicy/" + uuid.NewString()
+	cases := []struct {
+		name        string
+		by          *bus.Principal
+		project     string
+		contentType string
+		fields      map[string]any
+		status      int
+		text, expr  string
+	}{
+		{"anonymous", nil, project, "application/json", nil, 401, "Unauthorized", ""},
+		{"a member, not an admin", memberOf(project), project, "application/json", nil, 403, "Forbidden", ""},
+		{"another project's admin", adminOf(other), project, "application/json", nil, 403, "Forbidden", ""},
+		{"not JSON or a form", adminOf(project), project, "text/plain", nil, 415, "Unsupported media type", ""},
+		{"no such project", adminOf(missing), missing, "application/json", nil, 404, "Not found", ""},
+		{"no such project, for a super admin", superAdmin(), missing, "application/json", nil, 404, "Not found", ""},
+		{"a field refused by itself", adminOf(project), project, "application/json", map[string]any{"lastName": " "}, 400, "Last name is required", "lastName"},
+		{"a patient of another project", adminOf(project), project, "application/json",
+			map[string]any{"resourceType": "RelatedPerson", "patient": ref(foreignPatient), "accessPolicy": ref(foreignPolicy)},
+			400, "Patient " + foreignPatient + " does not exist in this project", "patient"},
+		{"a new related person without a patient", adminOf(project), project, "application/json",
+			map[string]any{"resourceType": "RelatedPerson"}, 400, "patient is required to invite a RelatedPerson", "patient"},
+		{"a policy of another project", adminOf(project), project, "application/json",
+			map[string]any{"membership": map[string]any{"accessPolicy": ref(foreignPolicy), "profile": ref(foreignProfile)}},
+			400, "Access policy " + foreignPolicy + " does not belong to this project", "membership.accessPolicy"},
+		{"no such policy", adminOf(project), project, "application/json",
+			map[string]any{"access": []any{map[string]any{"policy": ref(noPolicy)}}},
+			400, "Access policy " + noPolicy + " does not exist", "membership.access[0].policy"},
+		{"a profile of another project", adminOf(project), project, "application/json",
+			map[string]any{"membership": map[string]any{"profile": ref(foreignProfile)}}, 400, "Profile does not belong to project", "membership.profile"},
+		{"a profile of another type", adminOf(project), project, "application/json",
+			map[string]any{"membership": map[string]any{"profile": ref(patient)}}, 400, "Profile resourceType does not match request", "membership.profile"},
+		{"no such profile", adminOf(project), project, "application/json",
+			map[string]any{"membership": map[string]any{"profile": ref("Practitioner/" + uuid.NewString())}}, 404, "Not found", ""},
+		{"a profile that is no reference", adminOf(project), project, "application/json",
+			map[string]any{"membership": map[string]any{"profile": "Practitioner/x"}}, 400, "Invalid profile reference", "membership.profile"},
+	}
+	var emails []string
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			email := invitee("refused")
+			emails = append(emails, email)
+			stack.steps.script(email, stepScript{UserID: uuid.NewString()})
+			r := request(tc.by, map[string]string{"projectId": tc.project}, tc.contentType, inviteJSON(t, email, tc.fields))
+			resp, err := call(t, stack.svc.invite, r)
+			wantFHIRError(t, resp, err, tc.status, tc.text, tc.expr)
+		})
+	}
+	// Nothing was recorded (the record is written before the first step),
+	// where an invite that passes is.
+	accepted := invitee("accepted")
+	stack.steps.script(accepted, stepScript{UserID: uuid.NewString()})
+	mustCall(t, stack.svc.invite, fhirJSON(adminOf(project), map[string]string{"projectId": project}, inviteJSON(t, accepted, map[string]any{"sendEmail": false})), 200)
+	refused := map[string]bool{}
+	for _, e := range emails {
+		refused[e] = true
+	}
+	recorded := false
+	for _, rec := range inviteRecords(t) {
+		recorded = recorded || rec.Request.Email == accepted
+		if refused[rec.Request.Email] {
+			t.Errorf("refused invite of %s recorded as %s", rec.Request.Email, rec.ID)
+		}
+	}
+	if !recorded {
+		t.Errorf("the accepted invite is not among the records")
+	}
+	if ms := membersOf(t, project); len(ms) != 1 {
+		t.Errorf("memberships %v, want the accepted invite's", ms)
+	}
+}
+
+// inviteRecords are every invite recorded so far.
+func inviteRecords(t *testing.T) []*invite.Record {
+	t.Helper()
+	ctx := testCtx(t)
+	kv, err := stack.js.KeyValue(ctx, invite.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*invite.Record
+	for id := range keys.Keys() {
+		rec, err := stack.invites.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// Several field issues are reported together, one per field.
+func TestInviteReportsEveryField(t *testing.T) {
+	project := fixtureProject(t, nil)
+	_, err := call(t, stack.svc.invite, fhirJSON(adminOf(project), map[string]string{"projectId": project},
+		`{"resourceType":"Device","lastName":"X","sendEmail":"maybe","color":"red"}`))
+	var fe *fhir.Error
+	if !errors.As(err, &fe) || fe.Status != 400 {
+		t.Fatalf("%v, want 400", err)
+	}
+	wantLines(t, issueLines(t, fe.Outcome.Issue), []string{
+		"color: Unknown field: color", "resourceType: Resource type is required", "firstName: First name is required",
+		"email: Either email or externalId is required", "sendEmail: sendEmail must be a boolean",
+	})
+}
+
+func TestInvite(t *testing.T) {
+	project := fixtureProject(t, map[string]any{"name": "Harbor Clinic"})
+	params := map[string]string{"projectId": project}
+	by := adminOf(project)
+	policy := fixturePolicy(t, project)
+	send := func(t *testing.T, body string) (*bus.Response, error) {
+		t.Helper()
+		return call(t, stack.svc.invite, fhirJSON(by, params, body))
+	}
+
+	email := invitee("grace")
+	user := uuid.NewString()
+	var first map[string]any
+	t.Run("a new user", func(t *testing.T) {
+		stack.steps.script(email, stepScript{UserID: user, NewUser: true, SetPasswordURL: "https://app.example/setpassword/abc/def"})
+		first = mustCall(t, stack.svc.invite, fhirJSON(by, params, inviteJSON(t, "  "+strings.ToUpper(email), map[string]any{
+			"password": "long enough", "membership": map[string]any{"admin": true, "accessPolicy": ref(policy)},
+		})), 200)
+		profile, _ := refOf(first["profile"])
+		want := map[string]any{
+			"resourceType": "ProjectMembership", "id": first["id"], "meta": first["meta"], "admin": true, "accessPolicy": ref(policy),
+			"project":   map[string]any{"reference": "Project/" + project, "display": "Harbor Clinic"},
+			"user":      map[string]any{"reference": "User/" + user, "display": email},
+			"profile":   map[string]any{"reference": profile, "display": "Grace Hopper"},
+			"invitedBy": ref(by.User),
+		}
+		if !reflect.DeepEqual(normalize(first), normalize(want)) {
+			t.Errorf("membership %v\nwant %v", first, want)
+		}
+		if e := sessionEntry(t, first["id"].(string)); e == nil || !e.Admin || !e.AccessPolicy || !e.Active || e.User != "User/"+user {
+			t.Errorf("session entry %+v", e)
+		}
+		id := stack.steps.lastInvite(t, email)
+		rec := waitInvite(t, id, func(r *invite.Record) bool { return r.Steps[invite.StepEmail].State == "done" })
+		if rec.Status != "done" || rec.MembershipID != first["id"] || rec.Steps[invite.StepMembership].State != "done" {
+			t.Errorf("record %+v", rec)
+		}
+		req := rec.Request
+		if req.ProjectName != "Harbor Clinic" || req.InvitedBy != by.User || req.ProjectScoped ||
+			req.PasswordHash == "" || strings.Contains(req.PasswordHash, "long enough") {
+			t.Errorf("request %+v", req)
+		}
+		eml := readMail(t, "invite-"+id)
+		for _, want := range []string{"Subject: Welcome to Pinion", "To: <" + email + ">", "You were invited to Harbor Clinic.", "https://app.example/setpassword/abc/def"} {
+			if !strings.Contains(eml, want) {
+				t.Errorf("e-mail lacks %q:\n%s", want, eml)
+			}
+		}
+	})
+	if first == nil {
+		t.FailNow()
+	}
+
+	t.Run("the same person again", func(t *testing.T) {
+		resp, err := send(t, inviteJSON(t, email, nil))
+		wantFHIRError(t, resp, err, 409, "User is already a member of this project", "")
+		rec, _ := stack.invites.Get(testCtx(t), stack.steps.lastInvite(t, email))
+		if rec.Status != "failed" || rec.Failure == nil || rec.Failure.Status != 409 || rec.Steps[invite.StepMembership].State != "failed" {
+			t.Errorf("record %+v", rec)
+		}
+		if ms := membersOf(t, project)["User/"+user]; len(ms) != 1 {
+			t.Errorf("%d memberships of the user", len(ms))
+		}
+	})
+
+	t.Run("upsert applies the template to the membership", func(t *testing.T) {
+		profile, _ := refOf(first["profile"])
+		stack.steps.script(email, stepScript{UserID: user, Profile: profile})
+		m := mustCall(t, stack.svc.invite, fhirJSON(by, params, inviteJSON(t, email, map[string]any{"upsert": true, "sendEmail": false, "admin": false})), 200)
+		if m["id"] != first["id"] || m["admin"] != false {
+			t.Errorf("membership %v, want %s made no admin", m, first["id"])
+		}
+		if e := sessionEntry(t, first["id"].(string)); e == nil || e.Admin {
+			t.Errorf("session entry %+v", e)
+		}
+	})
+
+	t.Run("upsert with another profile", func(t *testing.T) {
+		stack.steps.script(email, stepScript{UserID: user, Profile: fixturePractitioner(t, project)})
+		resp, err := send(t, inviteJSON(t, email, map[string]any{"upsert": true}))
+		wantFHIRError(t, resp, err, 409, "User is already a member of this project with a different profile", "")
+	})
+
+	t.Run("forceNewMembership adds one", func(t *testing.T) {
+		m := mustCall(t, stack.svc.invite, fhirJSON(by, params, inviteJSON(t, email, map[string]any{"forceNewMembership": true, "sendEmail": false})), 200)
+		if m["id"] == first["id"] {
+			t.Errorf("the same membership, want a new one")
+		}
+		if ms := membersOf(t, project)["User/"+user]; len(ms) != 2 {
+			t.Errorf("%d memberships of the user, want 2", len(ms))
+		}
+	})
+
+	t.Run("an externalId taken", func(t *testing.T) {
+		fixtureMember(t, project, "User/"+uuid.NewString(), fixturePractitioner(t, project), map[string]any{"externalId": "ext-taken"})
+		other := uuid.NewString()
+		stack.steps.script("ext-taken", stepScript{UserID: other})
+		resp, err := send(t, `{"resourceType":"Patient","firstName":"Ext","lastName":"Ernal","externalId":"ext-taken"}`)
+		wantFHIRError(t, resp, err, 409, "Membership with externalId ext-taken already exists", "")
+		// The user's claim on a membership is let go again.
+		if owner, _ := stack.repo.ClaimOwner(testCtx(t), repo.MembershipKey(project, "User/"+other)); owner != "" {
+			t.Errorf("membership claim held by %q", owner)
+		}
+	})
+
+	t.Run("a project user with the e-mail is already the member", func(t *testing.T) {
+		same := invitee("scoped")
+		scoped := fixtureUser(t, project, same)
+		fixtureMember(t, project, "User/"+scoped, fixturePractitioner(t, project), nil)
+		stack.steps.script(same, stepScript{UserID: uuid.NewString(), NewUser: true})
+		resp, err := send(t, inviteJSON(t, same, map[string]any{"sendEmail": false}))
+		wantFHIRError(t, resp, err, 409, "User is already a member of this project", "")
+	})
+
+	t.Run("an existing user by form, told where to sign in", func(t *testing.T) {
+		known := invitee("known")
+		existing := uuid.NewString()
+		stack.steps.script(known, stepScript{UserID: existing})
+		r := request(by, params, "application/x-www-form-urlencoded",
+			"resourceType=Patient&firstName=Pat&lastName=Ient&scope=project&email="+url.QueryEscape(known))
+		m := mustCall(t, stack.svc.invite, r, 200)
+		if u, _ := refOf(m["user"]); u != "User/"+existing || m["admin"] != false {
+			t.Errorf("membership %v", m)
+		}
+		id := stack.steps.lastInvite(t, known)
+		rec := waitInvite(t, id, func(r *invite.Record) bool { return r.Steps[invite.StepEmail].State == "done" })
+		if !rec.Request.ProjectScoped || rec.Request.Membership["admin"] != false {
+			t.Errorf("request %+v", rec.Request)
+		}
+		eml := readMail(t, "invite-"+id)
+		for _, want := range []string{"Subject: Pinion: Welcome to Harbor Clinic", "You were added to Harbor Clinic.", testBaseURL + "signin"} {
+			if !strings.Contains(eml, want) {
+				t.Errorf("e-mail lacks %q:\n%s", want, eml)
+			}
+		}
+	})
+
+	t.Run("no e-mail when told not to", func(t *testing.T) {
+		quiet := invitee("quiet")
+		stack.steps.script(quiet, stepScript{UserID: uuid.NewString(), NewUser: true, SetPasswordURL: "https://app.example/x"})
+		mustCall(t, stack.svc.invite, fhirJSON(by, params, inviteJSON(t, quiet, map[string]any{"sendEmail": false})), 200)
+		id := stack.steps.lastInvite(t, quiet)
+		if rec, _ := stack.invites.Get(testCtx(t), id); rec.Steps[invite.StepEmail].State != "skipped" {
+			t.Errorf("e-mail step %+v", rec.Steps[invite.StepEmail])
+		}
+		if _, err := os.Stat(filepath.Join(stack.mailDir, "invite-"+id+".eml")); !os.IsNotExist(err) {
+			t.Errorf("an e-mail was written: %v", err)
+		}
+	})
+
+	t.Run("a profile named in the membership", func(t *testing.T) {
+		named := invitee("named")
+		profile := fixturePractitioner(t, project)
+		stack.steps.script(named, stepScript{UserID: uuid.NewString()})
+		m := mustCall(t, stack.svc.invite, fhirJSON(by, params,
+			inviteJSON(t, named, map[string]any{"sendEmail": false, "membership": map[string]any{"profile": ref(profile)}})), 200)
+		if p, _ := refOf(m["profile"]); p != profile {
+			t.Errorf("profile %q, want %q", p, profile)
+		}
+		if rec, _ := stack.invites.Get(testCtx(t), stack.steps.lastInvite(t, named)); rec.Request.Profile != profile || rec.Request.Membership["profile"] != nil {
+			t.Errorf("request %+v: want the profile checked and taken out of the template", rec.Request)
+		}
+	})
+
+	t.Run("a related person the project has", func(t *testing.T) {
+		aunt := invitee("aunt")
+		kid := fixture(t, project, map[string]any{"resourceType": "Patient"})
+		rp := fixture(t, project, map[string]any{"resourceType": "RelatedPerson", "patient": ref(kid),
+			"telecom": []any{map[string]any{"system": "email", "value": aunt}}})
+		stack.steps.script(aunt, stepScript{UserID: uuid.NewString()})
+		m := mustCall(t, stack.svc.invite, fhirJSON(by, params,
+			`{"resourceType":"RelatedPerson","firstName":"Aunt","lastName":"Ie","sendEmail":false,"email":"`+aunt+`"}`), 200)
+		if p, _ := refOf(m["profile"]); p != rp {
+			t.Errorf("profile %q, want %q", p, rp)
+		}
+	})
+
+	t.Run("a step's failure is the answer", func(t *testing.T) {
+		for _, tc := range []struct {
+			err    error
+			status int
+			text   string
+		}{
+			{fhir.BadRequest("Invalid e-mail domain", "email"), 400, "Invalid e-mail domain"},
+			{fhir.Conflict("Too late"), 409, "Too late"},
+			{fhir.NotFound(), 404, "Not found"},
+			{errors.New("disk full"), 500, "Internal server error"},
+		} {
+			failing := invitee("failing")
+			stack.steps.script(failing, stepScript{Err: tc.err})
+			resp, err := send(t, inviteJSON(t, failing, nil))
+			wantFHIRError(t, resp, err, tc.status, tc.text, "")
+		}
+	})
+
+	t.Run("a saga still running", func(t *testing.T) {
+		slow := invitee("slow")
+		stack.steps.script(slow, stepScript{Hold: true})
+		// Wait 200 ms of the caller's deadline, keeping a second to answer.
+		ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
+		defer cancel()
+		resp, err := stack.svc.invite(ctx, fhirJSON(by, params, inviteJSON(t, slow, nil)))
+		var fe *fhir.Error
+		if !errors.As(err, &fe) {
+			t.Fatalf("%v %v, want 504", resp, err)
+		}
+		id, ok := strings.CutPrefix(fe.Outcome.Issue[0].Diagnostics, "invite/")
+		if !ok {
+			t.Fatalf("diagnostics %q", fe.Outcome.Issue[0].Diagnostics)
+		}
+		wantError(t, err, 504, "Invite "+id+" is still in progress; it will complete", "")
+		if rec, err := stack.invites.Get(testCtx(t), id); err != nil || rec.Status != "pending" || rec.Request.Email != slow {
+			t.Errorf("record %+v %v", rec, err)
+		}
+	})
+}
+
+// readMail reads the .eml file of a message id.
+func readMail(t *testing.T, id string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(stack.mailDir, id+".eml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -150,7 +150,13 @@ func (s *Service) addOwner(ctx context.Context, projectID, projectName string, u
 	if invitedBy != "" {
 		m["invitedBy"] = map[string]any{"reference": invitedBy}
 	}
-	pm, err := s.repo.Create(ctx, sc, m, repo.WriteOptions{Project: projectID})
+	// The owner holds the claim of the user's one membership in the
+	// project, as an invited member does: inviting them again is a 409.
+	id := uuid.NewString()
+	if _, err := s.repo.Claim(ctx, repo.MembershipKey(projectID, u.Ref), id); err != nil {
+		return err
+	}
+	pm, err := s.repo.Create(ctx, sc, m, repo.WriteOptions{ID: id, Project: projectID})
 	if err != nil {
 		return err
 	}

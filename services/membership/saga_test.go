@@ -2,8 +2,17 @@ package membership
 
 import (
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/pinion-health/pinion/pkg/config"
+	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/mail"
 )
@@ -91,5 +100,161 @@ func TestInviteMail(t *testing.T) {
 				t.Errorf("mail\n %+v\nwant\n %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// pendingInvite records an invite whose user and profile steps are done.
+func pendingInvite(t *testing.T, email string) *invite.Record {
+	t.Helper()
+	rec := newInviteRecord(uuid.NewString(), invite.Request{ProjectID: "p-1", ProjectName: "Clinic", Email: email, SendEmail: true}, time.Now().UTC())
+	if err := stack.invites.Create(testCtx(t), rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func TestSendMail(t *testing.T) {
+	ctx := testCtx(t)
+	t.Run("an invitation", func(t *testing.T) {
+		rec := pendingInvite(t, "mail@example.com")
+		m := mail.Message{ID: "invite-" + rec.ID, To: "mail@example.com", Subject: "Hello", Text: "Body text\n", InviteID: rec.ID}
+		b, _ := json.Marshal(m)
+		if err := stack.svc.sendMail(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if eml := readMail(t, m.ID); !strings.Contains(eml, "Subject: Hello") || !strings.Contains(eml, "Body text") {
+			t.Errorf("e-mail:\n%s", eml)
+		}
+		got, _ := stack.invites.Get(ctx, rec.ID)
+		if st := got.Steps[invite.StepEmail]; st.State != "done" || st.Attempts != 1 || st.Error != "" {
+			t.Errorf("e-mail step %+v", st)
+		}
+	})
+
+	t.Run("a failure is recorded and retried", func(t *testing.T) {
+		rec := pendingInvite(t, "not an address")
+		m := mail.Message{ID: "invite-" + rec.ID, To: "not an address", Subject: "Hello", Text: "x", InviteID: rec.ID}
+		b, _ := json.Marshal(m)
+		for attempt := 1; attempt <= 2; attempt++ {
+			err := stack.svc.sendMail(ctx, b)
+			if err == nil || !strings.Contains(err.Error(), `recipient "not an address"`) {
+				t.Fatalf("attempt %d: %v", attempt, err)
+			}
+			got, _ := stack.invites.Get(ctx, rec.ID)
+			if st := got.Steps[invite.StepEmail]; st.State != "pending" || st.Attempts != attempt || st.Error != err.Error() {
+				t.Errorf("attempt %d: e-mail step %+v", attempt, st)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(stack.mailDir, m.ID+".eml")); !os.IsNotExist(err) {
+			t.Errorf("a file for a message that failed: %v", err)
+		}
+		// After the last retry.
+		stack.svc.mailFailed(ctx, b, errors.New("gave up"))
+		got, _ := stack.invites.Get(ctx, rec.ID)
+		if st := got.Steps[invite.StepEmail]; st.State != "failed" || st.Attempts != 3 || st.Error != "gave up" {
+			t.Errorf("e-mail step %+v", st)
+		}
+		if got.Status != "pending" {
+			t.Errorf("a lost e-mail failed the invite: %s", got.Status)
+		}
+	})
+
+	t.Run("not of an invite", func(t *testing.T) {
+		m := mail.Message{ID: "reset-" + uuid.NewString(), To: "reset@example.com", Subject: "Reset", Text: "x"}
+		b, _ := json.Marshal(m)
+		if err := stack.svc.sendMail(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		readMail(t, m.ID)
+		stack.svc.mailFailed(ctx, b, errors.New("gave up")) // nothing to record
+	})
+
+	t.Run("not a message", func(t *testing.T) {
+		if err := stack.svc.sendMail(ctx, []byte(`{"to":`)); err == nil {
+			t.Error("a message that cannot be read was sent")
+		}
+		stack.svc.mailFailed(ctx, []byte(`{"to":`), errors.New("gave up"))
+	})
+}
+
+// A membership step delivered again after its invite ended does nothing.
+func TestInviteMembershipAfterTheEnd(t *testing.T) {
+	ctx := testCtx(t)
+	project := fixtureProject(t, nil)
+	rec := newInviteRecord(uuid.NewString(), invite.Request{ProjectID: project, Email: "late@example.com", Membership: map[string]any{}}, time.Now().UTC())
+	rec.Status, rec.UserID, rec.ProfileRef = "failed", uuid.NewString(), fixturePractitioner(t, project)
+	if err := stack.invites.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(invite.Message{InviteID: rec.ID})
+	if err := stack.svc.inviteMembership(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if ms := membersOf(t, project); len(ms) != 0 {
+		t.Errorf("memberships %v", ms)
+	}
+	if err := stack.svc.inviteMembership(ctx, []byte(`[`)); err == nil {
+		t.Error("a step that cannot be read succeeded")
+	}
+	if err := stack.svc.inviteMembership(ctx, []byte(`{"invite":"`+uuid.NewString()+`"}`)); err == nil {
+		t.Error("a step of no invite succeeded")
+	}
+}
+
+// A membership step delivered again after a crash between its write and
+// the record's update ends the invite with the membership it wrote.
+func TestInviteMembershipRedelivered(t *testing.T) {
+	ctx := testCtx(t)
+	project := fixtureProject(t, nil)
+	user := uuid.NewString()
+	rec := newInviteRecord(uuid.NewString(), invite.Request{ProjectID: project, ProjectName: "Clinic", Email: "again@example.com",
+		FirstName: "Re", LastName: "Delivered", Membership: map[string]any{"admin": false}}, time.Now().UTC())
+	rec.UserID, rec.ProfileRef = user, fixturePractitioner(t, project)
+	if err := stack.invites.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(invite.Message{InviteID: rec.ID})
+	if err := stack.svc.inviteMembership(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := stack.invites.Get(ctx, rec.ID)
+	if first.Status != "done" || first.MembershipID == "" {
+		t.Fatalf("record %+v", first)
+	}
+	// The crash: the membership is stored, the record not yet updated.
+	if _, err := stack.invites.Update(ctx, rec.ID, func(r *invite.Record) error {
+		r.Status, r.MembershipID = "pending", ""
+		invite.MarkStep(r, invite.StepMembership, "pending", "")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := stack.svc.inviteMembership(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := stack.invites.Get(ctx, rec.ID)
+	if again.Status != "done" || again.MembershipID != first.MembershipID {
+		t.Errorf("record %+v, want done with %s", again, first.MembershipID)
+	}
+	if ms := membersOf(t, project)["User/"+user]; len(ms) != 1 || ms[0]["id"] != first.MembershipID {
+		t.Errorf("memberships %v, want %s alone", ms, first.MembershipID)
+	}
+	if e := sessionEntry(t, first.MembershipID); e == nil || !e.Active {
+		t.Errorf("session entry %+v", e)
+	}
+}
+
+func TestFromConfig(t *testing.T) {
+	dir := t.TempDir()
+	c := &infra.Conns{NC: stack.nc, JS: stack.js, Repo: stack.repo, Sessions: stack.sessions}
+	s, err := FromConfig(&config.Config{BaseURL: "https://from.config/", DataDir: dir}, c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.cfg.BaseURL != "https://from.config/" || s.mailer != (mail.Files{Dir: filepath.Join(dir, "mail")}) || s.repo != stack.repo || s.sessions != stack.sessions {
+		t.Errorf("service %+v", s)
+	}
+	if _, err := FromConfig(&config.Config{SMTPURL: "http://mail.example"}, c, nil); err == nil || err.Error() != "PINION_SMTP_URL: want smtp://user:pass@host:port" {
+		t.Errorf("a bad SMTP address: %v", err)
 	}
 }

@@ -6,6 +6,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/pinion-health/pinion/pkg/bus"
 )
 
 func TestReadList(t *testing.T) {
@@ -164,5 +168,147 @@ func TestParseSites(t *testing.T) {
 	for _, body := range []string{`{"name":"x"}`, `[1]`, `["portal"]`, `[[]]`, `[{}] []`, `[{]`} {
 		_, err := parseSites([]byte(body))
 		wantError(t, err, 400, "Sites must be an array of {name, domain[]}", "")
+	}
+}
+
+func TestReplaceListRefusals(t *testing.T) {
+	project, other := fixtureProject(t, nil), fixtureProject(t, nil)
+	missing := uuid.NewString()
+	handlers := map[string]bus.Handler{"secrets": stack.svc.setSecrets, "sites": stack.svc.setSites}
+	cases := []struct {
+		name              string
+		by                *bus.Principal
+		project           string
+		contentType, body string
+		status            int
+		text, expr        string
+	}{
+		{"anonymous", nil, project, "application/json", `[]`, 401, "Unauthorized", ""},
+		{"a member, not an admin", memberOf(project), project, "application/json", `[]`, 403, "Forbidden", ""},
+		{"another project's admin", adminOf(other), project, "application/json", `[]`, 403, "Forbidden", ""},
+		{"not JSON", adminOf(project), project, "text/plain", `[]`, 415, "Unsupported media type", ""},
+		{"null, which must not clear the list", adminOf(project), project, "application/json", `null`, 400, "The body must be a JSON array", ""},
+		{"an object", adminOf(project), project, "application/json", `{"name":"x"}`, 400, "The body must be a JSON array", ""},
+		{"no such project", adminOf(missing), missing, "application/json", `[]`, 404, "Not found", ""},
+	}
+	for _, tc := range cases {
+		for name, h := range handlers {
+			t.Run(tc.name+"/"+name, func(t *testing.T) {
+				resp, err := call(t, h, request(tc.by, map[string]string{"projectId": tc.project}, tc.contentType, tc.body))
+				wantFHIRError(t, resp, err, tc.status, tc.text, tc.expr)
+			})
+		}
+	}
+	resp, err := call(t, stack.svc.setSecrets, request(adminOf(project), map[string]string{"projectId": project}, "application/json", `[{"name":"a"}]`))
+	wantFHIRError(t, resp, err, 400, "A secret has exactly one value", "[0]")
+	resp, err = call(t, stack.svc.setSites, request(adminOf(project), map[string]string{"projectId": project}, "application/json", `["a.example"]`))
+	wantFHIRError(t, resp, err, 400, "Sites must be an array of {name, domain[]}", "")
+	if p := readDoc(t, "Project", project); p["meta"].(map[string]any)["author"] != nil {
+		t.Errorf("a refused replacement wrote the project: %v", p)
+	}
+}
+
+func TestReplaceList(t *testing.T) {
+	project := fixtureProject(t, map[string]any{"description": "kept"})
+	by := adminOf(project)
+	set := func(t *testing.T, h bus.Handler, body string) (*bus.Response, error) {
+		t.Helper()
+		return call(t, h, request(by, map[string]string{"projectId": project}, "application/json", body))
+	}
+	// lists is the project's secret and site lists and description, as stored.
+	lists := func(t *testing.T) string {
+		t.Helper()
+		p := readDoc(t, "Project", project)
+		b, _ := json.Marshal(map[string]any{"secret": p["secret"], "site": p["site"], "description": p["description"]})
+		return string(b)
+	}
+
+	steps := []struct {
+		name string
+		h    bus.Handler
+		body string
+		want string
+	}{
+		{"secrets", stack.svc.setSecrets, `[{"name":"key","valueString":"v"},{"name":"big","valueDecimal":1.50}]`,
+			`{"description":"kept","secret":[{"name":"key","valueString":"v"},{"name":"big","valueDecimal":1.50}],"site":null}`},
+		{"sites, the secrets kept", stack.svc.setSites, `[{"name":"main","domain":["a.example","b.example"]}]`,
+			`{"description":"kept","secret":[{"name":"key","valueString":"v"},{"name":"big","valueDecimal":1.50}],"site":[{"domain":["a.example","b.example"],"name":"main"}]}`},
+		{"secrets replaced, not merged", stack.svc.setSecrets, `[{"name":"n","valueInteger":7}]`,
+			`{"description":"kept","secret":[{"name":"n","valueInteger":7}],"site":[{"domain":["a.example","b.example"],"name":"main"}]}`},
+		{"no secrets", stack.svc.setSecrets, ` [] `,
+			`{"description":"kept","secret":null,"site":[{"domain":["a.example","b.example"],"name":"main"}]}`},
+		{"no sites", stack.svc.setSites, `[]`, `{"description":"kept","secret":null,"site":null}`},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			resp, err := set(t, st.h, st.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Status != 200 {
+				t.Fatalf("%d %s", resp.Status, resp.Body)
+			}
+			if got := lists(t); got != st.want {
+				t.Errorf("stored %s\nwant   %s", got, st.want)
+			}
+			answered := decode(t, string(resp.Body))
+			if author, _ := refOf(answered["meta"].(map[string]any)["author"]); author != by.Profile {
+				t.Errorf("author %q, want %q", author, by.Profile)
+			}
+			if answered["meta"].(map[string]any)["versionId"] != readDoc(t, "Project", project)["meta"].(map[string]any)["versionId"] {
+				t.Errorf("the answer is not the stored version")
+			}
+		})
+	}
+}
+
+// A write of the project between the read and the write of a replacement
+// is not lost: the replacement is made again on top of it, up to four
+// attempts in all.
+func TestReplaceListRetries(t *testing.T) {
+	const secret = `[{"name":"key","valueString":"v"}]`
+	cases := []struct {
+		name         string
+		interference int
+		status       int
+		description  string
+	}{
+		{"one other write", 1, 200, "written by another process before attempt 1"},
+		{"three other writes", 3, 200, "written by another process before attempt 3"},
+		{"four other writes", 4, 412, "written by another process before attempt 4"},
+	}
+	for _, tc := range cases {
+		for name, h := range map[string]bus.Handler{"secrets": stack.svc.setSecrets, "sites": stack.svc.setSites} {
+			t.Run(tc.name+"/"+name, func(t *testing.T) {
+				project := fixtureProject(t, nil)
+				body, field := secret, "secret"
+				if name == "sites" {
+					body, field = `[{"domain":["v.example"],"name":"key"}]`, "site"
+				}
+				readDoc(t, "Project", project) // cached: the other writes are news to the repository
+				stack.store.interfere(t, project, tc.interference)
+				resp, err := call(t, h, request(adminOf(project), map[string]string{"projectId": project}, "application/json", body))
+				if tc.status == 200 && err != nil {
+					t.Fatal(err)
+				}
+				if tc.status != 200 {
+					wantFHIRError(t, resp, err, tc.status, "Precondition Failed", "")
+				}
+				if got, want := stack.store.writesSeen(), min(tc.interference+1, 4); got != want {
+					t.Errorf("%d attempts, want %d", got, want)
+				}
+				p := readDoc(t, "Project", project)
+				if p["description"] != tc.description {
+					t.Errorf("description %q, want %q", p["description"], tc.description)
+				}
+				want := "null"
+				if tc.status == 200 {
+					want = body
+				}
+				if got, _ := json.Marshal(p[field]); string(got) != want {
+					t.Errorf("%s %s, want %s", field, got, want)
+				}
+			})
+		}
 	}
 }
