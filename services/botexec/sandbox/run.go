@@ -280,7 +280,12 @@ func (st *runState) execute(pre *goja.Program, p *Program, ev Event, msg *hl7.Me
 	if err != nil {
 		return nil, st.fail(err)
 	}
-	modFn, _ := goja.AssertFunction(modv)
+	modFn, ok := goja.AssertFunction(modv)
+	if !ok {
+		// Source that closes its CommonJS wrapper early parses (Compile
+		// wraps, it does not check the seam) and leaves some other value.
+		return nil, &BotError{Message: "Bot code is not a CommonJS module: it closes its module wrapper"}
+	}
 	exports := vm.NewObject()
 	module := vm.NewObject()
 	_ = module.Set("exports", exports)

@@ -139,7 +139,7 @@ var kindNames = [...]string{"undefined", "null", "string", "number", "boolean", 
 
 // String is the kind's name, as JavaScript's typeof would say it roughly.
 func (k Kind) String() string {
-	if int(k) < len(kindNames) {
+	if k >= 0 && int(k) < len(kindNames) {
 		return kindNames[k]
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))

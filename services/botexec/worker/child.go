@@ -45,7 +45,12 @@ func childMain(budget string) int {
 		fmt.Fprintln(os.Stderr, "bot worker: started without its pipes")
 		return 2
 	}
-	c := newConn(in, out)
+	return serve(newConn(in, out))
+}
+
+// serve is a worker's life once its limits are set: it says it is ready,
+// then answers the parent on c until the parent closes its end.
+func serve(c *conn) int {
 	ch := &child{c: c, runs: map[uint64]*childRun{}}
 	ch.programs, _ = lru.New[string, *sandbox.Program](programCache)
 	if err := c.send(&header{T: msgReady}); err != nil {
@@ -80,6 +85,7 @@ type child struct {
 
 // childRun is a run in progress in this worker.
 type childRun struct {
+	ctx    context.Context
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	calls  map[uint64]chan hostReply
@@ -95,7 +101,9 @@ type hostReply struct {
 func (ch *child) dispatch(h *header, payload []byte) {
 	switch h.T {
 	case msgRun:
-		go ch.run(h, payload)
+		// Registered before it starts, so that a cancel sent right after
+		// the run (while it compiles, say) is not lost.
+		go ch.run(ch.register(h.ID), h, payload)
 	case msgCompile:
 		go ch.compile(h, payload)
 	case msgCancel:
@@ -122,8 +130,26 @@ func (ch *child) dispatch(h *header, payload []byte) {
 	}
 }
 
+// register records a run so that cancels and host replies can find it.
+func (ch *child) register(id uint64) *childRun {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &childRun{ctx: ctx, cancel: cancel, calls: map[uint64]chan hostReply{}}
+	ch.mu.Lock()
+	ch.runs[id] = r
+	ch.mu.Unlock()
+	return r
+}
+
 // run compiles (or finds) the program, builds the event and runs it.
-func (ch *child) run(h *header, payload []byte) {
+func (ch *child) run(r *childRun, h *header, payload []byte) {
+	defer func() {
+		r.cancel()
+		ch.mu.Lock()
+		if ch.runs[h.ID] == r { // not the same run resent with its code
+			delete(ch.runs, h.ID)
+		}
+		ch.mu.Unlock()
+	}()
 	if h.CodeLen < 0 || h.CodeLen > len(payload) || h.Event == nil || h.Limits == nil {
 		_ = ch.c.send(&header{T: msgResult, ID: h.ID, Fault: faultOf(errorf("malformed run"))})
 		return
@@ -151,19 +177,8 @@ func (ch *child) run(h *header, payload []byte) {
 	case inputJSON:
 		ev.Input = json.RawMessage(input)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r := &childRun{cancel: cancel, calls: map[uint64]chan hostReply{}}
-	ch.mu.Lock()
-	ch.runs[h.ID] = r
-	ch.mu.Unlock()
-	defer func() {
-		ch.mu.Lock()
-		delete(ch.runs, h.ID)
-		ch.mu.Unlock()
-	}()
 	stuck := sandbox.StuckRuns()
-	res, err := sandbox.Run(ctx, prog, ev, &childHost{ch: ch, run: r, id: h.ID}, *h.Limits)
+	res, err := sandbox.Run(r.ctx, prog, ev, &childHost{ch: ch, run: r, id: h.ID}, *h.Limits)
 	if err != nil {
 		_ = ch.c.send(&header{T: msgResult, ID: h.ID, Fault: faultOf(err)})
 		return

@@ -318,6 +318,7 @@ func (pr *proc) result(f frame) (*sandbox.Result, error) {
 		return nil, errorf("result text of %d bytes in a payload of %d", h.TextLen, len(f.payload))
 	}
 	res.Text = string(f.payload[:h.TextLen])
+	res.JSON = nil // the header's is null: the JSON, if any, is the payload's
 	if js := f.payload[h.TextLen:]; len(js) > 0 {
 		res.JSON = js
 	}

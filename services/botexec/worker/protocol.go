@@ -180,7 +180,7 @@ func (c *conn) recv() (*header, []byte, error) {
 		return nil, nil, err
 	}
 	n, hn := binary.BigEndian.Uint32(pre[:4]), binary.BigEndian.Uint32(pre[4:])
-	if n > maxFrame || hn+4 > n {
+	if n > maxFrame || n < 4 || hn > n-4 { // not hn+4 > n, which wraps
 		return nil, nil, fmt.Errorf("bot worker: bad frame (%d bytes, header %d)", n, hn)
 	}
 	buf := make([]byte, n-4)
