@@ -96,8 +96,8 @@ func TestMatcherShapes(t *testing.T) {
 			t.Fatal(err)
 		}
 		id, _ := res["id"].(string)
-		d := &doc{typ: tc.typ, id: id, project: "proj", ts: time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC), content: res}
-		if got := store.Matches(f, d.field); got != tc.want {
+		d := search.ContentDoc(tc.typ, id, "proj", time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC), res)
+		if got := store.Matches(f, d.Field); got != tc.want {
 			t.Errorf("%s?%s: %v, want %v (filter %v)", tc.typ, tc.query, got, tc.want, f)
 		}
 	}

@@ -353,7 +353,7 @@ func (e *entry) matches(d *doc) bool {
 	if e.filter == nil {
 		return true
 	}
-	return store.Matches(*e.filter, d.field)
+	return store.Matches(*e.filter, d.Field)
 }
 
 // Allow decides whether the policy grants an interaction on a type at all:
@@ -449,7 +449,7 @@ func (p *Policy) Readable(i Interaction, res *repo.Resource) (bool, error) {
 	}
 	d := storedDoc(res)
 	ok := p.granted(res.Type, i, d)
-	return ok, d.err
+	return ok, d.Err()
 }
 
 // granted reports whether an entry granting i matches the document.
@@ -502,15 +502,15 @@ func (p *Policy) Redact(res *repo.Resource) (*repo.Resource, error) {
 	}
 	d := storedDoc(res)
 	e := p.governing(res.Type, d)
-	if d.err != nil {
-		return nil, d.err
+	if d.Err() != nil {
+		return nil, d.Err()
 	}
 	if e == nil || len(e.hidden) == 0 {
 		return res, nil
 	}
 	// The map was decoded from the stored bytes for this call: changing it
 	// changes nothing stored or cached.
-	m, err := d.resource()
+	m, err := d.Content()
 	if err != nil {
 		return nil, err
 	}
@@ -556,13 +556,13 @@ func (p *Policy) Write(i Interaction, typ string, before *repo.Resource, after m
 	if before != nil {
 		bd = storedDoc(before)
 		if !p.visible(typ, bd) {
-			return firstErr(bd.err, fhir.NotFound())
+			return firstErr(bd.Err(), fhir.NotFound())
 		}
 		if !p.granted(typ, i, bd) {
-			return firstErr(bd.err, fhir.Forbidden())
+			return firstErr(bd.Err(), fhir.Forbidden())
 		}
 		var err error
-		if old, err = bd.resource(); err != nil {
+		if old, err = bd.Content(); err != nil {
 			return err
 		}
 	}
@@ -574,7 +574,7 @@ func (p *Policy) Write(i Interaction, typ string, before *repo.Resource, after m
 		id = before.ID
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	ad := &doc{typ: typ, id: id, project: project, ts: now, content: after}
+	ad := search.ContentDoc(typ, id, project, now, after)
 	var rules *entry
 	if bd != nil {
 		rules = p.governing(typ, bd)
@@ -590,7 +590,7 @@ func (p *Policy) Write(i Interaction, typ string, before *repo.Resource, after m
 				return ReadOnlyError(strings.Join(path, "."))
 			}
 		}
-		ad.fields = nil // the content changed
+		ad.Changed() // the content changed
 	}
 	if !p.granted(typ, i, ad) {
 		return fhir.Forbidden()
@@ -607,54 +607,11 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-// doc is a resource as the criteria see it: the stored document's own
-// fields (_id, project, ts) and the search fields search.Fields computes,
-// on first need.
-type doc struct {
-	typ, id, project string
-	ts               time.Time
-	raw              []byte
-	content          map[string]any
-	fields           map[string]any
-	err              error
-}
+// doc is a resource as the criteria see it (search.Doc).
+type doc = search.Doc
 
 func storedDoc(res *repo.Resource) *doc {
-	return &doc{typ: res.Type, id: res.ID, project: res.Project, ts: res.LastUpdated, raw: res.JSON}
-}
-
-func (d *doc) resource() (map[string]any, error) {
-	if d.content == nil && d.err == nil {
-		if len(d.raw) == 0 {
-			d.content = map[string]any{}
-		} else {
-			d.content, d.err = fhir.Decode(d.raw)
-		}
-	}
-	return d.content, d.err
-}
-
-// field is a fieldGetter over the document.
-func (d *doc) field(key string) (any, bool) {
-	switch key {
-	case "_id":
-		return d.id, d.id != ""
-	case "project":
-		return d.project, d.project != ""
-	case "ts":
-		return d.ts, true
-	case "deleted":
-		return false, true
-	}
-	if d.fields == nil {
-		m, err := d.resource()
-		if err != nil {
-			return nil, false // fails closed: an unreadable resource matches nothing
-		}
-		d.fields = search.Fields(d.typ, m)
-	}
-	v, ok := d.fields[key]
-	return v, ok
+	return search.StoredDoc(res.Type, res.ID, res.Project, res.LastUpdated, res.JSON)
 }
 
 // String lists the compiled entries, for logs and tests: type,
