@@ -7,6 +7,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
+	"github.com/pinion-health/pinion/pkg/subscription"
 )
 
 // Gate is one caller's view of one resource type: the repository seen
@@ -186,13 +187,17 @@ func checkServerSet(typ string, res map[string]any) error {
 }
 
 // CheckContent makes the checks of a write beyond the resource's
-// definition: fields the server sets, and an access policy's criteria.
+// definition: fields the server sets, an access policy's criteria, and a
+// subscription's criteria and channel.
 func CheckContent(typ string, res map[string]any) error {
 	if err := checkServerSet(typ, res); err != nil {
 		return err
 	}
-	if typ == "AccessPolicy" {
+	switch typ {
+	case "AccessPolicy":
 		return CheckPolicy(res)
+	case "Subscription":
+		return subscription.Check(res)
 	}
 	return nil
 }

@@ -1,0 +1,303 @@
+// Package subscription reads FHIR R4 Subscription resources as Medplum
+// uses them: which changes a subscription asks for (criteria, the
+// interaction extension) and how each is delivered (a rest-hook to a URL
+// or a Bot, its headers, signature, attempts and success codes). It is
+// pure: the delivery itself is botexec's.
+//
+// The extension URLs and their meaning are Medplum 5.0.10's
+// (packages/core/src/subscriptions and packages/server/src/workers).
+package subscription
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/fhirschema"
+	"github.com/pinion-health/pinion/pkg/search"
+)
+
+// Medplum's extensions on Subscription.
+const (
+	ExtInteraction  = "https://medplum.com/fhir/StructureDefinition/subscription-supported-interaction"
+	ExtMaxAttempts  = "https://medplum.com/fhir/StructureDefinition/subscription-max-attempts"
+	ExtSuccessCodes = "https://medplum.com/fhir/StructureDefinition/subscription-success-codes"
+	ExtFHIRPath     = "https://medplum.com/fhir/StructureDefinition/fhir-path-criteria-expression"
+	ExtSecret       = "https://www.medplum.com/fhir/StructureDefinition/subscription-secret"
+	// extSecretOld is the secret's first URL, which Medplum still reads.
+	extSecretOld = "https://www.medplum.com/fhir/StructureDefinition-subscriptionSecret"
+	// ExtPreCommit marks a pre-commit bot, which Medplum runs inside the
+	// write; the subscription worker ignores it.
+	ExtPreCommit = "https://medplum.com/fhir/StructureDefinition/pre-commit-bot"
+)
+
+// Retries: Medplum retries a failed delivery max-attempts times (4 unless
+// the extension says otherwise) after the first, and never makes more
+// than 19 attempts in all.
+const (
+	DefaultRetries = 4
+	MaxAttempts    = 19
+)
+
+// Channel types.
+const (
+	RestHook  = "rest-hook"
+	WebSocket = "websocket"
+)
+
+// Interactions a change can be.
+const (
+	Create = "create"
+	Update = "update"
+	Delete = "delete"
+)
+
+// Subscription is a stored Subscription as delivery needs it.
+type Subscription struct {
+	ID, Project string
+	// Author is meta.author: whose access to a changed resource decides
+	// whether the subscription may see it.
+	Author string
+	Active bool
+	// Type is the resource type the criteria search.
+	Type  string
+	query *search.Query
+	// Interaction is the one interaction asked for ("" for every one).
+	Interaction string
+	Channel     string
+	// Endpoint is a URL, or "Bot/<id>".
+	Endpoint string
+	// Headers are channel.header, each "Name: value".
+	Headers [][2]string
+	Secret  string
+	// Retries is how many times a failed delivery is tried again.
+	Retries int
+	// successCodes is the success-codes extension as written ("" for
+	// 200–399).
+	successCodes string
+	preCommit    bool
+}
+
+type document struct {
+	Status   string `json:"status"`
+	Criteria string `json:"criteria"`
+	Meta     struct {
+		Author struct {
+			Reference string `json:"reference"`
+		} `json:"author"`
+	} `json:"meta"`
+	Channel struct {
+		Type     string   `json:"type"`
+		Endpoint string   `json:"endpoint"`
+		Header   []string `json:"header"`
+	} `json:"channel"`
+	Extension []extension `json:"extension"`
+}
+
+type extension struct {
+	URL          string      `json:"url"`
+	ValueCode    string      `json:"valueCode"`
+	ValueString  string      `json:"valueString"`
+	ValueInteger json.Number `json:"valueInteger"`
+	ValueBoolean bool        `json:"valueBoolean"`
+}
+
+// Parse reads a stored Subscription. Its errors are 400s naming the
+// element at fault, so Check can refuse the write that would store one.
+func Parse(id, project string, body []byte) (*Subscription, error) {
+	var d document
+	if err := json.Unmarshal(body, &d); err != nil {
+		return nil, fhir.BadRequest("Invalid Subscription: " + err.Error())
+	}
+	s := &Subscription{
+		ID: id, Project: project, Author: d.Meta.Author.Reference,
+		Active: d.Status == "active", Channel: d.Channel.Type, Endpoint: d.Channel.Endpoint,
+		Retries: DefaultRetries,
+	}
+	var err error
+	if s.Type, s.query, err = parseCriteria(d.Criteria); err != nil {
+		return nil, err
+	}
+	for i, h := range d.Channel.Header {
+		name, value, ok := strings.Cut(h, ":")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") || strings.ContainsAny(value, "\r\n") {
+			return nil, fhir.BadRequest("A channel header is written \"Name: value\"", fmt.Sprintf("Subscription.channel.header[%d]", i))
+		}
+		s.Headers = append(s.Headers, [2]string{name, value})
+	}
+	for _, e := range d.Extension {
+		switch e.URL {
+		case ExtInteraction:
+			switch e.ValueCode {
+			case Create, Update, Delete:
+				s.Interaction = e.ValueCode
+			default:
+				return nil, fhir.BadRequest("The supported interaction is create, update or delete", "Subscription.extension")
+			}
+		case ExtMaxAttempts:
+			if e.ValueInteger == "" {
+				continue // Medplum's default applies
+			}
+			n, err := strconv.Atoi(e.ValueInteger.String())
+			if err != nil || n < 0 {
+				return nil, fhir.BadRequest("subscription-max-attempts is a whole number, 0 or more", "Subscription.extension")
+			}
+			s.Retries = min(n, MaxAttempts-1)
+		case ExtSuccessCodes:
+			if _, err := successful(e.ValueString, 200); err != nil {
+				return nil, fhir.BadRequest("subscription-success-codes: "+err.Error(), "Subscription.extension")
+			}
+			s.successCodes = e.ValueString
+		case ExtSecret, extSecretOld:
+			if s.Secret == "" || e.URL == ExtSecret {
+				s.Secret = e.ValueString
+			}
+		case ExtFHIRPath:
+			if e.ValueString != "" {
+				return nil, fhir.BadRequest("FHIRPath criteria (fhir-path-criteria-expression) are not supported yet: use search criteria", "Subscription.extension")
+			}
+		case ExtPreCommit:
+			s.preCommit = e.ValueBoolean
+		}
+	}
+	return s, nil
+}
+
+// Check refuses a Subscription that could never be delivered: criteria
+// that do not parse as a search of a known type, a rest-hook without an
+// endpoint or with one that is neither an http(s) URL nor a Bot, a
+// malformed header or extension. Medplum stores such a subscription and
+// skips it at every change; here the write is refused, saying why.
+func Check(res map[string]any) error {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return fhir.BadRequest("Invalid Subscription")
+	}
+	s, err := Parse("", "", b)
+	if err != nil {
+		return err
+	}
+	switch s.Channel {
+	case RestHook:
+		if s.Endpoint == "" {
+			return fhir.BadRequest("A rest-hook subscription needs channel.endpoint", "Subscription.channel.endpoint")
+		}
+		if _, ok := s.Bot(); ok {
+			return nil
+		}
+		u, err := url.Parse(s.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fhir.BadRequest("channel.endpoint is an http(s) URL or Bot/<id>", "Subscription.channel.endpoint")
+		}
+	case WebSocket:
+	default:
+		return fhir.BadRequest("Supported channel types are rest-hook and websocket", "Subscription.channel.type")
+	}
+	return nil
+}
+
+// parseCriteria reads "Type" or "Type?search" with the API's search code.
+func parseCriteria(criteria string) (string, *search.Query, error) {
+	const expr = "Subscription.criteria"
+	typ, rawQuery, _ := strings.Cut(strings.TrimSpace(criteria), "?")
+	if typ == "" {
+		return "", nil, fhir.BadRequest("Subscription criteria are required", expr)
+	}
+	if !fhirschema.IsResourceType(typ) {
+		return "", nil, fhir.BadRequest("Unknown resource type in criteria: "+typ, expr)
+	}
+	vals, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return "", nil, fhir.BadRequest("Invalid criteria: "+err.Error(), expr)
+	}
+	q, err := search.Parse(typ, vals)
+	if err != nil {
+		return "", nil, fhir.BadRequest("Invalid criteria: "+fhir.AsError(err).Message(), expr)
+	}
+	return typ, q, nil
+}
+
+// Bot is the bot id when the endpoint names one.
+func (s *Subscription) Bot() (string, bool) {
+	id, ok := strings.CutPrefix(s.Endpoint, "Bot/")
+	return id, ok && id != "" && !strings.Contains(id, "/")
+}
+
+// Delivered reports whether a change is one to deliver through this
+// subscription's rest-hook: an active rest-hook subscription (not a
+// pre-commit bot) whose criteria and interaction the changed resource meets.
+// AuditEvents are never delivered, as in Medplum.
+func (s *Subscription) Delivered(interaction string, d *search.Doc) bool {
+	if !s.Active || s.preCommit || s.Channel != RestHook || s.Endpoint == "" || d.Type == "AuditEvent" {
+		return false
+	}
+	return s.Matches(interaction, d)
+}
+
+// Notified reports whether a change is one to send to the sockets bound to
+// this WebSocket subscription.
+func (s *Subscription) Notified(interaction string, d *search.Doc) bool {
+	if !s.Active || s.Channel != WebSocket || d.Type == "AuditEvent" {
+		return false
+	}
+	return s.Matches(interaction, d)
+}
+
+// Matches reports whether a change meets the criteria and interaction.
+func (s *Subscription) Matches(interaction string, d *search.Doc) bool {
+	if d.Type != s.Type {
+		return false
+	}
+	if s.Interaction != "" && s.Interaction != interaction {
+		return false
+	}
+	return s.query.Matches(d)
+}
+
+// Successful reports whether an endpoint's status counts as delivered:
+// 200–399 unless the success-codes extension lists codes and ranges.
+func (s *Subscription) Successful(status int) bool {
+	ok, _ := successful(s.successCodes, status)
+	return ok
+}
+
+// successful reads "200-299, 304" style lists. Medplum falls back to
+// 200–399 when an entry is not a number; such a list is refused at write.
+func successful(codes string, status int) (bool, error) {
+	codes = strings.ReplaceAll(codes, " ", "")
+	if codes == "" {
+		return status >= 200 && status < 400, nil
+	}
+	for _, c := range strings.Split(codes, ",") {
+		lo, hi, isRange := strings.Cut(c, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return status >= 200 && status < 400, fmt.Errorf("%q is not a status code", c)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil {
+				return status >= 200 && status < 400, fmt.Errorf("%q is not a range of status codes", c)
+			}
+		}
+		if status >= a && status <= b {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Signature is X-Signature: the hex HMAC-SHA256 of the body sent, keyed
+// with the subscription's secret.
+func Signature(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
