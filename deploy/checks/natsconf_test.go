@@ -174,6 +174,13 @@ func TestNATSPermissions(t *testing.T) {
 		{"ask a projection", true, bus.SubjSessionProject, []string{"identity", "membership", "fhir", "botexec"}},
 		{"project sessions", false, bus.SubjSessionProject, []string{"identity", "membership", "fhir", "botexec"}},
 		{"projector acks", true, "$JS.ACK." + infra.ResourceStream + ".session-projector.1.2.3.4.5", []string{"identity", "membership", "fhir", "botexec"}},
+		// Subscriptions: only botexec matches changes and delivers them.
+		{"subscription matcher acks", true, "$JS.ACK." + infra.ResourceStream + ".subscription-matcher.1.2.3.4.5", []string{"identity", "membership", "fhir", "botexec"}},
+		{"deliveries", true, "pinion.deliveries.pending.p1.s1", []string{"botexec"}},
+		{"dead letters", true, "pinion.deliveries.dead.p1.s1", []string{"botexec"}},
+		{"websocket notifications", true, bus.WSSubject("s1"), []string{"botexec"}},
+		{"websocket bindings", false, bus.WSSubject("s1"), []string{"gateway"}},
+		{"delivery acks", true, "$JS.ACK.PINION_DELIVERIES.subscription-delivery.1.2.3.4.5", []string{"botexec"}},
 		// Key-value buckets: who may write which.
 		{"logins", true, kv(session.LoginsBucket), []string{"identity"}},
 		{"revoked tokens", true, kv(session.RevokedBucket), []string{"identity"}},

@@ -43,7 +43,8 @@ func TestMultiProcess(t *testing.T) {
 	waitSocket(t, ferretSocket(data))
 	// The services log at info, so that their own lines (not only
 	// RunService's) show which format they were built with.
-	svcEnv := append(common, "PINION_MONGODB_URI="+ferretURI(data), "PINION_ADDR="+httpAddr, "PINION_LOG_LEVEL=info")
+	svcEnv := append(common, "PINION_MONGODB_URI="+ferretURI(data), "PINION_ADDR="+httpAddr, "PINION_LOG_LEVEL=info",
+		"PINION_REST_HOOK_ALLOW_PRIVATE=true")
 	envOf := func(name string, extra ...string) []string {
 		return append(append(append([]string{}, svcEnv...), "PINION_NATS_URL="+urls[name]), extra...)
 	}
@@ -129,6 +130,15 @@ func TestMultiProcess(t *testing.T) {
 	if n, _ := procLogs.counts("identity"); n > 0 && !procLogs.saw("identity", `"service":"identity"`) {
 		t.Error("the identity service's own lines never reached the process log")
 	}
+
+	// Subscriptions: deliveries survive a crash of the service making them.
+	deliveriesSurviveCrash(t, user, func() {
+		if err := procs["botexec"].Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = procs["botexec"].Process.Wait()
+		procs["botexec"] = start(t, bin, "botexec", envOf("botexec"))
+	})
 
 	// Kill the fhir service outright: answers are a prompt 503, not a hang.
 	if err := procs["fhir"].Process.Signal(syscall.SIGKILL); err != nil {

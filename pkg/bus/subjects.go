@@ -21,6 +21,8 @@ const (
 	// SubjBasic checks HTTP Basic client credentials for the gateway (no
 	// route of its own): a BasicAuth in, a BasicLogin out.
 	SubjBasic = "pinion.identity.basic"
+	// SubjWSBinding issues a WebSocket subscription's binding token.
+	SubjWSBinding = "pinion.identity.ws-binding"
 	// The browser pages.
 	SubjSetPassPage   = "pinion.identity.page.setpassword"
 	SubjResetPassPage = "pinion.identity.page.resetpassword"
@@ -72,6 +74,12 @@ const EventPrefix = "pinion.events.resource."
 func EventSubject(resourceType, id string) string {
 	return EventPrefix + resourceType + "." + id
 }
+
+// WSSubject carries the notifications of one WebSocket subscription, from
+// botexec's matcher to the gateways whose sockets are bound to it. Like
+// Medplum's, they are not kept: a socket not bound when a change happens
+// does not see it.
+func WSSubject(subscriptionID string) string { return "pinion.ws.subscription." + subscriptionID }
 
 // SubjSessionProject asks a session projector (pkg/projects) to bring the
 // session entries one resource feeds in step with the store. Any service

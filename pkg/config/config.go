@@ -48,6 +48,7 @@ var Vars = []Var{
 	{"PINION_BOT_WORKERS", "2", "Worker processes that run bots (a bot that crashes its worker fails only the runs in it)."},
 	{"PINION_BOT_WORKER_MEMORY", "2147483648", "Address space, in bytes, each bot worker process may use beyond what the Go runtime reserves."},
 	{"PINION_BOT_PROJECT_CONCURRENCY", "8", "Bots one project may run at once per botexec instance; more wait up to 10 s, then 429."},
+	{"PINION_REST_HOOK_ALLOW_PRIVATE", "false", "true lets subscriptions' rest-hooks reach loopback, link-local and private addresses; refused by default, so a subscription cannot reach into the network Pinion runs in."},
 	{"PINION_LOG_LEVEL", "info", "debug, info, warn or error."},
 	{"PINION_LOG_FORMAT", "text", "text or json."},
 }
@@ -81,6 +82,7 @@ type Config struct {
 	BotWorkers          int
 	BotWorkerMemory     int64
 	BotProjectRuns      int
+	RestHookPrivate     bool
 	LogLevel            string
 	LogFormat           string
 }
@@ -182,6 +184,9 @@ func LoadFrom(get func(string) string) (*Config, error) {
 	}
 	if c.BotProjectRuns, err = strconv.Atoi(v("PINION_BOT_PROJECT_CONCURRENCY")); err != nil || c.BotProjectRuns < 1 {
 		return nil, fmt.Errorf("PINION_BOT_PROJECT_CONCURRENCY: want a number >= 1")
+	}
+	if c.RestHookPrivate, err = strconv.ParseBool(v("PINION_REST_HOOK_ALLOW_PRIVATE")); err != nil {
+		return nil, fmt.Errorf("PINION_REST_HOOK_ALLOW_PRIVATE: want true or false")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -52,11 +52,23 @@ var (
 		Name: "pinion_bot_execution_duration_seconds", Help: "Bot execution time.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 60},
 	})
+	// SubscriptionDeliveries counts subscription delivery attempts by
+	// channel (bot, rest-hook) and result (ok, retry, dead).
+	SubscriptionDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pinion_subscription_deliveries_total", Help: "Subscription delivery attempts.",
+	}, []string{"channel", "result"})
+	// SubscriptionLatency is the time from a change's commit to the start
+	// of its delivery (the bot's run, the rest-hook's request).
+	SubscriptionLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "pinion_subscription_latency_seconds", Help: "Commit to delivery start.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30, 300},
+	})
 )
 
 func init() {
 	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		HTTPRequests, HTTPDuration, BusDuration, BusOverload, SagaSteps, BotExecutions, BotDuration)
+		HTTPRequests, HTTPDuration, BusDuration, BusOverload, SagaSteps, BotExecutions, BotDuration,
+		SubscriptionDeliveries, SubscriptionLatency)
 }
 
 // Since observes the seconds since t on a histogram.

@@ -17,12 +17,25 @@ const maxAuditLog = 10 << 10
 
 // audit records one execution as an AuditEvent, after the answer: writing it
 // never delays the caller, and a failure to write is logged, not lost.
-func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time, res *sandbox.Result, secrets map[string]any) {
+func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time, res *sandbox.Result, secrets map[string]any, subscription string) {
 	ev := auditRecord(b, requester, runAs, start, time.Now(), res, secrets)
+	if subscription != "" {
+		// As Medplum: the subscription that ran the bot is an entity too.
+		ev["entity"] = append(ev["entity"].([]any), map[string]any{
+			"what": map[string]any{"reference": subscription},
+			"role": map[string]any{"system": "http://terminology.hl7.org/CodeSystem/object-role", "code": "9", "display": "Subscriber"},
+		})
+	}
+	s.queueAudit(auditEvent{project: b.Project, bot: b.ID, ev: ev})
+}
+
+// queueAudit hands an AuditEvent to the writers; a full queue drops it,
+// saying so, rather than hold up an execution or a delivery.
+func (s *Service) queueAudit(a auditEvent) {
 	select {
-	case s.audits <- auditEvent{project: b.Project, bot: b.ID, ev: ev}:
+	case s.audits <- a:
 	default:
-		s.log.Error("bot audit queue full: audit event dropped", "bot", b.ID, "outcome", ev["outcome"])
+		s.log.Error("audit queue full: audit event dropped", "bot", a.bot, "outcome", a.ev["outcome"])
 	}
 }
 

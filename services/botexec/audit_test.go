@@ -182,7 +182,7 @@ func TestAuditQueueFull(t *testing.T) {
 	b := &bot{ID: "b1", Project: "p1"}
 	p := &bus.Principal{Profile: "Practitioner/1"}
 	for range 3 {
-		s.audit(b, p, p, time.Now(), &sandbox.Result{}, nil)
+		s.audit(b, p, p, time.Now(), &sandbox.Result{}, nil, "")
 	}
 	a := <-s.audits
 	if a.project != "p1" || a.bot != "b1" || a.ev["resourceType"] != "AuditEvent" || len(s.audits) != 0 {

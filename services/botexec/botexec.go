@@ -6,11 +6,13 @@ package botexec
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
@@ -33,17 +35,26 @@ type Config struct {
 	// ProjectConcurrency is how many bots one project may run at once on
 	// this instance.
 	ProjectConcurrency int
+	// JS and EventStream, when set, run subscriptions: the resource-event
+	// stream to follow and the JetStream to keep deliveries in.
+	JS          jetstream.JetStream
+	EventStream string
+	// RestHookPrivate lets rest-hooks reach private addresses.
+	RestHookPrivate bool
 }
 
 // ConfigFrom takes the bot executor's settings from the process's.
 func ConfigFrom(c *config.Config) Config {
-	return Config{BaseURL: c.BaseURL, Workers: c.BotWorkers, WorkerMemoryBytes: c.BotWorkerMemory, ProjectConcurrency: c.BotProjectRuns}
+	return Config{BaseURL: c.BaseURL, Workers: c.BotWorkers, WorkerMemoryBytes: c.BotWorkerMemory,
+		ProjectConcurrency: c.BotProjectRuns, RestHookPrivate: c.RestHookPrivate}
 }
 
 // FromConfig builds the service from the settings, as both the standalone
 // stack and the service's own process do.
 func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service, error) {
-	return New(ConfigFrom(cfg), c.NC, c.Repo, c.Sessions, log), nil
+	bc := ConfigFrom(cfg)
+	bc.JS, bc.EventStream = c.JS, infra.ResourceStream
+	return New(bc, c.NC, c.Repo, c.Sessions, log), nil
 }
 
 // Service is the bot executor.
@@ -71,6 +82,18 @@ type Service struct {
 	asyncSlots chan struct{}
 	auditQuit  chan struct{}
 	auditWG    sync.WaitGroup
+
+	// Subscriptions (subscriptions.go, delivery.go).
+	hooks          *http.Client
+	profileMembers *expirable.LRU[string, string]
+	events         chan jetstream.Msg
+	matchCC        jetstream.ConsumeContext
+	deliverCC      jetstream.ConsumeContext
+	deliveries     *keyedRunner
+	subsQuit       chan struct{}
+	subsCtx        context.Context
+	subsCancel     context.CancelFunc
+	subsWG         sync.WaitGroup
 }
 
 // New wires the service.
@@ -81,8 +104,10 @@ func New(cfg Config, nc *nats.Conn, r *repo.Repo, sessions *session.Store, log *
 	log = log.With("service", "botexec")
 	return &Service{cfg: cfg, nc: nc, repo: r, sessions: sessions, policies: access.NewPolicies(r, log), log: log,
 		asyncSlots: make(chan struct{}, maxAsync), slots: newProjectSlots(cfg.ProjectConcurrency),
-		identifiers: expirable.NewLRU[string, identifierHit](maxIdentifiers, nil, identifierTTL),
-		botMembers:  expirable.NewLRU[string, string](maxBotMembers, nil, botMemberTTL)}
+		identifiers:    expirable.NewLRU[string, identifierHit](maxIdentifiers, nil, identifierTTL),
+		botMembers:     expirable.NewLRU[string, string](maxBotMembers, nil, botMemberTTL),
+		profileMembers: expirable.NewLRU[string, string](maxBotMembers, nil, botMemberTTL),
+		hooks:          hookClient(cfg.RestHookPrivate)}
 }
 
 // Start starts the bot workers and answering requests.
@@ -105,6 +130,13 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.evSub = sub
+	if s.cfg.JS != nil {
+		if err := s.startSubscriptions(ctx); err != nil {
+			_ = s.evSub.Unsubscribe()
+			s.pool.Close()
+			return err
+		}
+	}
 	s.svc, err = bus.Serve(s.nc, "botexec", "1.0.0", map[string]bus.Handler{
 		bus.SubjExecute:   s.execute,
 		bus.SubjDeploy:    s.deploy,
@@ -125,6 +157,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	if s.svc != nil {
 		err = s.svc.Stop(ctx)
 	}
+	s.stopSubscriptions()
 	if s.pool != nil {
 		s.pool.Close()
 	}

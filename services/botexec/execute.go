@@ -103,11 +103,61 @@ func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response
 	if err != nil {
 		return nil, err
 	}
-	code, err := s.program(ctx, b)
+	runAs, err := s.runAs(ctx, b, r.Principal)
 	if err != nil {
 		return nil, err
 	}
-	runAs, err := s.runAs(ctx, b, r.Principal)
+	res, err := s.run(ctx, requestRun(b, r, in, runAs, start))
+	if err != nil {
+		return nil, err
+	}
+	return botResponse(res, in.mediaType), nil
+}
+
+// run is one execution, however it was asked for ($execute or a
+// subscription).
+type run struct {
+	bot              *bot
+	in               *input
+	requester, runAs *bus.Principal
+	// depth is how deep in a chain of bots the asker runs (0: not a bot).
+	depth       int
+	start       time.Time
+	requestID   string
+	contentType string
+	traceID     string
+	headers     map[string]string
+	// subscription names the Subscription that asked, for the audit, and
+	// committed is when the change it delivers was committed.
+	subscription string
+	committed    time.Time
+}
+
+// requestRun is the run a $execute request asks for.
+func requestRun(b *bot, r *bus.Request, in *input, runAs *bus.Principal, start time.Time) *run {
+	return &run{
+		bot: b, in: in, requester: r.Principal, runAs: runAs, depth: r.BotDepth, start: start,
+		requestID: r.RequestID, contentType: r.Get("Content-Type"), traceID: traceID(r), headers: lowerHeaders(r.Header),
+	}
+}
+
+// event is what the bot's handler receives besides its input.
+func (x *run) event(secrets map[string]any) sandbox.Event {
+	return sandbox.Event{
+		Bot:         map[string]any{"reference": "Bot/" + x.bot.ID, "display": x.bot.Name},
+		Requester:   map[string]any{"reference": x.requester.Profile},
+		ContentType: x.contentType,
+		Secrets:     secrets,
+		TraceID:     x.traceID,
+		Headers:     x.headers,
+	}
+}
+
+// run executes a bot within its project's concurrency and the sandbox's
+// limits, then records it: one path for every way a bot is run.
+func (s *Service) run(ctx context.Context, x *run) (*sandbox.Result, error) {
+	b := x.bot
+	code, err := s.program(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -117,21 +167,24 @@ func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response
 	}
 	// A bot run by a bot does not wait for a slot its caller may be
 	// holding: it is refused at once rather than deadlock.
-	release, err := s.slots.acquire(ctx, b.Project, r.BotDepth == 0)
+	release, err := s.slots.acquire(ctx, b.Project, x.depth == 0)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
+	if !x.committed.IsZero() {
+		metrics.SubscriptionLatency.Observe(time.Since(x.committed).Seconds())
+	}
 	res, err := s.pool.Run(ctx, &worker.Job{
 		Key: code.key, Name: "Bot/" + b.ID, Code: code.source,
-		Event: botEvent(b, r, secrets),
-		Input: in.body, InputKind: in.kind,
+		Event: x.event(secrets),
+		Input: x.in.body, InputKind: x.in.kind,
 		Limits: sandbox.Limits{
 			Timeout: b.timeout(), MemoryBytes: s.cfg.MemoryBytes,
 			// What a bot returns must fit in one answer on the bus.
 			MaxOutputBytes: min(sandbox.DefaultLimits.MaxOutputBytes, bus.ReplyBudget(s.nc)),
 		},
-		Host: &host{s: s, principal: runAs, requestID: r.RequestID, depth: r.BotDepth + 1},
+		Host: &host{s: s, principal: x.runAs, requestID: x.requestID, depth: x.depth + 1},
 	})
 	if err != nil {
 		return nil, err
@@ -146,20 +199,8 @@ func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response
 	}
 	metrics.BotExecutions.WithLabelValues(outcome).Inc()
 	metrics.BotDuration.Observe(res.Elapsed.Seconds())
-	s.audit(b, r.Principal, runAs, start, res, secrets)
-	return botResponse(res, in.mediaType), nil
-}
-
-// botEvent is what the bot's handler receives besides its input.
-func botEvent(b *bot, r *bus.Request, secrets map[string]any) sandbox.Event {
-	return sandbox.Event{
-		Bot:         map[string]any{"reference": "Bot/" + b.ID, "display": b.Name},
-		Requester:   map[string]any{"reference": r.Principal.Profile},
-		ContentType: r.Get("Content-Type"),
-		Secrets:     secrets,
-		TraceID:     traceID(r),
-		Headers:     lowerHeaders(r.Header),
-	}
+	s.audit(b, x.requester, x.runAs, x.start, res, secrets, x.subscription)
+	return res, nil
 }
 
 // findBot finds the bot to run, by id or by identifier in the caller's

@@ -1,0 +1,356 @@
+package standalone
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pinion-health/pinion/pkg/subscription"
+)
+
+// hook is a rest-hook endpoint on loopback that records what it is sent
+// and answers with status.
+type hook struct {
+	srv      *httptest.Server
+	mu       sync.Mutex
+	status   int
+	delay    time.Duration // before answering
+	received chan hookCall
+}
+
+type hookCall struct {
+	header http.Header
+	body   []byte
+	at     time.Time
+}
+
+func newHook(t *testing.T, status int) *hook {
+	h := &hook{status: status, received: make(chan hookCall, 1000)}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		h.received <- hookCall{header: r.Header.Clone(), body: b, at: time.Now()}
+		h.mu.Lock()
+		st, delay := h.status, h.delay
+		h.mu.Unlock()
+		time.Sleep(delay)
+		w.WriteHeader(st)
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+// next waits for the next call, failing after wait.
+func (h *hook) next(t *testing.T, wait time.Duration) hookCall {
+	t.Helper()
+	select {
+	case c := <-h.received:
+		return c
+	case <-time.After(wait):
+		t.Fatalf("no rest-hook call within %s", wait)
+	}
+	return hookCall{}
+}
+
+// none checks that no call comes within wait.
+func (h *hook) none(t *testing.T, wait time.Duration) {
+	t.Helper()
+	select {
+	case c := <-h.received:
+		t.Fatalf("unexpected rest-hook call: %s %s", c.header.Get("X-Medplum-Interaction"), c.body)
+	case <-time.After(wait):
+	}
+}
+
+func newSubscription(t *testing.T, tok, criteria, endpoint string, extra ...map[string]any) string {
+	t.Helper()
+	body := map[string]any{
+		"resourceType": "Subscription", "status": "active", "reason": "test", "criteria": criteria,
+		"channel": map[string]any{"type": "rest-hook", "endpoint": endpoint},
+	}
+	var ext []any
+	for _, e := range extra {
+		if h, ok := e["header"]; ok {
+			body["channel"].(map[string]any)["header"] = h
+			continue
+		}
+		ext = append(ext, e)
+	}
+	if len(ext) > 0 {
+		body["extension"] = ext
+	}
+	r := do(t, "POST", "fhir/R4/Subscription", tok, "application/fhir+json", mustJSON(body))
+	expect(t, r, 201)
+	return r.json(t)["id"].(string)
+}
+
+func newPatient(t *testing.T, tok, family string) map[string]any {
+	t.Helper()
+	r := do(t, "POST", "fhir/R4/Patient", tok, "application/fhir+json", mustJSON(map[string]any{
+		"resourceType": "Patient", "name": []any{map[string]any{"family": family}},
+	}))
+	expect(t, r, 201)
+	return r.json(t)
+}
+
+// audits lists the AuditEvents about a subscription (as the super admin),
+// waiting until there are at least want.
+func audits(t *testing.T, sub string, want int) []map[string]any {
+	t.Helper()
+	su := superToken(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := do(t, "GET", "fhir/R4/AuditEvent?entity=Subscription/"+sub+"&_count=100", su, "", nil)
+		expect(t, r, 200)
+		_, entries := bundleOf(t, r)
+		if len(entries) >= want || time.Now().After(deadline) {
+			return entries
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestSubscriptionRestHook(t *testing.T) {
+	_, tok := project(t, "Rest hooks")
+	h := newHook(t, 200)
+	sub := newSubscription(t, tok, "Patient?name=ali", h.srv.URL+"/hook",
+		map[string]any{"header": []any{"Authorization: Bearer abc", "X-Tenant: t:1"}},
+		map[string]any{"url": subscription.ExtSecret, "valueString": "shh"})
+
+	alice := newPatient(t, tok, "Alice")
+	c := h.next(t, 5*time.Second)
+	var got map[string]any
+	if err := json.Unmarshal(c.body, &got); err != nil || got["id"] != alice["id"] {
+		t.Fatalf("body %s, want Patient %v", c.body, alice["id"])
+	}
+	wantHeaders := map[string]string{
+		"Content-Type":           "application/fhir+json",
+		"X-Medplum-Subscription": sub,
+		"X-Medplum-Interaction":  "create",
+		"Authorization":          "Bearer abc",
+		"X-Tenant":               "t:1",
+		"X-Signature":            subscription.Signature("shh", c.body),
+	}
+	for k, v := range wantHeaders {
+		if c.header.Get(k) != v {
+			t.Errorf("header %s = %q, want %q", k, c.header.Get(k), v)
+		}
+	}
+
+	// Bob does not meet the criteria; the next call is Alice's update.
+	newPatient(t, tok, "Bob")
+	alice["active"] = true
+	expect(t, do(t, "PUT", "fhir/R4/Patient/"+alice["id"].(string), tok, "application/fhir+json", mustJSON(alice)), 200)
+	c = h.next(t, 5*time.Second)
+	if c.header.Get("X-Medplum-Interaction") != "update" || !strings.Contains(string(c.body), `"active":true`) {
+		t.Fatalf("second call: %s %s, want Alice's update", c.header.Get("X-Medplum-Interaction"), c.body)
+	}
+
+	expect(t, do(t, "DELETE", "fhir/R4/Patient/"+alice["id"].(string), tok, "", nil), 200)
+	c = h.next(t, 5*time.Second)
+	if c.header.Get("X-Medplum-Interaction") != "delete" || string(c.body) != "{}" ||
+		c.header.Get("X-Medplum-Deleted-Resource") != "Patient/"+alice["id"].(string) {
+		t.Fatalf("delete call: %v %s", c.header, c.body)
+	}
+	h.none(t, 300*time.Millisecond)
+
+	// Each attempt is an AuditEvent of the subscription's project.
+	entries := audits(t, sub, 3)
+	if len(entries) != 3 {
+		t.Fatalf("%d AuditEvents, want 3", len(entries))
+	}
+	for _, e := range entries {
+		if e["outcome"] != "0" || e["outcomeDesc"] != "Attempt 0 received status 200" {
+			t.Errorf("AuditEvent outcome %v %q", e["outcome"], e["outcomeDesc"])
+		}
+	}
+}
+
+func TestSubscriptionInteractionAndRetries(t *testing.T) {
+	_, tok := project(t, "Retries")
+	h := newHook(t, 500)
+	sub := newSubscription(t, tok, "Patient", h.srv.URL,
+		map[string]any{"url": subscription.ExtInteraction, "valueCode": "create"},
+		map[string]any{"url": subscription.ExtMaxAttempts, "valueInteger": 2})
+	p := newPatient(t, tok, "Retry")
+	// The first attempt and two retries, a second then two apart.
+	var at []time.Time
+	for i := 0; i < 3; i++ {
+		at = append(at, h.next(t, 6*time.Second).at)
+	}
+	if d := at[1].Sub(at[0]); d < 900*time.Millisecond {
+		t.Errorf("first retry after %s, want about 1 s", d)
+	}
+	if d := at[2].Sub(at[1]); d < 1800*time.Millisecond {
+		t.Errorf("second retry after %s, want about 2 s", d)
+	}
+	// An update is not an interaction the subscription asks for.
+	p["active"] = false
+	expect(t, do(t, "PUT", "fhir/R4/Patient/"+p["id"].(string), tok, "application/fhir+json", mustJSON(p)), 200)
+	h.none(t, 1500*time.Millisecond)
+
+	entries := audits(t, sub, 4)
+	var failed, dead int
+	for _, e := range entries {
+		switch e["outcome"] {
+		case "4":
+			failed++
+		case "8":
+			dead++
+			if !strings.HasPrefix(e["outcomeDesc"].(string), "Dead letter after 3 attempts") {
+				t.Errorf("dead letter says %q", e["outcomeDesc"])
+			}
+		}
+	}
+	if failed != 3 || dead != 1 {
+		t.Fatalf("%d failed attempts and %d dead letters, want 3 and 1", failed, dead)
+	}
+}
+
+func TestSubscriptionRunsBot(t *testing.T) {
+	pid, su := adminProject(t, "Subscribed bots")
+	r := do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": "writer"}))
+	expect(t, r, 201)
+	tok := clientToken(t, r.json(t)["id"].(string), r.json(t)["secret"].(string))
+	// The bot records what it was given as a Basic it writes as itself.
+	bot := newBot(t, su, pid, "recorder", "", `exports.handler = async (medplum, event) => {
+		const input = event.input;
+		const target = input.deletedResource ?? input;
+		await medplum.createResource({resourceType: 'Basic', code: {text: 'seen'},
+			identifier: [{system: 'seen', value: (input.deletedResource ? 'deleted:' : 'changed:') + target.id}]});
+	};`, "recorder.js")
+	sub := newSubscription(t, tok, "Patient", "Bot/"+bot)
+	p := newPatient(t, tok, "Botty")
+	id := p["id"].(string)
+	expect(t, do(t, "DELETE", "fhir/R4/Patient/"+id, tok, "", nil), 200)
+	for _, want := range []string{"changed:" + id, "deleted:" + id} {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r := do(t, "GET", "fhir/R4/Basic?identifier=seen|"+want, tok, "", nil)
+			expect(t, r, 200)
+			if _, found := bundleOf(t, r); len(found) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the bot never recorded %s; its audit: %v", want, audits(t, sub, 0))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// The bot's own AuditEvents name the subscription.
+	if n := len(audits(t, sub, 2)); n != 2 {
+		t.Fatalf("%d bot AuditEvents name the subscription, want 2", n)
+	}
+}
+
+func TestSubscriptionIsolation(t *testing.T) {
+	pid, su := adminProject(t, "Sub isolation")
+	// The author may read only Patients named Visible.
+	author := policyClient(t, su, pid, map[string]any{"resourceType": "Patient", "criteria": "Patient?name=visible"},
+		map[string]any{"resourceType": "Subscription"})
+	_, other := project(t, "Sub isolation, other")
+	h := newHook(t, 200)
+	newSubscription(t, author, "Patient", h.srv.URL)
+	newPatient(t, other, "Visible") // another project's
+	// The project's own, written by the super admin into the project.
+	for _, name := range []string{"Hidden", "Visible"} {
+		r := do(t, "POST", "fhir/R4/Patient", su, "application/fhir+json", mustJSON(map[string]any{
+			"resourceType": "Patient", "name": []any{map[string]any{"family": name}}, "meta": map[string]any{"project": pid},
+		}))
+		expect(t, r, 201)
+	}
+	c := h.next(t, 5*time.Second)
+	if !strings.Contains(string(c.body), `"Visible"`) || !strings.Contains(string(c.body), pid) {
+		t.Fatalf("delivered %s, want the project's visible Patient only", c.body)
+	}
+	h.none(t, 500*time.Millisecond)
+}
+
+func TestSubscriptionRefusesPrivateAddresses(t *testing.T) {
+	ownStack(t, map[string]string{"PINION_REST_HOOK_ALLOW_PRIVATE": "false"})
+	_, tok := project(t, "SSRF")
+	h := newHook(t, 200)
+	sub := newSubscription(t, tok, "Patient", h.srv.URL, map[string]any{"url": subscription.ExtMaxAttempts, "valueInteger": 0})
+	newPatient(t, tok, "Nosy")
+	entries := audits(t, sub, 2)
+	h.none(t, 200*time.Millisecond)
+	var refused bool
+	for _, e := range entries {
+		if e["outcome"] == "4" && strings.Contains(e["outcomeDesc"].(string), "loopback, link-local or private") {
+			refused = true
+		}
+	}
+	if !refused {
+		t.Fatalf("no refused attempt among %v", entries)
+	}
+}
+
+func TestSubscriptionWriteChecks(t *testing.T) {
+	_, tok := project(t, "Sub checks")
+	for _, c := range []struct {
+		criteria, endpoint, want, expr string
+	}{
+		{"Patient?nope=1", "https://example.com/h", "Invalid criteria", "Subscription.criteria"},
+		{"Nothing", "https://example.com/h", "Unknown resource type", "Subscription.criteria"},
+		{"Patient", "ftp://example.com/h", "http(s) URL or Bot", "Subscription.channel.endpoint"},
+	} {
+		r := do(t, "POST", "fhir/R4/Subscription", tok, "application/fhir+json", mustJSON(map[string]any{
+			"resourceType": "Subscription", "status": "active", "reason": "x", "criteria": c.criteria,
+			"channel": map[string]any{"type": "rest-hook", "endpoint": c.endpoint},
+		}))
+		expectOutcome(t, r, 400, "", c.expr)
+		if !strings.Contains(r.outcomeText(t), c.want) {
+			t.Errorf("%s %s: %q, want %q", c.criteria, c.endpoint, r.outcomeText(t), c.want)
+		}
+	}
+}
+
+// deliveriesSurviveCrash writes Patients while crash kills the service that
+// delivers them (SIGKILL) and starts it again: every create must reach the
+// rest-hook, and only a delivery in flight at the kill (sent, its answer
+// not yet acknowledged) may come twice.
+func deliveriesSurviveCrash(t *testing.T, tok string, crash func()) {
+	t.Helper()
+	h := newHook(t, 200)
+	h.delay = 100 * time.Millisecond // so that deliveries are in flight at the kill
+	newSubscription(t, tok, "Patient?name=crash", h.srv.URL,
+		map[string]any{"url": subscription.ExtInteraction, "valueCode": "create"})
+	const before, after = 40, 80
+	want := map[string]bool{}
+	for i := 0; i < before+after; i++ {
+		if i == before {
+			crash()
+		}
+		want[newPatient(t, tok, "Crash")["id"].(string)] = true
+	}
+	seen := map[string]int{}
+	deadline := time.After(60 * time.Second)
+	for len(seen) < len(want) {
+		select {
+		case c := <-h.received:
+			var p struct {
+				ID string `json:"id"`
+			}
+			_ = json.Unmarshal(c.body, &p)
+			if !want[p.ID] {
+				t.Fatalf("delivered a Patient never written: %s", c.body)
+			}
+			seen[p.ID]++
+		case <-deadline:
+			t.Fatalf("%d of %d creates delivered after a crash of botexec", len(seen), len(want))
+		}
+	}
+	h.none(t, time.Second) // no late repeats
+	repeated := 0
+	for _, n := range seen {
+		repeated += n - 1
+	}
+	t.Logf("deliveries across a botexec crash: %d writes, 0 lost, %d repeated", len(want), repeated)
+	if repeated > 64 { // at most the deliveries in flight at the kill
+		t.Fatalf("%d deliveries repeated, more than were in flight", repeated)
+	}
+}

@@ -1,0 +1,413 @@
+package botexec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/metrics"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/subscription"
+	"github.com/pinion-health/pinion/services/botexec/worker"
+)
+
+// Delivery bounds.
+const (
+	// deliverWorkers is how many deliveries one instance makes at once.
+	deliverWorkers = 64
+	// deliveryBeat is how often a delivery in progress tells JetStream so.
+	deliveryBeat = 5 * time.Second
+	// retryBase is the first retry's delay; each next one doubles it
+	// (Medplum's exponential backoff from one second).
+	retryBase = time.Second
+	// maxRetryDelay caps the doubling (2^17 s is Medplum's last delay).
+	maxRetryDelay = 36 * time.Hour
+)
+
+// errPreamble marks a failure before the delivery itself (reading the
+// subscription or the resource): the server's, not the endpoint's.
+type errPreamble struct{ error }
+
+// onDelivery hands a delivery to a worker, after any earlier delivery of
+// the same subscription and resource: deliveries of one resource reach an
+// endpoint in the order of its versions.
+func (s *Service) onDelivery(m jetstream.Msg) {
+	d := delivery{retries: subscription.DefaultRetries}
+	if err := json.Unmarshal(m.Data(), &d); err != nil {
+		_ = m.Term()
+		return
+	}
+	s.deliveries.run(d.key(), func() { s.deliver(m, &d) })
+}
+
+// deliver makes one attempt of a delivery and settles its message: ack
+// when done (or when there is nothing left to do), a delayed redelivery
+// for a retry, a dead letter after the last attempt.
+func (s *Service) deliver(m jetstream.Msg, d *delivery) {
+	md, err := m.Metadata()
+	if err != nil {
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	attempt := int(md.NumDelivered) - 1 // Medplum counts attempts from 0
+	stop := beat(m)
+	ctx, cancel := context.WithTimeout(s.subsCtx, hookTimeout+time.Duration(maxTimeout)*time.Second)
+	err = s.attempt(ctx, d, attempt)
+	cancel()
+	stop()
+	if s.subsCtx.Err() != nil {
+		_ = m.Nak() // stopped: the attempt does not count, another instance makes it
+		return
+	}
+	var pre errPreamble
+	var retries int
+	channel := "rest-hook"
+	if d.bot {
+		channel = "bot"
+	}
+	switch {
+	case err == nil:
+		metrics.SubscriptionDeliveries.WithLabelValues(channel, "ok").Inc()
+		// Confirmed, so that a crash right after cannot lose the ack and
+		// make the delivery again.
+		actx, acancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = m.DoubleAck(actx)
+		acancel()
+		return
+	case errors.As(err, &pre):
+		retries = subscription.MaxAttempts - 1
+	default:
+		retries = d.retries
+	}
+	if attempt < retries {
+		s.log.Debug("subscription delivery failed, retried", "subscription", d.Subscription, "resource", d.Event.Type+"/"+d.Event.ID, "attempt", attempt, "err", err)
+		metrics.SubscriptionDeliveries.WithLabelValues(channel, "retry").Inc()
+		_ = m.NakWithDelay(retryDelay(attempt))
+		return
+	}
+	metrics.SubscriptionDeliveries.WithLabelValues(channel, "dead").Inc()
+	s.deadLetter(d, attempt, err)
+	_ = m.Ack()
+}
+
+// retryDelay is the wait before retry n+1.
+func retryDelay(attempt int) time.Duration {
+	d := retryBase << min(attempt, 30)
+	return min(d, maxRetryDelay)
+}
+
+// beat keeps a long delivery's message from being redelivered elsewhere.
+func beat(m jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(deliveryBeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				_ = m.InProgress()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// attempt makes one delivery attempt. It answers nil when the delivery is
+// done or has become pointless (the subscription was deleted or turned
+// off; a retry's version is no longer current), as Medplum does.
+func (s *Service) attempt(ctx context.Context, d *delivery, attempt int) error {
+	sc := repo.Scope{Project: d.Project}
+	res, err := s.repo.Read(ctx, sc, "Subscription", d.Subscription)
+	if fhir.Missing(err) {
+		return nil
+	}
+	if err != nil {
+		return errPreamble{err}
+	}
+	sub, err := repo.Memo(res, "botexec.subscription", func(j []byte) (*subscription.Subscription, error) {
+		return subscription.Parse(res.ID, res.Project, j)
+	})
+	if err != nil || !sub.Active || sub.Channel != subscription.RestHook || sub.Endpoint == "" {
+		return nil
+	}
+	d.retries = sub.Retries
+	ev := d.Event
+	if ev.Op != subscription.Delete {
+		cur, err := s.repo.Read(ctx, sc, ev.Type, ev.ID)
+		if fhir.Missing(err) {
+			return nil // deleted since: its delete is delivered on its own
+		}
+		if err != nil {
+			return errPreamble{err}
+		}
+		if attempt > 0 && cur.VersionID != ev.VersionID {
+			return nil // a retry never sends a version older than one already sent
+		}
+	}
+	changed, err := s.changedVersion(ctx, ev)
+	if fhir.Missing(err) {
+		return nil
+	}
+	if err != nil {
+		return errPreamble{err}
+	}
+	if id, ok := sub.Bot(); ok {
+		d.bot = true
+		return s.deliverToBot(ctx, d, sub, id, changed)
+	}
+	return s.deliverToHook(ctx, d, sub, changed, attempt)
+}
+
+// hookBody is what a rest-hook or bot is sent: the resource, or for a
+// delete "{}" (a bot: {"deletedResource": …}), as Medplum sends them.
+func hookBody(op string, res *repo.Resource, forBot bool) []byte {
+	switch {
+	case op != subscription.Delete:
+		return res.JSON
+	case forBot:
+		b, _ := json.Marshal(map[string]json.RawMessage{"deletedResource": res.JSON})
+		return b
+	}
+	return []byte("{}")
+}
+
+// hookHeaders are Medplum's rest-hook headers: the subscription and
+// interaction, the deleted resource, the channel's own headers, and the
+// body's signature when the subscription has a secret.
+func hookHeaders(d *delivery, sub *subscription.Subscription, body []byte) http.Header {
+	h := http.Header{}
+	h.Set("Content-Type", "application/fhir+json")
+	h.Set("X-Medplum-Subscription", sub.ID)
+	h.Set("X-Medplum-Interaction", d.Event.Op)
+	if d.Event.Op == subscription.Delete {
+		h.Set("X-Medplum-Deleted-Resource", d.Event.Type+"/"+d.Event.ID)
+	}
+	for _, kv := range sub.Headers {
+		h.Set(kv[0], kv[1])
+	}
+	if sub.Secret != "" {
+		h.Set("X-Signature", subscription.Signature(sub.Secret, body))
+	}
+	return h
+}
+
+// deliverToHook posts the change and records the attempt.
+func (s *Service) deliverToHook(ctx context.Context, d *delivery, sub *subscription.Subscription, res *repo.Resource, attempt int) error {
+	body := hookBody(d.Event.Op, res, false)
+	start := time.Now()
+	metrics.SubscriptionLatency.Observe(start.Sub(d.Committed).Seconds())
+	status, err := post(ctx, s.hooks, sub.Endpoint, hookHeaders(d, sub, body), body)
+	outcome, desc := "0", fmt.Sprintf("Attempt %d received status %d", attempt, status)
+	switch {
+	case err != nil:
+		outcome, desc = "4", fmt.Sprintf("Attempt %d received error %s", attempt, hookError(err))
+		err = fmt.Errorf("rest-hook: %w", err)
+	case !sub.Successful(status):
+		outcome = "4"
+		err = fmt.Errorf("rest-hook: received status %d", status)
+	}
+	s.auditDelivery(d, sub, res, outcome, desc, start)
+	return err
+}
+
+// hookError is a failed request's reason without the URL, which may hold
+// credentials.
+func hookError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return err.Error()
+}
+
+// deliverToBot runs the subscription's bot with the change as input: as
+// the change's author when the bot says runAsUser, else as the bot's own
+// membership (Medplum's rules). A bot that runs and fails is recorded in
+// its own AuditEvent and not run again, as in Medplum; a bot that cannot
+// be run (no membership, no code) is retried.
+func (s *Service) deliverToBot(ctx context.Context, d *delivery, sub *subscription.Subscription, botID string, res *repo.Resource) error {
+	start := time.Now()
+	bres, err := s.repo.Read(ctx, repo.Scope{Project: sub.Project}, "Bot", botID)
+	if err != nil {
+		if fhir.Missing(err) {
+			return fmt.Errorf("bot %s not found in the subscription's project", botID)
+		}
+		return errPreamble{err}
+	}
+	b, err := repo.Memo(bres, "botexec.bot", func(j []byte) (bot, error) { return decodeBot(bres.ID, bres.Project, j) })
+	if err != nil {
+		return err
+	}
+	author := metaAuthor(res.JSON)
+	requester := &bus.Principal{Profile: author, Project: b.Project}
+	var runAs *bus.Principal
+	if b.RunAsUser {
+		runAs, err = s.memberAs(ctx, b.Project, author)
+	} else {
+		runAs, err = s.memberAs(ctx, b.Project, "Bot/"+b.ID)
+	}
+	if errors.Is(err, errNoMembership) {
+		return errors.New("could not find project membership for bot")
+	}
+	if err != nil {
+		return errPreamble{err}
+	}
+	body := hookBody(d.Event.Op, res, true)
+	headers := map[string]string{}
+	for k, v := range hookHeaders(d, sub, body) {
+		headers[http.CanonicalHeaderKey(k)] = v[0]
+	}
+	_, err = s.run(ctx, &run{
+		bot: &b, in: &input{kind: worker.InputJSON, body: body, mediaType: "application/fhir+json"},
+		requester: requester, runAs: runAs, start: start,
+		requestID: uuid.NewString(), contentType: "application/fhir+json", traceID: uuid.NewString(),
+		headers: lowerHeaders(headers), subscription: "Subscription/" + sub.ID, committed: d.Committed,
+	})
+	if err != nil {
+		var fe *fhir.Error
+		if errors.As(err, &fe) && fe.Status < 500 && fe.Status != 429 {
+			return err // the bot cannot run as it is: retried, then a dead letter
+		}
+		return errPreamble{err}
+	}
+	return nil
+}
+
+// metaAuthor is a stored resource's meta.author reference.
+func metaAuthor(j []byte) string {
+	var v struct {
+		Meta struct {
+			Author struct {
+				Reference string `json:"reference"`
+			} `json:"author"`
+		} `json:"meta"`
+	}
+	_ = json.Unmarshal(j, &v)
+	return v.Meta.Author.Reference
+}
+
+// auditDelivery records a rest-hook attempt as Medplum's
+// createSubscriptionAuditEvent does, with its duration.
+func (s *Service) auditDelivery(d *delivery, sub *subscription.Subscription, res *repo.Resource, outcome, desc string, start time.Time) {
+	end := time.Now().UTC()
+	ev := map[string]any{
+		"resourceType": "AuditEvent",
+		"type":         map[string]any{"code": "transmit"},
+		"recorded":     end.Format(time.RFC3339Nano),
+		"period":       map[string]any{"start": d.Committed.UTC().Format(time.RFC3339Nano), "end": end.Format(time.RFC3339Nano)},
+		"agent":        []any{map[string]any{"type": map[string]any{"text": "Subscription"}, "requestor": false}},
+		"source":       map[string]any{"observer": map[string]any{"reference": "Subscription/" + sub.ID}},
+		"entity": []any{
+			map[string]any{"what": map[string]any{"reference": res.Type + "/" + res.ID}, "role": entityRole(res.Type)},
+			map[string]any{"what": map[string]any{"reference": "Subscription/" + sub.ID}, "role": entityRole("Subscription")},
+		},
+		"outcome":     outcome,
+		"outcomeDesc": desc,
+		"extension": []any{map[string]any{
+			"url": "https://medplum.com/fhir/StructureDefinition/durationMs", "valueInteger": time.Since(start).Milliseconds(),
+		}},
+	}
+	s.queueAudit(auditEvent{project: sub.Project, ev: ev})
+}
+
+// entityRole is Medplum's getAuditEventEntityRole.
+func entityRole(typ string) map[string]any {
+	switch typ {
+	case "Patient":
+		return map[string]any{"code": "1", "display": "Patient"}
+	case "Subscription":
+		return map[string]any{"code": "9", "display": "Subscriber"}
+	}
+	return map[string]any{"code": "4", "display": "Domain"}
+}
+
+// deadLetter keeps a delivery that failed its last attempt on the stream
+// (pinion.deliveries.dead.<project>.<subscription>, for an operator to
+// replay) and records it as an AuditEvent (outcome 8) in the project.
+func (s *Service) deadLetter(d *delivery, attempt int, cause error) {
+	s.log.Warn("subscription delivery failed its last attempt: dead letter",
+		"subscription", d.Subscription, "resource", d.Event.Type+"/"+d.Event.ID, "attempts", attempt+1, "err", cause)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, _ := json.Marshal(struct {
+		*delivery
+		Attempts int    `json:"attempts"`
+		Error    string `json:"error"`
+	}{d, attempt + 1, cause.Error()})
+	if _, err := s.cfg.JS.Publish(ctx, deadPrefix+d.Project+"."+d.Subscription, b,
+		jetstream.WithMsgID("dead/"+d.Subscription+"/"+d.Event.Type+"/"+d.Event.ID+"/"+d.Event.VersionID)); err != nil {
+		s.log.Error("subscription dead letter not kept", "subscription", d.Subscription, "err", err)
+	}
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	s.queueAudit(auditEvent{project: d.Project, ev: map[string]any{
+		"resourceType": "AuditEvent",
+		"type":         map[string]any{"code": "transmit"},
+		"recorded":     now,
+		"agent":        []any{map[string]any{"type": map[string]any{"text": "Subscription"}, "requestor": false}},
+		"source":       map[string]any{"observer": map[string]any{"reference": "Subscription/" + d.Subscription}},
+		"entity": []any{
+			map[string]any{"what": map[string]any{"reference": d.Event.Type + "/" + d.Event.ID}, "role": entityRole(d.Event.Type)},
+			map[string]any{"what": map[string]any{"reference": "Subscription/" + d.Subscription}, "role": entityRole("Subscription")},
+		},
+		"outcome":     "8",
+		"outcomeDesc": fmt.Sprintf("Dead letter after %d attempts: %s", attempt+1, hookError(cause)),
+	}})
+}
+
+// keyedRunner runs functions on at most n goroutines, those of one key one
+// after another in the order given.
+type keyedRunner struct {
+	slots chan struct{}
+	mu    sync.Mutex
+	queue map[string][]func()
+	wg    sync.WaitGroup
+}
+
+func newKeyedRunner(n int) *keyedRunner {
+	return &keyedRunner{slots: make(chan struct{}, n), queue: map[string][]func(){}}
+}
+
+// run queues f behind the key's earlier functions. It blocks while n keys
+// are running, which holds back the consumer feeding it.
+func (k *keyedRunner) run(key string, f func()) {
+	k.mu.Lock()
+	if q, busy := k.queue[key]; busy {
+		k.queue[key] = append(q, f)
+		k.mu.Unlock()
+		return
+	}
+	k.queue[key] = nil
+	k.mu.Unlock()
+	k.slots <- struct{}{}
+	k.wg.Add(1)
+	go func() {
+		defer func() { <-k.slots; k.wg.Done() }()
+		for {
+			f()
+			k.mu.Lock()
+			q := k.queue[key]
+			if len(q) == 0 {
+				delete(k.queue, key)
+				k.mu.Unlock()
+				return
+			}
+			f, k.queue[key] = q[0], q[1:]
+			k.mu.Unlock()
+		}
+	}()
+}
+
+// wait waits for every running function.
+func (k *keyedRunner) wait() { k.wg.Wait() }

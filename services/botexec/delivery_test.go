@@ -1,0 +1,101 @@
+package botexec
+
+import (
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/subscription"
+)
+
+func TestKeyedRunnerKeepsOrderPerKey(t *testing.T) {
+	k := newKeyedRunner(4)
+	var mu sync.Mutex
+	seen := map[string][]int{}
+	var running, most atomic.Int32
+	for i := 0; i < 200; i++ {
+		key := []string{"a", "b", "c", "d", "e", "f"}[i%6]
+		k.run(key, func() {
+			n := running.Add(1)
+			for {
+				m := most.Load()
+				if n <= m || most.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			time.Sleep(100 * time.Microsecond)
+			mu.Lock()
+			seen[key] = append(seen[key], i)
+			mu.Unlock()
+			running.Add(-1)
+		})
+	}
+	k.wait()
+	total := 0
+	for key, order := range seen {
+		total += len(order)
+		for j := 1; j < len(order); j++ {
+			if order[j] < order[j-1] {
+				t.Fatalf("key %s ran %d after %d", key, order[j], order[j-1])
+			}
+		}
+	}
+	if total != 200 {
+		t.Fatalf("%d of 200 ran", total)
+	}
+	if m := most.Load(); m > 4 {
+		t.Fatalf("%d ran at once, want at most 4", m)
+	}
+}
+
+func TestPublicAddr(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"93.184.216.34": true, "2606:2800:220:1:248:1893:25c8:1946": true,
+		"127.0.0.1": false, "::1": false, "10.1.2.3": false, "172.16.0.1": false, "192.168.1.1": false,
+		"169.254.169.254": false, "fe80::1": false, "fd00::1": false, "0.0.0.0": false, "100.64.0.1": false,
+		"::ffff:127.0.0.1": false, "224.0.0.1": false, "64:ff9b::7f00:1": false,
+	} {
+		if got := publicAddr(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("publicAddr(%s) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+func TestRetryDelay(t *testing.T) {
+	for attempt, want := range map[int]time.Duration{0: time.Second, 1: 2 * time.Second, 4: 16 * time.Second, 17: maxRetryDelay, 40: maxRetryDelay} {
+		if got := retryDelay(attempt); got != want {
+			t.Errorf("retryDelay(%d) = %s, want %s", attempt, got, want)
+		}
+	}
+}
+
+func TestHookBodyAndHeaders(t *testing.T) {
+	res := &repo.Resource{Type: "Patient", ID: "p1", JSON: []byte(`{"resourceType":"Patient","id":"p1"}`)}
+	if got := string(hookBody(subscription.Update, res, false)); got != string(res.JSON) {
+		t.Errorf("update body %s", got)
+	}
+	if got := string(hookBody(subscription.Delete, res, false)); got != "{}" {
+		t.Errorf("rest-hook delete body %s, want {}", got)
+	}
+	if got := string(hookBody(subscription.Delete, res, true)); got != `{"deletedResource":{"resourceType":"Patient","id":"p1"}}` {
+		t.Errorf("bot delete input %s", got)
+	}
+	sub, err := subscription.Parse("s1", "proj", []byte(`{"resourceType":"Subscription","status":"active","criteria":"Patient",
+		"channel":{"type":"rest-hook","endpoint":"https://x.example","header":["X-Medplum-Interaction: forged"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &delivery{Subscription: "s1", Event: repo.Event{Op: subscription.Delete, Type: "Patient", ID: "p1"}}
+	h := hookHeaders(d, sub, []byte("{}"))
+	if h.Get("X-Medplum-Deleted-Resource") != "Patient/p1" || h.Get("X-Signature") != "" {
+		t.Errorf("headers %v", h)
+	}
+	// A channel header may set any header, as in Medplum, the interaction
+	// included: the signature is what a receiver should trust.
+	if h.Get("X-Medplum-Interaction") != "forged" {
+		t.Errorf("channel header not applied: %v", h)
+	}
+}

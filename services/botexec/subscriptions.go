@@ -1,0 +1,380 @@
+package botexec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/search"
+	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/pkg/subscription"
+)
+
+// Subscriptions run in two stages, each a durable JetStream consumer
+// shared by every botexec instance, so nothing is lost to a crash and
+// work is shared:
+//
+//  1. The matcher follows the resource events of committed writes (the
+//     outbox stream) and, for each change, finds the active Subscriptions
+//     of its project whose criteria and interaction it meets and whose
+//     author may read it. Each match is published as a delivery on
+//     DeliveryStream (Nats-Msg-Id subscription/type/id/version, so a
+//     matcher that crashes and sees the event again adds no second
+//     delivery), and only then is the event acknowledged.
+//  2. The deliverer takes deliveries and makes them: it runs the bot or
+//     posts the rest-hook, records each attempt as an AuditEvent, retries a
+//     failure with exponential backoff up to the subscription's attempts,
+//     and then leaves it as a dead letter.
+//
+// The writer is never involved: a write costs the same with ten matching
+// subscriptions as with none.
+
+// Streams and consumers.
+const (
+	// DeliveryStream holds deliveries still to make (pinion.deliveries.
+	// pending.<project>.<subscription>) and the dead letters of those that
+	// failed every attempt (pinion.deliveries.dead.…), a week each.
+	DeliveryStream   = "PINION_DELIVERIES"
+	pendingPrefix    = "pinion.deliveries.pending."
+	deadPrefix       = "pinion.deliveries.dead."
+	matcherConsumer  = "subscription-matcher"
+	deliverConsumer  = "subscription-delivery"
+	deliveryMaxAge   = 7 * 24 * time.Hour
+	matchBatch       = 256
+	maxSubscriptions = 1000 // per project, as Medplum's worker reads them
+)
+
+// delivery is one change to deliver through one subscription.
+type delivery struct {
+	Subscription string     `json:"subscription"`
+	Project      string     `json:"project"`
+	Event        repo.Event `json:"event"`
+	// Committed is when the change's event was stored: the start of the
+	// commit-to-delivery latency, and the AuditEvents' requestTime.
+	Committed time.Time `json:"committed"`
+
+	// What an attempt learnt: the subscription's retries, and whether its
+	// endpoint is a bot.
+	retries int
+	bot     bool
+}
+
+func (d *delivery) key() string { return d.Subscription + "/" + d.Event.Type + "/" + d.Event.ID }
+
+// startSubscriptions creates the delivery stream and both consumers.
+func (s *Service) startSubscriptions(ctx context.Context) error {
+	js := s.cfg.JS
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:       DeliveryStream,
+		Subjects:   []string{"pinion.deliveries.>"},
+		Storage:    jetstream.FileStorage,
+		MaxAge:     deliveryMaxAge,
+		Duplicates: 10 * time.Minute,
+	}); err != nil {
+		return fmt.Errorf("stream %s: %w", DeliveryStream, err)
+	}
+	matcher, err := js.CreateOrUpdateConsumer(ctx, s.cfg.EventStream, jetstream.ConsumerConfig{
+		Durable:       matcherConsumer,
+		FilterSubject: bus.EventPrefix + ">",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxAckPending: 4 * matchBatch,
+	})
+	if err != nil {
+		return fmt.Errorf("subscription matcher: %w", err)
+	}
+	deliverer, err := js.CreateOrUpdateConsumer(ctx, DeliveryStream, jetstream.ConsumerConfig{
+		Durable:       deliverConsumer,
+		FilterSubject: pendingPrefix + ">",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		// A delivery in progress says so every deliveryBeat; one whose
+		// instance died is taken up again after AckWait.
+		AckWait:       3 * deliveryBeat,
+		MaxAckPending: 4 * deliverWorkers,
+	})
+	if err != nil {
+		return fmt.Errorf("subscription deliverer: %w", err)
+	}
+	s.events = make(chan jetstream.Msg, 2*matchBatch)
+	s.subsQuit = make(chan struct{})
+	s.subsCtx, s.subsCancel = context.WithCancel(context.Background())
+	if s.matchCC, err = matcher.Consume(func(m jetstream.Msg) {
+		select {
+		case s.events <- m:
+		case <-s.subsQuit: // stopping: it is delivered again
+		}
+	}); err != nil {
+		return err
+	}
+	s.deliveries = newKeyedRunner(deliverWorkers)
+	if s.deliverCC, err = deliverer.Consume(s.onDelivery); err != nil {
+		s.matchCC.Stop()
+		return err
+	}
+	s.subsWG.Add(1)
+	go s.matchLoop()
+	return nil
+}
+
+// stopSubscriptions stops taking events and deliveries; what is in flight
+// and not acknowledged is delivered again to another instance (or this
+// one, restarted).
+func (s *Service) stopSubscriptions() {
+	if s.matchCC == nil {
+		return
+	}
+	s.matchCC.Stop()
+	s.deliverCC.Stop()
+	close(s.subsQuit)
+	s.subsCancel() // deliveries in flight end, unacknowledged
+	s.subsWG.Wait()
+	s.deliveries.wait()
+}
+
+// matchLoop takes events in batches: one event, then every event already
+// received. The subscriptions of a project are read once per batch, after
+// every event in it was stored, so no subscription committed before a
+// change is missed.
+func (s *Service) matchLoop() {
+	defer s.subsWG.Done()
+	for {
+		var batch []jetstream.Msg
+		select {
+		case m := <-s.events:
+			batch = append(batch, m)
+		case <-s.subsQuit:
+			return
+		}
+	more:
+		for len(batch) < matchBatch {
+			select {
+			case m := <-s.events:
+				batch = append(batch, m)
+			default:
+				break more
+			}
+		}
+		s.match(batch)
+	}
+}
+
+// match finds and publishes the deliveries of a batch of events.
+func (s *Service) match(batch []jetstream.Msg) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	subs := map[string][]*subscription.Subscription{}
+	for _, m := range batch {
+		var ev repo.Event
+		if err := json.Unmarshal(m.Data(), &ev); err != nil {
+			_ = m.Term() // not an event: no retry will read it
+			continue
+		}
+		if ev.Project == "" || ev.Type == "AuditEvent" {
+			_ = m.Ack() // no project, no subscriptions; audit events never
+			continue
+		}
+		list, ok := subs[ev.Project]
+		if !ok {
+			var err error
+			if list, err = s.activeSubscriptions(ctx, ev.Project); err != nil {
+				s.log.Warn("subscriptions: reading a project's subscriptions, retried", "project", ev.Project, "err", err)
+				_ = m.NakWithDelay(time.Second)
+				continue
+			}
+			subs[ev.Project] = list
+		}
+		if err := s.matchEvent(ctx, m, ev, list); err != nil {
+			s.log.Warn("subscriptions: matching a change, retried", "type", ev.Type, "id", ev.ID, "err", err)
+			_ = m.NakWithDelay(time.Second)
+			continue
+		}
+		_ = m.Ack()
+	}
+}
+
+// activeSubscriptions reads a project's active subscriptions.
+func (s *Service) activeSubscriptions(ctx context.Context, project string) ([]*subscription.Subscription, error) {
+	q, err := search.Parse("Subscription", url.Values{"status": {"active"}, "_count": {fmt.Sprint(maxSubscriptions)}})
+	if err != nil {
+		return nil, err
+	}
+	page, err := s.repo.Search(ctx, repo.Scope{Project: project}, "Subscription", q)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*subscription.Subscription, 0, len(page.Resources))
+	for _, res := range page.Resources {
+		sub, err := repo.Memo(res, "botexec.subscription", func(j []byte) (*subscription.Subscription, error) {
+			return subscription.Parse(res.ID, res.Project, j)
+		})
+		if err != nil {
+			// Stored before writes were checked, or by another version:
+			// it can never match, as in Medplum.
+			s.log.Debug("subscriptions: unreadable subscription skipped", "subscription", res.ID, "err", err)
+			continue
+		}
+		out = append(out, sub)
+	}
+	return out, nil
+}
+
+// matchEvent publishes a delivery for each subscription the change meets.
+func (s *Service) matchEvent(ctx context.Context, m jetstream.Msg, ev repo.Event, subs []*subscription.Subscription) error {
+	var changed *repo.Resource
+	var doc *search.Doc
+	for _, sub := range subs {
+		if sub.Type != ev.Type {
+			continue
+		}
+		if changed == nil {
+			var err error
+			if changed, err = s.changedVersion(ctx, ev); err != nil {
+				if fhir.Missing(err) {
+					return nil // the version is gone (an expired history): nothing to send
+				}
+				return err
+			}
+			doc = search.StoredDoc(changed.Type, changed.ID, changed.Project, changed.LastUpdated, changed.JSON)
+		}
+		delivered, notified := sub.Delivered(ev.Op, doc), sub.Notified(ev.Op, doc)
+		if !delivered && !notified {
+			continue
+		}
+		ok, err := s.authorMayRead(ctx, sub, changed)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			s.log.Warn("subscriptions: the author may not read the change; not delivered",
+				"subscription", sub.ID, "author", sub.Author, "resource", ev.Type+"/"+ev.ID)
+			continue
+		}
+		if notified {
+			// Sockets bound now see it; nothing is kept for later ones.
+			if err := s.nc.Publish(bus.WSSubject(sub.ID), s.notification(sub.ID, changed)); err != nil {
+				return err
+			}
+			continue
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		d := delivery{Subscription: sub.ID, Project: sub.Project, Event: ev, Committed: md.Timestamp}
+		b, _ := json.Marshal(d)
+		if _, err := s.cfg.JS.Publish(ctx, pendingPrefix+sub.Project+"."+sub.ID, b,
+			jetstream.WithMsgID(sub.ID+"/"+ev.Type+"/"+ev.ID+"/"+ev.VersionID)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// changedVersion is the resource as the change left it; for a delete, the
+// last version before it (what Medplum sends as the deleted resource).
+func (s *Service) changedVersion(ctx context.Context, ev repo.Event) (*repo.Resource, error) {
+	sc := repo.Scope{Project: ev.Project}
+	if ev.Op != subscription.Delete {
+		return s.repo.VRead(ctx, sc, ev.Type, ev.ID, ev.VersionID)
+	}
+	versions, err := s.repo.History(ctx, sc, ev.Type, ev.ID)
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range versions {
+		if v.VersionID == ev.VersionID {
+			for _, prev := range versions[i+1:] {
+				if !prev.Deleted {
+					return prev, nil
+				}
+			}
+		}
+	}
+	return nil, fhir.NotFound()
+}
+
+// authorMayRead reports whether the subscription's author — through its
+// membership of the subscription's project, as it stands now — may read
+// the changed resource. An author without an active membership there
+// sees nothing.
+func (s *Service) authorMayRead(ctx context.Context, sub *subscription.Subscription, res *repo.Resource) (bool, error) {
+	if sub.Author == "" || res.Project != sub.Project {
+		return false, nil
+	}
+	p, err := s.memberAs(ctx, sub.Project, sub.Author)
+	if errors.Is(err, errNoMembership) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	pol, err := s.policies.For(ctx, p)
+	if err != nil {
+		if fe := fhir.AsError(err); fe.Status < 500 {
+			return false, nil // a policy that cannot be used grants nothing
+		}
+		return false, err
+	}
+	return pol.Readable(access.Read, res)
+}
+
+// errNoMembership: a profile is not an active member of the project.
+var errNoMembership = errors.New("no active membership")
+
+// memberAs is the principal of a profile's membership of a project,
+// with its rights as they stand now.
+func (s *Service) memberAs(ctx context.Context, project, profile string) (*bus.Principal, error) {
+	key := project + "|" + profile
+	mid, ok := s.profileMembers.Get(key)
+	if !ok {
+		q, err := search.Parse("ProjectMembership", url.Values{"profile": {profile}, "_count": {"1"}})
+		if err != nil {
+			return nil, err
+		}
+		page, err := s.repo.Search(ctx, repo.Scope{Project: project}, "ProjectMembership", q)
+		if err != nil {
+			return nil, err
+		}
+		if len(page.Resources) == 0 {
+			return nil, errNoMembership // not kept: a membership may be added any time
+		}
+		mid = page.Resources[0].ID
+		s.profileMembers.Add(key, mid)
+	}
+	m, err := s.sessions.GetMembership(ctx, mid)
+	if errors.Is(err, session.ErrNotFound) || err == nil && !m.Active {
+		return nil, errNoMembership
+	}
+	if err != nil {
+		return nil, err
+	}
+	return memberPrincipal(mid, m), nil
+}
+
+// notification is Medplum's event-notification Bundle for a WebSocket
+// subscription, the changed resource included.
+func (s *Service) notification(subID string, res *repo.Resource) []byte {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	b, _ := json.Marshal(map[string]any{
+		"resourceType": "Bundle", "id": uuid.NewString(), "type": "history", "timestamp": now,
+		"entry": []any{
+			map[string]any{"resource": map[string]any{
+				"resourceType": "SubscriptionStatus", "id": uuid.NewString(), "status": "active", "type": "event-notification",
+				"subscription":      map[string]any{"reference": "Subscription/" + subID},
+				"notificationEvent": []any{map[string]any{"eventNumber": "0", "timestamp": now, "focus": map[string]any{"reference": res.Type + "/" + res.ID}}},
+			}},
+			map[string]any{"resource": json.RawMessage(res.JSON), "fullUrl": s.cfg.BaseURL + "fhir/R4/" + res.Type + "/" + res.ID},
+		},
+	})
+	return b
+}
