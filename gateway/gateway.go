@@ -124,6 +124,7 @@ func (g *Gateway) routes() {
 		h = append(h, g.forward(r))
 		a.Add(r.Method, r.Path, h...)
 	}
+	g.wsRoutes(a)
 	a.Use("/console", g.consoleLog)
 	console.New(console.Config{BaseURL: g.cfg.BaseURL, Timeout: g.cfg.RequestTimeout}, g.nc, g.bearer, g.awaitSession, g.clientIP, g.log.With("component", "console")).Register(a)
 	a.Use(func(c *fiber.Ctx) error { return fhir.NotFound() })

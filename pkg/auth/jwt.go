@@ -31,13 +31,16 @@ type Claims struct {
 	// ID tokens name the profile as fhirUser.
 	FHIRUser string `json:"fhirUser,omitempty"`
 	Nonce    string `json:"nonce,omitempty"`
+	// WebSocket binding tokens name the one Subscription they bind to.
+	SubscriptionID string `json:"subscription_id,omitempty"`
 }
 
 // IsAccessToken tells an access token from the other tokens the same key
-// signs: an ID token (fhirUser) or a refresh token (refresh_secret) names a
-// login too, but must never open the API.
+// signs: an ID token (fhirUser), a refresh token (refresh_secret) or a
+// WebSocket binding token (subscription_id) names a login too, but must
+// never open the API.
 func (c *Claims) IsAccessToken() bool {
-	return c.LoginID != "" && c.Username != "" && c.RefreshSecret == "" && c.FHIRUser == "" && c.Nonce == ""
+	return c.LoginID != "" && c.Username != "" && c.RefreshSecret == "" && c.FHIRUser == "" && c.Nonce == "" && c.SubscriptionID == ""
 }
 
 // Key is a signing key with its id.

@@ -78,6 +78,7 @@ var Routes = []Route{
 	{"GET", "/fhir/R4/Bot/:id/$execute", SubjExecute, Token, false},
 	{"POST", "/fhir/R4/Bot/:id/$deploy", SubjDeploy, Token, false},
 	{"POST", "/fhir/R4/ClientApplication/:id/$rotate-secret", SubjRotateOp, Token, false},
+	{"GET", "/fhir/R4/Subscription/:id/$get-ws-binding-token", SubjWSBinding, Token, false},
 	{"GET", "/fhir/R4/job/:id/status", SubjJobStatus, Token, false},
 	{"POST", "/fhir/R4/$export", SubjExport, Token, false},
 	{"GET", "/fhir/R4/$export", SubjExport, Token, false},

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/config"
@@ -49,6 +50,7 @@ type Service struct {
 	log      *slog.Logger
 	signer   *auth.Signer
 	svc      *bus.Service
+	policies *access.Policies
 
 	assertions *assertions // client assertions (private_key_jwt)
 
@@ -89,7 +91,7 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 	}
 	return &Service{
 		cfg: cfg, nc: nc, js: js, repo: r, limiter: newSigninLimiter(), sessions: sessions, assertions: newAssertions(),
-		log: log.With("service", "identity"), clients: expirable.NewLRU[string, *clientEntry](maxClients, nil, clientTTL),
+		log: log.With("service", "identity"), policies: access.NewPolicies(r, log), clients: expirable.NewLRU[string, *clientEntry](maxClients, nil, clientTTL),
 	}
 }
 
@@ -143,6 +145,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.SubjLogout:    s.logout,
 		bus.SubjUserinfo:  s.userinfo,
 		bus.SubjBasic:     s.basic,
+		bus.SubjWSBinding: s.wsBindingToken,
 
 		bus.SubjSetPassPage:   s.setPasswordPage,
 		bus.SubjResetPassPage: s.resetPasswordPage,

@@ -1,0 +1,232 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/gofiber/contrib/websocket"
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+)
+
+// WebSocket subscriptions, as Medplum serves them on /ws/subscriptions-r4
+// (packages/server/src/subscriptions/websockets.ts) for @medplum/core's
+// SubscriptionManager: the client binds a socket to a subscription with
+// the token $get-ws-binding-token gave it, and receives each matching
+// change as an event-notification Bundle, a handshake when bound and a
+// heartbeat every wsHeartbeat. botexec matches changes to subscriptions
+// and publishes the notifications (bus.WSSubject); a gateway forwards
+// those of the subscriptions its sockets are bound to.
+
+// Bounds of one socket.
+const (
+	wsHeartbeat   = 10 * time.Second
+	wsIdle        = 2 * time.Minute // the client pings every 5 s
+	wsMaxMessage  = 16 << 10
+	wsMaxBindings = 64
+	wsWriteWait   = 10 * time.Second
+)
+
+// wsClientMsg is what a client sends: ping, bind-with-token,
+// unbind-from-token.
+type wsClientMsg struct {
+	Type    string `json:"type"`
+	Payload struct {
+		Token string `json:"token"`
+	} `json:"payload"`
+}
+
+// wsRoutes serves the subscription socket.
+func (g *Gateway) wsRoutes(a *fiber.App) {
+	a.Use("/ws/subscriptions-r4", func(c *fiber.Ctx) error {
+		if !websocket.IsWebSocketUpgrade(c) {
+			return &fhir.Error{Status: fiber.StatusUpgradeRequired, Outcome: fhir.BadRequest("WebSocket upgrade required").Outcome}
+		}
+		c.Locals("remote", g.clientIP(c))
+		return c.Next()
+	})
+	a.Get("/ws/subscriptions-r4", websocket.New(g.subscriptionSocket, websocket.Config{
+		ReadBufferSize: 4096, WriteBufferSize: 4096,
+	}))
+}
+
+// wsSocket is one client's socket and its bindings.
+type wsSocket struct {
+	g      *Gateway
+	c      *websocket.Conn
+	remote string
+	mu     sync.Mutex // writes and bindings
+	bound  map[string]*wsBinding
+}
+
+type wsBinding struct {
+	sub              *nats.Subscription
+	loginID, tokenID string
+}
+
+func (g *Gateway) subscriptionSocket(c *websocket.Conn) {
+	remote, _ := c.Locals("remote").(string)
+	s := &wsSocket{g: g, c: c, remote: remote, bound: map[string]*wsBinding{}}
+	defer s.close()
+	c.SetReadLimit(wsMaxMessage)
+	stop := make(chan struct{})
+	defer close(stop)
+	go s.heartbeats(stop)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(wsIdle))
+		_, data, err := c.ReadMessage()
+		if err != nil {
+			return
+		}
+		var msg wsClientMsg
+		if err := json.Unmarshal(data, &msg); err != nil {
+			s.send(fhir.BadRequest("Invalid message").Outcome)
+			continue
+		}
+		switch msg.Type {
+		case "ping":
+			s.send(map[string]string{"type": "pong"})
+		case "bind-with-token":
+			s.bind(msg.Payload.Token)
+		case "unbind-from-token":
+			if id, _, _, ok := s.verify(msg.Payload.Token); ok {
+				s.unbind(id)
+			}
+		default:
+			s.send(fhir.BadRequest("Unknown message type").Outcome)
+		}
+	}
+}
+
+// verify reads a binding token: the subscription it binds and its login,
+// which must still count. A refusal is sent to the client.
+func (s *wsSocket) verify(tok string) (subscription, loginID, tokenID string, ok bool) {
+	claims, err := s.g.verifier.Verify(tok)
+	if err != nil || len(tok) > 8192 {
+		s.send(fhir.BadRequest("Token failed to validate. Check token expiry.").Outcome)
+		return "", "", "", false
+	}
+	if claims.SubscriptionID == "" {
+		s.send(fhir.BadRequest("Token claims missing subscription_id. Make sure you are sending the correct token.").Outcome)
+		return "", "", "", false
+	}
+	if _, err := s.g.principal(context.Background(), claims.LoginID, claims.ID, s.remote); err != nil || s.g.sessions.Revoked(claims.ID) {
+		s.send(fhir.Unauthorized().Outcome)
+		return "", "", "", false
+	}
+	return claims.SubscriptionID, claims.LoginID, claims.ID, true
+}
+
+// bind starts forwarding a subscription's notifications and answers with
+// the handshake.
+func (s *wsSocket) bind(tok string) {
+	id, loginID, tokenID, ok := s.verify(tok)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	if _, done := s.bound[id]; !done {
+		if len(s.bound) >= wsMaxBindings {
+			s.mu.Unlock()
+			s.send(fhir.BadRequest("Too many subscriptions on one socket").Outcome)
+			return
+		}
+		b := &wsBinding{loginID: loginID, tokenID: tokenID}
+		sub, err := s.g.nc.Subscribe(bus.WSSubject(id), func(m *nats.Msg) { s.forward(b, m.Data) })
+		if err != nil {
+			s.mu.Unlock()
+			s.g.log.Error("websocket binding", "subscription", id, "err", err)
+			s.send(fhir.Internal().Outcome)
+			return
+		}
+		b.sub = sub
+		s.bound[id] = b
+	}
+	s.mu.Unlock()
+	s.send(statusBundle("handshake", []string{id}))
+}
+
+// forward sends a notification while the binding's login still counts.
+func (s *wsSocket) forward(b *wsBinding, notification []byte) {
+	if _, err := s.g.principal(context.Background(), b.loginID, b.tokenID, s.remote); err != nil || s.g.sessions.Revoked(b.tokenID) {
+		return
+	}
+	s.write(notification)
+}
+
+func (s *wsSocket) unbind(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.bound[id]; ok {
+		_ = b.sub.Unsubscribe()
+		delete(s.bound, id)
+	}
+}
+
+func (s *wsSocket) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, b := range s.bound {
+		_ = b.sub.Unsubscribe()
+		delete(s.bound, id)
+	}
+}
+
+// heartbeats sends a heartbeat Bundle for the bound subscriptions until
+// stop closes.
+func (s *wsSocket) heartbeats(stop chan struct{}) {
+	t := time.NewTicker(wsHeartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			s.mu.Lock()
+			ids := make([]string, 0, len(s.bound))
+			for id := range s.bound {
+				ids = append(ids, id)
+			}
+			s.mu.Unlock()
+			if len(ids) > 0 {
+				s.send(statusBundle("heartbeat", ids))
+			}
+		case <-stop:
+			return
+		}
+	}
+}
+
+func (s *wsSocket) send(v any) {
+	b, err := json.Marshal(v)
+	if err == nil {
+		s.write(b)
+	}
+}
+
+func (s *wsSocket) write(b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = s.c.SetWriteDeadline(time.Now().Add(wsWriteWait))
+	_ = s.c.WriteMessage(websocket.TextMessage, b)
+}
+
+// statusBundle is a handshake or heartbeat: a history Bundle of one
+// SubscriptionStatus per subscription.
+func statusBundle(typ string, ids []string) map[string]any {
+	entries := make([]any, len(ids))
+	for i, id := range ids {
+		entries[i] = map[string]any{"resource": map[string]any{
+			"resourceType": "SubscriptionStatus", "id": uuid.NewString(), "status": "active", "type": typ,
+			"subscription": map[string]any{"reference": "Subscription/" + id},
+		}}
+	}
+	return map[string]any{
+		"resourceType": "Bundle", "id": uuid.NewString(), "type": "history",
+		"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "entry": entries,
+	}
+}
