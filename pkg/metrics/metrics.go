@@ -61,7 +61,7 @@ var (
 	// of its delivery (the bot's run, the rest-hook's request).
 	SubscriptionLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "pinion_subscription_latency_seconds", Help: "Commit to delivery start.",
-		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30, 300},
+		Buckets: []float64{.0005, .001, .0015, .002, .003, .004, .005, .0075, .01, .015, .02, .03, .05, .075, .1, .25, .5, 1, 5, 30, 300},
 	})
 )
 

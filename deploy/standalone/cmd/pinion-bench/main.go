@@ -63,6 +63,12 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // drive runs op from c goroutines for warm-up plus duration and reports the
 // measured part. op returns false on an error.
 func drive(name string, c int, op func(worker int, i int) bool) result {
+	return driveWaiting(name, c, nil, op)
+}
+
+// driveWaiting is drive with wait, untimed, before each operation (to pace
+// the clients).
+func driveWaiting(name string, c int, wait func(worker int), op func(worker int, i int) bool) result {
 	var stop atomic.Bool
 	var measuring atomic.Bool
 	lat := make([][]time.Duration, c)
@@ -73,6 +79,9 @@ func drive(name string, c int, op func(worker int, i int) bool) result {
 		go func(w int) {
 			defer wg.Done()
 			for i := 0; !stop.Load(); i++ {
+				if wait != nil {
+					wait(w)
+				}
 				t0 := time.Now()
 				ok := op(w, i)
 				d := time.Since(t0)
@@ -223,6 +232,8 @@ func (b *bench) start(saved *state) *standalone.Stack {
 		"PINION_STORE":                   os.Getenv("PINION_STORE"),
 		"PINION_FERRETDB_POSTGRESQL_URL": os.Getenv("PINION_FERRETDB_POSTGRESQL_URL"),
 		"PINION_MONGODB_DATABASE":        db,
+		// The subscriptions op posts rest-hooks to a server of its own on loopback.
+		"PINION_REST_HOOK_ALLOW_PRIVATE": "true",
 	}
 	if !b.savedSuper {
 		env["PINION_SUPERADMIN_CLIENT_ID"], env["PINION_SUPERADMIN_CLIENT_SECRET"] = b.superID, b.superSecret

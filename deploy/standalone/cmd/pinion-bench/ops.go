@@ -254,6 +254,9 @@ func (b *bench) run() {
 		fmt.Printf("%-44s %9s        p50 %7.3f ms  max %7.3f ms  (20 deploys, each followed by its first execution)\n",
 			"first $execute after $deploy", "", ms(cold[len(cold)/2]), ms(cold[len(cold)-1]))
 	}
+	if wanted("subscriptions") {
+		b.subscriptions()
+	}
 	if wanted("export") {
 		b.export()
 	}
