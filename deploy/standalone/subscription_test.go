@@ -354,3 +354,26 @@ func deliveriesSurviveCrash(t *testing.T, tok string, crash func()) {
 		t.Fatalf("%d deliveries repeated, more than were in flight", repeated)
 	}
 }
+
+func TestSubscriptionFHIRPathCriteria(t *testing.T) {
+	_, tok := project(t, "FHIRPath criteria")
+	h := newHook(t, 200)
+	newSubscription(t, tok, "Patient", h.srv.URL,
+		map[string]any{"url": subscription.ExtFHIRPath, "valueString": "%previous.active != %current.active"})
+	p := newPatient(t, tok, "Toggle") // a create: no previous active to differ from
+	id := p["id"].(string)
+	put := func(k string, v any) {
+		p[k] = v
+		expect(t, do(t, "PUT", "fhir/R4/Patient/"+id, tok, "application/fhir+json", mustJSON(p)), 200)
+	}
+	// Absent to false is no change in FHIRPath (empty != false is empty),
+	// as in Medplum; false to true is; a change of gender is not.
+	put("active", false)
+	put("active", true)
+	put("gender", "other")
+	c := h.next(t, 5*time.Second)
+	if !strings.Contains(string(c.body), `"active":true`) || strings.Contains(string(c.body), `"gender":"other"`) {
+		t.Fatalf("delivered %s, want the update that set active", c.body)
+	}
+	h.none(t, 500*time.Millisecond)
+}

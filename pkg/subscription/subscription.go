@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/fhirpath"
 	"github.com/pinion-health/pinion/pkg/fhirschema"
 	"github.com/pinion-health/pinion/pkg/search"
 )
@@ -82,6 +83,9 @@ type Subscription struct {
 	// 200–399).
 	successCodes string
 	preCommit    bool
+	// fhirPath is the fhir-path-criteria-expression, which must be true of
+	// %current and %previous.
+	fhirPath *fhirpath.Expr
 }
 
 type document struct {
@@ -160,8 +164,11 @@ func Parse(id, project string, body []byte) (*Subscription, error) {
 				s.Secret = e.ValueString
 			}
 		case ExtFHIRPath:
-			if e.ValueString != "" {
-				return nil, fhir.BadRequest("FHIRPath criteria (fhir-path-criteria-expression) are not supported yet: use search criteria", "Subscription.extension")
+			if e.ValueString == "" {
+				continue
+			}
+			if s.fhirPath, err = fhirpath.Parse(e.ValueString); err != nil {
+				return nil, fhir.BadRequest("fhir-path-criteria-expression: "+err.Error(), "Subscription.extension")
 			}
 		case ExtPreCommit:
 			s.preCommit = e.ValueBoolean
@@ -171,9 +178,10 @@ func Parse(id, project string, body []byte) (*Subscription, error) {
 }
 
 // Check refuses a Subscription that could never be delivered: criteria
-// that do not parse as a search of a known type, a rest-hook without an
-// endpoint or with one that is neither an http(s) URL nor a Bot, a
-// malformed header or extension. Medplum stores such a subscription and
+// that do not parse as a search of a known type, FHIRPath criteria beyond
+// what pkg/fhirpath evaluates, a rest-hook without an endpoint or with one
+// that is neither an http(s) URL nor a Bot, a malformed header or
+// extension. Medplum stores such a subscription and
 // skips it at every change; here the write is refused, saying why.
 func Check(res map[string]any) error {
 	b, err := json.Marshal(res)
@@ -234,31 +242,43 @@ func (s *Subscription) Bot() (string, bool) {
 // subscription's rest-hook: an active rest-hook subscription (not a
 // pre-commit bot) whose criteria and interaction the changed resource meets.
 // AuditEvents are never delivered, as in Medplum.
-func (s *Subscription) Delivered(interaction string, d *search.Doc) bool {
+func (s *Subscription) Delivered(interaction string, d *search.Doc, previous func() map[string]any) bool {
 	if !s.Active || s.preCommit || s.Channel != RestHook || s.Endpoint == "" || d.Type == "AuditEvent" {
 		return false
 	}
-	return s.Matches(interaction, d)
+	return s.Matches(interaction, d, previous)
 }
 
 // Notified reports whether a change is one to send to the sockets bound to
 // this WebSocket subscription.
-func (s *Subscription) Notified(interaction string, d *search.Doc) bool {
+func (s *Subscription) Notified(interaction string, d *search.Doc, previous func() map[string]any) bool {
 	if !s.Active || s.Channel != WebSocket || d.Type == "AuditEvent" {
 		return false
 	}
-	return s.Matches(interaction, d)
+	return s.Matches(interaction, d, previous)
 }
 
-// Matches reports whether a change meets the criteria and interaction.
-func (s *Subscription) Matches(interaction string, d *search.Doc) bool {
+// Matches reports whether a change meets the criteria, the FHIRPath
+// criteria and the interaction. previous gives the version before the
+// change ({} for a create), read only when FHIRPath criteria need it.
+func (s *Subscription) Matches(interaction string, d *search.Doc, previous func() map[string]any) bool {
 	if d.Type != s.Type {
 		return false
 	}
 	if s.Interaction != "" && s.Interaction != interaction {
 		return false
 	}
-	return s.query.Matches(d)
+	if !s.query.Matches(d) {
+		return false
+	}
+	if s.fhirPath == nil {
+		return true
+	}
+	cur, err := d.Content()
+	if err != nil {
+		return false
+	}
+	return s.fhirPath.True(cur, map[string]any{"current": cur, "previous": previous()})
 }
 
 // Successful reports whether an endpoint's status counts as delivered:

@@ -62,22 +62,47 @@ func TestMatches(t *testing.T) {
 		{"audit events never", search.ContentDoc("AuditEvent", "a1", "proj", time.Now(), map[string]any{"resourceType": "AuditEvent"}), Create, false},
 	}
 	for _, c := range cases {
-		if got := s.Delivered(c.interaction, c.doc); got != c.want {
+		if got := s.Delivered(c.interaction, c.doc, none); got != c.want {
 			t.Errorf("%s: Delivered = %v, want %v", c.name, got, c.want)
 		}
 	}
 	only := sub(t, `,"extension":[{"url":"`+ExtInteraction+`","valueCode":"delete"}]`)
-	if only.Delivered(Create, patient("Alice")) || !only.Delivered(Delete, patient("Alice")) {
+	if only.Delivered(Create, patient("Alice"), none) || !only.Delivered(Delete, patient("Alice"), none) {
 		t.Error("the supported-interaction extension does not select the interaction")
 	}
 	off := sub(t, "")
 	off.Active = false
-	if off.Delivered(Create, patient("Alice")) {
+	if off.Delivered(Create, patient("Alice"), none) {
 		t.Error("an inactive subscription is delivered")
 	}
 	pre := sub(t, `,"extension":[{"url":"`+ExtPreCommit+`","valueBoolean":true}]`)
-	if pre.Delivered(Create, patient("Alice")) {
+	if pre.Delivered(Create, patient("Alice"), none) {
 		t.Error("a pre-commit subscription is delivered after the commit")
+	}
+}
+
+// none is the previous version of a create.
+func none() map[string]any { return map[string]any{} }
+
+func TestFHIRPathCriteria(t *testing.T) {
+	// Medplum's example: only a change of active, never a create.
+	s := sub(t, `,"extension":[{"url":"`+ExtFHIRPath+`","valueString":"%previous.active != %current.active"}]`)
+	alice := search.ContentDoc("Patient", "p1", "proj", time.Now(), map[string]any{
+		"resourceType": "Patient", "active": true, "name": []any{map[string]any{"family": "Alice"}},
+	})
+	if s.Delivered(Create, alice, none) {
+		t.Error("a create is a change of active")
+	}
+	was := func(active bool) func() map[string]any {
+		return func() map[string]any { return map[string]any{"resourceType": "Patient", "active": active} }
+	}
+	if !s.Delivered(Update, alice, was(false)) || s.Delivered(Update, alice, was(true)) {
+		t.Error("the FHIRPath criteria do not tell a change of active from none")
+	}
+	// The search criteria still apply.
+	bob := search.ContentDoc("Patient", "p2", "proj", time.Now(), map[string]any{"resourceType": "Patient", "active": true})
+	if s.Delivered(Update, bob, was(false)) {
+		t.Error("FHIRPath criteria override the search criteria")
 	}
 }
 
@@ -148,8 +173,8 @@ func TestCheckRefuses(t *testing.T) {
 			m["extension"] = []any{map[string]any{"url": ExtSuccessCodes, "valueString": "2xx"}}
 		}), "not a status code"},
 		"fhirpath": {base(func(m map[string]any) {
-			m["extension"] = []any{map[string]any{"url": ExtFHIRPath, "valueString": "%current.active"}}
-		}), "not supported yet"},
+			m["extension"] = []any{map[string]any{"url": ExtFHIRPath, "valueString": "name.join(',')"}}
+		}), "join() is not supported"},
 	}
 	for name, c := range bad {
 		err := Check(c.m)

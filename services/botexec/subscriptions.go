@@ -232,6 +232,7 @@ func (s *Service) activeSubscriptions(ctx context.Context, project string) ([]*s
 func (s *Service) matchEvent(ctx context.Context, m jetstream.Msg, ev repo.Event, subs []*subscription.Subscription) error {
 	var changed *repo.Resource
 	var doc *search.Doc
+	var previous func() map[string]any
 	for _, sub := range subs {
 		if sub.Type != ev.Type {
 			continue
@@ -245,8 +246,9 @@ func (s *Service) matchEvent(ctx context.Context, m jetstream.Msg, ev repo.Event
 				return err
 			}
 			doc = search.StoredDoc(changed.Type, changed.ID, changed.Project, changed.LastUpdated, changed.JSON)
+			previous = s.previousVersion(ctx, changed)
 		}
-		delivered, notified := sub.Delivered(ev.Op, doc), sub.Notified(ev.Op, doc)
+		delivered, notified := sub.Delivered(ev.Op, doc, previous), sub.Notified(ev.Op, doc, previous)
 		if !delivered && !notified {
 			continue
 		}
@@ -301,6 +303,37 @@ func (s *Service) changedVersion(ctx context.Context, ev repo.Event) (*repo.Reso
 		}
 	}
 	return nil, fhir.NotFound()
+}
+
+// previousVersion gives, when first asked, the version before res as
+// FHIRPath criteria see it: {} when there is none (a create), as Medplum.
+func (s *Service) previousVersion(ctx context.Context, res *repo.Resource) func() map[string]any {
+	var prev map[string]any
+	return func() map[string]any {
+		if prev != nil {
+			return prev
+		}
+		prev = map[string]any{}
+		versions, err := s.repo.History(ctx, repo.Scope{Project: res.Project}, res.Type, res.ID)
+		if err != nil {
+			s.log.Warn("subscriptions: reading the previous version", "resource", res.Type+"/"+res.ID, "err", err)
+			return prev
+		}
+		for i, v := range versions {
+			if v.VersionID != res.VersionID {
+				continue
+			}
+			for _, older := range versions[i+1:] {
+				if !older.Deleted {
+					if m, err := fhir.Decode(older.JSON); err == nil {
+						prev = m
+					}
+					return prev
+				}
+			}
+		}
+		return prev
+	}
 }
 
 // authorMayRead reports whether the subscription's author — through its
