@@ -22,10 +22,13 @@ import (
 	"unicode"
 )
 
-// Bounds of an expression.
+// Bounds of an expression: its length and nesting when parsed, and the
+// items one evaluation may visit (nested where() over %variables could
+// otherwise take time exponential in the nesting).
 const (
 	MaxLength = 2000
 	maxDepth  = 64
+	maxSteps  = 200_000
 )
 
 // Expr is a parsed expression.
@@ -59,8 +62,14 @@ func Parse(src string) (*Expr, error) {
 
 // Eval evaluates the expression with this as its focus ($this and the
 // start of a path) and vars as its %variables (names without the %).
+// An evaluation that reaches maxSteps stops and answers empty.
 func (e *Expr) Eval(this any, vars map[string]any) []any {
-	return e.root.eval(&env{vars: vars}, collection(this))
+	en := &env{vars: vars}
+	out := e.root.eval(en, collection(this))
+	if en.over() {
+		return nil
+	}
+	return out
 }
 
 // True reports whether the expression evaluates to the single value true.
@@ -70,7 +79,18 @@ func (e *Expr) True(this any, vars map[string]any) bool {
 	return len(out) == 1 && ok && b
 }
 
-type env struct{ vars map[string]any }
+type env struct {
+	vars  map[string]any
+	steps int
+}
+
+// step counts n items visited and reports whether the budget is spent.
+func (e *env) step(n int) bool {
+	e.steps += n
+	return e.over()
+}
+
+func (e *env) over() bool { return e.steps > maxSteps }
 
 // collection is a value as a collection: nothing for nil, a list's items,
 // else the one value.
@@ -398,7 +418,11 @@ type field struct {
 
 func (f *field) eval(e *env, focus []any) []any {
 	var out []any
-	for _, item := range f.of.eval(e, focus) {
+	in := f.of.eval(e, focus)
+	if e.step(len(in) + 1) {
+		return nil
+	}
+	for _, item := range in {
 		m, ok := item.(map[string]any)
 		if !ok {
 			continue
@@ -686,6 +710,9 @@ func init() {
 func where(e *env, in []any, crit node) []any {
 	var out []any
 	for _, item := range in {
+		if e.step(1) {
+			return nil
+		}
 		if truth(crit.eval(e, []any{item})) == 1 {
 			out = append(out, item)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 const patientJSON = `{"resourceType":"Patient","id":"example","active":true,"gender":"male",
@@ -91,5 +92,30 @@ func TestParseRefuses(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%.40q) = %v, want an error saying %q", src, err, want)
 		}
+	}
+}
+
+// Nested where() over a variable is exponential in the nesting: the step
+// budget ends it, quickly and empty.
+func TestEvaluationIsBounded(t *testing.T) {
+	names := make([]any, 100)
+	for i := range names {
+		names[i] = map[string]any{"family": "x"}
+	}
+	res := map[string]any{"resourceType": "Patient", "name": names}
+	src := "%r.name.exists()"
+	for i := 0; i < 8; i++ {
+		src = "%r.name.where(" + src + ").exists()"
+	}
+	e, err := Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if e.True(res, map[string]any{"r": res}) {
+		t.Error("an evaluation past its budget is true")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("took %s", d)
 	}
 }
