@@ -164,8 +164,7 @@ func (s *wsSocket) unbind(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if b, ok := s.bound[id]; ok {
-		_ = b.sub.Unsubscribe()
-		delete(s.bound, id)
+		s.release(id, b)
 	}
 }
 
@@ -173,8 +172,17 @@ func (s *wsSocket) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, b := range s.bound {
-		_ = b.sub.Unsubscribe()
-		delete(s.bound, id)
+		s.release(id, b)
+	}
+}
+
+// release stops forwarding a subscription's notifications and tells
+// botexec that the subscription has ended.
+func (s *wsSocket) release(id string, b *wsBinding) {
+	_ = b.sub.Unsubscribe()
+	delete(s.bound, id)
+	if err := s.g.nc.Publish(bus.SubjWSUnbound, []byte(id)); err != nil {
+		s.g.log.Warn("websocket unbinding not announced", "subscription", id, "err", err)
 	}
 }
 

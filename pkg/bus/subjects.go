@@ -81,6 +81,12 @@ func EventSubject(resourceType, id string) string {
 // does not see it.
 func WSSubject(subscriptionID string) string { return "pinion.ws.subscription." + subscriptionID }
 
+// SubjWSUnbound tells botexec that no socket of a gateway is bound to a
+// WebSocket subscription any more (the body is its id): as in Medplum,
+// such a subscription ends with its socket (a client that reconnects makes
+// a new one).
+const SubjWSUnbound = "pinion.botexec.ws-unbound"
+
 // SubjSessionProject asks a session projector (pkg/projects) to bring the
 // session entries one resource feeds in step with the store. Any service
 // may ask: the request carries no caller, only what to read again.

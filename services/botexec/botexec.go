@@ -89,6 +89,7 @@ type Service struct {
 	events         chan jetstream.Msg
 	matchCC        jetstream.ConsumeContext
 	deliverCC      jetstream.ConsumeContext
+	unboundSub     *nats.Subscription
 	deliveries     *keyedRunner
 	subsQuit       chan struct{}
 	subsCtx        context.Context

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/access"
@@ -121,6 +122,11 @@ func (s *Service) startSubscriptions(ctx context.Context) error {
 		s.matchCC.Stop()
 		return err
 	}
+	if s.unboundSub, err = s.nc.QueueSubscribe(bus.SubjWSUnbound, "botexec", s.onUnbound); err != nil {
+		s.matchCC.Stop()
+		s.deliverCC.Stop()
+		return err
+	}
 	s.subsWG.Add(1)
 	go s.matchLoop()
 	return nil
@@ -133,6 +139,7 @@ func (s *Service) stopSubscriptions() {
 	if s.matchCC == nil {
 		return
 	}
+	_ = s.unboundSub.Unsubscribe()
 	s.matchCC.Stop()
 	s.deliverCC.Stop()
 	close(s.subsQuit)
@@ -410,4 +417,27 @@ func (s *Service) notification(subID string, res *repo.Resource) []byte {
 		},
 	})
 	return b
+}
+
+// onUnbound ends a WebSocket subscription no socket is bound to any more,
+// as Medplum drops it from Redis on disconnect. Only a websocket
+// subscription is removed, whatever the message names.
+func (s *Service) onUnbound(m *nats.Msg) {
+	id := string(m.Data)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := s.repo.Read(ctx, repo.AllProjects, "Subscription", id)
+	if err != nil {
+		if !fhir.Missing(err) {
+			s.log.Warn("websocket subscription not ended", "subscription", id, "err", err)
+		}
+		return
+	}
+	sub, err := subscription.Parse(res.ID, res.Project, res.JSON)
+	if err != nil || sub.Channel != subscription.WebSocket {
+		return
+	}
+	if err := s.repo.Delete(ctx, repo.Scope{Project: res.Project}, "Subscription", id); err != nil && !fhir.Missing(err) {
+		s.log.Warn("websocket subscription not ended", "subscription", id, "err", err)
+	}
 }

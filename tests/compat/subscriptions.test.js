@@ -1,6 +1,7 @@
 // Subscriptions through MedplumClient: a WebSocket subscription made by
 // subscribeToCriteria (Subscription + $get-ws-binding-token + the
-// /ws/subscriptions-r4 socket) receives the changes that meet its criteria.
+// /ws/subscriptions-r4 socket) receives the changes that meet its criteria,
+// and ends when its socket unbinds.
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -63,5 +64,18 @@ test('subscribeToCriteria receives the changes its criteria match, and no others
   assert.equal(entry.resource.status, 'in-progress');
   assert.equal(messages.length, 1, 'the completed Communication is not sent');
 
+  // Closing the socket unbinds it (an unsubscribed criteria is unbound
+  // 10 s later, or at once with the socket); as in Medplum, the
+  // subscription then ends.
   medplum.unsubscribeFromCriteria('Communication?status=in-progress');
+  medplum.getSubscriptionManager().closeWebSocket();
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const found = await medplum.searchResources('Subscription', { _id: sub.id }, { cache: 'no-cache' });
+    if (found.length === 0) {
+      break;
+    }
+    assert.ok(Date.now() < deadline, 'the unbound subscription is still there');
+    await new Promise((ok) => setTimeout(ok, 50));
+  }
 });
