@@ -61,9 +61,9 @@ func TestREADMEWalkthrough(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	// What the blocks print: the patient found, Ada and her project, the
-	// Basic search's Bundle, the bot's answer, the project's name, the
-	// exported patient.
-	want := []string{"", "Ada", "Clinic", "Bundle", "hello", "Clinic", ""}
+	// Basic search's Bundle, the bot's answer, its subscription's status,
+	// the project's name, the exported patient.
+	want := []string{"", "Ada", "Clinic", "Bundle", "hello", "active", "Clinic", ""}
 	if len(lines) != len(want) {
 		t.Fatalf("the walk-through printed:\n%s", out)
 	}
@@ -72,7 +72,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 			t.Errorf("line %d: %q, want %q\n%s", i, lines[i], w, out)
 		}
 	}
-	if lines[0] == "" || lines[6] != lines[0] {
-		t.Errorf("the exported patient %q is not the one created, %q", lines[6], lines[0])
+	if lines[0] == "" || lines[7] != lines[0] {
+		t.Errorf("the exported patient %q is not the one created, %q", lines[7], lines[0])
 	}
 }
