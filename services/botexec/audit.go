@@ -17,8 +17,15 @@ const maxAuditLog = 10 << 10
 
 // audit records one execution as an AuditEvent, after the answer: writing it
 // never delays the caller, and a failure to write is logged, not lost.
+// The bot's auditEventTrigger and auditEventDestination choose, as in
+// Medplum, whether it is recorded and where: as an AuditEvent resource
+// (the default) and/or as a log line.
 func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time, res *sandbox.Result, secrets map[string]any, subscription string) {
 	ev := auditRecord(b, requester, runAs, start, time.Now(), res, secrets)
+	desc, _ := ev["outcomeDesc"].(string)
+	if !b.audited(ev["outcome"] == "0", desc) {
+		return
+	}
 	if subscription != "" {
 		// As Medplum: the subscription that ran the bot is an entity too.
 		ev["entity"] = append(ev["entity"].([]any), map[string]any{
@@ -26,7 +33,36 @@ func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time
 			"role": map[string]any{"system": "http://terminology.hl7.org/CodeSystem/object-role", "code": "9", "display": "Subscriber"},
 		})
 	}
-	s.queueAudit(auditEvent{project: b.Project, bot: b.ID, ev: ev})
+	for _, dest := range b.destinations() {
+		switch dest {
+		case "resource":
+			s.queueAudit(auditEvent{project: b.Project, bot: b.ID, ev: ev})
+		case "log":
+			s.log.Info("bot execution", "bot", b.ID, "project", b.Project, "auditEvent", ev)
+		}
+	}
+}
+
+// audited is Medplum's auditEventTrigger: always (the default), never,
+// on-error, or on-output (when the run logged something).
+func (b *bot) audited(ok bool, output string) bool {
+	switch b.AuditTrigger {
+	case "never":
+		return false
+	case "on-error":
+		return !ok
+	case "on-output":
+		return output != ""
+	}
+	return true
+}
+
+// destinations is auditEventDestination, ["resource"] when unset.
+func (b *bot) destinations() []string {
+	if len(b.AuditDestination) == 0 {
+		return []string{"resource"}
+	}
+	return b.AuditDestination
 }
 
 // queueAudit hands an AuditEvent to the writers; a full queue drops it,

@@ -189,3 +189,35 @@ func TestAuditQueueFull(t *testing.T) {
 		t.Fatalf("%+v", a)
 	}
 }
+
+// auditEventTrigger and auditEventDestination, as Medplum reads them.
+func TestAuditTriggerAndDestination(t *testing.T) {
+	p := &bus.Principal{Profile: "Practitioner/1"}
+	failed := &sandbox.Result{Err: &sandbox.BotError{Message: "boom"}}
+	logged := &sandbox.Result{Log: "hello"}
+	cases := []struct {
+		trigger string
+		dest    []string
+		res     *sandbox.Result
+		want    int
+	}{
+		{"", nil, &sandbox.Result{}, 1},
+		{"always", nil, &sandbox.Result{}, 1},
+		{"never", nil, failed, 0},
+		{"on-error", nil, &sandbox.Result{}, 0},
+		{"on-error", nil, failed, 1},
+		{"on-output", nil, &sandbox.Result{}, 0},
+		{"on-output", nil, logged, 1},
+		{"always", []string{"log"}, failed, 0},
+		{"always", []string{"log", "resource"}, failed, 1},
+	}
+	for _, c := range cases {
+		s := &Service{audits: make(chan auditEvent, 4), log: slog.New(slog.DiscardHandler)}
+		b := &bot{ID: "b1", Project: "p1", AuditTrigger: c.trigger, AuditDestination: c.dest}
+		s.audit(b, p, p, time.Now(), c.res, nil, "")
+		if len(s.audits) != c.want {
+			t.Errorf("trigger %q, destinations %v, error %v, log %q: %d AuditEvents, want %d",
+				c.trigger, c.dest, c.res.Err != nil, c.res.Log, len(s.audits), c.want)
+		}
+	}
+}

@@ -39,7 +39,11 @@ type bot struct {
 	Name      string      `json:"name"`
 	RunAsUser bool        `json:"runAsUser"`
 	Timeout   json.Number `json:"timeout"`
-	Code      struct {
+	// AuditTrigger and AuditDestination are auditEventTrigger and
+	// auditEventDestination.
+	AuditTrigger     string   `json:"auditEventTrigger"`
+	AuditDestination []string `json:"auditEventDestination"`
+	Code             struct {
 		URL string `json:"url"`
 	} `json:"executableCode"`
 }

@@ -83,14 +83,16 @@ func TestBotTimeout(t *testing.T) {
 func TestDecodeBot(t *testing.T) {
 	t.Run("fields", func(t *testing.T) {
 		j := `{"resourceType":"Bot","id":"json-id","name":"echo","runAsUser":true,"timeout":30,` +
-			`"executableCode":{"contentType":"application/javascript","url":"Binary/b1"},"sourceCode":{"url":"Binary/s1"}}`
+			`"executableCode":{"contentType":"application/javascript","url":"Binary/b1"},"sourceCode":{"url":"Binary/s1"},` +
+			`"auditEventTrigger":"on-error","auditEventDestination":["log"]}`
 		b, err := decodeBot("b1", "p1", []byte(j))
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := bot{ID: "b1", Project: "p1", Name: "echo", RunAsUser: true, Timeout: "30"}
+		want := bot{ID: "b1", Project: "p1", Name: "echo", RunAsUser: true, Timeout: "30",
+			AuditTrigger: "on-error", AuditDestination: []string{"log"}}
 		want.Code.URL = "Binary/b1"
-		if b != want {
+		if !reflect.DeepEqual(b, want) {
 			t.Fatalf("%+v, want %+v", b, want)
 		}
 	})
@@ -99,7 +101,7 @@ func TestDecodeBot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b != (bot{ID: "b1", Project: "p1"}) || b.timeout() != 10*time.Second {
+		if !reflect.DeepEqual(b, bot{ID: "b1", Project: "p1"}) || b.timeout() != 10*time.Second {
 			t.Fatalf("%+v", b)
 		}
 	})
