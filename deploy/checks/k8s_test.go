@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 
 	"github.com/pinion-health/pinion/deploy/checks/internal/deployfiles"
 	"github.com/pinion-health/pinion/pkg/config"
@@ -357,9 +358,13 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment, complete b
 			}
 		}
 	}
+	env := r.containerEnv(c)
+	// Streams and buckets live on as many NATS servers as the chart runs.
+	if want := natsClusterReplicas(t); env["PINION_NATS_REPLICAS"] != strconv.Itoa(want) {
+		t.Errorf("PINION_NATS_REPLICAS %q: want %d, the NATS cluster's servers (deploy/k8s/nats/values.yaml)", env["PINION_NATS_REPLICAS"], want)
+	}
 	// Probes: every process has an HTTP port to probe now (the gateway's,
 	// and the admin port, PINION_ADMIN_ADDR, of every process).
-	env := r.containerEnv(c)
 	for kind, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe, "startup": c.StartupProbe} {
 		if p == nil || p.HTTPGet == nil {
 			t.Errorf("no HTTP %s probe", kind)
@@ -515,4 +520,32 @@ func checkNetworkPolicies(t *testing.T, r *rendered) {
 			}
 		}
 	}
+}
+
+// natsClusterReplicas is how many servers the NATS chart's values run.
+func natsClusterReplicas(t *testing.T) int {
+	t.Helper()
+	root, err := deployfiles.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "deploy", "k8s", "nats", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Config struct {
+			Cluster struct {
+				Enabled  bool `json:"enabled"`
+				Replicas int  `json:"replicas"`
+			} `json:"cluster"`
+		} `json:"config"`
+	}
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	if !v.Config.Cluster.Enabled {
+		return 1
+	}
+	return v.Config.Cluster.Replicas
 }

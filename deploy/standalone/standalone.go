@@ -87,7 +87,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 		inProc = st.ns
 	}
 	o := infra.Options{NATSURL: natsURL, InProcess: inProc, Name: "pinion-standalone",
-		MongoURI: cfg.MongoURI, Database: cfg.MongoDatabase, Log: log}
+		MongoURI: cfg.MongoURI, Database: cfg.MongoDatabase, Replicas: cfg.NATSReplicas, Log: log}
 	switch {
 	case cfg.MongoURI != "":
 	case cfg.Store == "ferretdb":

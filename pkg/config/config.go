@@ -34,6 +34,7 @@ var Vars = []Var{
 	{"PINION_MONGODB_URI", "", "External MongoDB (a replica set); when set, no store is embedded."},
 	{"PINION_MONGODB_DATABASE", "pinion", "Database name."},
 	{"PINION_NATS_URL", "", "External NATS with JetStream; when set, NATS is not embedded."},
+	{"PINION_NATS_REPLICAS", "1", "How many NATS servers keep each JetStream stream and key-value bucket (1 to 5; 3 on a three-server cluster). An existing one with fewer is brought up to it at start."},
 	{"PINION_NATS_LISTEN", "", "Standalone: also expose the embedded NATS on this address (for separate service processes), with a password per process in <data>/nats-users.json; in-process only when empty."},
 	{"PINION_FERRETDB_POSTGRESQL_URL", "", "Run the embedded FerretDB on this PostgreSQL server instead of SQLite."},
 	{"PINION_FERRETDB_LISTEN", "", "Standalone: a TCP address for the embedded FerretDB (no password: any local user can connect); a Unix socket in the data directory when empty."},
@@ -69,6 +70,7 @@ type Config struct {
 	MongoDatabase       string
 	NATSURL             string
 	NATSListen          string
+	NATSReplicas        int
 	FerretPostgreSQLURL string
 	FerretListen        string
 	SMTPURL             string
@@ -184,6 +186,9 @@ func LoadFrom(get func(string) string) (*Config, error) {
 	}
 	if c.BotProjectRuns, err = strconv.Atoi(v("PINION_BOT_PROJECT_CONCURRENCY")); err != nil || c.BotProjectRuns < 1 {
 		return nil, fmt.Errorf("PINION_BOT_PROJECT_CONCURRENCY: want a number >= 1")
+	}
+	if c.NATSReplicas, err = strconv.Atoi(v("PINION_NATS_REPLICAS")); err != nil || c.NATSReplicas < 1 || c.NATSReplicas > 5 {
+		return nil, fmt.Errorf("PINION_NATS_REPLICAS: want a number between 1 and 5")
 	}
 	if c.RestHookPrivate, err = strconv.ParseBool(v("PINION_REST_HOOK_ALLOW_PRIVATE")); err != nil {
 		return nil, fmt.Errorf("PINION_REST_HOOK_ALLOW_PRIVATE: want true or false")

@@ -52,7 +52,9 @@ type Options struct {
 	SQLiteSync string
 	MongoURI   string
 	Database   string
-	Log        *slog.Logger
+	// Replicas is how many NATS servers keep each stream and bucket.
+	Replicas int
+	Log      *slog.Logger
 }
 
 // ResourceStream keeps resource-change events for consumers that must not
@@ -66,10 +68,14 @@ func Open(ctx context.Context, o Options) (*Conns, error) {
 		return nil, err
 	}
 	c := &Conns{NC: nc}
-	if c.JS, err = jetstream.New(nc); err != nil {
+	js, err := jetstream.New(nc)
+	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
+	// Every stream and bucket any package opens through c.JS gets the
+	// replicas asked for.
+	c.JS = bus.Replicated(js, o.Replicas)
 	if _, err = c.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:       ResourceStream,
 		Subjects:   []string{bus.EventPrefix + ">"},

@@ -36,7 +36,7 @@ func RunService(name string, build func(cfg *config.Config, c *Conns, log *slog.
 	log := cfg.Logger().With("process", name)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c, err := Open(ctx, Options{NATSURL: cfg.NATSURL, Name: name, MongoURI: cfg.MongoURI, Database: cfg.MongoDatabase, Log: log})
+	c, err := Open(ctx, Options{NATSURL: cfg.NATSURL, Name: name, MongoURI: cfg.MongoURI, Database: cfg.MongoDatabase, Replicas: cfg.NATSReplicas, Log: log})
 	if err != nil {
 		fail(1, err)
 	}

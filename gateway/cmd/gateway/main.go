@@ -29,7 +29,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// The gateway needs no database: only the bus and the session buckets.
-	c, err := infra.Open(ctx, infra.Options{NATSURL: cfg.NATSURL, Name: "gateway", Log: log})
+	c, err := infra.Open(ctx, infra.Options{NATSURL: cfg.NATSURL, Name: "gateway", Replicas: cfg.NATSReplicas, Log: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)

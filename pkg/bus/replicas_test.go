@@ -1,0 +1,117 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// cluster starts n JetStream servers on loopback, routed to each other.
+func cluster(t *testing.T, n int) []*server.Server {
+	t.Helper()
+	routes := make([]int, n)
+	for i := range routes {
+		routes[i] = freePort(t)
+	}
+	var urls []string
+	for _, p := range routes {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	var out []*server.Server
+	for i := 0; i < n; i++ {
+		o := &server.Options{
+			ServerName: fmt.Sprintf("s%d", i), Host: "127.0.0.1", Port: -1,
+			JetStream: true, StoreDir: t.TempDir(),
+			Cluster: server.ClusterOpts{Name: "test", Host: "127.0.0.1", Port: routes[i]},
+			Routes:  server.RoutesFromStr(strings.Join(urls, ",")),
+			NoLog:   true, NoSigs: true,
+		}
+		s, err := server.NewServer(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.Start()
+		t.Cleanup(s.Shutdown)
+		out = append(out, s)
+	}
+	for _, s := range out {
+		if !s.ReadyForConnections(10 * time.Second) {
+			t.Fatal("a server did not start")
+		}
+	}
+	// JetStream answers once the servers are routed and have a meta leader.
+	deadline := time.Now().Add(20 * time.Second)
+	for _, s := range out {
+		for !s.JetStreamIsCurrent() || s.NumRoutes() < n-1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("no cluster: %s has %d routes, JetStream current %v", s.Name(), s.NumRoutes(), s.JetStreamIsCurrent())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return out
+}
+
+// Streams and buckets are created with the replicas asked for, and an
+// existing one with fewer is brought up to them.
+func TestReplicated(t *testing.T) {
+	servers := cluster(t, 3)
+	nc, err := nats.Connect(servers[0].ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "EVENTS", Subjects: []string{"ev.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.CachedInfo().Config.Replicas; r != 1 {
+		t.Fatalf("plain stream has %d replicas", r)
+	}
+	rjs := Replicated(js, 3)
+	if s, err = rjs.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "EVENTS", Subjects: []string{"ev.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.CachedInfo().Config.Replicas; r != 3 {
+		t.Fatalf("updated stream has %d replicas, want 3", r)
+	}
+	kv, err := rjs.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "sessions"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas; r != 3 {
+		t.Fatalf("bucket has %d replicas, want 3", r)
+	}
+	// More replicas than servers: the error names the setting.
+	_, err = Replicated(js, 5).CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "TOO_MANY", Subjects: []string{"many.>"}})
+	if err == nil || !strings.Contains(err.Error(), "PINION_NATS_REPLICAS") {
+		t.Fatalf("5 replicas on 3 servers: %v", err)
+	}
+}
