@@ -14,6 +14,7 @@
 package fhirpath
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -618,16 +619,7 @@ func containsValue(c []any, v any) bool {
 func compare(a, b any) (int, bool) {
 	if x, ok := number(a); ok {
 		y, ok := number(b)
-		if !ok {
-			return 0, false
-		}
-		switch {
-		case x < y:
-			return -1, true
-		case x > y:
-			return 1, true
-		}
-		return 0, true
+		return cmp.Compare(x, y), ok
 	}
 	x, ok1 := a.(string)
 	y, ok2 := b.(string)
