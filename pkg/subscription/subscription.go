@@ -243,10 +243,15 @@ func (s *Subscription) Bot() (string, bool) {
 // pre-commit bot) whose criteria and interaction the changed resource meets.
 // AuditEvents are never delivered, as in Medplum.
 func (s *Subscription) Delivered(interaction string, d *search.Doc, previous func() map[string]any) bool {
-	if !s.Active || s.preCommit || s.Channel != RestHook || s.Endpoint == "" || d.Type == "AuditEvent" {
-		return false
-	}
-	return s.Matches(interaction, d, previous)
+	return s.Deliverable() && d.Type != "AuditEvent" && s.Matches(interaction, d, previous)
+}
+
+// Deliverable reports whether changes are delivered through this
+// subscription's rest-hook at all: an active rest-hook subscription with
+// an endpoint, not a pre-commit bot. The deliverer asks again before each
+// attempt, as the subscription may have changed since the match.
+func (s *Subscription) Deliverable() bool {
+	return s.Active && !s.preCommit && s.Channel == RestHook && s.Endpoint != ""
 }
 
 // Notified reports whether a change is one to send to the sockets bound to

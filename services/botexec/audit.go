@@ -28,10 +28,7 @@ func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time
 	}
 	if subscription != "" {
 		// As Medplum: the subscription that ran the bot is an entity too.
-		ev["entity"] = append(ev["entity"].([]any), map[string]any{
-			"what": map[string]any{"reference": subscription},
-			"role": map[string]any{"system": "http://terminology.hl7.org/CodeSystem/object-role", "code": "9", "display": "Subscriber"},
-		})
+		ev["entity"] = append(ev["entity"].([]any), subscriberEntity(subscription))
 	}
 	for _, dest := range b.destinations() {
 		switch dest {

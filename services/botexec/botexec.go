@@ -70,8 +70,9 @@ type Service struct {
 	pool *worker.Pool
 	// slots bounds the bots each project runs at once.
 	slots *projectSlots
-	// botMembers caches each bot's membership id for botMemberTTL.
-	botMembers *expirable.LRU[string, string]
+	// members caches profiles' membership ids (bots', subscription
+	// authors') for memberTTL.
+	members *expirable.LRU[string, string]
 	// identifiers caches identifier lookups for identifierTTL, at most
 	// maxIdentifiers of them.
 	identifiers *expirable.LRU[string, identifierHit]
@@ -84,17 +85,16 @@ type Service struct {
 	auditWG    sync.WaitGroup
 
 	// Subscriptions (subscriptions.go, delivery.go).
-	hooks          *http.Client
-	profileMembers *expirable.LRU[string, string]
-	events         chan jetstream.Msg
-	matchCC        jetstream.ConsumeContext
-	deliverCC      jetstream.ConsumeContext
-	unboundSub     *nats.Subscription
-	deliveries     *keyedRunner
-	subsQuit       chan struct{}
-	subsCtx        context.Context
-	subsCancel     context.CancelFunc
-	subsWG         sync.WaitGroup
+	hooks      *http.Client
+	events     chan jetstream.Msg
+	matchCC    jetstream.ConsumeContext
+	deliverCC  jetstream.ConsumeContext
+	unboundSub *nats.Subscription
+	deliveries *keyedRunner
+	subsQuit   chan struct{}
+	subsCtx    context.Context
+	subsCancel context.CancelFunc
+	subsWG     sync.WaitGroup
 }
 
 // New wires the service.
@@ -105,10 +105,9 @@ func New(cfg Config, nc *nats.Conn, r *repo.Repo, sessions *session.Store, log *
 	log = log.With("service", "botexec")
 	return &Service{cfg: cfg, nc: nc, repo: r, sessions: sessions, policies: access.NewPolicies(r, log), log: log,
 		asyncSlots: make(chan struct{}, maxAsync), slots: newProjectSlots(cfg.ProjectConcurrency),
-		identifiers:    expirable.NewLRU[string, identifierHit](maxIdentifiers, nil, identifierTTL),
-		botMembers:     expirable.NewLRU[string, string](maxBotMembers, nil, botMemberTTL),
-		profileMembers: expirable.NewLRU[string, string](maxBotMembers, nil, botMemberTTL),
-		hooks:          hookClient(cfg.RestHookPrivate)}
+		identifiers: expirable.NewLRU[string, identifierHit](maxIdentifiers, nil, identifierTTL),
+		members:     expirable.NewLRU[string, string](maxMembers, nil, memberTTL),
+		hooks:       hookClient(cfg.RestHookPrivate)}
 }
 
 // Start starts the bot workers and answering requests.

@@ -136,11 +136,9 @@ func (s *Service) attempt(ctx context.Context, d *delivery, attempt int) error {
 	if err != nil {
 		return errPreamble{err}
 	}
-	sub, err := repo.Memo(res, "botexec.subscription", func(j []byte) (*subscription.Subscription, error) {
-		return subscription.Parse(res.ID, res.Project, j)
-	})
-	if err != nil || !sub.Active || sub.Channel != subscription.RestHook || sub.Endpoint == "" {
-		return nil
+	sub, err := subscriptionOf(res)
+	if err != nil || !sub.Deliverable() {
+		return nil // deleted, turned off or changed since the match
 	}
 	d.retries = sub.Retries
 	ev := d.Event
@@ -165,7 +163,7 @@ func (s *Service) attempt(ctx context.Context, d *delivery, attempt int) error {
 	}
 	if id, ok := sub.Bot(); ok {
 		d.bot = true
-		return s.deliverToBot(ctx, d, sub, id, changed)
+		return s.deliverToBot(ctx, d, sub, id, changed, attempt)
 	}
 	return s.deliverToHook(ctx, d, sub, changed, attempt)
 }
@@ -207,7 +205,9 @@ func hookHeaders(d *delivery, sub *subscription.Subscription, body []byte) http.
 func (s *Service) deliverToHook(ctx context.Context, d *delivery, sub *subscription.Subscription, res *repo.Resource, attempt int) error {
 	body := hookBody(d.Event.Op, res, false)
 	start := time.Now()
-	metrics.SubscriptionLatency.Observe(start.Sub(d.Committed).Seconds())
+	if attempt == 0 { // a retry's wait is the backoff's, not delivery's
+		metrics.SubscriptionLatency.Observe(start.Sub(d.Committed).Seconds())
+	}
 	status, err := post(ctx, s.hooks, sub.Endpoint, hookHeaders(d, sub, body), body)
 	outcome, desc := "0", fmt.Sprintf("Attempt %d received status %d", attempt, status)
 	switch {
@@ -237,7 +237,7 @@ func hookError(err error) string {
 // membership (Medplum's rules). A bot that runs and fails is recorded in
 // its own AuditEvent and not run again, as in Medplum; a bot that cannot
 // be run (no membership, no code) is retried.
-func (s *Service) deliverToBot(ctx context.Context, d *delivery, sub *subscription.Subscription, botID string, res *repo.Resource) error {
+func (s *Service) deliverToBot(ctx context.Context, d *delivery, sub *subscription.Subscription, botID string, res *repo.Resource, attempt int) error {
 	start := time.Now()
 	bres, err := s.repo.Read(ctx, repo.Scope{Project: sub.Project}, "Bot", botID)
 	if err != nil {
@@ -246,7 +246,7 @@ func (s *Service) deliverToBot(ctx context.Context, d *delivery, sub *subscripti
 		}
 		return errPreamble{err}
 	}
-	b, err := repo.Memo(bres, "botexec.bot", func(j []byte) (bot, error) { return decodeBot(bres.ID, bres.Project, j) })
+	b, err := botOf(bres)
 	if err != nil {
 		return err
 	}
@@ -267,13 +267,17 @@ func (s *Service) deliverToBot(ctx context.Context, d *delivery, sub *subscripti
 	body := hookBody(d.Event.Op, res, true)
 	headers := map[string]string{}
 	for k, v := range hookHeaders(d, sub, body) {
-		headers[http.CanonicalHeaderKey(k)] = v[0]
+		headers[k] = v[0]
+	}
+	var committed time.Time // the latency is measured on first attempts
+	if attempt == 0 {
+		committed = d.Committed
 	}
 	_, err = s.run(ctx, &run{
-		bot: &b, in: &input{kind: worker.InputJSON, body: body, mediaType: "application/fhir+json"},
+		bot: b, in: &input{kind: worker.InputJSON, body: body, mediaType: "application/fhir+json"},
 		requester: requester, runAs: runAs, start: start,
 		requestID: uuid.NewString(), contentType: "application/fhir+json", traceID: uuid.NewString(),
-		headers: lowerHeaders(headers), subscription: "Subscription/" + sub.ID, committed: d.Committed,
+		headers: lowerHeaders(headers), subscription: "Subscription/" + sub.ID, committed: committed,
 	})
 	if err != nil {
 		var fe *fhir.Error
@@ -301,25 +305,35 @@ func metaAuthor(j []byte) string {
 // auditDelivery records a rest-hook attempt as Medplum's
 // createSubscriptionAuditEvent does, with its duration.
 func (s *Service) auditDelivery(d *delivery, sub *subscription.Subscription, res *repo.Resource, outcome, desc string, start time.Time) {
-	end := time.Now().UTC()
-	ev := map[string]any{
+	ev := transmitAudit(d, outcome, desc)
+	ev["period"] = map[string]any{"start": d.Committed.UTC().Format(time.RFC3339Nano), "end": ev["recorded"]}
+	ev["extension"] = []any{map[string]any{
+		"url": "https://medplum.com/fhir/StructureDefinition/durationMs", "valueInteger": time.Since(start).Milliseconds(),
+	}}
+	s.queueAudit(auditEvent{project: sub.Project, ev: ev})
+}
+
+// transmitAudit is the AuditEvent of a delivery's attempt or end: the
+// subscription observed it, about the changed resource.
+func transmitAudit(d *delivery, outcome, desc string) map[string]any {
+	return map[string]any{
 		"resourceType": "AuditEvent",
 		"type":         map[string]any{"code": "transmit"},
-		"recorded":     end.Format(time.RFC3339Nano),
-		"period":       map[string]any{"start": d.Committed.UTC().Format(time.RFC3339Nano), "end": end.Format(time.RFC3339Nano)},
+		"recorded":     time.Now().UTC().Format(time.RFC3339Nano),
 		"agent":        []any{map[string]any{"type": map[string]any{"text": "Subscription"}, "requestor": false}},
-		"source":       map[string]any{"observer": map[string]any{"reference": "Subscription/" + sub.ID}},
+		"source":       map[string]any{"observer": map[string]any{"reference": "Subscription/" + d.Subscription}},
 		"entity": []any{
-			map[string]any{"what": map[string]any{"reference": res.Type + "/" + res.ID}, "role": entityRole(res.Type)},
-			map[string]any{"what": map[string]any{"reference": "Subscription/" + sub.ID}, "role": entityRole("Subscription")},
+			map[string]any{"what": map[string]any{"reference": d.Event.Type + "/" + d.Event.ID}, "role": entityRole(d.Event.Type)},
+			subscriberEntity("Subscription/" + d.Subscription),
 		},
 		"outcome":     outcome,
 		"outcomeDesc": desc,
-		"extension": []any{map[string]any{
-			"url": "https://medplum.com/fhir/StructureDefinition/durationMs", "valueInteger": time.Since(start).Milliseconds(),
-		}},
 	}
-	s.queueAudit(auditEvent{project: sub.Project, ev: ev})
+}
+
+// subscriberEntity names the subscription in an AuditEvent.
+func subscriberEntity(ref string) map[string]any {
+	return map[string]any{"what": map[string]any{"reference": ref}, "role": entityRole("Subscription")}
 }
 
 // entityRole is Medplum's getAuditEventEntityRole.
@@ -350,20 +364,8 @@ func (s *Service) deadLetter(d *delivery, attempt int, cause error) {
 		jetstream.WithMsgID("dead/"+d.Subscription+"/"+d.Event.Type+"/"+d.Event.ID+"/"+d.Event.VersionID)); err != nil {
 		s.log.Error("subscription dead letter not kept", "subscription", d.Subscription, "err", err)
 	}
-	now := time.Now().UTC().Format(time.RFC3339Nano)
-	s.queueAudit(auditEvent{project: d.Project, ev: map[string]any{
-		"resourceType": "AuditEvent",
-		"type":         map[string]any{"code": "transmit"},
-		"recorded":     now,
-		"agent":        []any{map[string]any{"type": map[string]any{"text": "Subscription"}, "requestor": false}},
-		"source":       map[string]any{"observer": map[string]any{"reference": "Subscription/" + d.Subscription}},
-		"entity": []any{
-			map[string]any{"what": map[string]any{"reference": d.Event.Type + "/" + d.Event.ID}, "role": entityRole(d.Event.Type)},
-			map[string]any{"what": map[string]any{"reference": "Subscription/" + d.Subscription}, "role": entityRole("Subscription")},
-		},
-		"outcome":     "8",
-		"outcomeDesc": fmt.Sprintf("Dead letter after %d attempts: %s", attempt+1, hookError(cause)),
-	}})
+	desc := fmt.Sprintf("Dead letter after %d attempts: %s", attempt+1, hookError(cause))
+	s.queueAudit(auditEvent{project: d.Project, ev: transmitAudit(d, "8", desc)})
 }
 
 // keyedRunner runs functions on at most n goroutines, those of one key one

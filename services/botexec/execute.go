@@ -229,6 +229,11 @@ func (s *Service) findBot(ctx context.Context, r *bus.Request) (*bot, error) {
 	if err != nil {
 		return nil, err
 	}
+	return botOf(res)
+}
+
+// botOf is a stored Bot as an execution needs it, decoded once per version.
+func botOf(res *repo.Resource) (*bot, error) {
 	b, err := repo.Memo(res, "botexec.bot", func(j []byte) (bot, error) {
 		return decodeBot(res.ID, res.Project, j)
 	})
@@ -462,7 +467,7 @@ func (s *Service) runAs(ctx context.Context, b *bot, caller *bus.Principal) (*bu
 	if runsAsCaller(b, caller) {
 		return confined(caller), nil
 	}
-	mid, err := s.botMembership(ctx, b)
+	mid, err := s.membershipID(ctx, b.Project, "Bot/"+b.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -510,26 +515,27 @@ func confined(p *bus.Principal) *bus.Principal {
 	return &c
 }
 
-// botMemberTTL is how long a bot's membership id is trusted without a
+// memberTTL is how long a profile's membership id is trusted without a
 // search: the id rarely changes, and the membership's rights are read
-// fresh each run.
-const botMemberTTL = 30 * time.Second
+// fresh each time from the session bucket.
+const memberTTL = 30 * time.Second
 
-// maxBotMembers bounds the bots whose membership is cached.
-const maxBotMembers = 10_000
+// maxMembers bounds the profiles whose membership is cached.
+const maxMembers = 10_000
 
-// botMembership finds the id of the bot's own membership ("" if none),
-// through a short cache: a search on every execution would cost a query
-// per run.
-func (s *Service) botMembership(ctx context.Context, b *bot) (string, error) {
-	if id, ok := s.botMembers.Get(b.ID); ok {
+// membershipID finds the id of a profile's membership of a project ("" if
+// none) — a bot's own, or a subscription's author's — through a short
+// cache: a search on every execution or change would cost a query each.
+func (s *Service) membershipID(ctx context.Context, project, profile string) (string, error) {
+	key := project + "|" + profile
+	if id, ok := s.members.Get(key); ok {
 		return id, nil
 	}
-	q, err := search.Parse("ProjectMembership", url.Values{"profile": {"Bot/" + b.ID}, "_count": {"1"}})
+	q, err := search.Parse("ProjectMembership", url.Values{"profile": {profile}, "_count": {"1"}})
 	if err != nil {
 		return "", err
 	}
-	page, err := s.repo.Search(ctx, repo.Scope{Project: b.Project}, "ProjectMembership", q)
+	page, err := s.repo.Search(ctx, repo.Scope{Project: project}, "ProjectMembership", q)
 	if err != nil {
 		return "", err
 	}
@@ -537,7 +543,7 @@ func (s *Service) botMembership(ctx context.Context, b *bot) (string, error) {
 	if len(page.Resources) > 0 {
 		id = page.Resources[0].ID
 	}
-	s.botMembers.Add(b.ID, id)
+	s.members.Add(key, id)
 	return id, nil
 }
 

@@ -186,8 +186,8 @@ func (s *Service) match(batch []jetstream.Msg) {
 			_ = m.Term() // not an event: no retry will read it
 			continue
 		}
-		if ev.Project == "" || ev.Type == "AuditEvent" {
-			_ = m.Ack() // no project, no subscriptions; audit events never
+		if ev.Project == "" {
+			_ = m.Ack() // no project, no subscriptions
 			continue
 		}
 		list, ok := subs[ev.Project]
@@ -219,11 +219,12 @@ func (s *Service) activeSubscriptions(ctx context.Context, project string) ([]*s
 	if err != nil {
 		return nil, err
 	}
+	if page.More {
+		s.log.Warn("subscriptions: a project has more active subscriptions than are matched", "project", project, "matched", maxSubscriptions)
+	}
 	out := make([]*subscription.Subscription, 0, len(page.Resources))
 	for _, res := range page.Resources {
-		sub, err := repo.Memo(res, "botexec.subscription", func(j []byte) (*subscription.Subscription, error) {
-			return subscription.Parse(res.ID, res.Project, j)
-		})
+		sub, err := subscriptionOf(res)
 		if err != nil {
 			// Stored before writes were checked, or by another version:
 			// it can never match, as in Medplum.
@@ -294,22 +295,29 @@ func (s *Service) matchEvent(ctx context.Context, m jetstream.Msg, ev repo.Event
 // changedVersion is the resource as the change left it; for a delete, the
 // last version before it (what Medplum sends as the deleted resource).
 func (s *Service) changedVersion(ctx context.Context, ev repo.Event) (*repo.Resource, error) {
-	sc := repo.Scope{Project: ev.Project}
 	if ev.Op != subscription.Delete {
-		return s.repo.VRead(ctx, sc, ev.Type, ev.ID, ev.VersionID)
+		return s.repo.VRead(ctx, repo.Scope{Project: ev.Project}, ev.Type, ev.ID, ev.VersionID)
 	}
-	versions, err := s.repo.History(ctx, sc, ev.Type, ev.ID)
+	return s.versionBefore(ctx, ev.Project, ev.Type, ev.ID, ev.VersionID)
+}
+
+// versionBefore is the newest stored (not deleted) version older than
+// version vid; NotFound when there is none.
+func (s *Service) versionBefore(ctx context.Context, project, typ, id, vid string) (*repo.Resource, error) {
+	versions, err := s.repo.History(ctx, repo.Scope{Project: project}, typ, id)
 	if err != nil {
 		return nil, err
 	}
 	for i, v := range versions {
-		if v.VersionID == ev.VersionID {
-			for _, prev := range versions[i+1:] {
-				if !prev.Deleted {
-					return prev, nil
-				}
+		if v.VersionID != vid {
+			continue
+		}
+		for _, older := range versions[i+1:] {
+			if !older.Deleted {
+				return older, nil
 			}
 		}
+		break
 	}
 	return nil, fhir.NotFound()
 }
@@ -323,26 +331,24 @@ func (s *Service) previousVersion(ctx context.Context, res *repo.Resource) func(
 			return prev
 		}
 		prev = map[string]any{}
-		versions, err := s.repo.History(ctx, repo.Scope{Project: res.Project}, res.Type, res.ID)
-		if err != nil {
+		older, err := s.versionBefore(ctx, res.Project, res.Type, res.ID, res.VersionID)
+		switch {
+		case err == nil:
+			if m, err := fhir.Decode(older.JSON); err == nil {
+				prev = m
+			}
+		case !fhir.Missing(err):
 			s.log.Warn("subscriptions: reading the previous version", "resource", res.Type+"/"+res.ID, "err", err)
-			return prev
-		}
-		for i, v := range versions {
-			if v.VersionID != res.VersionID {
-				continue
-			}
-			for _, older := range versions[i+1:] {
-				if !older.Deleted {
-					if m, err := fhir.Decode(older.JSON); err == nil {
-						prev = m
-					}
-					return prev
-				}
-			}
 		}
 		return prev
 	}
+}
+
+// subscriptionOf is a stored Subscription, parsed once per version.
+func subscriptionOf(res *repo.Resource) (*subscription.Subscription, error) {
+	return repo.Memo(res, "botexec.subscription", func(j []byte) (*subscription.Subscription, error) {
+		return subscription.Parse(res.ID, res.Project, j)
+	})
 }
 
 // authorMayRead reports whether the subscription's author — through its
@@ -376,22 +382,12 @@ var errNoMembership = errors.New("no active membership")
 // memberAs is the principal of a profile's membership of a project,
 // with its rights as they stand now.
 func (s *Service) memberAs(ctx context.Context, project, profile string) (*bus.Principal, error) {
-	key := project + "|" + profile
-	mid, ok := s.profileMembers.Get(key)
-	if !ok {
-		q, err := search.Parse("ProjectMembership", url.Values{"profile": {profile}, "_count": {"1"}})
-		if err != nil {
-			return nil, err
-		}
-		page, err := s.repo.Search(ctx, repo.Scope{Project: project}, "ProjectMembership", q)
-		if err != nil {
-			return nil, err
-		}
-		if len(page.Resources) == 0 {
-			return nil, errNoMembership // not kept: a membership may be added any time
-		}
-		mid = page.Resources[0].ID
-		s.profileMembers.Add(key, mid)
+	mid, err := s.membershipID(ctx, project, profile)
+	if err != nil {
+		return nil, err
+	}
+	if mid == "" {
+		return nil, errNoMembership
 	}
 	m, err := s.sessions.GetMembership(ctx, mid)
 	if errors.Is(err, session.ErrNotFound) || err == nil && !m.Active {
@@ -435,7 +431,7 @@ func (s *Service) onUnbound(m *nats.Msg) {
 		}
 		return
 	}
-	sub, err := subscription.Parse(res.ID, res.Project, res.JSON)
+	sub, err := subscriptionOf(res)
 	if err != nil || sub.Channel != subscription.WebSocket {
 		return
 	}
