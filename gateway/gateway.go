@@ -71,6 +71,9 @@ type Gateway struct {
 	// tokens caches verified claims by token, so the signature is checked
 	// once per token rather than once per request.
 	tokens *lru.Cache[string, *auth.Claims]
+
+	// sockets counts open WebSocket subscription sockets (ws.go).
+	sockets atomic.Int64
 }
 
 // New builds the gateway. sessions is the watched view of logins and memberships.

@@ -24,6 +24,10 @@ import (
 // and publishes the notifications (bus.WSSubject); a gateway forwards
 // those of the subscriptions its sockets are bound to.
 
+// wsMaxSockets bounds the sockets one gateway holds open (each holds two
+// goroutines and its bindings); past it a new one is refused with 503.
+var wsMaxSockets int64 = 10_000
+
 // Bounds of one socket.
 const (
 	wsHeartbeat   = 10 * time.Second
@@ -46,7 +50,10 @@ type wsClientMsg struct {
 func (g *Gateway) wsRoutes(a *fiber.App) {
 	a.Use("/ws/subscriptions-r4", func(c *fiber.Ctx) error {
 		if !websocket.IsWebSocketUpgrade(c) {
-			return &fhir.Error{Status: fiber.StatusUpgradeRequired, Outcome: fhir.BadRequest("WebSocket upgrade required").Outcome}
+			return fhir.UpgradeRequired()
+		}
+		if g.sockets.Load() >= wsMaxSockets {
+			return fhir.Busy("Too many WebSocket connections")
 		}
 		c.Locals("remote", g.clientIP(c))
 		return c.Next()
@@ -71,6 +78,8 @@ type wsBinding struct {
 }
 
 func (g *Gateway) subscriptionSocket(c *websocket.Conn) {
+	g.sockets.Add(1)
+	defer g.sockets.Add(-1)
 	remote, _ := c.Locals("remote").(string)
 	s := &wsSocket{g: g, c: c, remote: remote, bound: map[string]*wsBinding{}}
 	defer s.close()
@@ -107,8 +116,8 @@ func (g *Gateway) subscriptionSocket(c *websocket.Conn) {
 // verify reads a binding token: the subscription it binds and its login,
 // which must still count. A refusal is sent to the client.
 func (s *wsSocket) verify(tok string) (subscription, loginID, tokenID string, ok bool) {
-	claims, err := s.g.verifier.Verify(tok)
-	if err != nil || len(tok) > 8192 {
+	claims, err := s.g.verify(tok)
+	if err != nil {
 		s.send(fhir.BadRequest("Token failed to validate. Check token expiry.").Outcome)
 		return "", "", "", false
 	}

@@ -160,6 +160,11 @@ func HeadersTooLarge() *Error {
 	return outcome(431, "", "error", "too-long", "Request headers too large")
 }
 
+// UpgradeRequired is 426: the route speaks only WebSocket.
+func UpgradeRequired() *Error {
+	return outcome(426, "", "error", "not-supported", "WebSocket upgrade required")
+}
+
 // UnsupportedMediaType is 415.
 func UnsupportedMediaType() *Error {
 	return outcome(415, "unsupported-media-type", "error", "not-supported", "Unsupported media type")
