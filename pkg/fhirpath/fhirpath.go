@@ -452,7 +452,8 @@ type index struct{ of, i node }
 func (x *index) eval(e *env, focus []any) []any {
 	c := x.of.eval(e, focus)
 	n, ok := number(single(x.i.eval(e, focus)))
-	if !ok || n < 0 || int(n) >= len(c) {
+	// Compared as floats: a huge or NaN index must not reach int().
+	if !ok || !(n >= 0 && n < float64(len(c))) {
 		return nil
 	}
 	return []any{c[int(n)]}

@@ -37,6 +37,7 @@ func TestTrue(t *testing.T) {
 		"Patient.name.where(use = 'official').given.first() = 'Peter'": true,
 		"name[2].family = 'Windsor'":                                   true,
 		"name[9].family = 'Windsor'":                                   false, // empty
+		"name[100000000000000000000000].exists()":                      false, // once a panic: int() of a huge float
 		"extension.value.value > 5":                                    true,
 		"extension.valueQuantity.value <= 7":                           false,
 		"telecom.where(system = 'phone' and rank = 1).exists()":        true,
