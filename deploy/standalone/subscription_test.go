@@ -377,3 +377,39 @@ func TestSubscriptionFHIRPathCriteria(t *testing.T) {
 	}
 	h.none(t, 500*time.Millisecond)
 }
+
+// A binding token is the subscription author's alone: another member who
+// may read the Subscription would otherwise receive what the author's
+// policy lets through.
+func TestWSBindingTokenIsTheAuthors(t *testing.T) {
+	pid, su := adminProject(t, "WS binding")
+	client := func(name string) string {
+		r := do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": name}))
+		expect(t, r, 201)
+		return clientToken(t, r.json(t)["id"].(string), r.json(t)["secret"].(string))
+	}
+	author, other := client("author"), client("other")
+	r := do(t, "POST", "fhir/R4/Subscription", author, "application/fhir+json", mustJSON(map[string]any{
+		"resourceType": "Subscription", "status": "active", "reason": "ws", "criteria": "Patient",
+		"channel": map[string]any{"type": "websocket"},
+	}))
+	expect(t, r, 201)
+	id := r.json(t)["id"].(string)
+	expect(t, do(t, "GET", "fhir/R4/Subscription/"+id, other, "", nil), 200) // readable to both
+	expectOutcome(t, do(t, "GET", "fhir/R4/Subscription/"+id+"/$get-ws-binding-token", other, "", nil), 403, "author")
+	r = do(t, "GET", "fhir/R4/Subscription/"+id+"/$get-ws-binding-token", author, "", nil)
+	expect(t, r, 200)
+	if !strings.Contains(string(r.body), `"websocket-url"`) || !strings.Contains(string(r.body), `"token"`) {
+		t.Fatalf("binding token answer %s", r.body)
+	}
+	// A token for the API it is not.
+	var params struct {
+		Parameter []struct{ Name, ValueString string } `json:"parameter"`
+	}
+	_ = json.Unmarshal(r.body, &params)
+	for _, p := range params.Parameter {
+		if p.Name == "token" {
+			expect(t, do(t, "GET", "fhir/R4/Patient", p.ValueString, "", nil), 401)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/subscription"
 )
 
 // wsBindingLifetime is how long a binding token binds (Medplum's hour).
@@ -30,11 +31,19 @@ func (s *Service) wsBindingToken(ctx context.Context, r *bus.Request) (*bus.Resp
 		return nil, err
 	}
 	id := r.Param("id")
-	if _, err := pol.Gate(s.repo, "Subscription", id).Read(ctx, id); err != nil {
+	sub, err := pol.Gate(s.repo, "Subscription", id).Read(ctx, id)
+	if err != nil {
 		if fe := fhir.AsError(err); fe.Status < 500 {
 			return nil, fhir.BadRequest("Error reading subscription: " + fe.Message())
 		}
 		return nil, err
+	}
+	// Notifications carry what the subscription's author may read: only
+	// the author binds to them (Medplum lets anyone who can read the
+	// Subscription, who could then see resources their own policy hides).
+	parsed, err := subscription.Parse(sub.ID, sub.Project, sub.JSON)
+	if err != nil || parsed.Author != p.Profile {
+		return nil, fhir.ForbiddenText("Only the subscription's author may bind to it")
 	}
 	_, uid, _ := fhir.SplitReference(p.User)
 	claims := &auth.Claims{LoginID: p.LoginID, Username: uid, Profile: p.Profile, Scope: p.Scope, ClientID: p.ClientID, SubscriptionID: id}
