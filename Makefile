@@ -48,9 +48,10 @@ test-go:
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 
 # The race detector over the packages whose code runs concurrently: the
-# stores, the repository and its caches, the bus, sessions, the gateway.
+# stores, the repository and its caches, the bus, sessions, the gateway,
+# and botexec (its subscription deliveries run on a keyed worker pool).
 # (The MongoDB adapter's tests run FerretDB, five times slower under it.)
-RACEPKGS := ./pkg/store/sqlstore/ ./pkg/repo/ ./pkg/bus/ ./pkg/session/ ./pkg/auth/ ./pkg/embedded/ ./gateway/
+RACEPKGS := ./pkg/store/sqlstore/ ./pkg/repo/ ./pkg/bus/ ./pkg/session/ ./pkg/auth/ ./pkg/embedded/ ./gateway/ ./services/botexec/
 test-race:
 	$(GO) test -race -count=1 -timeout 10m $(RACEPKGS)
 
