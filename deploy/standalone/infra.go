@@ -78,6 +78,9 @@ func startNATS(cfg *config.Config, withSelf bool, log *slog.Logger) (ns *server.
 		if o.Users, err = embedded.NATSUsers(passwords); err != nil {
 			return nil, nil, "", err
 		}
+		if cfg.NATSClusterListen != "" {
+			o.ClusterAddr, o.Routes, o.RoutePassword = cfg.NATSClusterListen, cfg.NATSRoutes, passwords[embedded.RoutePasswordKey]
+		}
 		if withSelf {
 			o.Users = append(o.Users, &server.User{Username: "pinion", Password: selfPassword})
 		}
@@ -90,8 +93,8 @@ func startNATS(cfg *config.Config, withSelf bool, log *slog.Logger) (ns *server.
 	}
 	addr := ns.Addr().String()
 	urls = map[string]string{}
-	for name, pw := range passwords {
-		urls[name] = "nats://" + name + ":" + pw + "@" + addr
+	for _, name := range embedded.NATSUserNames {
+		urls[name] = "nats://" + name + ":" + passwords[name] + "@" + addr
 	}
 	log.Info("NATS listens for separately run processes; each connects as its own user",
 		"addr", addr, "passwords", filepath.Join(cfg.DataDir, embedded.NATSPasswordsFile))

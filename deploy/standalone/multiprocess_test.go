@@ -191,8 +191,8 @@ func natsURLs(t *testing.T, data, addr string) map[string]string {
 		t.Fatal(err)
 	}
 	urls := map[string]string{}
-	for name, p := range pw {
-		urls[name] = "nats://" + name + ":" + p + "@" + addr
+	for _, name := range embedded.NATSUserNames {
+		urls[name] = "nats://" + name + ":" + pw[name] + "@" + addr
 	}
 	return urls
 }

@@ -36,6 +36,8 @@ var Vars = []Var{
 	{"PINION_NATS_URL", "", "External NATS with JetStream; when set, NATS is not embedded."},
 	{"PINION_NATS_REPLICAS", "1", "How many NATS servers keep each JetStream stream and key-value bucket (1 to 5; 3 on a three-server cluster). An existing one with fewer is brought up to it at start."},
 	{"PINION_NATS_LISTEN", "", "Standalone: also expose the embedded NATS on this address (for separate service processes), with a password per process in <data>/nats-users.json; in-process only when empty."},
+	{"PINION_NATS_CLUSTER_LISTEN", "", "Standalone, with PINION_NATS_LISTEN: a loopback address where the embedded NATS takes routes from the other servers of a cluster on this machine (tests and trials; a cluster across machines runs nats-server, see docs/deployment.md)."},
+	{"PINION_NATS_ROUTES", "", "With PINION_NATS_CLUSTER_LISTEN: the other servers' cluster addresses, comma-separated. Every server of the cluster shares one nats-users.json (copy it into each data directory)."},
 	{"PINION_FERRETDB_POSTGRESQL_URL", "", "Run the embedded FerretDB on this PostgreSQL server instead of SQLite."},
 	{"PINION_FERRETDB_LISTEN", "", "Standalone: a TCP address for the embedded FerretDB (no password: any local user can connect); a Unix socket in the data directory when empty."},
 	{"PINION_SMTP_URL", "", "SMTP server for invitation e-mails (smtp://user:pass@host:port); empty writes .eml files under the data directory."},
@@ -71,6 +73,8 @@ type Config struct {
 	NATSURL             string
 	NATSListen          string
 	NATSReplicas        int
+	NATSClusterListen   string
+	NATSRoutes          []string
 	FerretPostgreSQLURL string
 	FerretListen        string
 	SMTPURL             string
@@ -117,6 +121,7 @@ func LoadFrom(get func(string) string) (*Config, error) {
 		MongoDatabase:       v("PINION_MONGODB_DATABASE"),
 		NATSURL:             v("PINION_NATS_URL"),
 		NATSListen:          v("PINION_NATS_LISTEN"),
+		NATSClusterListen:   v("PINION_NATS_CLUSTER_LISTEN"),
 		FerretPostgreSQLURL: v("PINION_FERRETDB_POSTGRESQL_URL"),
 		FerretListen:        v("PINION_FERRETDB_LISTEN"),
 		SMTPURL:             v("PINION_SMTP_URL"),
@@ -190,6 +195,9 @@ func LoadFrom(get func(string) string) (*Config, error) {
 	if c.NATSReplicas, err = strconv.Atoi(v("PINION_NATS_REPLICAS")); err != nil || c.NATSReplicas < 1 || c.NATSReplicas > 5 {
 		return nil, fmt.Errorf("PINION_NATS_REPLICAS: want a number between 1 and 5")
 	}
+	if err := c.loadCluster(v("PINION_NATS_ROUTES")); err != nil {
+		return nil, err
+	}
 	if c.RestHookPrivate, err = strconv.ParseBool(v("PINION_REST_HOOK_ALLOW_PRIVATE")); err != nil {
 		return nil, fmt.Errorf("PINION_REST_HOOK_ALLOW_PRIVATE: want true or false")
 	}
@@ -202,6 +210,34 @@ func LoadFrom(get func(string) string) (*Config, error) {
 		return nil, fmt.Errorf("PINION_LOG_FORMAT: want text or json")
 	}
 	return c, nil
+}
+
+// loadCluster checks the embedded cluster's settings. Routes carry a
+// password but no TLS, so the embedded server clusters on loopback only:
+// a cluster across machines is nats-server's job, with its own TLS.
+func (c *Config) loadCluster(routes string) error {
+	for _, r := range strings.Split(routes, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			c.NATSRoutes = append(c.NATSRoutes, r)
+		}
+	}
+	if c.NATSClusterListen == "" {
+		if len(c.NATSRoutes) > 0 {
+			return fmt.Errorf("PINION_NATS_ROUTES: needs PINION_NATS_CLUSTER_LISTEN")
+		}
+		return nil
+	}
+	if c.NATSListen == "" {
+		return fmt.Errorf("PINION_NATS_CLUSTER_LISTEN: needs PINION_NATS_LISTEN (a cluster's servers take separate processes' connections)")
+	}
+	for _, a := range append([]string{c.NATSClusterListen}, c.NATSRoutes...) {
+		host, _, err := net.SplitHostPort(a)
+		ip, perr := netip.ParseAddr(host)
+		if err != nil || (perr != nil && host != "localhost") || (perr == nil && !ip.IsLoopback()) {
+			return fmt.Errorf("PINION_NATS_CLUSTER_LISTEN and PINION_NATS_ROUTES: %q is not a loopback host:port (the embedded cluster is for one machine)", a)
+		}
+	}
+	return nil
 }
 
 // ParsePrefixes reads a comma-separated list of addresses and CIDR ranges.

@@ -42,6 +42,10 @@ func TestLoadRefusesBadSettings(t *testing.T) {
 		"tiny workers":    {"PINION_BOT_WORKER_MEMORY": "1000"},
 		"no bot runs":     {"PINION_BOT_PROJECT_CONCURRENCY": "0"},
 		"bad proxies":     {"PINION_TRUSTED_PROXIES": "10.0.0.0/8, ingress"},
+		"routes alone":    {"PINION_NATS_ROUTES": "127.0.0.1:6222"},
+		"cluster alone":   {"PINION_NATS_CLUSTER_LISTEN": "127.0.0.1:6222"},
+		"public cluster":  {"PINION_NATS_LISTEN": "127.0.0.1:4222", "PINION_NATS_CLUSTER_LISTEN": "0.0.0.0:6222"},
+		"remote route":    {"PINION_NATS_LISTEN": "127.0.0.1:4222", "PINION_NATS_CLUSTER_LISTEN": "127.0.0.1:6222", "PINION_NATS_ROUTES": "10.0.0.2:6222"},
 	}
 	for name, env := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -49,6 +53,10 @@ func TestLoadRefusesBadSettings(t *testing.T) {
 				t.Fatal("accepted")
 			}
 		})
+	}
+	cluster := map[string]string{"PINION_NATS_LISTEN": "127.0.0.1:4222", "PINION_NATS_CLUSTER_LISTEN": "127.0.0.1:6222", "PINION_NATS_ROUTES": "127.0.0.1:6223, [::1]:6224"}
+	if c, err := LoadFrom(func(k string) string { return cluster[k] }); err != nil || len(c.NATSRoutes) != 2 || c.NATSRoutes[1] != "[::1]:6224" {
+		t.Fatalf("loopback cluster: %+v %v", c, err)
 	}
 	c, err := LoadFrom(func(string) string { return "" })
 	if err != nil || c.Addr != "127.0.0.1:8103" || c.BaseURL != "http://localhost:8103/" || c.AuthRateLimit != 160 {

@@ -37,7 +37,17 @@ type NATSOptions struct {
 	// Users, when set, are the only connections the server accepts (a
 	// server that listens must have them: see NATSUsers).
 	Users []*server.User
+	// ClusterAddr, when set, is where this server takes routes from the
+	// other servers of its cluster (Routes), which authenticate with
+	// RoutePassword. The server's name follows from it, so it must stay
+	// the same across restarts: JetStream knows its peers by name.
+	ClusterAddr   string
+	Routes        []string
+	RoutePassword string
 }
+
+// routeUser is the user the servers of a cluster present to each other.
+const routeUser = "routes"
 
 // StartNATS starts a NATS server with JetStream and waits until it accepts
 // connections. The caller shuts it down with Shutdown and WaitForShutdown.
@@ -64,6 +74,11 @@ func StartNATS(o NATSOptions) (*server.Server, error) {
 		DontListen:         o.NoListen,
 		Users:              o.Users,
 	}
+	if o.ClusterAddr != "" {
+		if err := o.cluster(opts); err != nil {
+			return nil, err
+		}
+	}
 	if !o.NoListen && len(o.Users) == 0 {
 		return nil, errors.New("nats: a server that listens must require credentials")
 	}
@@ -82,6 +97,23 @@ func StartNATS(o NATSOptions) (*server.Server, error) {
 		return nil, errors.New("nats: not ready after 15s (is the port taken?)")
 	}
 	return ns, nil
+}
+
+// cluster sets opts for a server that routes to others.
+func (o NATSOptions) cluster(opts *server.Options) error {
+	if o.RoutePassword == "" {
+		return errors.New("nats cluster: no route password")
+	}
+	host, port, err := splitAddr(o.ClusterAddr)
+	if err != nil || port <= 0 {
+		return fmt.Errorf("nats cluster: address %q needs a fixed port", o.ClusterAddr)
+	}
+	opts.ServerName = fmt.Sprintf("pinion-%d", port)
+	opts.Cluster = server.ClusterOpts{Name: "pinion", Host: host, Port: port, Username: routeUser, Password: o.RoutePassword}
+	for _, r := range o.Routes {
+		opts.Routes = append(opts.Routes, &url.URL{Scheme: "nats-route", User: url.UserPassword(routeUser, o.RoutePassword), Host: r})
+	}
+	return nil
 }
 
 // FerretDB is a running embedded FerretDB.

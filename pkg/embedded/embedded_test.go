@@ -2,10 +2,13 @@ package embedded
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -106,4 +109,91 @@ func TestNATSListenerRequiresCredentials(t *testing.T) {
 			t.Errorf("%s sends a service request: %v, want allowed %v", user, err, allowed)
 		}
 	}
+}
+
+// Three embedded servers form a cluster over password-protected routes and
+// keep a stream on all three; a server with the wrong route password is
+// not let in.
+func TestNATSCluster(t *testing.T) {
+	pw, err := NATSPasswords(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := NATSUsers(pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	start := func(i int, password string) *server.Server {
+		ns, err := StartNATS(NATSOptions{Dir: t.TempDir(), Addr: "127.0.0.1:0", Users: users,
+			ClusterAddr: routes[i], Routes: routes, RoutePassword: password})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ns.Shutdown)
+		return ns
+	}
+	servers := []*server.Server{start(0, pw[RoutePasswordKey]), start(1, pw[RoutePasswordKey]), start(2, pw[RoutePasswordKey])}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, s := range servers {
+		for peers(t, s) < 2 || !s.JetStreamIsCurrent() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d peers, JetStream current %v", s.Name(), peers(t, s), s.JetStreamIsCurrent())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	nc, err := nats.Connect("nats://identity:" + pw["identity"] + "@" + servers[1].Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "pinion_logins", Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := s.Status(ctx); st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas != 3 {
+		t.Fatal("bucket not on three servers")
+	}
+	// A fourth server with a wrong password: the others refuse its routes.
+	intruder, err := StartNATS(NATSOptions{Dir: t.TempDir(), Addr: "127.0.0.1:0", Users: users,
+		ClusterAddr: freeAddr(t), Routes: routes, RoutePassword: "wrong"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer intruder.Shutdown()
+	time.Sleep(time.Second)
+	if n := peers(t, intruder); n != 0 {
+		t.Fatalf("a server with the wrong route password has %d peers", n)
+	}
+	if n := peers(t, servers[0]); n != 2 {
+		t.Fatalf("the cluster's first server has %d peers, want 2", n)
+	}
+}
+
+// peers counts the servers s has routes to (a pool of connections each).
+func peers(t *testing.T, s *server.Server) int {
+	t.Helper()
+	rz, err := s.Routez(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, r := range rz.Routes {
+		ids[r.RemoteID] = true
+	}
+	return len(ids)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

@@ -48,25 +48,33 @@ func NATSUsers(passwords map[string]string) ([]*server.User, error) {
 // directory, readable only by its owner.
 const NATSPasswordsFile = "nats-users.json"
 
+// RoutePasswordKey names, in the passwords file, the password the servers
+// of an embedded cluster present to each other (not a client's user).
+const RoutePasswordKey = "routes"
+
 // NATSPasswords reads the passwords of a data directory's NATS users,
 // creating them (256 random bits each) on first use, so that separately
-// run processes find theirs after a restart.
+// run processes find theirs after a restart. A file from before routes had
+// a password gets one added.
 func NATSPasswords(dataDir string) (map[string]string, error) {
 	path := filepath.Join(dataDir, NATSPasswordsFile)
+	pw := map[string]string{}
 	b, err := os.ReadFile(path)
-	if err == nil {
-		pw := map[string]string{}
+	switch {
+	case err == nil:
 		if err := json.Unmarshal(b, &pw); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		return pw, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
+		if pw[RoutePasswordKey] != "" {
+			return pw, nil
+		}
+	case !errors.Is(err, os.ErrNotExist):
 		return nil, err
 	}
-	pw := map[string]string{}
-	for _, name := range NATSUserNames {
-		pw[name] = auth.NewSecret()
+	for _, name := range append(NATSUserNames, RoutePasswordKey) {
+		if pw[name] == "" {
+			pw[name] = auth.NewSecret()
+		}
 	}
 	b, _ = json.MarshalIndent(pw, "", "  ")
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
