@@ -2,7 +2,9 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -27,7 +29,11 @@ type replicated struct {
 
 func (r *replicated) CreateOrUpdateStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	cfg.Replicas = r.n
-	s, err := r.JetStream.CreateOrUpdateStream(ctx, cfg)
+	var s jetstream.Stream
+	err := patiently(ctx, func(ctx context.Context) (err error) {
+		s, err = r.JetStream.CreateOrUpdateStream(ctx, cfg)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("stream %s with %d replicas (PINION_NATS_REPLICAS): %w", cfg.Name, r.n, err)
 	}
@@ -36,9 +42,69 @@ func (r *replicated) CreateOrUpdateStream(ctx context.Context, cfg jetstream.Str
 
 func (r *replicated) CreateOrUpdateKeyValue(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	cfg.Replicas = r.n
-	kv, err := r.JetStream.CreateOrUpdateKeyValue(ctx, cfg)
+	err := patiently(ctx, func(ctx context.Context) error {
+		_, err := r.JetStream.CreateOrUpdateKeyValue(ctx, cfg)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s with %d replicas (PINION_NATS_REPLICAS): %w", cfg.Bucket, r.n, err)
 	}
+	var kv jetstream.KeyValue
+	err = patiently(ctx, func(ctx context.Context) (err error) {
+		kv, err = r.leaderReads(ctx, cfg.Bucket)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
+	}
 	return kv, nil
+}
+
+// patiently runs a stream or bucket change, trying again when it times
+// out: a cluster's servers agree on each one, and when a whole
+// deployment starts at once (every process declaring the same streams)
+// an answer can take longer than the client's default 5 seconds.
+func patiently(ctx context.Context, f func(context.Context) error) error {
+	for try := 1; ; try++ {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := f(tctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil || try == 4 {
+			return err
+		}
+	}
+}
+
+// leaderReads binds a bucket whose reads go to its stream's leader. The
+// client library creates buckets with direct gets, which every replica
+// answers, and a follower may not yet hold a write the leader has
+// acknowledged: a login issued a moment ago would read as absent (a 401
+// for a fresh token). Without direct gets a read goes to the leader,
+// which has every acknowledged write. The library turns direct gets back
+// on whenever a process (re)creates the bucket at start, so the setting is
+// checked again after binding.
+func (r *replicated) leaderReads(ctx context.Context, bucket string) (jetstream.KeyValue, error) {
+	for try := 0; ; try++ {
+		s, err := r.JetStream.Stream(ctx, "KV_"+bucket)
+		if err != nil {
+			return nil, err
+		}
+		if c := s.CachedInfo().Config; c.AllowDirect {
+			c.AllowDirect = false
+			if _, err := r.JetStream.UpdateStream(ctx, c); err != nil {
+				return nil, fmt.Errorf("turning off direct gets: %w", err)
+			}
+		}
+		kv, err := r.JetStream.KeyValue(ctx, bucket)
+		if err != nil {
+			return nil, err
+		}
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.AllowDirect || try == 4 {
+			return kv, nil
+		}
+	}
 }

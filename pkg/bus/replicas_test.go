@@ -106,8 +106,8 @@ func TestReplicated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas; r != 3 {
-		t.Fatalf("bucket has %d replicas, want 3", r)
+	if c := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config; c.Replicas != 3 || c.AllowDirect {
+		t.Fatalf("bucket has %d replicas (want 3), direct gets %v (want off: followers may lag)", c.Replicas, c.AllowDirect)
 	}
 	// More replicas than servers: the error names the setting.
 	_, err = Replicated(js, 5).CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "TOO_MANY", Subjects: []string{"many.>"}})

@@ -61,6 +61,36 @@ type Options struct {
 // miss one (bots triggered by subscriptions).
 const ResourceStream = "PINION_RESOURCES"
 
+// waitJetStream waits until JetStream answers: a cluster's servers that
+// start together elect their meta leader a few seconds after they take
+// connections, and a service started with them should wait, not exit.
+func waitJetStream(ctx context.Context, js jetstream.JetStream, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if log == nil {
+		log = slog.Default()
+	}
+	for warned := false; ; {
+		try, cancelTry := context.WithTimeout(ctx, 2*time.Second)
+		_, err := js.AccountInfo(try)
+		cancelTry()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("jetstream not available after a minute: %w", err)
+		}
+		if !warned {
+			log.Warn("waiting for JetStream", "err", err)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
 // Open connects to NATS and MongoDB and opens the shared handles.
 func Open(ctx context.Context, o Options) (*Conns, error) {
 	nc, err := bus.Connect(o.NATSURL, o.Name, o.InProcess, o.Log)
@@ -76,6 +106,10 @@ func Open(ctx context.Context, o Options) (*Conns, error) {
 	// Every stream and bucket any package opens through c.JS gets the
 	// replicas asked for.
 	c.JS = bus.Replicated(js, o.Replicas)
+	if err := waitJetStream(ctx, c.JS, o.Log); err != nil {
+		c.Close()
+		return nil, err
+	}
 	if _, err = c.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:       ResourceStream,
 		Subjects:   []string{bus.EventPrefix + ">"},
