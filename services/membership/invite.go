@@ -2,12 +2,14 @@ package membership
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/auth"
@@ -79,10 +81,7 @@ func (s *Service) inviteMember(ctx context.Context, by *bus.Principal, projectID
 		return nil, err
 	}
 	defer sub.Unsubscribe()
-	if err := s.invites.Create(ctx, rec); err != nil {
-		return nil, fmt.Errorf("record invite: %w", err)
-	}
-	if err := s.invites.Next(ctx, invite.SubjUser, invite.Message{InviteID: id}); err != nil {
+	if err := s.startInvite(ctx, rec); err != nil {
 		return nil, err
 	}
 	timer := time.NewTimer(inviteWaitFor(ctx))
@@ -101,6 +100,68 @@ func (s *Service) inviteMember(ctx context.Context, by *bus.Principal, projectID
 		return nil, err
 	}
 	return s.repo.Read(ctx, repo.AllProjects, "ProjectMembership", memberID)
+}
+
+// startInvite stores the invite's record and publishes its first step.
+// A record whose step never reaches the stream would stay pending for
+// ever (a NATS server lost between the two, or an acknowledgement lost
+// with it), so both are tried again — the record's key and the step's
+// message id make a repeat harmless — while the request has time, and an
+// invite that cannot start is then marked failed.
+func (s *Service) startInvite(ctx context.Context, rec *invite.Record) error {
+	deadline := time.Now().Add(min(inviteStart, inviteWaitFor(ctx)))
+	stored := false
+	err := retryUntil(ctx, deadline, func() error {
+		if !stored {
+			err := s.invites.Create(ctx, rec)
+			if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+				return fmt.Errorf("record invite: %w", err)
+			}
+			stored = true
+		}
+		return s.invites.Next(ctx, invite.SubjUser, invite.Message{InviteID: rec.ID})
+	})
+	if err == nil {
+		return nil
+	}
+	s.log.Error("invite not started", "invite", rec.ID, "err", err)
+	// Fail the record unless its first step has begun after all (a
+	// publish that was stored but not acknowledged in time): then the
+	// saga carries on, and ends it.
+	f := &invite.Failure{Status: 503, Text: "The invite could not be started; try again"}
+	if uerr := retryUntil(ctx, time.Now().Add(inviteStart), func() error {
+		_, err := s.invites.Update(context.WithoutCancel(ctx), rec.ID, func(r *invite.Record) error {
+			if r.Status == "pending" && r.Steps[invite.StepUser].State == "pending" {
+				r.Status, r.Failure = "failed", f
+			}
+			return nil
+		})
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil // never stored: nothing is pending
+		}
+		return err
+	}); uerr != nil {
+		s.log.Error("invite left pending", "invite", rec.ID, "err", uerr)
+	}
+	return fhir.Unavailable(f.Text)
+}
+
+// inviteStart bounds the tries to start an invite (and to fail one that
+// would not start): a NATS cluster elects a new leader within seconds.
+const inviteStart = 5 * time.Second
+
+// retryUntil runs f until it succeeds, the deadline passes or ctx ends,
+// waiting twice as long after each failure.
+func retryUntil(ctx context.Context, deadline time.Time, f func() error) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := f()
+		if err == nil || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		time.Sleep(wait)
+		wait *= 2
+	}
 }
 
 // newInviteRecord is the saga's record of a new invite: every step to do,
@@ -145,6 +206,8 @@ func inviteOutcome(rec *invite.Record) (string, error) {
 			return "", fhir.MultipleMatches()
 		case 500:
 			return "", fhir.Internal()
+		case 503:
+			return "", fhir.Unavailable(rec.Failure.Text)
 		}
 		return "", fhir.BadRequest(rec.Failure.Text)
 	case rec.MembershipID == "" || rec.Steps[invite.StepMembership].State != "done":

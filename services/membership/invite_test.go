@@ -13,11 +13,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/embedded"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/saga"
 )
 
 func TestInviteBody(t *testing.T) {
@@ -553,4 +557,48 @@ func readMail(t *testing.T, id string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// An invite whose first step cannot be published (its stream is gone, as
+// when the NATS server holding it is lost) is tried again for a while,
+// then answered 503 with its record failed, not left pending for ever.
+func TestInviteThatCannotStart(t *testing.T) {
+	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir(), NoListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	invites, err := invite.Open(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, saga.Stream); err != nil {
+		t.Fatal(err)
+	}
+	s := &Service{invites: invites, log: stack.svc.log}
+	rec := newInviteRecord(uuid.NewString(), invite.Request{Email: invitee("unstarted")}, time.Now().UTC())
+	t0 := time.Now()
+	err = s.startInvite(ctx, rec)
+	wantError(t, err, 503, "The invite could not be started; try again", "")
+	if d := time.Since(t0); d < time.Second || d > 3*time.Second {
+		t.Errorf("gave up after %v: want the request's time less a second, about 2s", d)
+	}
+	got, err := invites.Get(context.Background(), rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != "failed" || got.Failure == nil || got.Failure.Status != 503 {
+		t.Fatalf("record %+v, want failed with 503", got)
+	}
+	if _, err := inviteOutcome(got); !errors.As(err, new(*fhir.Error)) || err.(*fhir.Error).Status != 503 {
+		t.Errorf("outcome of the failed record: %v, want 503", err)
+	}
 }
