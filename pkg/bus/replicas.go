@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,22 +16,26 @@ import (
 // exists with fewer replicas is updated to n when its owner opens it at
 // start; a server that cannot (a cluster smaller than n) is named in the
 // error.
-func Replicated(js jetstream.JetStream, n int) jetstream.JetStream {
+func Replicated(js jetstream.JetStream, n int, log *slog.Logger) jetstream.JetStream {
 	if n <= 1 {
 		return js
 	}
-	return &replicated{JetStream: js, n: n}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &replicated{JetStream: js, n: n, log: log}
 }
 
 type replicated struct {
 	jetstream.JetStream
-	n int
+	n   int
+	log *slog.Logger
 }
 
 func (r *replicated) CreateOrUpdateStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	cfg.Replicas = r.n
 	var s jetstream.Stream
-	err := patiently(ctx, func(ctx context.Context) (err error) {
+	err := r.patiently(ctx, func(ctx context.Context) (err error) {
 		s, err = r.JetStream.CreateOrUpdateStream(ctx, cfg)
 		return err
 	})
@@ -42,7 +47,7 @@ func (r *replicated) CreateOrUpdateStream(ctx context.Context, cfg jetstream.Str
 
 func (r *replicated) CreateOrUpdateKeyValue(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	cfg.Replicas = r.n
-	err := patiently(ctx, func(ctx context.Context) error {
+	err := r.patiently(ctx, func(ctx context.Context) error {
 		_, err := r.JetStream.CreateOrUpdateKeyValue(ctx, cfg)
 		return err
 	})
@@ -50,7 +55,7 @@ func (r *replicated) CreateOrUpdateKeyValue(ctx context.Context, cfg jetstream.K
 		return nil, fmt.Errorf("bucket %s with %d replicas (PINION_NATS_REPLICAS): %w", cfg.Bucket, r.n, err)
 	}
 	var kv jetstream.KeyValue
-	err = patiently(ctx, func(ctx context.Context) (err error) {
+	err = r.patiently(ctx, func(ctx context.Context) (err error) {
 		kv, err = r.leaderReads(ctx, cfg.Bucket)
 		return err
 	})
@@ -61,17 +66,21 @@ func (r *replicated) CreateOrUpdateKeyValue(ctx context.Context, cfg jetstream.K
 }
 
 // patiently runs a stream or bucket change, trying again when it times
-// out: a cluster's servers agree on each one, and when a whole
-// deployment starts at once (every process declaring the same streams)
-// an answer can take longer than the client's default 5 seconds.
-func patiently(ctx context.Context, f func(context.Context) error) error {
+// out: a cluster's servers agree on each one, and when a whole deployment
+// starts at once (every process declaring the same streams) some requests
+// go unanswered (seen on nats-server 2.15) while a later one succeeds at
+// once. Each try waits twice as long as the one before: 2 s to 16 s.
+func (r *replicated) patiently(ctx context.Context, f func(context.Context) error) error {
+	wait := 2 * time.Second
 	for try := 1; ; try++ {
-		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		tctx, cancel := context.WithTimeout(ctx, wait)
 		err := f(tctx)
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil || try == 4 {
 			return err
 		}
+		r.log.Warn("a JetStream stream change went unanswered; trying again", "try", try, "waited", wait)
+		wait *= 2
 	}
 }
 

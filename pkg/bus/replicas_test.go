@@ -91,7 +91,7 @@ func TestReplicated(t *testing.T) {
 	if r := s.CachedInfo().Config.Replicas; r != 1 {
 		t.Fatalf("plain stream has %d replicas", r)
 	}
-	rjs := Replicated(js, 3)
+	rjs := Replicated(js, 3, nil)
 	if s, err = rjs.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "EVENTS", Subjects: []string{"ev.>"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestReplicated(t *testing.T) {
 		t.Fatalf("bucket has %d replicas (want 3), direct gets %v (want off: followers may lag)", c.Replicas, c.AllowDirect)
 	}
 	// More replicas than servers: the error names the setting.
-	_, err = Replicated(js, 5).CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "TOO_MANY", Subjects: []string{"many.>"}})
+	_, err = Replicated(js, 5, nil).CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "TOO_MANY", Subjects: []string{"many.>"}})
 	if err == nil || !strings.Contains(err.Error(), "PINION_NATS_REPLICAS") {
 		t.Fatalf("5 replicas on 3 servers: %v", err)
 	}

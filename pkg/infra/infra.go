@@ -105,7 +105,7 @@ func Open(ctx context.Context, o Options) (*Conns, error) {
 	}
 	// Every stream and bucket any package opens through c.JS gets the
 	// replicas asked for.
-	c.JS = bus.Replicated(js, o.Replicas)
+	c.JS = bus.Replicated(js, o.Replicas, o.Log)
 	if err := waitJetStream(ctx, c.JS, o.Log); err != nil {
 		c.Close()
 		return nil, err
