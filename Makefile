@@ -87,10 +87,14 @@ bench:
 bench-grow:
 	$(GO) run ./deploy/standalone/cmd/pinion-bench -grow 100000
 
-# The crash test under a longer load: SIGKILL of every process in turn.
+# The crash test under a longer load (SIGKILL of every process in turn),
+# then scale-out: one instance of each service against two, on one NATS
+# server and on a three-server cluster (TestClusterRecovery, the cluster
+# under faults, runs in make test).
 LOADTIME ?= 3m
+SCALETIME ?= 20s
 load:
-	$(GO) test -count=1 -timeout 30m -run '^TestCrashRecovery$$' -v ./deploy/standalone/ -args -load.duration=$(LOADTIME)
+	$(GO) test -count=1 -timeout 30m -run '^(TestCrashRecovery|TestScaleOut)$$' -v ./deploy/standalone/ -args -load.duration=$(LOADTIME) -scale.duration=$(SCALETIME)
 
 lint:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -2,17 +2,12 @@ package standalone
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/pinion-health/pinion/deploy/standalone/load"
-	"github.com/pinion-health/pinion/pkg/invite"
 )
 
 var loadDuration = flag.Duration("load.duration", 24*time.Second, "how long TestCrashRecovery drives load (make load runs it longer)")
@@ -103,45 +98,7 @@ func TestCrashRecovery(t *testing.T) {
 	waitReadyAt(t, base)
 
 	// Invites settle: each is done or failed with a reason, none pending.
-	nc, err := nats.Connect(urls["membership"]) // the invite records are the membership service's
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	kv, err := js.KeyValue(context.Background(), invite.Bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pending, failed, doneN int
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		pending, failed, doneN = 0, 0, 0
-		keys, _ := kv.ListKeys(context.Background())
-		for k := range keys.Keys() {
-			e, err := kv.Get(context.Background(), k)
-			if err != nil {
-				continue
-			}
-			var rec invite.Record
-			_ = json.Unmarshal(e.Value(), &rec)
-			switch rec.Status {
-			case "pending":
-				pending++
-			case "failed":
-				failed++
-				if rec.Failure == nil || rec.Failure.Text == "" {
-					t.Errorf("invite %s failed without a reason", rec.ID)
-				}
-			default:
-				doneN++
-			}
-		}
-		if pending == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Second)
-	}
+	pending, failed, doneN := settleInvites(t, urls["membership"])
 	rep := load.Verify(context.Background(), cfg, res)
 	s := res.Stats
 	after := 0

@@ -31,6 +31,8 @@ type Config struct {
 	MaxOps           int
 	// Deadline is how long any request may take before it counts as a hang.
 	Deadline time.Duration
+	// Tag keeps apart the invited addresses of runs driven at once.
+	Tag string
 }
 
 // Write is one acknowledged write.
@@ -47,6 +49,16 @@ type Stats struct {
 	ByStatus                               map[int]int
 	Latencies                              []time.Duration
 	PerSecond                              []int // acknowledged operations in each second
+	FailedPerSecond                        []int // the others (refused, unanswered, hung)
+}
+
+// count adds one to the second at of a per-second series.
+func count(series *[]int, at time.Duration) {
+	sec := int(at.Seconds())
+	for len(*series) <= sec {
+		*series = append(*series, 0)
+	}
+	(*series)[sec]++
 }
 
 // Result is a run's outcome.
@@ -136,13 +148,12 @@ func (r *runner) call(ctx context.Context, method, path, ct string, body []byte,
 		s.NoResponse++ // nothing listening: the gateway was down
 	case status < 300:
 		s.Acked++
-		sec := int(time.Since(r.start).Seconds())
-		for len(s.PerSecond) <= sec {
-			s.PerSecond = append(s.PerSecond, 0)
-		}
-		s.PerSecond[sec]++
+		count(&s.PerSecond, time.Since(r.start))
 	default:
 		s.Refused++
+	}
+	if err != nil || status >= 300 {
+		count(&s.FailedPerSecond, time.Since(r.start))
 	}
 	if status != 0 {
 		s.ByStatus[status]++
@@ -213,7 +224,7 @@ func (r *runner) op(ctx context.Context, w, i int, mine []Write) []Write {
 	case 6:
 		r.call(ctx, "GET", "fhir/R4/ProjectMembership?_project="+r.cfg.ProjectID+"&profile-type=Practitioner&_count=20", "", nil, true)
 	case 7:
-		email := fmt.Sprintf("load-%d-%d-%d@example.com", r.start.UnixNano()%1e6, w, i)
+		email := fmt.Sprintf("load-%s%d-%d-%d@example.com", r.cfg.Tag, r.start.UnixNano()%1e6, w, i)
 		r.mu.Lock()
 		r.res.Emails = append(r.res.Emails, email)
 		r.mu.Unlock()
