@@ -2,6 +2,7 @@ package checks
 
 import (
 	"context"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -66,7 +67,11 @@ func TestComposePinionServices(t *testing.T) {
 	if !slices.Equal(names, pinionBinaries) {
 		t.Fatalf("services built from %s: %v, want %v", deployfiles.Dockerfile, names, pinionBinaries)
 	}
-	natsEnv := composeEnv(p.Services["nats"])
+	servers := deployfiles.NATSServers(p)
+	if len(servers) < 3 {
+		t.Fatalf("%d NATS servers (nats-1, nats-2, ...): want a cluster of at least 3, so that one can be lost", len(servers))
+	}
+	natsEnv := composeEnv(servers[0])
 	for _, name := range names {
 		s := pinion[name]
 		t.Run(name, func(t *testing.T) {
@@ -92,20 +97,33 @@ func TestComposePinionServices(t *testing.T) {
 				t.Error("identity needs PINION_SUPERADMIN_CLIENT_ID and _SECRET: a separate process cannot show generated ones")
 			}
 			// Each process is its own NATS user, with the password the
-			// NATS server is given for that user.
-			u, err := url.Parse(cfg.NATSURL)
-			if err != nil || u.User == nil {
-				t.Fatalf("PINION_NATS_URL %q names no user", cfg.NATSURL)
+			// NATS servers are given for that user, and knows every server.
+			urls, err := deployfiles.NATSURLs(cfg.NATSURL)
+			if err != nil {
+				t.Fatalf("PINION_NATS_URL %q: %v", cfg.NATSURL, err)
 			}
-			if u.User.Username() != name {
-				t.Errorf("PINION_NATS_URL user %q, want %q", u.User.Username(), name)
+			hosts := map[string]bool{}
+			for _, u := range urls {
+				if u.User == nil || u.User.Username() != name {
+					t.Errorf("PINION_NATS_URL %s: want user %q", u.Redacted(), name)
+					continue
+				}
+				pw, _ := u.User.Password()
+				if want := natsEnv["NATS_"+strings.ToUpper(name)+"_PASSWORD"]; pw == "" || pw != want {
+					t.Errorf("PINION_NATS_URL password differs from the NATS servers' NATS_%s_PASSWORD", strings.ToUpper(name))
+				}
+				if h, port, _ := net.SplitHostPort(u.Host); !strings.HasPrefix(h, "nats-") || p.Services[h].Name != h || port != "4222" {
+					t.Errorf("PINION_NATS_URL host %q is not a NATS server on 4222", u.Host)
+				} else {
+					hosts[h] = true
+				}
 			}
-			pw, _ := u.User.Password()
-			if want := natsEnv["NATS_"+strings.ToUpper(name)+"_PASSWORD"]; pw == "" || pw != want {
-				t.Errorf("PINION_NATS_URL password differs from the nats service's NATS_%s_PASSWORD", strings.ToUpper(name))
+			if len(hosts) != len(servers) {
+				t.Errorf("PINION_NATS_URL names %d of the %d NATS servers: a process must reach the others when one is lost", len(hosts), len(servers))
 			}
-			if h, port, _ := net.SplitHostPort(u.Host); p.Services[h].Name != h || port != "4222" {
-				t.Errorf("PINION_NATS_URL host %q is not the nats service on 4222", u.Host)
+			// Every stream and bucket on every server.
+			if cfg.NATSReplicas != len(servers) {
+				t.Errorf("PINION_NATS_REPLICAS %d: want %d, the NATS servers compose runs", cfg.NATSReplicas, len(servers))
 			}
 			if cfg.MongoURI != "" {
 				m, err := url.Parse(cfg.MongoURI)
@@ -140,16 +158,49 @@ func TestComposeSecretsAreVariables(t *testing.T) {
 	for _, name := range pinionBinaries {
 		env["NATS_"+strings.ToUpper(name)+"_PASSWORD"] = "pw-" + name
 	}
+	env["NATS_ROUTE_PASSWORD"] = "pw-routes"
 	p := composeProject(t, env)
-	natsEnv := composeEnv(p.Services["nats"])
+	servers := deployfiles.NATSServers(p)
+	natsEnv := composeEnv(servers[0])
+	for _, s := range servers {
+		if !maps.Equal(composeEnv(s), natsEnv) {
+			t.Errorf("%s: environment differs from %s's", s.Name, servers[0].Name)
+		}
+		if s.Environment["NATS_ROUTE_PASSWORD"] == nil || *s.Environment["NATS_ROUTE_PASSWORD"] != "pw-routes" {
+			t.Errorf("%s: NATS_ROUTE_PASSWORD is not taken from the variable", s.Name)
+		}
+		// Its routes: every server's cluster port, with the route password.
+		i := slices.Index(s.Command, "--routes")
+		if i < 0 || i+1 >= len(s.Command) {
+			t.Errorf("%s: no --routes", s.Name)
+			continue
+		}
+		routes, _ := deployfiles.NATSURLs(s.Command[i+1])
+		var hosts []string
+		for _, r := range routes {
+			if pw, _ := r.User.Password(); r.Scheme != "nats-route" || r.User.Username() != "route" || pw != "pw-routes" {
+				t.Errorf("%s: route %s does not use the route user and NATS_ROUTE_PASSWORD", s.Name, r.Redacted())
+			}
+			hosts = append(hosts, r.Host)
+		}
+		var want []string
+		for _, o := range servers {
+			want = append(want, o.Name+":6222")
+		}
+		if !slices.Equal(hosts, want) {
+			t.Errorf("%s: routes to %v, want %v", s.Name, hosts, want)
+		}
+	}
 	for _, name := range pinionBinaries {
 		v := "NATS_" + strings.ToUpper(name) + "_PASSWORD"
 		if natsEnv[v] != env[v] {
 			t.Errorf("nats: %s is not taken from the variable", v)
 		}
-		u, _ := url.Parse(composeEnv(p.Services[name])["PINION_NATS_URL"])
-		if pw, _ := u.User.Password(); pw != env[v] {
-			t.Errorf("%s: PINION_NATS_URL password is not taken from %s", name, v)
+		urls, _ := deployfiles.NATSURLs(composeEnv(p.Services[name])["PINION_NATS_URL"])
+		for _, u := range urls {
+			if pw, _ := u.User.Password(); pw != env[v] {
+				t.Errorf("%s: PINION_NATS_URL password is not taken from %s", name, v)
+			}
 		}
 	}
 	id := composeEnv(p.Services["identity"])
@@ -157,7 +208,7 @@ func TestComposeSecretsAreVariables(t *testing.T) {
 		t.Error("identity: super-admin credentials are not taken from the variables")
 	}
 	// The NATS server reads exactly the password variables compose gives it.
-	vars, err := deployfiles.PasswordVars(root(t))
+	vars, err := deployfiles.PasswordVars(root(t), deployfiles.NATSConf, deployfiles.PinionNATSConf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,8 +331,10 @@ func TestComposeHealthAndOrder(t *testing.T) {
 	}
 	// Every Pinion process waits for NATS; every service for the replica set.
 	for name, s := range pinion {
-		if s.DependsOn["nats"].Condition == "" {
-			t.Errorf("%s does not wait for nats", name)
+		for _, n := range deployfiles.NATSServers(p) {
+			if s.DependsOn[n.Name].Condition == "" {
+				t.Errorf("%s does not wait for %s", name, n.Name)
+			}
 		}
 		if name != "gateway" && s.DependsOn["mongo-init"].Condition == "" {
 			t.Errorf("%s does not wait for the replica set (mongo-init)", name)
@@ -317,11 +370,22 @@ func TestComposeVolumes(t *testing.T) {
 			}
 		}
 	}
-	// Stateful services keep their data in named volumes.
-	for name, dir := range map[string]string{"mongo": "/data/db", "nats": "/data", "membership": "/data"} {
+	// Stateful services keep their data in named volumes, each its own.
+	stateful := map[string]string{"mongo": "/data/db", "membership": "/data"}
+	for _, n := range deployfiles.NATSServers(p) {
+		stateful[n.Name] = "/data"
+	}
+	owner := map[string]string{}
+	for name, dir := range stateful {
 		found := false
 		for _, v := range p.Services[name].Volumes {
-			found = found || (v.Type == types.VolumeTypeVolume && v.Target == dir)
+			if v.Type == types.VolumeTypeVolume && v.Target == dir {
+				found = true
+				if other, ok := owner[v.Source]; ok {
+					t.Errorf("%s and %s share the volume %s", name, other, v.Source)
+				}
+				owner[v.Source] = name
+			}
 		}
 		if !found {
 			t.Errorf("%s: no named volume at %s", name, dir)

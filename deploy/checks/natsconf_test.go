@@ -25,7 +25,7 @@ import (
 // natsOptions parses nats.conf with the passwords compose gives the server.
 func natsOptions(t *testing.T) *server.Options {
 	t.Helper()
-	for k, v := range composeEnv(composeProject(t, nil).Services["nats"]) {
+	for k, v := range composeEnv(deployfiles.NATSServers(composeProject(t, nil))[0]) {
 		t.Setenv(k, v)
 	}
 	o, err := deployfiles.NATS(root(t))
@@ -55,12 +55,19 @@ func TestNATSServerSettings(t *testing.T) {
 	if !o.SyncAlways {
 		t.Errorf("jetstream sync_interval is %v, want always", o.SyncInterval)
 	}
-	found := false
-	for _, v := range p.Services["nats"].Volumes {
-		found = found || (v.Type == "volume" && v.Target == o.StoreDir)
+	for _, s := range deployfiles.NATSServers(p) {
+		found := false
+		for _, v := range s.Volumes {
+			found = found || (v.Type == "volume" && v.Target == o.StoreDir)
+		}
+		if !found {
+			t.Errorf("jetstream store_dir %s is not a named volume of %s", o.StoreDir, s.Name)
+		}
 	}
-	if !found {
-		t.Errorf("jetstream store_dir %s is not a named volume of the nats service", o.StoreDir)
+	// The servers route to each other on 6222 (compose's --routes), and
+	// only with the route password.
+	if o.Cluster.Name == "" || o.Cluster.Port != 6222 || o.Cluster.Username == "" || o.Cluster.Password == "" {
+		t.Errorf("cluster %q on port %d, user %q: want a named cluster on 6222 that requires the route password", o.Cluster.Name, o.Cluster.Port, o.Cluster.Username)
 	}
 	// The largest request body must fit in one message, with its headers.
 	maxBody := varDefault("PINION_MAX_BODY_BYTES")
@@ -274,7 +281,7 @@ func TestNATSHelmValues(t *testing.T) {
 	if err := yaml.Unmarshal(b, &v); err != nil {
 		t.Fatalf("%s: %v", deployfiles.NATSValues, err)
 	}
-	composeImage := composeProject(t, nil).Services["nats"].Image
+	composeImage := deployfiles.NATSServers(composeProject(t, nil))[0].Image
 	if got := v.Container.Image.Repository + ":" + v.Container.Image.Tag; got != composeImage {
 		t.Errorf("image %s; compose runs %s", got, composeImage)
 	}
@@ -290,7 +297,7 @@ func TestNATSHelmValues(t *testing.T) {
 	if v.Config.Merge["$include"] != filepath.Base(deployfiles.PinionNATSConf) {
 		t.Errorf("config.merge does not include %s", filepath.Base(deployfiles.PinionNATSConf))
 	}
-	vars, err := deployfiles.PasswordVars(r)
+	vars, err := deployfiles.PasswordVars(r, deployfiles.PinionNATSConf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestStoryOnContainers(t *testing.T) {
 		t.Fatal(err)
 	}
 	mongoURI := startMongo(t, ctx, project.Services["mongo"].Image)
-	natsC, err := tcnats.Run(ctx, project.Services["nats"].Image)
+	natsC, err := tcnats.Run(ctx, deployfiles.NATSServers(project)[0].Image)
 	testcontainers.CleanupContainer(t, natsC)
 	if err != nil {
 		t.Fatalf("nats container: %v", err)

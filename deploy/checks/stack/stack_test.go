@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,6 +90,7 @@ func startNATS(t *testing.T, root string, env map[string]string) (*server.Server
 		t.Fatal(err)
 	}
 	o.Host, o.Port, o.HTTPPort = "127.0.0.1", server.RANDOM_PORT, 0
+	o.Cluster, o.Routes = server.ClusterOpts{}, nil // alone, not compose's cluster
 	o.StoreDir = t.TempDir()
 	o.NoSigs = true
 	ns, err := server.NewServer(o)
@@ -194,7 +194,8 @@ func TestComposeStackOnEmbeddedServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, violations := startNATS(t, root, deployfiles.Env(project.Services["nats"]))
+	// One server stands in for compose's cluster (streams on one server).
+	ns, violations := startNATS(t, root, deployfiles.Env(deployfiles.NATSServers(project)[0]))
 	ferret, err := embedded.StartFerretDB(embedded.FerretOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -206,12 +207,14 @@ func TestComposeStackOnEmbeddedServers(t *testing.T) {
 	dataDir := t.TempDir()
 	envOf := func(name string) map[string]string {
 		env := deployfiles.Env(project.Services[name])
-		u, err := url.Parse(env["PINION_NATS_URL"])
+		urls, err := deployfiles.NATSURLs(env["PINION_NATS_URL"])
 		if err != nil {
 			t.Fatal(err)
 		}
+		u := urls[0]
 		u.Host = ns.Addr().String()
 		env["PINION_NATS_URL"] = u.String()
+		env["PINION_NATS_REPLICAS"] = "1"
 		if env["PINION_MONGODB_URI"] != "" {
 			env["PINION_MONGODB_URI"] = ferret.URI
 		}

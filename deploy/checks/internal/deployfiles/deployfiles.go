@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,25 +112,55 @@ func NATS(root string) (*server.Options, error) {
 	return o, nil
 }
 
-// PasswordVars lists the environment variables the NATS configuration
-// reads the users' passwords from, in the order they appear.
-func PasswordVars(root string) ([]string, error) {
-	b, err := os.ReadFile(filepath.Join(root, PinionNATSConf))
-	if err != nil {
-		return nil, err
-	}
+// PasswordVars lists the environment variables NATS configuration files
+// (NATSConf, PinionNATSConf) read passwords from, in the order they
+// appear: the users' in pinion-nats.conf, the routes' in nats.conf.
+func PasswordVars(root string, files ...string) ([]string, error) {
 	var vars []string
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, "#") {
-			continue
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			return nil, err
 		}
-		_, after, ok := strings.Cut(line, "password: $")
-		if !ok {
-			continue
+		for _, line := range strings.Split(string(b), "\n") {
+			line = strings.TrimSpace(line)
+			if strings.HasPrefix(line, "#") {
+				continue
+			}
+			_, after, ok := strings.Cut(line, "password: $")
+			if !ok {
+				continue
+			}
+			name, _, _ := strings.Cut(after, ",")
+			vars = append(vars, strings.TrimSpace(name))
 		}
-		name, _, _ := strings.Cut(after, ",")
-		vars = append(vars, strings.TrimSpace(name))
 	}
 	return vars, nil
+}
+
+// NATSServers are the compose services that run a NATS server (nats-1,
+// nats-2, ...), by name, in order.
+func NATSServers(p *types.Project) []types.ServiceConfig {
+	var out []types.ServiceConfig
+	for i := 1; ; i++ {
+		s, ok := p.Services[fmt.Sprintf("nats-%d", i)]
+		if !ok {
+			return out
+		}
+		out = append(out, s)
+	}
+}
+
+// NATSURLs splits a PINION_NATS_URL (a comma-separated list, one URL per
+// server) into its URLs.
+func NATSURLs(v string) ([]*url.URL, error) {
+	var out []*url.URL
+	for _, part := range strings.Split(v, ",") {
+		u, err := url.Parse(strings.TrimSpace(part))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }
