@@ -237,6 +237,26 @@ func cpuSeconds(admin string) float64 {
 	return -1
 }
 
+// processCPU is one process's CPU time so far.
+type processCPU struct {
+	name    string
+	seconds float64
+}
+
+// cpu is every process's CPU time so far, in a fixed order.
+func (c *clusterStack) cpu() []processCPU {
+	var out []processCPU
+	for _, kind := range serviceKinds {
+		for i, a := range c.admin[kind] {
+			out = append(out, processCPU{fmt.Sprintf("%s %d", kind, i+1), cpuSeconds(a)})
+		}
+	}
+	for i, p := range c.nats {
+		out = append(out, processCPU{fmt.Sprintf("nats %d", i+1), p.cpuSeconds()})
+	}
+	return append(out, processCPU{"ferretdb", c.ferret.cpuSeconds()})
+}
+
 // cpuSeconds is the CPU time of the running process (Linux: /proc), for
 // the processes without an admin port.
 func (p *supervised) cpuSeconds() float64 {
@@ -300,12 +320,13 @@ func settleInvites(t *testing.T, natsURL string) (pending, failed, done int) {
 
 // driveCluster runs the load package's mix through every gateway at once
 // (workers each) until stop is closed, and returns each gateway's run.
-func driveCluster(t *testing.T, c *clusterStack, pid, bot string, workers int, stop <-chan struct{}) ([]load.Config, []*load.Result) {
+func driveCluster(t *testing.T, c *clusterStack, pid, bot string, workers int, botsOnly bool, stop <-chan struct{}) ([]load.Config, []*load.Result) {
 	t.Helper()
 	var cfgs []load.Config
 	for i, b := range c.bases {
 		cfgs = append(cfgs, load.Config{Base: b, ClientID: saID, Secret: saSec, ProjectID: pid, BotID: bot,
-			Workers: workers, Duration: 3 * time.Minute, MaxOps: 1_000_000, Deadline: 20 * time.Second, Tag: fmt.Sprintf("g%d-", i)})
+			Workers: workers, Duration: 3 * time.Minute, MaxOps: 1_000_000, Deadline: 20 * time.Second, Tag: fmt.Sprintf("g%d-", i),
+			BotsOnly: botsOnly})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-stop; cancel() }()
@@ -408,7 +429,7 @@ func TestClusterRecovery(t *testing.T) {
 		time.Sleep(5 * time.Second)
 		mark("end")
 	}()
-	cfgs, results := driveCluster(t, c, pid, bot, 3, stop)
+	cfgs, results := driveCluster(t, c, pid, bot, 3, false, stop)
 	for _, b := range c.bases {
 		waitReadyAt(t, b)
 	}
@@ -479,30 +500,31 @@ func TestScaleOut(t *testing.T) {
 			t.Fatal(err)
 		}
 		pid, bot := clusterProject(t, c, fmt.Sprintf("Scale %d", run.instances))
-		stop := make(chan struct{})
-		time.AfterFunc(*scaleDuration, func() { close(stop) })
-		// The same 8 clients in every run, spread over the gateways.
-		_, results := driveCluster(t, c, pid, bot, 8/run.instances, stop)
-		acked, failed := 0, 0
-		var all load.Stats
-		for _, r := range results {
-			acked, failed = acked+r.Stats.Acked, failed+r.Stats.Ops-r.Stats.Acked
-			all.Latencies = append(all.Latencies, r.Stats.Latencies...)
-		}
-		var cpu []string
-		for _, kind := range serviceKinds {
-			for i, a := range c.admin[kind] {
-				cpu = append(cpu, fmt.Sprintf("%s %d %.1fs", kind, i+1, cpuSeconds(a)))
+		for _, botsOnly := range []bool{false, true} {
+			before := c.cpu()
+			stop := make(chan struct{})
+			time.AfterFunc(*scaleDuration, func() { close(stop) })
+			// The same 8 clients in every run, spread over the gateways.
+			_, results := driveCluster(t, c, pid, bot, 8/run.instances, botsOnly, stop)
+			acked, failed := 0, 0
+			var all load.Stats
+			for _, r := range results {
+				acked, failed = acked+r.Stats.Acked, failed+r.Stats.Ops-r.Stats.Acked
+				all.Latencies = append(all.Latencies, r.Stats.Latencies...)
 			}
-		}
-		for i, p := range c.nats {
-			cpu = append(cpu, fmt.Sprintf("nats %d %.1fs", i+1, p.cpuSeconds()))
-		}
-		cpu = append(cpu, fmt.Sprintf("ferretdb %.1fs", c.ferret.cpuSeconds()))
-		t.Logf("%d instance(s) of each service, %d NATS server(s): %.0f acknowledged ops/s, %d failed; p50 %v, p99 %v; CPU: %s",
-			run.instances, run.servers, float64(acked)/scaleDuration.Seconds(), failed, all.Percentile(.5), all.Percentile(.99), strings.Join(cpu, ", "))
-		if failed > 0 {
-			t.Errorf("%d operations failed", failed)
+			var cpu []string
+			for i, v := range c.cpu() {
+				cpu = append(cpu, fmt.Sprintf("%s %.1fs", v.name, v.seconds-before[i].seconds))
+			}
+			mix := "mixed load"
+			if botsOnly {
+				mix = "bot runs only"
+			}
+			t.Logf("%s, %d instance(s) of each service, %d NATS server(s): %.0f acknowledged ops/s, %d failed; p50 %v, p99 %v; CPU during the run: %s",
+				mix, run.instances, run.servers, float64(acked)/scaleDuration.Seconds(), failed, all.Percentile(.5), all.Percentile(.99), strings.Join(cpu, ", "))
+			if failed > 0 {
+				t.Errorf("%d operations failed", failed)
+			}
 		}
 		c.stop()
 	}

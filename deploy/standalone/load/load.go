@@ -33,6 +33,9 @@ type Config struct {
 	Deadline time.Duration
 	// Tag keeps apart the invited addresses of runs driven at once.
 	Tag string
+	// BotsOnly runs only the echo bot, a load that does not touch the
+	// store (the mix otherwise).
+	BotsOnly bool
 }
 
 // Write is one acknowledged write.
@@ -194,6 +197,9 @@ func (r *runner) record(w Write) {
 // op runs the i-th operation of worker w.
 func (r *runner) op(ctx context.Context, w, i int, mine []Write) []Write {
 	fhirJSON := "application/fhir+json"
+	if r.cfg.BotsOnly {
+		i = 8
+	}
 	switch i % 10 {
 	case 0:
 		form := url.Values{"grant_type": {"client_credentials"}, "client_id": {r.cfg.ClientID}, "client_secret": {r.cfg.Secret}}
