@@ -403,7 +403,16 @@ func (r *Repo) update(ctx context.Context, sc Scope, res map[string]any, o Write
 		return nil, err
 	}
 	if o.IfMatch != "" && o.IfMatch != cur.VersionID {
-		return nil, fhir.PreconditionFailed()
+		// The cached version may be behind another instance's write whose
+		// event has not arrived: ask the store before refusing a caller
+		// who names the version that write made.
+		r.forget(typ, id)
+		if cur, err = r.Read(ctx, sc, typ, id); err != nil {
+			return nil, err
+		}
+		if o.IfMatch != cur.VersionID {
+			return nil, fhir.PreconditionFailed()
+		}
 	}
 	if same, err := sameContent(cur, res); err != nil {
 		return nil, err
