@@ -50,6 +50,11 @@ type Stack struct {
 	done     chan error
 }
 
+// NATSServer is the embedded NATS server, for tools that run the stack in
+// their own process and look at the bus (the bench holds back deliveries
+// to measure a write without them).
+func (s *Stack) NATSServer() *server.Server { return s.ns }
+
 // Start brings the whole stack up and returns once the gateway listens.
 func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack, err error) {
 	st := &Stack{log: log, done: make(chan error, 1)}

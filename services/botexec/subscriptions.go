@@ -45,10 +45,12 @@ const (
 	// DeliveryStream holds deliveries still to make (pinion.deliveries.
 	// pending.<project>.<subscription>) and the dead letters of those that
 	// failed every attempt (pinion.deliveries.dead.…), a week each.
-	DeliveryStream   = "PINION_DELIVERIES"
-	pendingPrefix    = "pinion.deliveries.pending."
-	deadPrefix       = "pinion.deliveries.dead."
-	matcherConsumer  = "subscription-matcher"
+	DeliveryStream = "PINION_DELIVERIES"
+	pendingPrefix  = "pinion.deliveries.pending."
+	deadPrefix     = "pinion.deliveries.dead."
+	// MatcherConsumer is the durable consumer of resource events that
+	// finds the subscriptions each change matches.
+	MatcherConsumer  = "subscription-matcher"
 	deliverConsumer  = "subscription-delivery"
 	deliveryMaxAge   = 7 * 24 * time.Hour
 	matchBatch       = 256
@@ -85,7 +87,7 @@ func (s *Service) startSubscriptions(ctx context.Context) error {
 		return fmt.Errorf("stream %s: %w", DeliveryStream, err)
 	}
 	matcher, err := js.CreateOrUpdateConsumer(ctx, s.cfg.EventStream, jetstream.ConsumerConfig{
-		Durable:       matcherConsumer,
+		Durable:       MatcherConsumer,
 		FilterSubject: bus.EventPrefix + ">",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       30 * time.Second,

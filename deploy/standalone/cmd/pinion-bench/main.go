@@ -246,7 +246,7 @@ func (b *bench) start(saved *state) *standalone.Stack {
 	if err != nil {
 		fail(err)
 	}
-	b.base, b.inProcess = "http://"+st.Addr+"/", true
+	b.base, b.inProcess, b.stack = "http://"+st.Addr+"/", true, st
 	return st
 }
 

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/pinion-health/pinion/deploy/standalone"
 )
 
 // bench holds the stack under test and the data seeded into it.
@@ -23,6 +25,7 @@ type bench struct {
 	dir                  string // data directory; "" for a remote stack without -data
 	db                   string // database name, kept with the data directory
 	inProcess            bool   // the stack runs in this process (its memory is ours)
+	stack                *standalone.Stack
 	superID, superSecret string
 	savedSuper           bool // the credentials come from the data directory's superadmin.json
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -8,9 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/metrics"
+	"github.com/pinion-health/pinion/services/botexec"
 )
 
 // subscriptions measures what Subscriptions cost and how fast they deliver
@@ -59,6 +64,18 @@ func (b *bench) subscriptions() {
 		b.subscribe("Patient?name=subhook", hookURL)
 	}
 	matched := body("Subhook")
+	// First with the deliveries held back (the matcher's consumer paused):
+	// the write path's own cost, as when botexec runs on other nodes; then
+	// with them made on the same cores as the writer.
+	if b.inProcess {
+		resume := b.holdDeliveries()
+		before, w0 := hooked.Load(), writes.Load()
+		paced("POST Patient, 10 subscriptions held (1 client, 50/s)", 1, pace, func(int, int) bool { return post(matched) })
+		n := writes.Load() - w0
+		resume()
+		drained := waitFor(func() bool { return hooked.Load()-before >= 10*n }, 60*time.Second)
+		fmt.Printf("%-44s %d rest-hook calls for %d writes once released (all made: %v)\n", "  deliveries", hooked.Load()-before, n, drained)
+	}
 	before, w0 := hooked.Load(), writes.Load()
 	paced("POST Patient, 10 subscriptions (1 client, 50/s)", 1, pace, func(int, int) bool { return post(matched) })
 	n := writes.Load() - w0
@@ -89,6 +106,30 @@ func (b *bench) subscriptions() {
 	if b.inProcess {
 		fmt.Printf("%-44s %9.0f runs/s  backlog %0.f when the writers stopped, drained %.1f s later\n",
 			"  bot runs from subscriptions", (botDeliveries()-ok0)/all.Seconds(), backlog, (all - writeEnd).Seconds())
+	}
+}
+
+// holdDeliveries pauses the subscription matcher's consumer of the
+// resource events, so that writes are measured without any delivery work,
+// and returns what resumes it.
+func (b *bench) holdDeliveries() (resume func()) {
+	nc, err := nats.Connect("", nats.InProcessServer(b.stack.NATSServer()))
+	if err != nil {
+		fail(err)
+	}
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.PauseConsumer(ctx, infra.ResourceStream, botexec.MatcherConsumer, time.Now().Add(time.Hour)); err != nil {
+		fail(fmt.Errorf("pausing the matcher: %w", err))
+	}
+	return func() {
+		defer nc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := js.ResumeConsumer(ctx, infra.ResourceStream, botexec.MatcherConsumer); err != nil {
+			fail(fmt.Errorf("resuming the matcher: %w", err))
+		}
 	}
 }
 
