@@ -13,15 +13,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/bus"
-	"github.com/pinion-health/pinion/pkg/embedded"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/saga"
+	"github.com/pinion-health/pinion/pkg/testenv"
 )
 
 func TestInviteBody(t *testing.T) {
@@ -563,17 +561,7 @@ func readMail(t *testing.T, id string) string {
 // when the NATS server holding it is lost) is tried again for a while,
 // then answered 503 with its record failed, not left pending for ever.
 func TestInviteThatCannotStart(t *testing.T) {
-	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir(), NoListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := testenv.New(t).JS // a NATS server of its own: the shared stack keeps its stream
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	invites, err := invite.Open(ctx, js)
