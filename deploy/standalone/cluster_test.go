@@ -29,19 +29,21 @@ var scaleDuration = flag.Duration("scale.duration", 0, "TestScaleOut's load per 
 // serviceKinds are the processes a cluster runs n instances of.
 var serviceKinds = []string{"fhir", "identity", "membership", "botexec", "gateway"}
 
-// clusterStack is a three-server NATS cluster (embedded servers on
-// loopback, each with its own directory), one FerretDB and n instances of
-// each service and of the gateway, every process supervised: a killed one
-// is started again, as Kubernetes would.
+// clusterStack is a NATS cluster (embedded servers on loopback, each with
+// its own directory, every stream on all of them), one FerretDB and n
+// instances of each service and of the gateway, every process supervised:
+// a killed one is started again, as Kubernetes would.
 type clusterStack struct {
 	nats     []*supervised
 	ferret   *supervised
 	services map[string][]*supervised
 	admin    map[string][]string // each instance's admin address, by kind
 	bases    []string            // each gateway's base URL
-	urls     map[string]string   // each NATS user's URL: all three servers
+	urls     map[string]string   // each NATS user's URL: every server
 }
 
+// startCluster starts servers NATS servers (one: no cluster) and n
+// instances of each service, and waits until every instance has started.
 func startCluster(t *testing.T, bin string, n, servers int) *clusterStack {
 	t.Helper()
 	root := t.TempDir()
