@@ -140,14 +140,23 @@ func TestSubscriptionRestHook(t *testing.T) {
 			t.Errorf("header %s = %q, want %q", k, c.header.Get(k), v)
 		}
 	}
+	// The trace the gateway started for the write goes on with the hook.
+	if tp := c.header.Get("traceparent"); len(tp) != 55 || c.header.Get("X-Trace-Id") != tp {
+		t.Errorf("traceparent %q, X-Trace-Id %q: want the write's trace in both", tp, c.header.Get("X-Trace-Id"))
+	}
 
-	// Bob does not meet the criteria; the next call is Alice's update.
+	// Bob does not meet the criteria; the next call is Alice's update,
+	// with the trace its request named.
 	newPatient(t, tok, "Bob")
 	alice["active"] = true
-	expect(t, do(t, "PUT", "fhir/R4/Patient/"+alice["id"].(string), tok, "application/fhir+json", mustJSON(alice)), 200)
+	const trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	expect(t, do(t, "PUT", "fhir/R4/Patient/"+alice["id"].(string), tok, "application/fhir+json", mustJSON(alice), "traceparent", trace), 200)
 	c = h.next(t, 5*time.Second)
 	if c.header.Get("X-Medplum-Interaction") != "update" || !strings.Contains(string(c.body), `"active":true`) {
 		t.Fatalf("second call: %s %s, want Alice's update", c.header.Get("X-Medplum-Interaction"), c.body)
+	}
+	if c.header.Get("traceparent") != trace || c.header.Get("X-Trace-Id") != trace {
+		t.Errorf("update's hook: traceparent %q, X-Trace-Id %q, want %s", c.header.Get("traceparent"), c.header.Get("X-Trace-Id"), trace)
 	}
 
 	expect(t, do(t, "DELETE", "fhir/R4/Patient/"+alice["id"].(string), tok, "", nil), 200)

@@ -169,7 +169,7 @@ func (s *Service) run(ctx context.Context, subject string, h Handler, mr micro.R
 			resp = Outcome(fhir.Internal())
 		}
 	}()
-	resp, err = h(ctx, req)
+	resp, err = h(WithTrace(ctx, req.Trace), req)
 	if err != nil {
 		var fe *fhir.Error
 		if !errors.As(err, &fe) {

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"strings"
@@ -34,4 +35,22 @@ func TraceID(tp string) string {
 		return ""
 	}
 	return parts[1]
+}
+
+type traceKey struct{}
+
+// WithTrace is ctx carrying a request's traceparent, so that what the
+// request causes later (its resource events, the rest-hooks they trigger)
+// can name the same trace.
+func WithTrace(ctx context.Context, tp string) context.Context {
+	if tp == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, traceKey{}, tp)
+}
+
+// TraceFrom is the traceparent WithTrace put in ctx, or "".
+func TraceFrom(ctx context.Context) string {
+	tp, _ := ctx.Value(traceKey{}).(string)
+	return tp
 }

@@ -88,6 +88,9 @@ type Event struct {
 	ID        string `json:"id"`
 	VersionID string `json:"v"`
 	Project   string `json:"project"`
+	// Trace is the traceparent of the request that wrote the version, for
+	// what the change triggers (rest-hooks send it on, as Medplum does).
+	Trace string `json:"trace,omitempty"`
 }
 
 // Repo is the repository. It is safe for concurrent use.
@@ -439,7 +442,7 @@ func (r *Repo) delete(ctx context.Context, sc Scope, typ, id string) error {
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	vid := uuid.NewString()
-	ev := Event{Op: "delete", Type: typ, ID: id, VersionID: vid, Project: cur.Project}
+	ev := Event{Op: "delete", Type: typ, ID: id, VersionID: vid, Project: cur.Project, Trace: bus.TraceFrom(ctx)}
 	w := &store.Write{Record: store.Record{Type: typ, ID: id, Version: vid, Time: now, Project: cur.Project, Deleted: true},
 		Prev: cur.VersionID, Event: r.outboxEvent(ev)}
 	return r.commit(ctx, &version{ev: ev, w: w, out: fromRecord(&w.Record)})
@@ -447,7 +450,7 @@ func (r *Repo) delete(ctx context.Context, sc Scope, typ, id string) error {
 
 // write stores a new version, replacing prevVersion ("" creates).
 func (r *Repo) write(ctx context.Context, op, typ, id, project string, res map[string]any, author, prevVersion string) (*Resource, error) {
-	v, err := r.prepare(op, typ, id, project, res, author)
+	v, err := r.prepare(ctx, op, typ, id, project, res, author)
 	if err != nil {
 		return nil, err
 	}
@@ -499,7 +502,7 @@ type version struct {
 func eventless(op, typ string) bool { return op == "create" && typ == "AuditEvent" }
 
 // prepare stamps id and meta on a resource and builds its write.
-func (r *Repo) prepare(op, typ, id, project string, res map[string]any, author string) (*version, error) {
+func (r *Repo) prepare(ctx context.Context, op, typ, id, project string, res map[string]any, author string) (*version, error) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	vid := uuid.NewString()
 	res["id"] = id
@@ -531,7 +534,7 @@ func (r *Repo) prepare(op, typ, id, project string, res map[string]any, author s
 		return nil, fmt.Errorf("encode %s/%s: %w", typ, id, err)
 	}
 	v := &version{
-		ev:    Event{Op: op, Type: typ, ID: id, VersionID: vid, Project: project},
+		ev:    Event{Op: op, Type: typ, ID: id, VersionID: vid, Project: project, Trace: bus.TraceFrom(ctx)},
 		out:   &Resource{Type: typ, ID: id, VersionID: vid, LastUpdated: now, Project: project, JSON: body, memo: new(sync.Map)},
 		quiet: eventless(op, typ),
 	}
@@ -574,7 +577,7 @@ func (r *Repo) CreateMany(ctx context.Context, sc Scope, typ string, list []map[
 		if err := Check(res, o.Strict); err != nil {
 			return err
 		}
-		v, err := r.prepare("create", typ, uuid.NewString(), project, res, o.Author)
+		v, err := r.prepare(ctx, "create", typ, uuid.NewString(), project, res, o.Author)
 		if err != nil {
 			return err
 		}

@@ -182,8 +182,9 @@ func hookBody(op string, res *repo.Resource, forBot bool) []byte {
 }
 
 // hookHeaders are Medplum's rest-hook headers: the subscription and
-// interaction, the deleted resource, the channel's own headers, and the
-// body's signature when the subscription has a secret.
+// interaction, the deleted resource, the channel's own headers, the
+// body's signature when the subscription has a secret, and the trace of
+// the request that made the change (x-trace-id and traceparent).
 func hookHeaders(d *delivery, sub *subscription.Subscription, body []byte) http.Header {
 	h := http.Header{}
 	h.Set("Content-Type", "application/fhir+json")
@@ -197,6 +198,10 @@ func hookHeaders(d *delivery, sub *subscription.Subscription, body []byte) http.
 	}
 	if sub.Secret != "" {
 		h.Set("X-Signature", subscription.Signature(sub.Secret, body))
+	}
+	if tp := d.Event.Trace; bus.TraceID(tp) != "" {
+		h.Set("X-Trace-Id", tp)
+		h.Set(bus.TraceParent, tp)
 	}
 	return h
 }
