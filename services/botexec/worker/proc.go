@@ -141,6 +141,9 @@ func (pr *proc) ended() bool {
 // kill ends the worker at once; its runs fail with why.
 func (pr *proc) kill(why string) {
 	pr.why.CompareAndSwap(nil, &why)
+	// No new runs: the exit is seen a moment after the signal, and a run
+	// picked in between would end with this worker.
+	pr.retired.Store(true)
 	if pr.cmd != nil && pr.cmd.Process != nil {
 		_ = pr.cmd.Process.Kill()
 	}
