@@ -125,11 +125,14 @@ func (s *Service) startInvite(ctx context.Context, rec *invite.Record) error {
 		return nil
 	}
 	s.log.Error("invite not started", "invite", rec.ID, "err", err)
-	// Fail the record unless its first step has begun after all (a
-	// publish that was stored but not acknowledged in time): then the
-	// saga carries on, and ends it.
+	// Fail the record unless its first step has done its work after all
+	// (a publish stored but not acknowledged in time): then the saga
+	// carries on, and ends it. A step still at work when the record fails
+	// stops at the next step, leaving at most a User, whom a later invite
+	// of the same address finds. This runs past the request's deadline
+	// (for at most inviteStart): a record must not stay pending.
 	f := &invite.Failure{Status: 503, Text: "The invite could not be started; try again"}
-	if uerr := retryUntil(ctx, time.Now().Add(inviteStart), func() error {
+	if uerr := retryUntil(context.WithoutCancel(ctx), time.Now().Add(inviteStart), func() error {
 		_, err := s.invites.Update(context.WithoutCancel(ctx), rec.ID, func(r *invite.Record) error {
 			if r.Status == "pending" && r.Steps[invite.StepUser].State == "pending" {
 				r.Status, r.Failure = "failed", f
