@@ -59,13 +59,9 @@ func TestServersAnswer(t *testing.T) {
 	}
 }
 
-// A NATS server that listens takes only Pinion's users, each held to its
-// process's rights: no one else can send a service request (which carries
-// its caller as a header) or read the bus.
-func TestNATSListenerRequiresCredentials(t *testing.T) {
-	if _, err := StartNATS(NATSOptions{Dir: t.TempDir(), Addr: "127.0.0.1:0"}); err == nil {
-		t.Fatal("a listening server without users started")
-	}
+// testUsers are new passwords and Pinion's users with them.
+func testUsers(t *testing.T) (map[string]string, []*server.User) {
+	t.Helper()
 	pw, err := NATSPasswords(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +70,17 @@ func TestNATSListenerRequiresCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pw, users
+}
+
+// A NATS server that listens takes only Pinion's users, each held to its
+// process's rights: no one else can send a service request (which carries
+// its caller as a header) or read the bus.
+func TestNATSListenerRequiresCredentials(t *testing.T) {
+	if _, err := StartNATS(NATSOptions{Dir: t.TempDir(), Addr: "127.0.0.1:0"}); err == nil {
+		t.Fatal("a listening server without users started")
+	}
+	pw, users := testUsers(t)
 	ns, err := StartNATS(NATSOptions{Dir: t.TempDir(), Addr: "127.0.0.1:0", Users: users})
 	if err != nil {
 		t.Fatal(err)
@@ -115,14 +122,7 @@ func TestNATSListenerRequiresCredentials(t *testing.T) {
 // keep a stream on all three; a server with the wrong route password is
 // not let in.
 func TestNATSCluster(t *testing.T) {
-	pw, err := NATSPasswords(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	users, err := NATSUsers(pw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pw, users := testUsers(t)
 	routes := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
 	start := func(i int, password string) *server.Server {
 		ns, err := StartNATS(NATSOptions{Dir: t.TempDir(), Addr: "127.0.0.1:0", Users: users,
