@@ -112,6 +112,13 @@ type extension struct {
 	ValueBoolean bool        `json:"valueBoolean"`
 }
 
+// Bounds of a rest-hook's own headers, sent with every delivery: Medplum
+// sets none, and a header block of megabytes would cost every attempt.
+const (
+	MaxHeaders     = 64
+	maxHeaderBytes = 8 << 10
+)
+
 // Parse reads a stored Subscription. Its errors are 400s naming the
 // element at fault, so Check can refuse the write that would store one.
 func Parse(id, project string, body []byte) (*Subscription, error) {
@@ -128,7 +135,13 @@ func Parse(id, project string, body []byte) (*Subscription, error) {
 	if s.Type, s.query, err = parseCriteria(d.Criteria); err != nil {
 		return nil, err
 	}
+	if len(d.Channel.Header) > MaxHeaders {
+		return nil, fhir.BadRequest(fmt.Sprintf("At most %d channel headers", MaxHeaders), "Subscription.channel.header")
+	}
 	for i, h := range d.Channel.Header {
+		if len(h) > maxHeaderBytes {
+			return nil, fhir.BadRequest(fmt.Sprintf("A channel header is at most %d bytes", maxHeaderBytes), fmt.Sprintf("Subscription.channel.header[%d]", i))
+		}
 		name, value, ok := strings.Cut(h, ":")
 		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
 		if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") || strings.ContainsAny(value, "\r\n") {

@@ -3,6 +3,7 @@ package subscription
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +164,16 @@ func TestCheckRefuses(t *testing.T) {
 		"ftp endpoint":   {base(func(m map[string]any) { m["channel"] = map[string]any{"type": "rest-hook", "endpoint": "ftp://x/y"} }), "http(s) URL"},
 		"header":         {base(func(m map[string]any) { m["channel"].(map[string]any)["header"] = []any{"no colon"} }), "Name: value"},
 		"header newline": {base(func(m map[string]any) { m["channel"].(map[string]any)["header"] = []any{"A: b\r\nC: d"} }), "Name: value"},
+		"many headers": {base(func(m map[string]any) {
+			hs := []any{}
+			for i := 0; i <= MaxHeaders; i++ {
+				hs = append(hs, fmt.Sprintf("X-H%d: v", i))
+			}
+			m["channel"].(map[string]any)["header"] = hs
+		}), "At most 64 channel headers"},
+		"long header": {base(func(m map[string]any) {
+			m["channel"].(map[string]any)["header"] = []any{"X-Big: " + strings.Repeat("v", 9000)}
+		}), "at most 8192 bytes"},
 		"interaction": {base(func(m map[string]any) {
 			m["extension"] = []any{map[string]any{"url": ExtInteraction, "valueCode": "read"}}
 		}), "create, update or delete"},
