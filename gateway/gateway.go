@@ -73,7 +73,7 @@ type Gateway struct {
 	tokens *lru.Cache[string, *auth.Claims]
 
 	// sockets counts open WebSocket subscription sockets (ws.go).
-	sockets atomic.Int64
+	sockets wsCount
 }
 
 // New builds the gateway. sessions is the watched view of logins and memberships.

@@ -25,8 +25,40 @@ import (
 // those of the subscriptions its sockets are bound to.
 
 // wsMaxSockets bounds the sockets one gateway holds open (each holds two
-// goroutines and its bindings); past it a new one is refused with 503.
-var wsMaxSockets int64 = 10_000
+// goroutines and its bindings), and wsMaxSocketsPerAddress those of one
+// client address, so that one client cannot take them all (a socket is
+// anonymous until it binds). Past either, a new one is refused with 503.
+var (
+	wsMaxSockets           = 10_000
+	wsMaxSocketsPerAddress = 256
+)
+
+// wsCount counts the open sockets, in all and by client address.
+type wsCount struct {
+	mu     sync.Mutex
+	total  int
+	byAddr map[string]int
+}
+
+// admits reports whether one more socket from addr stays within bounds.
+func (w *wsCount) admits(addr string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.total < wsMaxSockets && w.byAddr[addr] < wsMaxSocketsPerAddress
+}
+
+// add counts d more sockets from addr (d is 1 or -1).
+func (w *wsCount) add(addr string, d int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.byAddr == nil {
+		w.byAddr = map[string]int{}
+	}
+	w.total += d
+	if w.byAddr[addr] += d; w.byAddr[addr] <= 0 {
+		delete(w.byAddr, addr)
+	}
+}
 
 // Bounds of one socket.
 const (
@@ -52,10 +84,11 @@ func (g *Gateway) wsRoutes(a *fiber.App) {
 		if !websocket.IsWebSocketUpgrade(c) {
 			return fhir.UpgradeRequired()
 		}
-		if g.sockets.Load() >= wsMaxSockets {
+		remote := g.clientIP(c)
+		if !g.sockets.admits(remote) {
 			return fhir.Busy("Too many WebSocket connections")
 		}
-		c.Locals("remote", g.clientIP(c))
+		c.Locals("remote", remote)
 		return c.Next()
 	})
 	a.Get("/ws/subscriptions-r4", websocket.New(g.subscriptionSocket, websocket.Config{
@@ -78,9 +111,9 @@ type wsBinding struct {
 }
 
 func (g *Gateway) subscriptionSocket(c *websocket.Conn) {
-	g.sockets.Add(1)
-	defer g.sockets.Add(-1)
 	remote, _ := c.Locals("remote").(string)
+	g.sockets.add(remote, 1)
+	defer g.sockets.add(remote, -1)
 	s := &wsSocket{g: g, c: c, remote: remote, bound: map[string]*wsBinding{}}
 	defer s.close()
 	c.SetReadLimit(wsMaxMessage)

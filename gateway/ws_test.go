@@ -58,31 +58,36 @@ func TestSubscriptionSocket(t *testing.T) {
 	}
 }
 
-// Past wsMaxSockets open sockets, another is refused with 503.
+// Past wsMaxSockets open sockets, or wsMaxSocketsPerAddress from one
+// client address, another is refused with 503.
 func TestSubscriptionSocketsAreBounded(t *testing.T) {
-	saved := wsMaxSockets
-	wsMaxSockets = 1
-	t.Cleanup(func() { wsMaxSockets = saved })
-	base, _ := startGateway(t, 5*time.Second)
-	c, _, err := dialWS(t, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = c.WriteJSON(map[string]any{"type": "ping"})
-	readJSON(t, c) // the first socket is open and counted
-	_, resp, err := dialWS(t, base)
-	if err == nil || resp == nil || resp.StatusCode != 503 {
-		t.Fatalf("second socket: %v %v", err, resp)
-	}
-	c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, _, err := dialWS(t, base); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a closed socket still counts")
-		}
-		time.Sleep(20 * time.Millisecond)
+	for name, bound := range map[string]*int{"in all": &wsMaxSockets, "per address": &wsMaxSocketsPerAddress} {
+		t.Run(name, func(t *testing.T) {
+			saved := *bound
+			*bound = 1
+			t.Cleanup(func() { *bound = saved })
+			base, _ := startGateway(t, 5*time.Second)
+			c, _, err := dialWS(t, base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = c.WriteJSON(map[string]any{"type": "ping"})
+			readJSON(t, c) // the first socket is open and counted
+			_, resp, err := dialWS(t, base)
+			if err == nil || resp == nil || resp.StatusCode != 503 {
+				t.Fatalf("second socket: %v %v", err, resp)
+			}
+			c.Close()
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				if _, _, err := dialWS(t, base); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("a closed socket still counts")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
 	}
 }
