@@ -486,10 +486,37 @@ func TestClusterRecovery(t *testing.T) {
 	}
 }
 
+// scaleGrowth is how many Patients the store holds before TestScaleOut
+// measures: a store in use is not empty, and its searches cost more.
+const scaleGrowth = 1000
+
+// growCluster loads n Patients into the super admin's project (where the
+// load writes and searches) in transaction Bundles of 250, through the
+// first gateway.
+func growCluster(t *testing.T, c *clusterStack, n int) {
+	t.Helper()
+	saved := base
+	base = c.bases[0]
+	defer func() { base = saved }()
+	su := superToken(t)
+	t0 := time.Now()
+	for from := 0; from < n; from += 250 {
+		var entries []any
+		for k := from; k < min(from+250, n); k++ {
+			entries = append(entries, map[string]any{"request": map[string]any{"method": "POST", "url": "Patient"},
+				"resource": map[string]any{"resourceType": "Patient", "name": []any{map[string]any{"family": fmt.Sprintf("Grown%d", k%97), "given": []any{fmt.Sprint(k)}}}}})
+		}
+		r := do(t, "POST", "fhir/R4/", su, "application/fhir+json", mustJSON(map[string]any{"resourceType": "Bundle", "type": "transaction", "entry": entries}))
+		expect(t, r, 200)
+	}
+	t.Logf("grown by %d Patients in %v", n, time.Since(t0).Round(time.Millisecond))
+}
+
 // TestScaleOut drives the same load against one instance of each service
 // and against two, on a three-server cluster (streams on three servers)
-// and, for what replication costs, on one server; it reports the
-// throughput of each and each process's CPU time. make load runs it
+// and, for what replication costs, on one server, each after growing the
+// store by scaleGrowth Patients; it reports the throughput of each and
+// each process's CPU time. make load runs it
 // (-scale.duration).
 func TestScaleOut(t *testing.T) {
 	if *scaleDuration == 0 {
@@ -502,6 +529,7 @@ func TestScaleOut(t *testing.T) {
 			t.Fatal(err)
 		}
 		pid, bot := clusterProject(t, c, fmt.Sprintf("Scale %d", run.instances))
+		growCluster(t, c, scaleGrowth)
 		for _, botsOnly := range []bool{false, true} {
 			before := c.cpu()
 			stop := make(chan struct{})
