@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -66,22 +67,42 @@ func (r *replicated) CreateOrUpdateKeyValue(ctx context.Context, cfg jetstream.K
 }
 
 // patiently runs a stream or bucket change, trying again when it times
-// out: a cluster's servers agree on each one, and when a whole deployment
-// starts at once (every process declaring the same streams) some requests
-// go unanswered (seen on nats-server 2.15) while a later one succeeds at
-// once. Each try waits twice as long as the one before: 2 s to 16 s.
+// out or finds too few servers: a cluster's servers agree on each one, and
+// when a whole deployment starts at once (every process declaring the same
+// streams) some requests go unanswered (seen on nats-server 2.15) while a
+// later one succeeds at once. A server that has just joined is also not
+// offered for placement until the meta leader has its first statistics
+// ("no suitable peers for placement, peer offline"). Each try waits twice
+// as long as the one before: 2 s to 16 s.
 func (r *replicated) patiently(ctx context.Context, f func(context.Context) error) error {
 	wait := 2 * time.Second
 	for try := 1; ; try++ {
 		tctx, cancel := context.WithTimeout(ctx, wait)
 		err := f(tctx)
 		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil || try == 4 {
+		unanswered, noPeers := errors.Is(err, context.DeadlineExceeded), isNoPeers(err)
+		if !(unanswered || noPeers) || ctx.Err() != nil || try == 4 {
 			return err
 		}
-		r.log.Warn("a JetStream stream change went unanswered; trying again", "try", try, "waited", wait)
+		r.log.Warn("a JetStream stream change did not go through; trying again", "try", try, "err", err)
+		if noPeers {
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(wait / 2):
+			}
+		}
 		wait *= 2
 	}
+}
+
+// isNoPeers reports the cluster's answer that a server it needs for the
+// replicas asked for is offline (JetStream error 10005 with that reason).
+// A cluster with fewer servers than replicas gives the same code without
+// the reason, and is reported at once.
+func isNoPeers(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == 10005 && strings.Contains(apiErr.Description, "offline")
 }
 
 // leaderReads binds a bucket whose reads go to its stream's leader. The

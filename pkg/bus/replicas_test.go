@@ -66,7 +66,25 @@ func cluster(t *testing.T, n int) []*server.Server {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	// A stream is placed only on servers the meta leader has statistics
+	// from, which arrive a moment after the routes.
+	for online(out) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the meta leader sees %d of %d servers online", online(out), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	return out
+}
+
+// online is how many servers the cluster's meta leader offers for placement.
+func online(servers []*server.Server) int {
+	for _, s := range servers {
+		if p := s.JetStreamClusterPeers(); p != nil {
+			return len(p)
+		}
+	}
+	return 0
 }
 
 // Streams and buckets are created with the replicas asked for, and an
@@ -113,5 +131,24 @@ func TestReplicated(t *testing.T) {
 	_, err = Replicated(js, 5, nil).CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "TOO_MANY", Subjects: []string{"many.>"}})
 	if err == nil || !strings.Contains(err.Error(), "PINION_NATS_REPLICAS") {
 		t.Fatalf("5 replicas on 3 servers: %v", err)
+	}
+}
+
+// Only a server that is offline for the moment is waited for; too few
+// servers for the replicas asked for is reported at once.
+func TestIsNoPeers(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement, peer offline"}, true},
+		{fmt.Errorf("wrapped: %w", &jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement, peer offline"}), true},
+		{&jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement"}, false},
+		{&jetstream.APIError{Code: 400, ErrorCode: 10023, Description: "insufficient resources, peer offline"}, false},
+		{context.DeadlineExceeded, false},
+	} {
+		if got := isNoPeers(c.err); got != c.want {
+			t.Errorf("%v: %v, want %v", c.err, got, c.want)
+		}
 	}
 }

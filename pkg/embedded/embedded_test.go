@@ -143,6 +143,14 @@ func TestNATSCluster(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	// A bucket is placed only on servers the meta leader has statistics
+	// from, which arrive a moment after the routes.
+	for online(servers) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the meta leader sees %d of 3 servers online", online(servers))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	nc, err := nats.Connect("nats://identity:" + pw["identity"] + "@" + servers[1].Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +180,16 @@ func TestNATSCluster(t *testing.T) {
 	if n := peers(t, servers[0]); n != 2 {
 		t.Fatalf("the cluster's first server has %d peers, want 2", n)
 	}
+}
+
+// online is how many servers the cluster's meta leader offers for placement.
+func online(servers []*server.Server) int {
+	for _, s := range servers {
+		if p := s.JetStreamClusterPeers(); p != nil {
+			return len(p)
+		}
+	}
+	return 0
 }
 
 // peers counts the servers s has routes to (a pool of connections each).
