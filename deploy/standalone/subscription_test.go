@@ -229,18 +229,18 @@ func TestSubscriptionRunsBot(t *testing.T) {
 	bot := newBot(t, su, pid, "recorder", "", `exports.handler = async (medplum, event) => {
 		const input = event.input;
 		const target = input.deletedResource ?? input;
-		await medplum.createResource({resourceType: 'Basic', code: {text: 'seen'},
+		await medplum.createResource({resourceType: 'Basic', code: {text: event.traceId},
 			identifier: [{system: 'seen', value: (input.deletedResource ? 'deleted:' : 'changed:') + target.id}]});
 	};`, "recorder.js")
 	sub := newSubscription(t, tok, "Patient", "Bot/"+bot)
-	recorded := func(want string) {
+	recorded := func(want string) map[string]any {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			r := do(t, "GET", "fhir/R4/Basic?identifier=seen|"+want, tok, "", nil)
 			expect(t, r, 200)
 			if _, found := bundleOf(t, r); len(found) == 1 {
-				return
+				return found[0]
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("the bot never recorded %s; its audit: %v", want, audits(t, sub, 0))
@@ -254,8 +254,12 @@ func TestSubscriptionRunsBot(t *testing.T) {
 	// when its resource is deleted is dropped (Medplum's rule), which once
 	// made this test flaky.
 	recorded("changed:" + id)
-	expect(t, do(t, "DELETE", "fhir/R4/Patient/"+id, tok, "", nil), 200)
-	recorded("deleted:" + id)
+	// The bot's event.traceId is the write's trace.
+	const trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	expect(t, do(t, "DELETE", "fhir/R4/Patient/"+id, tok, "", nil, "traceparent", trace), 200)
+	if got := recorded("deleted:" + id)["code"]; got.(map[string]any)["text"] != trace {
+		t.Errorf("the bot's event.traceId: %v, want the delete's trace %s", got, trace)
+	}
 	// The bot's own AuditEvents name the subscription.
 	if n := len(audits(t, sub, 2)); n != 2 {
 		t.Fatalf("%d bot AuditEvents name the subscription, want 2", n)

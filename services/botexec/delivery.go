@@ -278,10 +278,16 @@ func (s *Service) deliverToBot(ctx context.Context, d *delivery, sub *subscripti
 	if attempt == 0 {
 		committed = d.Committed
 	}
+	// The bot's event.traceId is the write's trace, as Medplum gives it and
+	// as a rest-hook carries it, so one id follows the change into the bot.
+	traceID := d.Event.Trace
+	if bus.TraceID(traceID) == "" {
+		traceID = uuid.NewString()
+	}
 	_, err = s.run(ctx, &run{
 		bot: b, in: &input{kind: worker.InputJSON, body: body, mediaType: "application/fhir+json"},
 		requester: requester, runAs: runAs, start: start,
-		requestID: uuid.NewString(), contentType: "application/fhir+json", traceID: uuid.NewString(),
+		requestID: uuid.NewString(), contentType: "application/fhir+json", traceID: traceID,
 		headers: lowerHeaders(headers), subscription: "Subscription/" + sub.ID, committed: committed,
 	})
 	if err != nil {
