@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,10 +192,10 @@ func TestSubscriptionInteractionAndRetries(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		at = append(at, h.next(t, 6*time.Second).at)
 	}
-	if d := at[1].Sub(at[0]); d < 900*time.Millisecond {
+	if d := at[1].Sub(at[0]); d < 900*time.Millisecond || d > 4*time.Second {
 		t.Errorf("first retry after %s, want about 1 s", d)
 	}
-	if d := at[2].Sub(at[1]); d < 1800*time.Millisecond {
+	if d := at[2].Sub(at[1]); d < 1800*time.Millisecond || d > 5*time.Second {
 		t.Errorf("second retry after %s, want about 2 s", d)
 	}
 	// An update is not an interaction the subscription asks for.
@@ -218,6 +219,37 @@ func TestSubscriptionInteractionAndRetries(t *testing.T) {
 	if failed != 3 || dead != 1 {
 		t.Fatalf("%d failed attempts and %d dead letters, want 3 and 1", failed, dead)
 	}
+}
+
+// One project's failing endpoint does not hold up another's deliveries:
+// deliveries waiting for a retry are not counted among those in progress,
+// of which the deliverer takes only so many at once.
+func TestSubscriptionRetriesDoNotHoldUpOthers(t *testing.T) {
+	_, failingTok := project(t, "Failing endpoint")
+	var failed atomic.Int64
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		failed.Add(1)
+		w.WriteHeader(500)
+	}))
+	t.Cleanup(failing.Close)
+	// Ten attempts: the retries wait from 1 s to over 4 min.
+	newSubscription(t, failingTok, "Patient", failing.URL, map[string]any{"url": subscription.ExtMaxAttempts, "valueInteger": 9})
+	const writes = 300 // more than the deliverer takes at once
+	for i := 0; i < writes; i++ {
+		newPatient(t, failingTok, "Failing")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for failed.Load() < writes {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d first attempts of %d writes in 20 s", failed.Load(), writes)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, tok := project(t, "Working endpoint")
+	h := newHook(t, 200)
+	newSubscription(t, tok, "Patient", h.srv.URL)
+	newPatient(t, tok, "Working")
+	h.next(t, 5*time.Second)
 }
 
 func TestSubscriptionRunsBot(t *testing.T) {

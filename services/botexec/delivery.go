@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/bus"
@@ -59,7 +61,7 @@ func (s *Service) deliver(m jetstream.Msg, d *delivery) {
 		_ = m.NakWithDelay(time.Second)
 		return
 	}
-	attempt := int(md.NumDelivered) - 1 // Medplum counts attempts from 0
+	attempt := d.Attempt + int(md.NumDelivered) - 1 // Medplum counts attempts from 0
 	stop := beat(m)
 	ctx, cancel := context.WithTimeout(s.subsCtx, hookTimeout+time.Duration(maxTimeout)*time.Second)
 	err = s.attempt(ctx, d, attempt)
@@ -92,12 +94,38 @@ func (s *Service) deliver(m jetstream.Msg, d *delivery) {
 	if attempt < retries {
 		s.log.Debug("subscription delivery failed, retried", "subscription", d.Subscription, "resource", d.Event.Type+"/"+d.Event.ID, "attempt", attempt, "err", err)
 		metrics.SubscriptionDeliveries.WithLabelValues(channel, "retry").Inc()
-		_ = m.NakWithDelay(retryDelay(attempt))
+		s.retryLater(m, md.Sequence.Stream, d, attempt)
 		return
 	}
 	metrics.SubscriptionDeliveries.WithLabelValues(channel, "dead").Inc()
 	s.deadLetter(d, attempt, err)
 	_ = m.Ack()
+}
+
+// retryLater schedules the next attempt as a new message that the stream
+// publishes to pending when it is due, and acknowledges this one. A
+// delayed redelivery would keep its place among the deliveries in
+// progress (MaxAckPending) for the whole wait, up to 36 hours: one
+// project's failing endpoint could fill them and stop every other
+// project's deliveries. The schedule's id is this message's sequence, so
+// a redelivery of it schedules no second retry. If the schedule cannot
+// be stored, the message is redelivered after the delay instead.
+func (s *Service) retryLater(m jetstream.Msg, seq uint64, d *delivery, attempt int) {
+	delay := retryDelay(attempt)
+	next := *d
+	next.Attempt = attempt + 1
+	msg := nats.NewMsg(retryPrefix + d.Project + "." + d.Subscription + "." + strconv.FormatUint(seq, 10))
+	msg.Data, _ = json.Marshal(&next)
+	msg.Header.Set("Nats-Schedule", "@at "+time.Now().Add(delay).UTC().Format(time.RFC3339Nano))
+	msg.Header.Set("Nats-Schedule-Target", pendingPrefix+d.Project+"."+d.Subscription)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := s.cfg.JS.PublishMsg(ctx, msg, jetstream.WithMsgID("retry/"+strconv.FormatUint(seq, 10))); err != nil {
+		s.log.Warn("subscription retry not scheduled; redelivered instead", "subscription", d.Subscription, "err", err)
+		_ = m.NakWithDelay(delay)
+		return
+	}
+	_ = m.DoubleAck(ctx)
 }
 
 // retryDelay is the wait before retry n+1.

@@ -43,10 +43,13 @@ import (
 // Streams and consumers.
 const (
 	// DeliveryStream holds deliveries still to make (pinion.deliveries.
-	// pending.<project>.<subscription>) and the dead letters of those that
-	// failed every attempt (pinion.deliveries.dead.…), a week each.
+	// pending.<project>.<subscription>), the retries scheduled for later
+	// (pinion.deliveries.retry.…, which the stream moves to pending when
+	// they are due) and the dead letters of those that failed every
+	// attempt (pinion.deliveries.dead.…), a week each.
 	DeliveryStream = "PINION_DELIVERIES"
 	pendingPrefix  = "pinion.deliveries.pending."
+	retryPrefix    = "pinion.deliveries.retry."
 	deadPrefix     = "pinion.deliveries.dead."
 	// MatcherConsumer is the durable consumer of resource events that
 	// finds the subscriptions each change matches.
@@ -65,6 +68,9 @@ type delivery struct {
 	// Committed is when the change's event was stored: the start of the
 	// commit-to-delivery latency, and the AuditEvents' requestTime.
 	Committed time.Time `json:"committed"`
+	// Attempt is how many attempts were made before this message: a
+	// scheduled retry is a new message, whose own count starts again.
+	Attempt int `json:"attempt,omitempty"`
 
 	// What an attempt learnt: the subscription's retries, and whether its
 	// endpoint is a bot.
@@ -83,6 +89,10 @@ func (s *Service) startSubscriptions(ctx context.Context) error {
 		Storage:    jetstream.FileStorage,
 		MaxAge:     deliveryMaxAge,
 		Duplicates: 10 * time.Minute,
+		// Retries are scheduled messages (nats-server 2.12 and later),
+		// which need roll-ups allowed.
+		AllowMsgSchedules: true,
+		AllowRollup:       true,
 	}); err != nil {
 		return fmt.Errorf("stream %s: %w", DeliveryStream, err)
 	}
