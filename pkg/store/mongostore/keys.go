@@ -173,7 +173,15 @@ func (s *Store) SetSecret(ctx context.Context, key string, value []byte) error {
 	if value == nil {
 		_, err = c.DeleteOne(ctx, bson.D{{Key: "_id", Value: key}})
 	} else {
-		_, err = c.ReplaceOne(ctx, bson.D{{Key: "_id", Value: key}}, secretDoc{ID: key, Value: value}, options.Replace().SetUpsert(true))
+		// Two upserts of a new key at once can both try to insert, and the
+		// loser gets a duplicate key: the key exists now, so replacing it
+		// again does what was asked.
+		for try := 0; ; try++ {
+			_, err = c.ReplaceOne(ctx, bson.D{{Key: "_id", Value: key}}, secretDoc{ID: key, Value: value}, options.Replace().SetUpsert(true))
+			if !mongo.IsDuplicateKeyError(err) || try == 1 {
+				break
+			}
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("secret %s: %w", key, err)

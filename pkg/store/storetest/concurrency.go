@@ -200,3 +200,27 @@ func testConcurrentSwapSecret(t *testing.T, s store.Store) {
 	}
 	secretIs(t, s, "new", fmt.Appendf(nil, "n%d", winner))
 }
+
+// testConcurrentSetSecret: writers setting one new secret at once (every
+// identity instance stores the configured super-admin secret at start)
+// all succeed, and one of their values is kept.
+func testConcurrentSetSecret(t *testing.T, s store.Store) {
+	ctx := ctxOf(t)
+	const n = 20
+	for round := range 5 {
+		key := fmt.Sprintf("set%d", round)
+		errs := parallel(n, func(i int) error {
+			return s.SetSecret(ctx, key, fmt.Appendf(nil, "v%d", i))
+		})
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d, set %d: %v", round, i, err)
+			}
+		}
+		got, err := s.Secret(ctx, key)
+		var i int
+		if _, scanErr := fmt.Sscanf(string(got), "v%d", &i); err != nil || scanErr != nil || i < 0 || i >= n {
+			t.Fatalf("round %d: %q, %v; want one of the values set", round, got, err)
+		}
+	}
+}

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Options) {
 		{"Outbox", testOutbox},
 		{"Secrets", testSecrets},
 		{"ConcurrentSwapSecret", testConcurrentSwapSecret},
+		{"ConcurrentSetSecret", testConcurrentSetSecret},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
