@@ -1,6 +1,7 @@
 package standalone
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,7 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/pinion-health/pinion/pkg/subscription"
+	"github.com/pinion-health/pinion/services/botexec"
 )
 
 // hook is a rest-hook endpoint on loopback that records what it is sent
@@ -67,6 +72,44 @@ func (h *hook) none(t *testing.T, wait time.Duration) {
 	}
 }
 
+// deliveryMessages counts a project's messages on the delivery stream by
+// kind (pending, retry, dead), waiting up to 5 s for them to be want.
+func deliveryMessages(t *testing.T, pid string, want map[string]uint64) {
+	t.Helper()
+	nc, err := nats.Connect("", nats.InProcessServer(stack.NATSServer()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, botexec.DeliveryStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := map[string]uint64{}
+		for _, kind := range []string{"pending", "retry", "dead"} {
+			info, err := st.Info(ctx, jetstream.WithSubjectFilter("pinion.deliveries."+kind+"."+pid+".>"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range info.State.Subjects {
+				got[kind] += n
+			}
+		}
+		if got["pending"] == want["pending"] && got["retry"] == want["retry"] && got["dead"] == want["dead"] {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delivery stream holds %v of the project's messages, want %v", got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func newSubscription(t *testing.T, tok, criteria, endpoint string, extra ...map[string]any) string {
 	t.Helper()
 	body := map[string]any{
@@ -116,7 +159,7 @@ func audits(t *testing.T, sub string, want int) []map[string]any {
 }
 
 func TestSubscriptionRestHook(t *testing.T) {
-	_, tok := project(t, "Rest hooks")
+	pid, tok := project(t, "Rest hooks")
 	h := newHook(t, 200)
 	sub := newSubscription(t, tok, "Patient?name=ali", h.srv.URL+"/hook",
 		map[string]any{"header": []any{"Authorization: Bearer abc", "X-Tenant: t:1"}},
@@ -168,6 +211,9 @@ func TestSubscriptionRestHook(t *testing.T) {
 	}
 	h.none(t, 300*time.Millisecond)
 
+	// Deliveries made are not kept.
+	deliveryMessages(t, pid, nil)
+
 	// Each attempt is an AuditEvent of the subscription's project.
 	entries := audits(t, sub, 3)
 	if len(entries) != 3 {
@@ -181,7 +227,7 @@ func TestSubscriptionRestHook(t *testing.T) {
 }
 
 func TestSubscriptionInteractionAndRetries(t *testing.T) {
-	_, tok := project(t, "Retries")
+	pid, tok := project(t, "Retries")
 	h := newHook(t, 500)
 	sub := newSubscription(t, tok, "Patient", h.srv.URL,
 		map[string]any{"url": subscription.ExtInteraction, "valueCode": "create"},
@@ -219,6 +265,8 @@ func TestSubscriptionInteractionAndRetries(t *testing.T) {
 	if failed != 3 || dead != 1 {
 		t.Fatalf("%d failed attempts and %d dead letters, want 3 and 1", failed, dead)
 	}
+	// Of the delivery and its retries, only the dead letter is kept.
+	deliveryMessages(t, pid, map[string]uint64{"dead": 1})
 }
 
 // One project's failing endpoint does not hold up another's deliveries:

@@ -86,6 +86,7 @@ type Service struct {
 
 	// Subscriptions (subscriptions.go, delivery.go).
 	hooks      *http.Client
+	deliveryJS jetstream.Stream
 	events     chan jetstream.Msg
 	matchCC    jetstream.ConsumeContext
 	deliverCC  jetstream.ConsumeContext

@@ -68,7 +68,7 @@ func (s *Service) deliver(m jetstream.Msg, d *delivery) {
 	cancel()
 	stop()
 	if s.subsCtx.Err() != nil {
-		_ = m.Nak() // stopped: the attempt does not count, another instance makes it
+		_ = m.Nak() // stopped: another instance makes it (JetStream counts it as an attempt)
 		return
 	}
 	var pre errPreamble
@@ -80,11 +80,7 @@ func (s *Service) deliver(m jetstream.Msg, d *delivery) {
 	switch {
 	case err == nil:
 		metrics.SubscriptionDeliveries.WithLabelValues(channel, "ok").Inc()
-		// Confirmed, so that a crash right after cannot lose the ack and
-		// make the delivery again.
-		actx, acancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = m.DoubleAck(actx)
-		acancel()
+		s.settle(m, md.Sequence.Stream)
 		return
 	case errors.As(err, &pre):
 		retries = subscription.MaxAttempts - 1
@@ -99,7 +95,24 @@ func (s *Service) deliver(m jetstream.Msg, d *delivery) {
 	}
 	metrics.SubscriptionDeliveries.WithLabelValues(channel, "dead").Inc()
 	s.deadLetter(d, attempt, err)
-	_ = m.Ack()
+	s.settle(m, md.Sequence.Stream)
+}
+
+// settle acknowledges a delivery's message for good and removes it from
+// the stream: once made, scheduled again or kept as a dead letter it is
+// not needed, and the stream would otherwise keep every delivery for a
+// week (deliveryMaxAge), a disk that grows with the write rate. The ack
+// is confirmed first, so a crash right after cannot make the delivery
+// again; a message not removed expires with the week.
+func (s *Service) settle(m jetstream.Msg, seq uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.DoubleAck(ctx); err != nil {
+		return
+	}
+	if err := s.deliveryJS.DeleteMsg(ctx, seq); err != nil {
+		s.log.Debug("settled delivery not removed from the stream", "seq", seq, "err", err)
+	}
 }
 
 // retryLater schedules the next attempt as a new message that the stream
@@ -125,7 +138,7 @@ func (s *Service) retryLater(m jetstream.Msg, seq uint64, d *delivery, attempt i
 		_ = m.NakWithDelay(delay)
 		return
 	}
-	_ = m.DoubleAck(ctx)
+	s.settle(m, seq)
 }
 
 // retryDelay is the wait before retry n+1.

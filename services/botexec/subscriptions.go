@@ -46,7 +46,8 @@ const (
 	// pending.<project>.<subscription>), the retries scheduled for later
 	// (pinion.deliveries.retry.…, which the stream moves to pending when
 	// they are due) and the dead letters of those that failed every
-	// attempt (pinion.deliveries.dead.…), a week each.
+	// attempt (pinion.deliveries.dead.…), a week each at most: a delivery
+	// settled is removed at once.
 	DeliveryStream = "PINION_DELIVERIES"
 	pendingPrefix  = "pinion.deliveries.pending."
 	retryPrefix    = "pinion.deliveries.retry."
@@ -83,7 +84,8 @@ func (d *delivery) key() string { return d.Subscription + "/" + d.Event.Type + "
 // startSubscriptions creates the delivery stream and both consumers.
 func (s *Service) startSubscriptions(ctx context.Context) error {
 	js := s.cfg.JS
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	var err error
+	if s.deliveryJS, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:       DeliveryStream,
 		Subjects:   []string{"pinion.deliveries.>"},
 		Storage:    jetstream.FileStorage,
