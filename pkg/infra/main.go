@@ -22,10 +22,8 @@ type Service interface {
 // the settings, connect to the external NATS and MongoDB, build the service
 // with build, and run it until SIGINT or SIGTERM. It exits the process.
 func RunService(name string, build func(cfg *config.Config, c *Conns, log *slog.Logger) (Service, error)) {
-	fail := func(code int, err error) {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-		os.Exit(code)
-	}
+	var log *slog.Logger
+	fail := func(code int, err error) { Exit(name, log, code, err) }
 	cfg, err := config.Load()
 	if err != nil {
 		fail(2, err)
@@ -33,7 +31,7 @@ func RunService(name string, build func(cfg *config.Config, c *Conns, log *slog.
 	if cfg.NATSURL == "" || cfg.MongoURI == "" {
 		fail(2, errors.New("PINION_NATS_URL and PINION_MONGODB_URI must be set (use the pinion command for the standalone stack)"))
 	}
-	log := cfg.Logger().With("process", name)
+	log = cfg.Logger().With("process", name)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	c, err := Open(ctx, Options{NATSURL: cfg.NATSURL, Name: name, MongoURI: cfg.MongoURI, Database: cfg.MongoDatabase, Replicas: cfg.NATSReplicas, Log: log})
@@ -52,4 +50,16 @@ func RunService(name string, build func(cfg *config.Config, c *Conns, log *slog.
 	if err := s.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		fail(1, err)
 	}
+}
+
+// Exit ends a process that cannot go on, with code: through its logger
+// once it has one, so that a JSON log stays all JSON, and as a plain line
+// on standard error before (a bad setting).
+func Exit(name string, log *slog.Logger, code int, err error) {
+	if log != nil {
+		log.Error("exiting", "err", err.Error())
+	} else {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	}
+	os.Exit(code)
 }

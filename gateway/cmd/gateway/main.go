@@ -18,12 +18,10 @@ import (
 func main() {
 	cfg, err := config.Load()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "gateway:", err)
-		os.Exit(2)
+		infra.Exit("gateway", nil, 2, err)
 	}
 	if cfg.NATSURL == "" {
-		fmt.Fprintln(os.Stderr, "gateway: PINION_NATS_URL must be set (use the pinion command for the standalone stack)")
-		os.Exit(2)
+		infra.Exit("gateway", nil, 2, errors.New("PINION_NATS_URL must be set (use the pinion command for the standalone stack)"))
 	}
 	log := cfg.Logger().With("process", "gateway")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -31,23 +29,19 @@ func main() {
 	// The gateway needs no database: only the bus and the session buckets.
 	c, err := infra.Open(ctx, infra.Options{NATSURL: cfg.NATSURL, Name: "gateway", Replicas: cfg.NATSReplicas, Log: log})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "gateway:", err)
-		os.Exit(1)
+		infra.Exit("gateway", log, 1, err)
 	}
 	defer c.Close()
 	view, err := c.Sessions.Watch(ctx)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "gateway:", err)
-		os.Exit(1)
+		infra.Exit("gateway", log, 1, err)
 	}
 	defer view.Close()
 	if err := metrics.Serve(ctx, cfg.AdminAddr, log); err != nil {
-		fmt.Fprintln(os.Stderr, "gateway: PINION_ADMIN_ADDR:", err)
-		os.Exit(1)
+		infra.Exit("gateway", log, 1, fmt.Errorf("PINION_ADMIN_ADDR: %w", err))
 	}
 	gw := gateway.New(gateway.ConfigFrom(cfg), c.NC, view, log)
 	if err := gw.Listen(ctx, nil); err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintln(os.Stderr, "gateway:", err)
-		os.Exit(1)
+		infra.Exit("gateway", log, 1, err)
 	}
 }
