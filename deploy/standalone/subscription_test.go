@@ -302,6 +302,53 @@ func TestSubscriptionRetriesDoNotHoldUpOthers(t *testing.T) {
 	t.Logf("another project's delivery %s after its write, with %d deliveries retrying", c.at.Sub(start), writes)
 }
 
+// One project's hanging endpoint holds at most its share of the delivery
+// workers, and another project's deliveries go on meanwhile.
+func TestSubscriptionHangingEndpointKeepsToItsShare(t *testing.T) {
+	_, hangingTok := project(t, "Hanging endpoint")
+	var inFlight, most atomic.Int64
+	release := make(chan struct{})
+	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(200)
+	}))
+	t.Cleanup(hanging.Close)
+	sub := newSubscription(t, hangingTok, "Patient", hanging.URL)
+	t.Cleanup(func() {
+		// The deliveries still put off find no subscription, and end.
+		expect(t, do(t, "DELETE", "fhir/R4/Subscription/"+sub, hangingTok, "", nil), 200)
+		close(release)
+	})
+	const writes = 100 // more than the instance's 64 delivery workers
+	for i := 0; i < writes; i++ {
+		newPatient(t, hangingTok, "Hanging")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for inFlight.Load() < 16 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d deliveries reached the hanging endpoint in 10 s", inFlight.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, tok := project(t, "Working beside a hanging one")
+	h := newHook(t, 200)
+	newSubscription(t, tok, "Patient", h.srv.URL)
+	start := time.Now()
+	newPatient(t, tok, "Working")
+	c := h.next(t, 5*time.Second)
+	if n := most.Load(); n != 16 {
+		t.Errorf("the hanging endpoint had %d deliveries at once, want the project's share, 16", n)
+	}
+	t.Logf("another project's delivery %s after its write, with %d deliveries hanging", c.at.Sub(start), inFlight.Load())
+}
+
 func TestSubscriptionRunsBot(t *testing.T) {
 	pid, su := adminProject(t, "Subscribed bots")
 	r := do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": "writer"}))

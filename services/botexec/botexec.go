@@ -92,6 +92,7 @@ type Service struct {
 	deliverCC  jetstream.ConsumeContext
 	unboundSub *nats.Subscription
 	deliveries *keyedRunner
+	shares     *shares
 	subsQuit   chan struct{}
 	subsCtx    context.Context
 	subsCancel context.CancelFunc

@@ -27,6 +27,14 @@ import (
 const (
 	// deliverWorkers is how many deliveries one instance makes at once.
 	deliverWorkers = 64
+	// projectDeliveries is how many of them one project may hold (running
+	// or waiting behind one of the same resource): a project whose
+	// endpoints hang, up to hookTimeout an attempt, or whose bots run
+	// long leaves the other workers to the other projects.
+	projectDeliveries = deliverWorkers / 4
+	// maxDeferral caps the doubling wait of a delivery put off because
+	// its project had its share.
+	maxDeferral = time.Minute
 	// deliveryBeat is how often a delivery in progress tells JetStream so.
 	deliveryBeat = 5 * time.Second
 	// retryBase is the first retry's delay; each next one doubles it
@@ -42,31 +50,41 @@ type errPreamble struct{ error }
 
 // onDelivery hands a delivery to a worker, after any earlier delivery of
 // the same subscription and resource: deliveries of one resource reach an
-// endpoint in the order of its versions.
+// endpoint in the order of its versions. A project that holds its share
+// of the workers has the delivery put off instead.
 func (s *Service) onDelivery(m jetstream.Msg) {
 	d := delivery{retries: subscription.DefaultRetries}
 	if err := json.Unmarshal(m.Data(), &d); err != nil {
 		_ = m.Term()
 		return
 	}
-	s.deliveries.run(d.key(), func() { s.deliver(m, &d) })
-}
-
-// deliver makes one attempt of a delivery and settles its message: ack
-// when done (or when there is nothing left to do), a delayed redelivery
-// for a retry, a dead letter after the last attempt.
-func (s *Service) deliver(m jetstream.Msg, d *delivery) {
 	md, err := m.Metadata()
 	if err != nil {
 		_ = m.NakWithDelay(time.Second)
 		return
 	}
-	attempt := d.Attempt + int(md.NumDelivered) - 1 // Medplum counts attempts from 0
+	attempts := d.Attempt + int(md.NumDelivered) - 1 // made before this one; Medplum counts from 0
+	if !s.shares.take(d.Project) {
+		s.putOff(m, md.Sequence.Stream, &d, attempts)
+		return
+	}
+	// From here JetStream is told the delivery is in progress, also while
+	// it waits behind another of its resource.
 	stop := beat(m)
+	s.deliveries.run(d.key(), func() {
+		defer s.shares.release(d.Project)
+		defer stop()
+		s.deliver(m, md.Sequence.Stream, &d, attempts)
+	})
+}
+
+// deliver makes one attempt of a delivery and settles its message: ack
+// when done (or when there is nothing left to do), a retry scheduled for
+// later, a dead letter after the last attempt.
+func (s *Service) deliver(m jetstream.Msg, seq uint64, d *delivery, attempt int) {
 	ctx, cancel := context.WithTimeout(s.subsCtx, hookTimeout+time.Duration(maxTimeout)*time.Second)
-	err = s.attempt(ctx, d, attempt)
+	err := s.attempt(ctx, d, attempt)
 	cancel()
-	stop()
 	if s.subsCtx.Err() != nil {
 		_ = m.Nak() // stopped: another instance makes it (JetStream counts it as an attempt)
 		return
@@ -80,7 +98,7 @@ func (s *Service) deliver(m jetstream.Msg, d *delivery) {
 	switch {
 	case err == nil:
 		metrics.SubscriptionDeliveries.WithLabelValues(channel, "ok").Inc()
-		s.settle(m, md.Sequence.Stream)
+		s.settle(m, seq)
 		return
 	case errors.As(err, &pre):
 		retries = subscription.MaxAttempts - 1
@@ -90,12 +108,12 @@ func (s *Service) deliver(m jetstream.Msg, d *delivery) {
 	if attempt < retries {
 		s.log.Debug("subscription delivery failed, retried", "subscription", d.Subscription, "resource", d.Event.Type+"/"+d.Event.ID, "attempt", attempt, "err", err)
 		metrics.SubscriptionDeliveries.WithLabelValues(channel, "retry").Inc()
-		s.retryLater(m, md.Sequence.Stream, d, attempt)
+		s.retryLater(m, seq, d, attempt)
 		return
 	}
 	metrics.SubscriptionDeliveries.WithLabelValues(channel, "dead").Inc()
 	s.deadLetter(d, attempt, err)
-	s.settle(m, md.Sequence.Stream)
+	s.settle(m, seq)
 }
 
 // settle acknowledges a delivery's message for good and removes it from
@@ -115,30 +133,73 @@ func (s *Service) settle(m jetstream.Msg, seq uint64) {
 	}
 }
 
-// retryLater schedules the next attempt as a new message that the stream
-// publishes to pending when it is due, and acknowledges this one. A
-// delayed redelivery would keep its place among the deliveries in
-// progress (MaxAckPending) for the whole wait, up to 36 hours: one
-// project's failing endpoint could fill them and stop every other
-// project's deliveries. The schedule's id is this message's sequence, so
-// a redelivery of it schedules no second retry. If the schedule cannot
-// be stored, the message is redelivered after the delay instead.
+// retryLater schedules the next attempt. A delayed redelivery would keep
+// its place among the deliveries in progress (MaxAckPending) for the
+// whole wait, up to 36 hours: one project's failing endpoint could fill
+// them and stop every other project's deliveries.
 func (s *Service) retryLater(m jetstream.Msg, seq uint64, d *delivery, attempt int) {
-	delay := retryDelay(attempt)
 	next := *d
 	next.Attempt = attempt + 1
-	msg := nats.NewMsg(retryPrefix + d.Project + "." + d.Subscription + "." + strconv.FormatUint(seq, 10))
-	msg.Data, _ = json.Marshal(&next)
+	s.reschedule(m, seq, &next, "r", retryDelay(attempt))
+}
+
+// putOff schedules a delivery whose project holds its share of the
+// workers for a little later, each time twice as late up to maxDeferral.
+// It is not an attempt.
+func (s *Service) putOff(m jetstream.Msg, seq uint64, d *delivery, attempts int) {
+	next := *d
+	next.Attempt = attempts
+	next.Deferred++
+	s.reschedule(m, seq, &next, "d", min(time.Second<<min(d.Deferred, 10), maxDeferral))
+}
+
+// reschedule publishes next as a new message that the stream moves to
+// pending after delay, and settles m. The schedule's id is m's sequence
+// and kind, so a redelivery of m schedules nothing twice. If the schedule
+// cannot be stored, m is redelivered after the delay instead.
+func (s *Service) reschedule(m jetstream.Msg, seq uint64, next *delivery, kind string, delay time.Duration) {
+	id := kind + strconv.FormatUint(seq, 10)
+	msg := nats.NewMsg(retryPrefix + next.Project + "." + next.Subscription + "." + id)
+	msg.Data, _ = json.Marshal(next)
 	msg.Header.Set("Nats-Schedule", "@at "+time.Now().Add(delay).UTC().Format(time.RFC3339Nano))
-	msg.Header.Set("Nats-Schedule-Target", pendingPrefix+d.Project+"."+d.Subscription)
+	msg.Header.Set("Nats-Schedule-Target", pendingPrefix+next.Project+"."+next.Subscription)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := s.cfg.JS.PublishMsg(ctx, msg, jetstream.WithMsgID("retry/"+strconv.FormatUint(seq, 10))); err != nil {
-		s.log.Warn("subscription retry not scheduled; redelivered instead", "subscription", d.Subscription, "err", err)
+	if _, err := s.cfg.JS.PublishMsg(ctx, msg, jetstream.WithMsgID("schedule/"+id)); err != nil {
+		s.log.Warn("subscription delivery not scheduled; redelivered instead", "subscription", next.Subscription, "err", err)
 		_ = m.NakWithDelay(delay)
 		return
 	}
 	s.settle(m, seq)
+}
+
+// shares counts one instance's deliveries by project, each project up to
+// its share.
+type shares struct {
+	mu    sync.Mutex
+	held  map[string]int
+	share int
+}
+
+func newShares(share int) *shares { return &shares{held: map[string]int{}, share: share} }
+
+// take counts a delivery of project in, unless the project holds its share.
+func (p *shares) take(project string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held[project] >= p.share {
+		return false
+	}
+	p.held[project]++
+	return true
+}
+
+func (p *shares) release(project string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held[project]--; p.held[project] <= 0 {
+		delete(p.held, project)
+	}
 }
 
 // retryDelay is the wait before retry n+1.
@@ -191,8 +252,8 @@ func (s *Service) attempt(ctx context.Context, d *delivery, attempt int) error {
 		if err != nil {
 			return errPreamble{err}
 		}
-		if attempt > 0 && cur.VersionID != ev.VersionID {
-			return nil // a retry never sends a version older than one already sent
+		if (attempt > 0 || d.Deferred > 0) && cur.VersionID != ev.VersionID {
+			return nil // a retry or a delivery put off never sends a version older than one that may have been sent
 		}
 	}
 	changed, err := s.changedVersion(ctx, ev)

@@ -99,3 +99,28 @@ func TestHookBodyAndHeaders(t *testing.T) {
 		t.Errorf("channel header not applied: %v", h)
 	}
 }
+
+// A project takes up to its share; another project is not affected, and
+// a release makes room again.
+func TestShares(t *testing.T) {
+	p := newShares(3)
+	for i := 0; i < 3; i++ {
+		if !p.take("a") {
+			t.Fatalf("take %d of 3 refused", i+1)
+		}
+	}
+	if p.take("a") {
+		t.Fatal("a fourth take of a share of 3 allowed")
+	}
+	if !p.take("b") {
+		t.Fatal("another project refused")
+	}
+	p.release("a")
+	if !p.take("a") {
+		t.Fatal("no room after a release")
+	}
+	p.release("b")
+	if _, kept := p.held["b"]; kept {
+		t.Fatal("a project with nothing held is still counted")
+	}
+}

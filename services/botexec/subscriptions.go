@@ -72,6 +72,9 @@ type delivery struct {
 	// Attempt is how many attempts were made before this message: a
 	// scheduled retry is a new message, whose own count starts again.
 	Attempt int `json:"attempt,omitempty"`
+	// Deferred is how many times the delivery was put off because its
+	// project held its share of the workers.
+	Deferred int `json:"deferred,omitempty"`
 
 	// What an attempt learnt: the subscription's retries, and whether its
 	// endpoint is a bot.
@@ -132,6 +135,7 @@ func (s *Service) startSubscriptions(ctx context.Context) error {
 		return err
 	}
 	s.deliveries = newKeyedRunner(deliverWorkers)
+	s.shares = newShares(projectDeliveries)
 	if s.deliverCC, err = deliverer.Consume(s.onDelivery); err != nil {
 		s.matchCC.Stop()
 		return err
