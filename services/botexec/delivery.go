@@ -28,9 +28,10 @@ const (
 	// deliverWorkers is how many deliveries one instance makes at once.
 	deliverWorkers = 64
 	// projectDeliveries is how many of them one project may hold (running
-	// or waiting behind one of the same resource): a project whose
-	// endpoints hang, up to hookTimeout an attempt, or whose bots run
-	// long leaves the other workers to the other projects.
+	// or waiting behind one of the same resource) once fewer than that
+	// many are free: a project whose endpoints hang, up to hookTimeout an
+	// attempt, or whose bots run long leaves workers to the others, and a
+	// project alone may use most of them.
 	projectDeliveries = deliverWorkers / 4
 	// maxDeferral caps the doubling wait of a delivery put off because
 	// its project had its share.
@@ -173,30 +174,36 @@ func (s *Service) reschedule(m jetstream.Msg, seq uint64, next *delivery, kind s
 	s.settle(m, seq)
 }
 
-// shares counts one instance's deliveries by project, each project up to
-// its share.
+// shares counts one instance's deliveries by project. A project may take
+// a worker while more than a share of them would stay free for the
+// others; past that, only up to its share.
 type shares struct {
-	mu    sync.Mutex
-	held  map[string]int
-	share int
+	mu          sync.Mutex
+	held        map[string]int
+	total       int
+	pool, share int
 }
 
-func newShares(share int) *shares { return &shares{held: map[string]int{}, share: share} }
+func newShares(pool, share int) *shares {
+	return &shares{held: map[string]int{}, pool: pool, share: share}
+}
 
-// take counts a delivery of project in, unless the project holds its share.
+// take counts a delivery of project in, or answers false.
 func (p *shares) take(project string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.held[project] >= p.share {
+	if p.held[project] >= p.share && p.total >= p.pool-p.share {
 		return false
 	}
 	p.held[project]++
+	p.total++
 	return true
 }
 
 func (p *shares) release(project string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.total--
 	if p.held[project]--; p.held[project] <= 0 {
 		delete(p.held, project)
 	}

@@ -100,25 +100,34 @@ func TestHookBodyAndHeaders(t *testing.T) {
 	}
 }
 
-// A project takes up to its share; another project is not affected, and
-// a release makes room again.
+// A project alone takes workers until only a share is left free; then
+// each project takes up to its share, and a release makes room again.
 func TestShares(t *testing.T) {
-	p := newShares(3)
-	for i := 0; i < 3; i++ {
+	p := newShares(8, 2)
+	for i := 0; i < 6; i++ {
 		if !p.take("a") {
-			t.Fatalf("take %d of 3 refused", i+1)
+			t.Fatalf("take %d of 6 refused to a project alone", i+1)
 		}
 	}
 	if p.take("a") {
-		t.Fatal("a fourth take of a share of 3 allowed")
+		t.Fatal("a project over its share took one of the last free workers")
 	}
-	if !p.take("b") {
-		t.Fatal("another project refused")
+	for i := 0; i < 2; i++ {
+		if !p.take("b") {
+			t.Fatalf("another project's take %d of its share of 2 refused", i+1)
+		}
+	}
+	if p.take("b") {
+		t.Fatal("another project took more than its share with none free")
 	}
 	p.release("a")
-	if !p.take("a") {
-		t.Fatal("no room after a release")
+	if p.take("a") {
+		t.Fatal("a project over its share took a freed worker while others need theirs")
 	}
+	if !p.take("c") {
+		t.Fatal("a third project refused a free worker")
+	}
+	p.release("b")
 	p.release("b")
 	if _, kept := p.held["b"]; kept {
 		t.Fatal("a project with nothing held is still counted")

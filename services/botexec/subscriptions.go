@@ -135,7 +135,7 @@ func (s *Service) startSubscriptions(ctx context.Context) error {
 		return err
 	}
 	s.deliveries = newKeyedRunner(deliverWorkers)
-	s.shares = newShares(projectDeliveries)
+	s.shares = newShares(deliverWorkers, projectDeliveries)
 	if s.deliverCC, err = deliverer.Consume(s.onDelivery); err != nil {
 		s.matchCC.Stop()
 		return err
