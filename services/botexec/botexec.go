@@ -85,18 +85,18 @@ type Service struct {
 	auditWG    sync.WaitGroup
 
 	// Subscriptions (subscriptions.go, delivery.go).
-	hooks      *http.Client
-	deliveryJS jetstream.Stream
-	events     chan jetstream.Msg
-	matchCC    jetstream.ConsumeContext
-	deliverCC  jetstream.ConsumeContext
-	unboundSub *nats.Subscription
-	deliveries *keyedRunner
-	shares     *shares
-	subsQuit   chan struct{}
-	subsCtx    context.Context
-	subsCancel context.CancelFunc
-	subsWG     sync.WaitGroup
+	hooks          *http.Client
+	deliveryStream jetstream.Stream
+	events         chan jetstream.Msg
+	matchCC        jetstream.ConsumeContext
+	deliverCC      jetstream.ConsumeContext
+	unboundSub     *nats.Subscription
+	deliveries     *keyedRunner
+	shares         *shares
+	subsQuit       chan struct{}
+	subsCtx        context.Context
+	subsCancel     context.CancelFunc
+	subsWG         sync.WaitGroup
 }
 
 // New wires the service.

@@ -129,7 +129,7 @@ func (s *Service) settle(m jetstream.Msg, seq uint64) {
 	if err := m.DoubleAck(ctx); err != nil {
 		return
 	}
-	if err := s.deliveryJS.DeleteMsg(ctx, seq); err != nil {
+	if err := s.deliveryStream.DeleteMsg(ctx, seq); err != nil {
 		s.log.Debug("settled delivery not removed from the stream", "seq", seq, "err", err)
 	}
 }

@@ -43,9 +43,9 @@ import (
 // Streams and consumers.
 const (
 	// DeliveryStream holds deliveries still to make (pinion.deliveries.
-	// pending.<project>.<subscription>), the retries scheduled for later
-	// (pinion.deliveries.retry.…, which the stream moves to pending when
-	// they are due) and the dead letters of those that failed every
+	// pending.<project>.<subscription>), those scheduled for later
+	// (pinion.deliveries.retry.…: retries, and deliveries put off; the
+	// stream moves each to pending when it is due) and the dead letters of those that failed every
 	// attempt (pinion.deliveries.dead.…), a week each at most: a delivery
 	// settled is removed at once.
 	DeliveryStream = "PINION_DELIVERIES"
@@ -88,7 +88,7 @@ func (d *delivery) key() string { return d.Subscription + "/" + d.Event.Type + "
 func (s *Service) startSubscriptions(ctx context.Context) error {
 	js := s.cfg.JS
 	var err error
-	if s.deliveryJS, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if s.deliveryStream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:       DeliveryStream,
 		Subjects:   []string{"pinion.deliveries.>"},
 		Storage:    jetstream.FileStorage,
