@@ -152,3 +152,76 @@ func TestIsNoPeers(t *testing.T) {
 		}
 	}
 }
+
+// Subscription retries are messages scheduled on a replicated stream
+// (services/botexec): one fires when due after the stream's leader is
+// lost, and nothing of it is left once the fired copy is deleted.
+func TestScheduledMessageSurvivesLeaderLoss(t *testing.T) {
+	servers := cluster(t, 3)
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, s.ClientURL())
+	}
+	nc, err := nats.Connect(strings.Join(urls, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := Replicated(js, 3, nil).CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: "LATER", Subjects: []string{"later.>"}, AllowMsgSchedules: true, AllowRollup: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg("later.scheduled.1")
+	m.Data = []byte("due")
+	m.Header.Set("Nats-Schedule", "@at "+time.Now().Add(3*time.Second).UTC().Format(time.RFC3339Nano))
+	m.Header.Set("Nats-Schedule-Target", "later.due.1")
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	c, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "due", FilterSubject: "later.due.>", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range servers {
+		if s.Name() == info.Cluster.Leader {
+			s.Shutdown()
+		}
+	}
+	// A fetch ends early while the consumer's leader changes: fetch again.
+	got := 0
+	for deadline := time.Now().Add(30 * time.Second); got == 0 && time.Now().Before(deadline); {
+		batch, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		for m := range batch.Messages() {
+			got++
+			md, _ := m.Metadata()
+			if string(m.Data()) != "due" {
+				t.Fatalf("fired %q", m.Data())
+			}
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.DeleteMsg(ctx, md.Sequence.Stream); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got != 1 {
+		t.Fatalf("%d scheduled messages fired after the leader was lost, want 1", got)
+	}
+	if info, err = st.Info(ctx); err != nil || info.State.Msgs != 0 {
+		t.Fatalf("%v messages left (%v), want none", info.State.Msgs, err)
+	}
+}
