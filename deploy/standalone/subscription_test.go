@@ -397,6 +397,55 @@ func TestSubscriptionRunsBot(t *testing.T) {
 	}
 }
 
+// $resend, Medplum's resendSubscriptions: an admin has a resource sent
+// again to the subscriptions it meets (as an update unless told), or to
+// one of them; the resource is not changed, and others may not ask.
+func TestSubscriptionResend(t *testing.T) {
+	pid, su := adminProject(t, "Resend")
+	r := do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": "writer"}))
+	expect(t, r, 201)
+	tok := clientToken(t, r.json(t)["id"].(string), r.json(t)["secret"].(string))
+	p := newPatient(t, tok, "Resent") // before any subscription: nothing sent
+	id := p["id"].(string)
+	h, h2 := newHook(t, 200), newHook(t, 200)
+	sub := newSubscription(t, tok, "Patient", h.srv.URL)
+	newSubscription(t, tok, "Patient", h2.srv.URL)
+	path := "fhir/R4/Patient/" + id + "/$resend"
+
+	expect(t, do(t, "POST", path, tok, "application/json", []byte(`{}`)), 403)
+	admin := projectAdmin(t, su, pid, "resend-admin@example.com")
+	for i, asker := range []string{admin, su} { // a second resend is sent again, not taken for a duplicate
+		expect(t, do(t, "POST", path, asker, "application/json", []byte(`{}`)), 200)
+		for _, hk := range []*hook{h, h2} {
+			c := hk.next(t, 5*time.Second)
+			var got map[string]any
+			_ = json.Unmarshal(c.body, &got)
+			if c.header.Get("X-Medplum-Interaction") != "update" || got["id"] != id {
+				t.Fatalf("resend %d: %s %s", i, c.header.Get("X-Medplum-Interaction"), c.body)
+			}
+		}
+	}
+	expect(t, do(t, "POST", path, su, "application/json", mustJSON(map[string]any{"interaction": "delete", "subscription": "Subscription/" + sub})), 200)
+	c := h.next(t, 5*time.Second)
+	if c.header.Get("X-Medplum-Interaction") != "delete" || string(c.body) != "{}" || c.header.Get("X-Medplum-Deleted-Resource") != "Patient/"+id {
+		t.Fatalf("resent delete: %v %s", c.header, c.body)
+	}
+	h2.none(t, 500*time.Millisecond)
+
+	expectOutcome(t, do(t, "POST", path, su, "application/json", []byte(`{"interaction":"patch"}`)), 400, "Invalid interaction: patch", "interaction")
+	expect(t, do(t, "POST", path, su, "application/json", []byte(`{"interaction":`)), 400)
+	expect(t, do(t, "POST", path, su, "text/plain", []byte(`{}`)), 415)
+	expect(t, do(t, "POST", "fhir/R4/Patient/00000000-0000-4000-8000-000000000001/$resend", su, "application/json", []byte(`{}`)), 404)
+	// Another project's admin does not reach the resource.
+	other, _ := adminProject(t, "Resend elsewhere")
+	expect(t, do(t, "POST", path, projectAdmin(t, su, other, "resend-other@example.com"), "application/json", []byte(`{}`)), 404)
+	r = do(t, "GET", "fhir/R4/Patient/"+id, tok, "", nil)
+	expect(t, r, 200)
+	if v := r.json(t)["meta"].(map[string]any)["versionId"]; v != p["meta"].(map[string]any)["versionId"] {
+		t.Fatalf("the resource changed: version %v", v)
+	}
+}
+
 func TestSubscriptionIsolation(t *testing.T) {
 	pid, su := adminProject(t, "Sub isolation")
 	// The author may read only Patients named Visible.

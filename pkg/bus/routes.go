@@ -90,6 +90,7 @@ var Routes = []Route{
 	{"DELETE", "/fhir/R4/bulkdata/export/:id", SubjExportCancel, Token, false},
 	{"POST", "/fhir/R4", SubjBatch, Token, false},
 	{"POST", "/fhir/R4/:type/$validate", SubjValidate, Token, false},
+	{"POST", "/fhir/R4/:type/:id/$resend", SubjResend, Token, false},
 	{"PUT", "/fhir/R4/:type", SubjUpdate, Token, false},
 	{"GET", "/fhir/R4/:type", SubjSearch, Token, false},
 	{"POST", "/fhir/R4/:type/_search", SubjSearch, Token, false},

@@ -64,6 +64,8 @@ const (
 	SubjExecute   = "pinion.botexec.execute"
 	SubjDeploy    = "pinion.botexec.deploy"
 	SubjBotCreate = "pinion.botexec.bot.create"
+	// SubjResend sends a resource again to its subscriptions ($resend).
+	SubjResend = "pinion.botexec.resend"
 )
 
 // Resource change events are published on EventSubject(type, id) after a

@@ -142,6 +142,7 @@ func (s *Service) Start(ctx context.Context) error {
 	s.svc, err = bus.Serve(s.nc, "botexec", "1.0.0", map[string]bus.Handler{
 		bus.SubjExecute:   s.execute,
 		bus.SubjDeploy:    s.deploy,
+		bus.SubjResend:    s.resend,
 		bus.SubjBotCreate: s.createBot,
 	}, s.log)
 	if err != nil {

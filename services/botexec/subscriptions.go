@@ -75,6 +75,9 @@ type delivery struct {
 	// Deferred is how many times the delivery was put off because its
 	// project held its share of the workers.
 	Deferred int `json:"deferred,omitempty"`
+	// Resent marks a delivery asked for by $resend: the resource as it
+	// stands is sent, also as a delete's deleted resource.
+	Resent bool `json:"resent,omitempty"`
 
 	// What an attempt learnt: the subscription's retries, and whether its
 	// endpoint is a bot.
@@ -218,7 +221,12 @@ func (s *Service) match(batch []jetstream.Msg) {
 			}
 			subs[ev.Project] = list
 		}
-		if err := s.matchEvent(ctx, m, ev, list); err != nil {
+		md, err := m.Metadata()
+		if err != nil {
+			_ = m.Term()
+			continue
+		}
+		if err := s.matchChange(ctx, change{ev: ev, committed: md.Timestamp}, list); err != nil {
 			s.log.Warn("subscriptions: matching a change, retried", "type", ev.Type, "id", ev.ID, "err", err)
 			_ = m.NakWithDelay(time.Second)
 			continue
@@ -254,8 +262,18 @@ func (s *Service) activeSubscriptions(ctx context.Context, project string) ([]*s
 	return out, nil
 }
 
-// matchEvent publishes a delivery for each subscription the change meets.
-func (s *Service) matchEvent(ctx context.Context, m jetstream.Msg, ev repo.Event, subs []*subscription.Subscription) error {
+// change is what the matcher matches: a committed write's event, or a
+// resource $resend asks to send again (resend names that request).
+type change struct {
+	ev        repo.Event
+	committed time.Time
+	resend    string
+}
+
+// matchChange publishes a delivery for each subscription the change
+// meets.
+func (s *Service) matchChange(ctx context.Context, c change, subs []*subscription.Subscription) error {
+	ev := c.ev
 	var changed *repo.Resource
 	var doc *search.Doc
 	var previous func() map[string]any
@@ -265,7 +283,7 @@ func (s *Service) matchEvent(ctx context.Context, m jetstream.Msg, ev repo.Event
 		}
 		if changed == nil {
 			var err error
-			if changed, err = s.changedVersion(ctx, ev); err != nil {
+			if changed, err = s.changedVersion(ctx, ev, c.resend != ""); err != nil {
 				if fhir.Missing(err) {
 					return nil // the version is gone (an expired history): nothing to send
 				}
@@ -296,14 +314,13 @@ func (s *Service) matchEvent(ctx context.Context, m jetstream.Msg, ev repo.Event
 			}
 			continue
 		}
-		md, err := m.Metadata()
-		if err != nil {
-			return err
-		}
-		d := delivery{Subscription: sub.ID, Project: sub.Project, Event: ev, Committed: md.Timestamp}
+		d := delivery{Subscription: sub.ID, Project: sub.Project, Event: ev, Committed: c.committed, Resent: c.resend != ""}
 		b, _ := json.Marshal(d)
-		if _, err := s.cfg.JS.Publish(ctx, pendingPrefix+sub.Project+"."+sub.ID, b,
-			jetstream.WithMsgID(sub.ID+"/"+ev.Type+"/"+ev.ID+"/"+ev.VersionID)); err != nil {
+		id := sub.ID + "/" + ev.Type + "/" + ev.ID + "/" + ev.VersionID
+		if c.resend != "" {
+			id = "resend/" + c.resend + "/" + sub.ID
+		}
+		if _, err := s.cfg.JS.Publish(ctx, pendingPrefix+sub.Project+"."+sub.ID, b, jetstream.WithMsgID(id)); err != nil {
 			return err
 		}
 	}
@@ -311,9 +328,10 @@ func (s *Service) matchEvent(ctx context.Context, m jetstream.Msg, ev repo.Event
 }
 
 // changedVersion is the resource as the change left it; for a delete, the
-// last version before it (what Medplum sends as the deleted resource).
-func (s *Service) changedVersion(ctx context.Context, ev repo.Event) (*repo.Resource, error) {
-	if ev.Op != subscription.Delete {
+// last version before it (what Medplum sends as the deleted resource). A
+// resent change is the version named, whatever the interaction.
+func (s *Service) changedVersion(ctx context.Context, ev repo.Event, resent bool) (*repo.Resource, error) {
+	if ev.Op != subscription.Delete || resent {
 		return s.repo.VRead(ctx, repo.Scope{Project: ev.Project}, ev.Type, ev.ID, ev.VersionID)
 	}
 	return s.versionBefore(ctx, ev.Project, ev.Type, ev.ID, ev.VersionID)
