@@ -44,10 +44,10 @@ import (
 const (
 	// DeliveryStream holds deliveries still to make (pinion.deliveries.
 	// pending.<project>.<subscription>), those scheduled for later
-	// (pinion.deliveries.retry.…: retries, and deliveries put off; the
-	// stream moves each to pending when it is due) and the dead letters of those that failed every
-	// attempt (pinion.deliveries.dead.…), a week each at most: a delivery
-	// settled is removed at once.
+	// (pinion.deliveries.retry.…: retries and deliveries put off, which
+	// the stream moves to pending when due) and the dead letters of those
+	// that failed every attempt (pinion.deliveries.dead.…), a week each
+	// at most: a delivery settled is removed at once.
 	DeliveryStream = "PINION_DELIVERIES"
 	pendingPrefix  = "pinion.deliveries.pending."
 	retryPrefix    = "pinion.deliveries.retry."
