@@ -282,7 +282,12 @@ func TestSubscriptionRetriesDoNotHoldUpOthers(t *testing.T) {
 	}))
 	t.Cleanup(failing.Close)
 	// Ten attempts: the retries wait from 1 s to over 4 min.
-	newSubscription(t, failingTok, "Patient", failing.URL, map[string]any{"url": subscription.ExtMaxAttempts, "valueInteger": 9})
+	sub := newSubscription(t, failingTok, "Patient", failing.URL, map[string]any{"url": subscription.ExtMaxAttempts, "valueInteger": 9})
+	t.Cleanup(func() {
+		// The retries still scheduled find no subscription, and end,
+		// rather than load the tests that follow for minutes.
+		expect(t, do(t, "DELETE", "fhir/R4/Subscription/"+sub, failingTok, "", nil), 200)
+	})
 	const writes = 300 // more than the deliverer takes at once
 	for i := 0; i < writes; i++ {
 		newPatient(t, failingTok, "Failing")
