@@ -22,6 +22,7 @@ import (
 	"github.com/pinion-health/pinion/deploy/standalone/load"
 	"github.com/pinion-health/pinion/pkg/embedded"
 	"github.com/pinion-health/pinion/pkg/invite"
+	"github.com/pinion-health/pinion/pkg/testenv/loopback"
 )
 
 var scaleDuration = flag.Duration("scale.duration", 0, "TestScaleOut's load per configuration (make load sets it; 0 skips the test)")
@@ -68,7 +69,7 @@ func startCluster(t *testing.T, bin string, n, servers int) *clusterStack {
 	c := &clusterStack{services: map[string][]*supervised{}, admin: map[string][]string{}, urls: map[string]string{}}
 	var clients, routes []string
 	for range dirs {
-		clients, routes = append(clients, freeAddr(t)), append(routes, freeAddr(t))
+		clients, routes = append(clients, loopback.FreeAddr(t)), append(routes, loopback.FreeAddr(t))
 	}
 	logs := []string{"PINION_LOG_LEVEL=error", "PINION_LOG_FORMAT=json"}
 	// CLUSTER_DEBUG=<level> shows every process's log at that level.
@@ -100,12 +101,12 @@ func startCluster(t *testing.T, bin string, n, servers int) *clusterStack {
 	// a load balancer: the first gateway's address.
 	gateways := make([]string, n)
 	for i := range gateways {
-		gateways[i] = freeAddr(t)
+		gateways[i] = loopback.FreeAddr(t)
 		c.bases = append(c.bases, "http://"+gateways[i]+"/")
 	}
 	for i := 0; i < n; i++ {
 		for _, kind := range serviceKinds {
-			admin := freeAddr(t)
+			admin := loopback.FreeAddr(t)
 			env := append([]string{"PINION_DATA_DIR=" + filepath.Join(root, fmt.Sprintf("%s%d", kind, i)),
 				"PINION_NATS_URL=" + c.urls[kind], "PINION_NATS_REPLICAS=" + strconv.Itoa(servers), "PINION_MONGODB_URI=" + ferretURI(store),
 				"PINION_ADMIN_ADDR=" + admin, "PINION_BASE_URL=" + c.bases[0],

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pinion-health/pinion/deploy/standalone/load"
+	"github.com/pinion-health/pinion/pkg/testenv/loopback"
 )
 
 var loadDuration = flag.Duration("load.duration", 24*time.Second, "how long TestCrashRecovery drives load (make load runs it longer)")
@@ -23,7 +24,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	bin := buildBinaries(t)
 	data := t.TempDir()
-	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	natsAddr, httpAddr := loopback.FreeAddr(t), loopback.FreeAddr(t)
 	urls := natsURLs(t, data, natsAddr)
 	common := []string{
 		"PINION_DATA_DIR=" + data, "PINION_LOG_LEVEL=error", "PINION_LOG_FORMAT=json",

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/dirlock"
+	"github.com/pinion-health/pinion/pkg/testenv/loopback"
 )
 
 // Fields of meta that only the server sets are dropped on every write
@@ -309,7 +310,7 @@ func TestLocalListeners(t *testing.T) {
 		t.Errorf("the embedded NATS listens on %v", addr)
 	}
 
-	natsAddr, data := freeAddr(t), t.TempDir()
+	natsAddr, data := loopback.FreeAddr(t), t.TempDir()
 	ownStack(t, map[string]string{"PINION_NATS_LISTEN": natsAddr, "PINION_DATA_DIR": data, "PINION_STORE": "ferretdb"})
 	_, tok := project(t, "listening")
 	sock := filepath.Join(data, "db", "run", "ferretdb.sock")

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pinion-health/pinion/pkg/embedded"
+	"github.com/pinion-health/pinion/pkg/testenv/loopback"
 )
 
 // TestMultiProcess builds every binary, runs NATS and FerretDB (pinion
@@ -30,7 +31,7 @@ func TestMultiProcess(t *testing.T) {
 	}
 	bin := buildBinaries(t)
 	data := t.TempDir()
-	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	natsAddr, httpAddr := loopback.FreeAddr(t), loopback.FreeAddr(t)
 	urls := natsURLs(t, data, natsAddr)
 	common := []string{
 		"PINION_DATA_DIR=" + data, "PINION_LOG_LEVEL=warn", "PINION_LOG_FORMAT=json",
@@ -49,7 +50,7 @@ func TestMultiProcess(t *testing.T) {
 		return append(append(append([]string{}, svcEnv...), "PINION_NATS_URL="+urls[name]), extra...)
 	}
 	procs := map[string]*exec.Cmd{}
-	adminAddr := freeAddr(t)
+	adminAddr := loopback.FreeAddr(t)
 	for _, name := range []string{"fhir", "identity", "membership", "botexec", "gateway"} {
 		env := envOf(name)
 		if name == "gateway" {
@@ -214,16 +215,6 @@ func waitSocket(t *testing.T, path string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("nothing listens on %s", path)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func waitPort(t *testing.T, addr string) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pinion-health/pinion/deploy/standalone/load"
+	"github.com/pinion-health/pinion/pkg/testenv/loopback"
 )
 
 // TestStandaloneCrash drives load through one standalone process on the
@@ -26,7 +27,7 @@ func TestStandaloneCrash(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	data, httpAddr := t.TempDir(), freeAddr(t)
+	data, httpAddr := t.TempDir(), loopback.FreeAddr(t)
 	env := []string{
 		"PINION_DATA_DIR=" + data, "PINION_ADDR=" + httpAddr, "PINION_LOG_LEVEL=error",
 		"PINION_SUPERADMIN_CLIENT_ID=" + saID, "PINION_SUPERADMIN_CLIENT_SECRET=" + saSec,

@@ -3,7 +3,6 @@ package bus
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -11,24 +10,16 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-)
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+	"github.com/pinion-health/pinion/pkg/testenv/loopback"
+)
 
 // cluster starts n JetStream servers on loopback, routed to each other.
 func cluster(t *testing.T, n int) []*server.Server {
 	t.Helper()
 	routes := make([]int, n)
 	for i := range routes {
-		routes[i] = freePort(t)
+		routes[i] = loopback.FreePort(t)
 	}
 	var urls []string
 	for _, p := range routes {

@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -12,6 +11,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/pinion-health/pinion/pkg/testenv/loopback"
 )
 
 func TestServersAnswer(t *testing.T) {
@@ -123,7 +124,7 @@ func TestNATSListenerRequiresCredentials(t *testing.T) {
 // not let in.
 func TestNATSCluster(t *testing.T) {
 	pw, users := testUsers(t)
-	routes := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	routes := []string{loopback.FreeAddr(t), loopback.FreeAddr(t), loopback.FreeAddr(t)}
 	start := func(i int, password string) *server.Server {
 		ns, err := StartNATS(NATSOptions{Dir: t.TempDir(), Addr: "127.0.0.1:0", Users: users,
 			ClusterAddr: routes[i], Routes: routes, RoutePassword: password})
@@ -168,7 +169,7 @@ func TestNATSCluster(t *testing.T) {
 	}
 	// A fourth server with a wrong password: the others refuse its routes.
 	intruder, err := StartNATS(NATSOptions{Dir: t.TempDir(), Addr: "127.0.0.1:0", Users: users,
-		ClusterAddr: freeAddr(t), Routes: routes, RoutePassword: "wrong"})
+		ClusterAddr: loopback.FreeAddr(t), Routes: routes, RoutePassword: "wrong"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,14 +205,4 @@ func peers(t *testing.T, s *server.Server) int {
 		ids[r.RemoteID] = true
 	}
 	return len(ids)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
