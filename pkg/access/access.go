@@ -70,17 +70,26 @@ func Check(p *bus.Principal, typ string, i Interaction) error {
 	return nil
 }
 
+// Admin allows what a project's admins do in their own project (a
+// client's $rotate-secret, $resend): to them and to super admins.
+func Admin(p *bus.Principal) error {
+	if p == nil {
+		return fhir.Unauthorized()
+	}
+	if !p.Admin && !p.SuperAdmin {
+		return fhir.Forbidden()
+	}
+	return nil
+}
+
 // ProjectAdmin allows the /admin/projects/:projectId routes: to that
 // project's admins and to super admins. An admin naming another project is
 // refused (Medplum silently uses the caller's own project; we don't).
 func ProjectAdmin(p *bus.Principal, projectID string) error {
-	if p == nil {
-		return fhir.Unauthorized()
+	if err := Admin(p); err != nil || p.SuperAdmin {
+		return err
 	}
-	if p.SuperAdmin {
-		return nil
-	}
-	if !p.Admin || p.Project != projectID {
+	if p.Project != projectID {
 		return fhir.Forbidden()
 	}
 	return nil

@@ -29,8 +29,8 @@ type resendInput struct {
 // made and retried as a write's would be.
 func (s *Service) resend(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	p := r.Principal
-	if p == nil || !(p.Admin || p.SuperAdmin) {
-		return nil, fhir.Forbidden()
+	if err := access.Admin(p); err != nil {
+		return nil, err
 	}
 	in := resendInput{Interaction: subscription.Update}
 	if len(strings.TrimSpace(string(r.Body))) > 0 {

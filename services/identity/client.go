@@ -120,11 +120,8 @@ func (s *Service) rotateSecret(ctx context.Context, r *bus.Request) (*bus.Respon
 // be the client's: knowing it is what allows the change.
 func (s *Service) rotateOperation(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	p := r.Principal
-	if p == nil {
-		return nil, fhir.Unauthorized()
-	}
-	if !p.Admin && !p.SuperAdmin {
-		return nil, fhir.Forbidden()
+	if err := access.Admin(p); err != nil {
+		return nil, err
 	}
 	in, err := operationInput(r, "secret", "retiringSecret")
 	if err != nil {
