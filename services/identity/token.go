@@ -42,6 +42,7 @@ func tokenError(code, desc string) *bus.Response {
 // costs no database query once a client is warm.
 type clientEntry struct {
 	cred       *clientCred
+	jwks       bool // it has a jwksUri: it authenticates with assertions
 	membership string
 	loginID    string
 }
@@ -296,16 +297,23 @@ func (s *Service) client(ctx context.Context, id string) (*clientEntry, error) {
 	if c, ok := s.clients.Get(id); ok {
 		return c, nil
 	}
-	if _, err := s.repo.Read(ctx, repo.AllProjects, "ClientApplication", id); fhir.Missing(err) {
+	res, err := s.repo.Read(ctx, repo.AllProjects, "ClientApplication", id)
+	if fhir.Missing(err) {
 		return nil, nil
 	} else if err != nil {
+		return nil, err
+	}
+	var app struct {
+		JWKSURI string `json:"jwksUri"`
+	}
+	if err := json.Unmarshal(res.JSON, &app); err != nil {
 		return nil, err
 	}
 	cred, err := s.clientCred(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	c := &clientEntry{cred: cred}
+	c := &clientEntry{cred: cred, jwks: app.JWKSURI != ""}
 	ref := "ClientApplication/" + id
 	q, err := search.Parse("ProjectMembership", url.Values{"user": {ref}, "_count": {"2"}})
 	if err != nil {
