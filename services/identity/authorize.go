@@ -444,21 +444,3 @@ func (s *Service) checkPassword(ctx context.Context, email, password, projectID 
 	}
 	return userID, nil
 }
-
-// signedOutPage ends a browser's sign-in: back to the application when it
-// names a post_logout_redirect_uri it registered, else a page saying so.
-func (s *Service) signedOutPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	b := browserOf(r)
-	back := r.Query.Get("post_logout_redirect_uri")
-	if back != "" {
-		a := authRequest{ClientID: r.Query.Get("client_id"), RedirectURI: back, State: r.Query.Get("state")}
-		problem, err := s.checkClient(ctx, &a)
-		if err != nil {
-			return nil, err
-		}
-		if problem == "" {
-			return a.redirect(url.Values{}), nil
-		}
-	}
-	return s.message(200, b, "Signed out", "", "", "You are signed out in this browser. The next sign-in will ask for your password.")
-}

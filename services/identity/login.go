@@ -16,7 +16,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
@@ -441,46 +440,6 @@ func (s *Service) verifier() *auth.Verifier {
 		}
 		return nil
 	}}
-}
-
-// logout is /oauth2/logout: the caller's login ends (POST, or GET with a
-// token), and so does the browser's sign-in (GET from a browser, which may
-// ask to go back to its application: OIDC RP-initiated logout).
-func (s *Service) logout(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	if b := browserOf(r); !b.isNew {
-		if err := s.browsers.Delete(ctx, sessionKey(b)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return nil, err
-		}
-	}
-	if r.Principal == nil {
-		return s.signedOutPage(ctx, r)
-	}
-	if strings.HasPrefix(r.Principal.User, "ClientApplication/") {
-		if r.Principal.TokenID == "" {
-			// Signed in by HTTP Basic: no token, nothing to end.
-			return bus.OK(), nil
-		}
-		// One login serves all of a client's tokens: end only this token,
-		// so the client's other sessions, and its next grant, still work.
-		rev, err := s.sessions.RevokeToken(ctx, r.Principal.TokenID)
-		if err != nil {
-			return nil, err
-		}
-		return bus.OK().WithSession(session.RevokedBucket, rev), nil
-	}
-	_, rev, err := s.sessions.UpdateLoginRev(ctx, r.Principal.LoginID, func(l *session.Login) error {
-		l.Revoked = true
-		return nil
-	})
-	if errors.Is(err, session.ErrNotFound) {
-		// The login expired since the gateway let the request in: it is
-		// over already.
-		return bus.OK(), nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return bus.OK().WithSession(session.LoginsBucket, rev), nil
 }
 
 // setPasswordRequest is POST /auth/setpassword's body.
