@@ -1,11 +1,13 @@
-// Package auth issues and verifies Pinion's access tokens (ES256 JWTs) and
-// hashes the secrets people and programs sign in with.
+// Package auth issues and verifies Pinion's tokens (access and refresh
+// tokens ES256, ID tokens RS256) and hashes the secrets people and
+// programs sign in with.
 package auth
 
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
@@ -90,9 +92,13 @@ type JWK struct {
 	Alg string `json:"alg"`
 	Kty string `json:"kty"`
 	Use string `json:"use"`
-	Crv string `json:"crv"`
-	X   string `json:"x"`
-	Y   string `json:"y"`
+	// EC keys (P-256).
+	Crv string `json:"crv,omitempty"`
+	X   string `json:"x,omitempty"`
+	Y   string `json:"y,omitempty"`
+	// RSA keys: modulus and exponent.
+	N string `json:"n,omitempty"`
+	E string `json:"e,omitempty"`
 }
 
 // PublicJWK is the key's public half as a JWK.
@@ -124,9 +130,12 @@ func (j JWK) PublicKey() (*ecdsa.PublicKey, error) {
 	return pub, nil
 }
 
-// Signer issues tokens with one key.
+// Signer issues tokens with one key: Key (ES256), or RSA (RS256) when set.
 type Signer struct {
-	Key    *Key
+	Key *Key
+	// RSA, when set, signs instead of Key: ID tokens, whose clients
+	// expect RS256 by default (OIDC Discovery §3).
+	RSA    *RSAKey
 	Issuer string
 }
 
@@ -139,6 +148,11 @@ func (s *Signer) Sign(c *Claims, lifetime time.Duration) (string, error) {
 	c.ExpiresAt = jwt.NewNumericDate(now.Add(lifetime))
 	if c.ID == "" {
 		c.ID = uuid.NewString()
+	}
+	if s.RSA != nil {
+		t := jwt.NewWithClaims(jwt.SigningMethodRS256, c)
+		t.Header["kid"] = s.RSA.ID
+		return t.SignedString(s.RSA.Private)
 	}
 	t := jwt.NewWithClaims(jwt.SigningMethodES256, c)
 	t.Header["kid"] = s.Key.ID
@@ -154,14 +168,21 @@ type Verifier struct {
 	Audience string
 	// Keys finds a public key by kid; nil means unknown.
 	Keys func(kid string) *ecdsa.PublicKey
+	// RSAKeys, when set, lets RS256 tokens (ID tokens) through too, with
+	// the key it finds by kid; nil means unknown.
+	RSAKeys func(kid string) *rsa.PublicKey
 }
 
-// Verify checks algorithm (ES256 only), kid, signature, issuer, audience and
-// the time claims, and returns the claims.
+// Verify checks algorithm (ES256, and RS256 when RSAKeys is set), kid,
+// signature, issuer, audience and the time claims, and returns the claims.
 func (v *Verifier) Verify(token string) (*Claims, error) {
 	c := &Claims{}
+	methods := []string{"ES256"}
+	if v.RSAKeys != nil {
+		methods = append(methods, "RS256")
+	}
 	opts := []jwt.ParserOption{
-		jwt.WithValidMethods([]string{"ES256"}),
+		jwt.WithValidMethods(methods),
 		jwt.WithIssuer(v.Issuer),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
@@ -174,6 +195,12 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 		kid, _ := t.Header["kid"].(string)
 		if kid == "" {
 			return nil, errors.New("missing kid")
+		}
+		if t.Method == jwt.SigningMethodRS256 {
+			if k := v.RSAKeys(kid); k != nil {
+				return k, nil
+			}
+			return nil, fmt.Errorf("unknown RSA kid %q", kid)
 		}
 		k := v.Keys(kid)
 		if k == nil {
