@@ -18,10 +18,21 @@ import (
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
-// unauthorized is the 401 with the challenge Medplum's client expects.
+// unauthorized is the 401 with the challenge Medplum's client expects, for
+// a request that brought no usable credentials.
 func (g *Gateway) unauthorized() *fhir.Error {
 	e := fhir.Unauthorized()
 	e.Header = map[string]string{"WWW-Authenticate": `Bearer realm="` + g.cfg.BaseURL + `"`}
+	return e
+}
+
+// invalidToken is the 401 for a bearer token that was refused (forged,
+// expired, revoked, not an access token, its login ended): RFC 6750 §3.1
+// names the error, so a client knows to get a new token rather than ask
+// the person again for nothing.
+func (g *Gateway) invalidToken() *fhir.Error {
+	e := fhir.Unauthorized()
+	e.Header = map[string]string{"WWW-Authenticate": `Bearer realm="` + g.cfg.BaseURL + `", error="invalid_token"`}
 	return e
 }
 
@@ -55,16 +66,16 @@ func (g *Gateway) bearer(ctx context.Context, tok, remote string) (*bus.Principa
 		var err error
 		if claims, err = g.verify(tok); err != nil {
 			g.log.Debug("token refused", "err", err)
-			return nil, g.unauthorized()
+			return nil, g.invalidToken()
 		}
 		if !claims.IsAccessToken() {
-			return nil, g.unauthorized()
+			return nil, g.invalidToken()
 		}
 		// Fiber's strings alias its request buffer: the cache key must own its bytes.
 		g.tokens.Add(strings.Clone(tok), claims)
 	}
 	if g.sessions.Revoked(claims.ID) {
-		return nil, g.unauthorized()
+		return nil, g.invalidToken()
 	}
 	return g.principal(ctx, claims.LoginID, claims.ID, remote)
 }
@@ -80,10 +91,14 @@ func (g *Gateway) verify(tok string) (*auth.Claims, error) {
 	return g.verifier.Verify(tok)
 }
 
-// principal is the caller of a login that still counts.
+// principal is the caller of a login that still counts. The token that
+// names an ended login (tokenID set) is an invalid token.
 func (g *Gateway) principal(ctx context.Context, loginID, tokenID, remote string) (*bus.Principal, error) {
 	login, mid, m, err := g.sessions.Lookup(ctx, loginID)
 	if errors.Is(err, session.ErrInactive) {
+		if tokenID != "" {
+			return nil, g.invalidToken()
+		}
 		return nil, g.unauthorized()
 	}
 	if err != nil {
@@ -182,10 +197,17 @@ func (g *Gateway) fetchKeys(ctx context.Context) error {
 	if err := json.Unmarshal(resp.Body, &set); err != nil {
 		return err
 	}
+	// Access tokens are ES256: the EC keys only. The RSA key beside them
+	// signs ID tokens, which never open the API.
 	keys := map[string]*ecdsa.PublicKey{}
 	for _, j := range set.Keys {
+		if j.Kty != "EC" {
+			continue
+		}
 		if pk, err := j.PublicKey(); err == nil {
 			keys[j.Kid] = pk
+		} else {
+			g.log.Warn("unusable signing key", "kid", j.Kid, "err", err)
 		}
 	}
 	g.keysMu.Lock()
