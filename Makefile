@@ -12,7 +12,7 @@ FUZZTIME  ?= 20000x
 # input, once stalled FuzzPatch for a minute in CI.
 FUZZMINIMIZE ?= 5s
 
-.PHONY: run build test test-tools test-go test-race check-generated test-fuzz test-compat bench bench-grow load lint generate clean images
+.PHONY: run build test test-tools test-go test-race check-generated test-fuzz test-compat test-oidc bench bench-grow load lint generate clean images
 
 build:
 	@mkdir -p $(BIN)
@@ -38,7 +38,7 @@ run:
 	  wait $$build
 	./$(BIN)/pinion
 
-test: lint check-generated test-tools test-go test-race test-fuzz test-compat
+test: lint check-generated test-tools test-go test-race test-fuzz test-compat test-oidc
 
 # Medplum's command line tool (pinned in tests/cli), which Go tests run.
 test-tools:
@@ -79,6 +79,14 @@ test-compat:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/pinion ./deploy/standalone/cmd/pinion
 	cd tests/compat && npm ci --no-audit --no-fund && node --experimental-websocket --test *.test.js
+
+# The OAuth 2.0 / OpenID Connect authorization server through panva's
+# strict client libraries, openid-client and oauth4webapi (pinned in
+# tests/oidc), against the standalone binary.
+test-oidc:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/pinion ./deploy/standalone/cmd/pinion
+	cd tests/oidc && npm ci --no-audit --no-fund && node --test *.test.js
 
 bench:
 	$(GO) run ./deploy/standalone/cmd/pinion-bench
