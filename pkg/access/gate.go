@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/pinion-health/pinion/pkg/clientapp"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
@@ -187,13 +188,16 @@ func checkServerSet(typ string, res map[string]any) error {
 }
 
 // CheckContent makes the checks of a write beyond the resource's
-// definition: fields the server sets, an access policy's criteria, and a
-// subscription's criteria and channel.
+// definition: fields the server sets, an access policy's criteria, a
+// client's redirect and launch URIs (as the /admin route checks them), and
+// a subscription's criteria and channel.
 func CheckContent(typ string, res map[string]any) error {
 	if err := checkServerSet(typ, res); err != nil {
 		return err
 	}
 	switch typ {
+	case "ClientApplication":
+		return clientapp.CheckURIs(res)
 	case "AccessPolicy":
 		return CheckPolicy(res)
 	case "Subscription":

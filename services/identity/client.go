@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
-	"strings"
 
 	"github.com/google/uuid"
 
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/clientapp"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -26,7 +25,7 @@ func (s *Service) createClient(ctx context.Context, r *bus.Request) (*bus.Respon
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRedirects(req.Resource); err != nil {
+	if err := clientapp.CheckURIs(req.Resource); err != nil {
 		return nil, err
 	}
 	id := uuid.NewString()
@@ -44,33 +43,6 @@ func (s *Service) createClient(ctx context.Context, r *bus.Request) (*bus.Respon
 		return nil, err
 	}
 	return clientResponse(201, client, secret)
-}
-
-// checkRedirects refuses redirect URIs that could never match a sign-in:
-// OAuth 2.0 wants them absolute and without a fragment (RFC 6749 §3.1.2).
-// Custom schemes (com.example.app:/cb) are fine, as for native apps.
-func checkRedirects(res map[string]any) error {
-	check := func(v any, expr string) error {
-		s, ok := v.(string)
-		u, err := url.Parse(s)
-		if !ok || err != nil || u.Scheme == "" || u.Fragment != "" || strings.Contains(s, "#") {
-			return fhir.BadRequest("Invalid redirect URI: want an absolute URI without a fragment", expr)
-		}
-		return nil
-	}
-	if v, ok := res["redirectUri"]; ok {
-		if err := check(v, "redirectUri"); err != nil {
-			return err
-		}
-	}
-	if list, ok := res["redirectUris"].([]any); ok {
-		for i, v := range list {
-			if err := check(v, fmt.Sprintf("redirectUris[%d]", i)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // clientResponse is a ClientApplication with a secret just generated: the

@@ -37,50 +37,6 @@ func expectOutcome(t *testing.T, err error, status int, text, expr string) {
 	}
 }
 
-func TestCheckRedirects(t *testing.T) {
-	const bad = "Invalid redirect URI: want an absolute URI without a fragment"
-	cases := []struct {
-		name string
-		res  map[string]any
-		expr string // the field refused; "" for none
-	}{
-		{"none", map[string]any{"name": "app"}, ""},
-		{"https", map[string]any{"redirectUri": "https://app.example/cb"}, ""},
-		{"http on loopback", map[string]any{"redirectUri": "http://localhost:9615"}, ""},
-		{"with a query", map[string]any{"redirectUri": "https://app.example/cb?tenant=a"}, ""},
-		{"custom scheme, for native apps", map[string]any{"redirectUri": "com.example.app:/cb"}, ""},
-		{"urn", map[string]any{"redirectUri": "urn:ietf:wg:oauth:2.0:oob"}, ""},
-		{"scheme in capitals", map[string]any{"redirectUri": "HTTPS://APP.example/cb"}, ""},
-		{"a list", map[string]any{"redirectUris": []any{"https://app.example/1", "com.example.app:/2"}}, ""},
-		{"an empty list", map[string]any{"redirectUris": []any{}}, ""},
-		{"both", map[string]any{"redirectUri": "https://app.example/1", "redirectUris": []any{"https://app.example/2"}}, ""},
-
-		{"relative", map[string]any{"redirectUri": "/cb"}, "redirectUri"},
-		{"no scheme", map[string]any{"redirectUri": "app.example/cb"}, "redirectUri"},
-		{"empty", map[string]any{"redirectUri": ""}, "redirectUri"},
-		{"null", map[string]any{"redirectUri": nil}, "redirectUri"},
-		{"a number", map[string]any{"redirectUri": 7}, "redirectUri"},
-		{"a fragment", map[string]any{"redirectUri": "https://app.example/cb#x"}, "redirectUri"},
-		{"an empty fragment", map[string]any{"redirectUri": "https://app.example/cb#"}, "redirectUri"},
-		{"unparsable", map[string]any{"redirectUri": "http://[::1"}, "redirectUri"},
-		{"a bad entry in the list", map[string]any{"redirectUris": []any{"https://app.example/1", "/2"}}, "redirectUris[1]"},
-		{"a non-string in the list", map[string]any{"redirectUris": []any{true}}, "redirectUris[0]"},
-		{"the single one first", map[string]any{"redirectUri": "/1", "redirectUris": []any{"/2"}}, "redirectUri"},
-		// A list that is not one is left to the resource's validation.
-		{"redirectUris not a list", map[string]any{"redirectUris": "/cb"}, ""},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			err := checkRedirects(tc.res)
-			if tc.expr == "" {
-				expectOutcome(t, err, 0, "", "")
-				return
-			}
-			expectOutcome(t, err, 400, bad, tc.expr)
-		})
-	}
-}
-
 func TestOperationInput(t *testing.T) {
 	const jsonCT = "application/json"
 	cases := []struct {
