@@ -28,6 +28,7 @@ type Policy struct {
 	user         string // the caller's own User id; "" for clients and bots
 	entries      []*entry
 	blocked      *blockedParams // search parameters over hidden fields; nil when nothing is hidden
+	scoped       *scoped        // set when the token's SMART scopes narrowed the entries (scopes.go)
 }
 
 // entry is one AccessPolicy.resource[] entry, compiled.
@@ -180,7 +181,7 @@ func Compile(p *bus.Principal, membership []byte, policies map[string][]byte) (*
 			return nil, fmt.Errorf("membership: %w", err)
 		}
 	}
-	if p.SuperAdmin && len(grants) == 0 {
+	if p.SuperAdmin && len(grants) == 0 && !hasResourceScopes(p.Scope) {
 		pol.unrestricted = true
 		return pol, nil
 	}
@@ -190,8 +191,10 @@ func Compile(p *bus.Principal, membership []byte, policies map[string][]byte) (*
 		}
 		pol.entries = fixedEntries(p, pol.user)
 	}
+	fixed := len(pol.entries)
 	if len(grants) == 0 {
 		pol.entries = append(pol.entries, &entry{typ: "*", allow: allBits})
+		pol.applyScopes(p, fixed, 0)
 		pol.blocked = compileBlocked(pol.entries)
 		return pol, nil
 	}
@@ -231,6 +234,7 @@ func Compile(p *bus.Principal, membership []byte, policies map[string][]byte) (*
 			}
 		}
 	}
+	pol.applyScopes(p, fixed, len(grants))
 	pol.blocked = compileBlocked(pol.entries)
 	return pol, nil
 }
@@ -369,7 +373,7 @@ func (p *Policy) Allow(typ string, i Interaction) error {
 			return nil
 		}
 	}
-	return fhir.Forbidden()
+	return p.refuse(typ, i)
 }
 
 // AllowResource is Allow for one resource named by id (empty for a
