@@ -23,6 +23,11 @@ const (
 	SubjBasic = "pinion.identity.basic"
 	// SubjWSBinding issues a WebSocket subscription's binding token.
 	SubjWSBinding = "pinion.identity.ws-binding"
+	// SubjRevoke and SubjIntrospect are RFC 7009 revocation and RFC 7662
+	// introspection; SubjAuthRevoke is Medplum's POST /auth/revoke.
+	SubjRevoke     = "pinion.identity.revoke"
+	SubjIntrospect = "pinion.identity.introspect"
+	SubjAuthRevoke = "pinion.identity.auth-revoke"
 	// The browser pages.
 	SubjSetPassPage   = "pinion.identity.page.setpassword"
 	SubjResetPassPage = "pinion.identity.page.resetpassword"

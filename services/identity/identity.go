@@ -150,6 +150,10 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.SubjSetPassPage:   s.setPasswordPage,
 		bus.SubjResetPassPage: s.resetPasswordPage,
 		bus.SubjAuthorize:     s.authorize,
+
+		bus.SubjRevoke:     s.revoke,
+		bus.SubjIntrospect: s.introspect,
+		bus.SubjAuthRevoke: s.authRevoke,
 	}, s.log)
 	return err
 }
