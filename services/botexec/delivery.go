@@ -270,11 +270,24 @@ func (s *Service) attempt(ctx context.Context, d *delivery, attempt int) error {
 	if err != nil {
 		return errPreamble{err}
 	}
+	// The author's rights are read again: they may have changed since the
+	// match, and what is sent is what the author may read now.
+	seen, err := s.authorView(ctx, sub, changed)
+	if err != nil {
+		return errPreamble{err}
+	}
+	if seen == nil {
+		s.log.Debug("subscriptions: the author may no longer read the change; not delivered",
+			"subscription", sub.ID, "author", sub.Author, "resource", ev.Type+"/"+ev.ID)
+		return nil
+	}
 	if id, ok := sub.Bot(); ok {
 		d.bot = true
+		// A bot is given the change as the membership it runs as may read
+		// it (deliverToBot), not as the author sees it.
 		return s.deliverToBot(ctx, d, sub, id, changed, attempt)
 	}
-	return s.deliverToHook(ctx, d, sub, changed, attempt)
+	return s.deliverToHook(ctx, d, sub, seen, attempt)
 }
 
 // hookBody is what a rest-hook or bot is sent: the resource, or for a
@@ -378,7 +391,20 @@ func (s *Service) deliverToBot(ctx context.Context, d *delivery, sub *subscripti
 	if err != nil {
 		return errPreamble{err}
 	}
-	body := hookBody(d.Event.Op, res, true)
+	// The bot reads with runAs's rights, so its input is the change as
+	// runAs may read it: without the fields runAs's policy hides, and no
+	// run at all when runAs may not read the change (the bot could not
+	// have read it itself).
+	seen, err := s.viewAs(ctx, runAs, res)
+	if err != nil {
+		return errPreamble{err}
+	}
+	if seen == nil {
+		s.log.Warn("subscriptions: the bot's membership may not read the change; the bot is not run",
+			"subscription", sub.ID, "bot", b.ID, "resource", d.Event.Type+"/"+d.Event.ID)
+		return nil
+	}
+	body := hookBody(d.Event.Op, seen, true)
 	headers := map[string]string{}
 	for k, v := range hookHeaders(d, sub, body) {
 		headers[k] = v[0]

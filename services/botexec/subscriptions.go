@@ -296,11 +296,11 @@ func (s *Service) matchChange(ctx context.Context, c change, subs []*subscriptio
 		if !delivered && !notified {
 			continue
 		}
-		ok, err := s.authorMayRead(ctx, sub, changed)
+		seen, err := s.authorView(ctx, sub, changed)
 		if err != nil {
 			return err
 		}
-		if !ok {
+		if seen == nil {
 			// Debug: a subscription whose author lost access would log at
 			// every write of the type.
 			s.log.Debug("subscriptions: the author may not read the change; not delivered",
@@ -309,7 +309,7 @@ func (s *Service) matchChange(ctx context.Context, c change, subs []*subscriptio
 		}
 		if notified {
 			// Sockets bound now see it; nothing is kept for later ones.
-			if err := s.nc.Publish(bus.WSSubject(sub.ID), s.notification(sub.ID, changed)); err != nil {
+			if err := s.nc.Publish(bus.WSSubject(sub.ID), s.notification(sub.ID, seen)); err != nil {
 				return err
 			}
 			continue
@@ -387,29 +387,41 @@ func subscriptionOf(res *repo.Resource) (*subscription.Subscription, error) {
 	})
 }
 
-// authorMayRead reports whether the subscription's author — through its
-// membership of the subscription's project, as it stands now — may read
-// the changed resource. An author without an active membership there
-// sees nothing.
-func (s *Service) authorMayRead(ctx context.Context, sub *subscription.Subscription, res *repo.Resource) (bool, error) {
+// authorView is the changed resource as the subscription's author —
+// through its membership of the subscription's project, as it stands now
+// — may read it: nil when it may not read it at all (an author without an
+// active membership there sees nothing), else without the fields its
+// access policy hides, as a read would answer it. Every notification and
+// rest-hook body is this view, so a subscription reveals no more than a
+// read by its author.
+func (s *Service) authorView(ctx context.Context, sub *subscription.Subscription, res *repo.Resource) (*repo.Resource, error) {
 	if sub.Author == "" || res.Project != sub.Project {
-		return false, nil
+		return nil, nil
 	}
 	p, err := s.memberAs(ctx, sub.Project, sub.Author)
 	if errors.Is(err, errNoMembership) {
-		return false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, err
+		return nil, err
 	}
+	return s.viewAs(ctx, p, res)
+}
+
+// viewAs is res as principal p may read it: nil when it may not.
+func (s *Service) viewAs(ctx context.Context, p *bus.Principal, res *repo.Resource) (*repo.Resource, error) {
 	pol, err := s.policies.For(ctx, p)
 	if err != nil {
 		if fe := fhir.AsError(err); fe.Status < 500 {
-			return false, nil // a policy that cannot be used grants nothing
+			return nil, nil // a policy that cannot be used grants nothing
 		}
-		return false, err
+		return nil, err
 	}
-	return pol.Readable(access.Read, res)
+	ok, err := pol.Readable(access.Read, res)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return pol.Redact(res)
 }
 
 // errNoMembership: a profile is not an active member of the project.

@@ -1,0 +1,130 @@
+package standalone
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/websocket"
+)
+
+// wsBound opens a subscription socket and binds it to a websocket
+// Subscription with a binding token its author asks for.
+func wsBound(t *testing.T, author, sub string) *websocket.Conn {
+	t.Helper()
+	r := do(t, "GET", "fhir/R4/Subscription/"+sub+"/$get-ws-binding-token", author, "", nil)
+	expect(t, r, 200)
+	var params struct {
+		Parameter []struct{ Name, ValueString string } `json:"parameter"`
+	}
+	if err := json.Unmarshal(r.body, &params); err != nil {
+		t.Fatal(err)
+	}
+	var tok string
+	for _, p := range params.Parameter {
+		if p.Name == "token" {
+			tok = p.ValueString
+		}
+	}
+	c, err := websocket.Dial("ws"+strings.TrimPrefix(base, "http")+"ws/subscriptions-r4", "", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := websocket.JSON.Send(c, map[string]any{"type": "bind-with-token", "payload": map[string]any{"token": tok}}); err != nil {
+		t.Fatal(err)
+	}
+	if m := wsNext(t, c); !strings.Contains(string(m), `"handshake"`) {
+		t.Fatalf("binding answered %s", m)
+	}
+	return c
+}
+
+// wsNext is the socket's next message other than a heartbeat.
+func wsNext(t *testing.T, c *websocket.Conn) []byte {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		var m []byte
+		if err := websocket.Message.Receive(c, &m); err != nil {
+			t.Fatalf("no message on the socket: %v", err)
+		}
+		if !strings.Contains(string(m), `"heartbeat"`) {
+			return m
+		}
+	}
+}
+
+// wsResource is the changed resource a notification Bundle carries.
+func wsResource(t *testing.T, m []byte) map[string]any {
+	t.Helper()
+	var b struct {
+		Entry []struct {
+			Resource map[string]any `json:"resource"`
+		} `json:"entry"`
+	}
+	if err := json.Unmarshal(m, &b); err != nil || len(b.Entry) != 2 {
+		t.Fatalf("notification %s: want a Bundle of a status and the resource", m)
+	}
+	return b.Entry[1].Resource
+}
+
+// A subscription shows no more than a read by its author does: the fields
+// the author's policy hides are not in its rest-hook bodies nor in its
+// WebSocket notifications; an admin's subscription sends them.
+func TestSubscriptionRedactsHiddenFields(t *testing.T) {
+	pid, su := adminProject(t, "Sub redaction")
+	author := policyClient(t, su, pid,
+		map[string]any{"resourceType": "Patient", "hiddenFields": []any{"birthDate", "telecom"}},
+		map[string]any{"resourceType": "Subscription"})
+	admin := projectAdmin(t, su, pid, "sub-redaction-admin@example.com")
+	authorHook, adminHook := newHook(t, 200), newHook(t, 200)
+	newSubscription(t, author, "Patient", authorHook.srv.URL)
+	newSubscription(t, admin, "Patient", adminHook.srv.URL)
+	ws := func(tok string) *websocket.Conn {
+		r := do(t, "POST", "fhir/R4/Subscription", tok, "application/fhir+json", mustJSON(map[string]any{
+			"resourceType": "Subscription", "status": "active", "reason": "ws", "criteria": "Patient",
+			"channel": map[string]any{"type": "websocket"},
+		}))
+		expect(t, r, 201)
+		return wsBound(t, tok, r.json(t)["id"].(string))
+	}
+	authorWS, adminWS := ws(author), ws(admin)
+
+	r := do(t, "POST", "fhir/R4/Patient", admin, "application/fhir+json", mustJSON(map[string]any{
+		"resourceType": "Patient", "name": []any{map[string]any{"family": "Hidden"}}, "birthDate": "1970-01-01",
+		"telecom": []any{map[string]any{"system": "phone", "value": "555-0100"}},
+	}))
+	expect(t, r, 201)
+	id := r.json(t)["id"].(string)
+
+	check := func(what string, got map[string]any, hidden bool) {
+		t.Helper()
+		if got["id"] != id || got["name"] == nil {
+			t.Fatalf("%s: %v, want Patient %s with its name", what, got, id)
+		}
+		for _, f := range []string{"birthDate", "telecom"} {
+			if _, has := got[f]; has == hidden {
+				t.Errorf("%s: %s present %v, want %v", what, f, has, !hidden)
+			}
+		}
+	}
+	hookResource := func(h *hook) map[string]any {
+		c := h.next(t, 10*time.Second)
+		var m map[string]any
+		if err := json.Unmarshal(c.body, &m); err != nil {
+			t.Fatalf("rest-hook body %s: %v", c.body, err)
+		}
+		return m
+	}
+	check("author's rest-hook", hookResource(authorHook), true)
+	check("author's notification", wsResource(t, wsNext(t, authorWS)), true)
+	check("admin's rest-hook", hookResource(adminHook), false)
+	check("admin's notification", wsResource(t, wsNext(t, adminWS)), false)
+
+	// $resend sends the author's view as well.
+	expect(t, do(t, "POST", "fhir/R4/Patient/"+id+"/$resend", admin, "application/json", []byte(`{}`)), 200)
+	check("author's resent rest-hook", hookResource(authorHook), true)
+	check("admin's resent rest-hook", hookResource(adminHook), false)
+}
