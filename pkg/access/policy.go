@@ -42,6 +42,8 @@ type entry struct {
 	never    bool
 	hidden   [][]string
 	readonly [][]string
+	// except are types a "*" entry gives way on (owned.go).
+	except map[string]bool
 }
 
 const (
@@ -195,6 +197,7 @@ func Compile(p *bus.Principal, membership []byte, policies map[string][]byte) (*
 	if len(grants) == 0 {
 		pol.entries = append(pol.entries, &entry{typ: "*", allow: allBits})
 		pol.applyScopes(p, fixed, 0)
+		pol.entries = confineOwned(p, pol.entries)
 		pol.blocked = compileBlocked(pol.entries)
 		return pol, nil
 	}
@@ -235,6 +238,7 @@ func Compile(p *bus.Principal, membership []byte, policies map[string][]byte) (*
 		}
 	}
 	pol.applyScopes(p, fixed, len(grants))
+	pol.entries = confineOwned(p, pol.entries)
 	pol.blocked = compileBlocked(pol.entries)
 	return pol, nil
 }
@@ -341,7 +345,7 @@ func (e *entry) applies(typ string) bool {
 	if e.typ == typ {
 		return true
 	}
-	return e.typ == "*" && !adminTypes[typ] && !protectedTypes[typ]
+	return e.typ == "*" && !adminTypes[typ] && !protectedTypes[typ] && !e.except[typ]
 }
 
 // plain reports whether an entry grants without conditions.

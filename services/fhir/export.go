@@ -132,8 +132,11 @@ func (s *Service) export(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err := s.checkActiveExports(ctx, spec.Project); err != nil {
 		return nil, err
 	}
-	job, err := s.repo.Create(ctx, repo.Scope{Project: spec.Project},
-		newExportJob(s.cfg.BaseURL, r.Path, r.RawQuery, time.Now()), repo.WriteOptions{Author: r.Principal.Profile})
+	// The job, like its files, is kept for its requester (and the
+	// project's admins): its manifest lists them.
+	body := newExportJob(s.cfg.BaseURL, r.Path, r.RawQuery, time.Now())
+	body["meta"] = ownedMeta(r.Principal.Profile)
+	job, err := s.repo.Create(ctx, repo.Scope{Project: spec.Project}, body, repo.WriteOptions{Author: r.Principal.Profile})
 	if err != nil {
 		return nil, err
 	}
@@ -220,6 +223,28 @@ func newExportJob(base, path, rawQuery string, now time.Time) map[string]any {
 		"requestTime": now.UTC().Format(time.RFC3339Nano),
 		"request":     base + strings.TrimPrefix(path, "/") + query(rawQuery),
 	}
+}
+
+// ownedMeta is the meta of an export's job and files: kept for the
+// requester's profile (access.OwnerTag), so that no other member but the
+// project's admins reads or finds them.
+func ownedMeta(profile string) map[string]any {
+	return map[string]any{"security": []any{access.OwnerTag(profile)}}
+}
+
+// exportBinary is one NDJSON file of an export, kept for its requester:
+// Binary.securityContext names the requester, as Medplum's export sets
+// it, and the owner tag enforces it.
+func exportBinary(profile string, ndjson []byte) map[string]any {
+	bin := map[string]any{
+		"resourceType": "Binary", "contentType": ndjsonType,
+		"data": base64.StdEncoding.EncodeToString(ndjson),
+		"meta": ownedMeta(profile),
+	}
+	if profile != "" {
+		bin["securityContext"] = map[string]any{"reference": profile}
+	}
+	return bin
 }
 
 // exportAccepted answers a kick-off: 202, the status URL in
@@ -629,10 +654,8 @@ func (s *Service) runExportJob(ctx context.Context, spec *exportSpec, attempt ui
 		next := st.advance(step, after)
 		tctx, tx := s.repo.Begin(ctx)
 		if buf.Len() > 0 {
-			bin, err := s.repo.Create(tctx, sc, map[string]any{
-				"resourceType": "Binary", "contentType": ndjsonType,
-				"data": base64.StdEncoding.EncodeToString(buf.Bytes()),
-			}, repo.WriteOptions{Author: spec.Principal.Profile})
+			bin, err := s.repo.Create(tctx, sc, exportBinary(spec.Principal.Profile, buf.Bytes()),
+				repo.WriteOptions{Author: spec.Principal.Profile})
 			if err != nil {
 				return err
 			}
