@@ -128,3 +128,44 @@ func TestSubscriptionRedactsHiddenFields(t *testing.T) {
 	check("author's resent rest-hook", hookResource(authorHook), true)
 	check("admin's resent rest-hook", hookResource(adminHook), false)
 }
+
+// A bot run by a subscription is given the change as the membership it
+// runs as may read it: its own policy's hidden fields are not in its input.
+func TestSubscriptionBotInputRedacted(t *testing.T) {
+	pid, su := adminProject(t, "Sub bot redaction")
+	r := do(t, "POST", "fhir/R4/AccessPolicy", su, "application/fhir+json", mustJSON(map[string]any{
+		"resourceType": "AccessPolicy", "name": "bot policy", "meta": map[string]any{"project": pid},
+		"resource": []any{
+			map[string]any{"resourceType": "Patient", "hiddenFields": []any{"birthDate"}},
+			map[string]any{"resourceType": "Basic"},
+		}}))
+	expect(t, r, 201)
+	policy := map[string]any{"reference": "AccessPolicy/" + r.json(t)["id"].(string)}
+	// The bot records whether its input had a birthDate and a name.
+	bot := newBot(t, su, pid, "redacted input", "", `exports.handler = async (medplum, event) => {
+		const p = event.input;
+		await medplum.createResource({resourceType: 'Basic', code: {text: 'seen'},
+			identifier: [{system: 'seen', value: p.id + ':' + ('birthDate' in p) + ':' + ('name' in p)}]});
+	};`, "redacted.js", "accessPolicy", policy)
+	r = do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": "writer"}))
+	expect(t, r, 201)
+	tok := clientToken(t, r.json(t)["id"].(string), r.json(t)["secret"].(string))
+	sub := newSubscription(t, tok, "Patient", "Bot/"+bot)
+	r = do(t, "POST", "fhir/R4/Patient", tok, "application/fhir+json", mustJSON(map[string]any{
+		"resourceType": "Patient", "name": []any{map[string]any{"family": "Botread"}}, "birthDate": "1970-01-01"}))
+	expect(t, r, 201)
+	want := r.json(t)["id"].(string) + ":false:true"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := do(t, "GET", "fhir/R4/Basic?identifier=seen|"+want, su, "", nil)
+		expect(t, r, 200)
+		if _, found := bundleOf(t, r); len(found) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			r = do(t, "GET", "fhir/R4/Basic?_project="+pid, su, "", nil)
+			t.Fatalf("the bot never recorded %s; it recorded %s; audit %v", want, r.body, audits(t, sub, 0))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
