@@ -49,6 +49,7 @@ type Service struct {
 	sessions *session.Store
 	log      *slog.Logger
 	signer   *auth.Signer
+	idSigner *auth.Signer // ID tokens, RS256 (idtoken.go)
 	svc      *bus.Service
 	policies *access.Policies
 
@@ -103,6 +104,9 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.signer = &auth.Signer{Key: key, Issuer: s.cfg.BaseURL}
+	if err := s.loadIDSigner(ctx); err != nil {
+		return err
+	}
 	if s.SuperAdmin, err = s.bootstrap(ctx); err != nil {
 		return fmt.Errorf("super-admin bootstrap: %w", err)
 	}

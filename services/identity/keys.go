@@ -11,10 +11,14 @@ import (
 	"github.com/pinion-health/pinion/pkg/store"
 )
 
-// signingKeyDoc is the credentials document holding the signing key. Its
-// fixed id makes creation race-free: of two instances starting at once, one
-// inserts and the other reads what it inserted.
-const signingKeyDoc = "signing-key"
+// signingKeyDoc and idTokenKeyDoc are the credentials documents holding
+// the signing keys: ES256 for access and refresh tokens, RS256 for ID
+// tokens. Their fixed ids make creation race-free: of two instances
+// starting at once, one inserts and the other reads what it inserted.
+const (
+	signingKeyDoc = "signing-key"
+	idTokenKeyDoc = "id-token-key"
+)
 
 type keyDoc struct {
 	Kid     string    `json:"kid"`
@@ -23,59 +27,118 @@ type keyDoc struct {
 }
 
 func (s *Service) signingKey(ctx context.Context) (*auth.Key, error) {
-	var d keyDoc
-	_, found, err := s.loadSecret(ctx, signingKeyDoc, &d)
-	if err == nil && !found {
+	d, err := s.storedKey(ctx, signingKeyDoc, "signing key", func() (string, string, error) {
 		k, err := auth.GenerateKey()
 		if err != nil {
-			return nil, err
+			return "", "", err
 		}
 		pem, err := k.MarshalPrivate()
-		if err != nil {
-			return nil, err
-		}
-		d = keyDoc{Kid: k.ID, PEM: pem, Created: time.Now().UTC()}
-		if err := s.swapSecret(ctx, signingKeyDoc, nil, d); err != nil {
-			if errors.Is(err, store.ErrExists) {
-				return s.signingKey(ctx)
-			}
-			return nil, fmt.Errorf("store signing key: %w", err)
-		}
-		s.log.Info("generated signing key", "kid", k.ID)
-		return k, nil
-	}
+		return k.ID, pem, err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("load signing key: %w", err)
+		return nil, err
 	}
 	return auth.ParsePrivate(d.Kid, d.PEM)
 }
 
-func (s *Service) jwks(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	return bus.JSON(200, map[string]any{"keys": []auth.JWK{s.signer.Key.PublicJWK()}}), nil
+func (s *Service) idTokenKey(ctx context.Context) (*auth.RSAKey, error) {
+	d, err := s.storedKey(ctx, idTokenKeyDoc, "ID token key", func() (string, string, error) {
+		k, err := auth.GenerateRSAKey()
+		if err != nil {
+			return "", "", err
+		}
+		pem, err := k.MarshalPrivate()
+		return k.ID, pem, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return auth.ParseRSAPrivate(d.Kid, d.PEM)
 }
+
+// storedKey loads the key kept in doc, or makes one with generate and
+// stores it; an instance that loses the race to store reads the winner's.
+func (s *Service) storedKey(ctx context.Context, doc, what string, generate func() (kid, pem string, err error)) (keyDoc, error) {
+	var d keyDoc
+	_, found, err := s.loadSecret(ctx, doc, &d)
+	if err != nil {
+		return d, fmt.Errorf("load %s: %w", what, err)
+	}
+	if found {
+		return d, nil
+	}
+	kid, pem, err := generate()
+	if err != nil {
+		return d, fmt.Errorf("generate %s: %w", what, err)
+	}
+	d = keyDoc{Kid: kid, PEM: pem, Created: time.Now().UTC()}
+	if err := s.swapSecret(ctx, doc, nil, d); err != nil {
+		if errors.Is(err, store.ErrExists) {
+			return s.storedKey(ctx, doc, what, generate)
+		}
+		return d, fmt.Errorf("store %s: %w", what, err)
+	}
+	s.log.Info("generated "+what, "kid", kid)
+	return d, nil
+}
+
+// jwks publishes both public keys: the gateway and the services verify
+// access tokens with the EC key, relying parties ID tokens with the RSA one.
+func (s *Service) jwks(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	keys := []auth.JWK{s.signer.Key.PublicJWK()}
+	if s.idSigner != nil {
+		keys = append(keys, s.idSigner.RSA.PublicJWK())
+	}
+	return bus.JSON(200, map[string]any{"keys": keys}), nil
+}
+
+// claimsSupported are the claims Pinion issues in ID tokens and at the
+// UserInfo endpoint (me.go), and no others.
+var claimsSupported = []string{
+	"iss", "sub", "aud", "exp", "iat", "nonce", "login_id", "client_id", "fhirUser",
+	"name", "given_name", "family_name", "email", "email_verified",
+}
+
+// clientAuthMethods are how a client authenticates at the token,
+// revocation and introspection endpoints.
+var clientAuthMethods = []string{"client_secret_basic", "client_secret_post", "private_key_jwt"}
 
 func (s *Service) discovery(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	b := s.cfg.BaseURL
 	doc := map[string]any{
-		"issuer":                                b,
-		"authorization_endpoint":                b + "oauth2/authorize",
-		"token_endpoint":                        b + "oauth2/token",
-		"userinfo_endpoint":                     b + "oauth2/userinfo",
-		"jwks_uri":                              b + ".well-known/jwks.json",
-		"end_session_endpoint":                  b + "oauth2/logout",
-		"id_token_signing_alg_values_supported": []string{"ES256"},
+		"issuer":                 b,
+		"authorization_endpoint": b + "oauth2/authorize",
+		"token_endpoint":         b + "oauth2/token",
+		"userinfo_endpoint":      b + "oauth2/userinfo",
+		"jwks_uri":               b + ".well-known/jwks.json",
+		"end_session_endpoint":   b + "oauth2/logout",
+		"revocation_endpoint":    b + "oauth2/revoke",
+		"introspection_endpoint": b + "oauth2/introspect",
+		// RS256 is the default every client may assume (OIDC Discovery
+		// §3); ID tokens are signed with it (idtoken.go).
+		"id_token_signing_alg_values_supported": []string{"RS256", "ES256"},
 		"grant_types_supported":                 []string{"client_credentials", "authorization_code", "refresh_token"},
 		"response_types_supported":              []string{"code"},
 		"subject_types_supported":               []string{"public"},
 		"scopes_supported":                      []string{"openid", "profile", "email", "offline_access"},
-		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post", "private_key_jwt"},
-		"code_challenge_methods_supported":      []string{"S256", "plain"},
+		"claims_supported":                      claimsSupported,
+		// Omitted, request_uri_parameter_supported means true.
+		"request_parameter_supported":                   false,
+		"request_uri_parameter_supported":               false,
+		"claims_parameter_supported":                    false,
+		"token_endpoint_auth_methods_supported":         clientAuthMethods,
+		"revocation_endpoint_auth_methods_supported":    clientAuthMethods,
+		"introspection_endpoint_auth_methods_supported": clientAuthMethods,
+		"code_challenge_methods_supported":              []string{"S256", "plain"},
 		// Client assertions (private_key_jwt), assertion.go.
 		"token_endpoint_auth_signing_alg_values_supported": assertionAlgs,
 	}
 	if len(r.Path) >= len("smart-configuration") && r.Path[len(r.Path)-len("smart-configuration"):] == "smart-configuration" {
-		doc["capabilities"] = []string{"client-confidential-symmetric", "client-confidential-asymmetric", "context-standalone-patient", "permission-offline", "permission-patient", "permission-user", "sso-openid-connect"}
-		doc["revocation_endpoint"] = b + "oauth2/logout"
+		// No context-standalone-patient: there is no patient picker.
+		doc["capabilities"] = []string{"client-confidential-symmetric", "client-confidential-asymmetric", "permission-offline", "permission-patient", "permission-user", "sso-openid-connect"}
+		// SMART 2.x: a server SHALL NOT advertise plain. Medplum's own
+		// client reads the OpenID document, which keeps it.
+		doc["code_challenge_methods_supported"] = []string{"S256"}
 	}
 	return bus.JSON(200, doc), nil
 }

@@ -34,6 +34,8 @@ func TestDiscovery(t *testing.T) {
 		"userinfo_endpoint":      testBase + "oauth2/userinfo",
 		"jwks_uri":               testBase + ".well-known/jwks.json",
 		"end_session_endpoint":   testBase + "oauth2/logout",
+		"revocation_endpoint":    testBase + "oauth2/revoke",
+		"introspection_endpoint": testBase + "oauth2/introspect",
 		"grant_types_supported":  []any{"client_credentials", "authorization_code", "refresh_token"},
 		// What the token endpoint accepts, no more: see the grant and
 		// assertion tests.
@@ -41,7 +43,17 @@ func TestDiscovery(t *testing.T) {
 		"code_challenge_methods_supported":                 []any{"S256", "plain"},
 		"token_endpoint_auth_methods_supported":            []any{"client_secret_basic", "client_secret_post", "private_key_jwt"},
 		"token_endpoint_auth_signing_alg_values_supported": []any{"RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512"},
-		"id_token_signing_alg_values_supported":            []any{"ES256"},
+		"revocation_endpoint_auth_methods_supported":       []any{"client_secret_basic", "client_secret_post", "private_key_jwt"},
+		"introspection_endpoint_auth_methods_supported":    []any{"client_secret_basic", "client_secret_post", "private_key_jwt"},
+		// OIDC Discovery §3: RS256 MUST be listed; ID tokens are signed with it.
+		"id_token_signing_alg_values_supported": []any{"RS256", "ES256"},
+		// Omitted, request_uri_parameter_supported would mean true.
+		"request_uri_parameter_supported": false,
+		"request_parameter_supported":     false,
+		"claims_parameter_supported":      false,
+		// What ID tokens and the UserInfo endpoint carry, and only that.
+		"claims_supported": []any{"iss", "sub", "aud", "exp", "iat", "nonce", "login_id", "client_id", "fhirUser",
+			"name", "given_name", "family_name", "email", "email_verified"},
 	} {
 		if !reflect.DeepEqual(oidc[k], want) {
 			t.Errorf("%s = %v, want %v", k, oidc[k], want)
@@ -51,20 +63,29 @@ func TestDiscovery(t *testing.T) {
 		t.Error("OpenID discovery carries SMART's capabilities")
 	}
 	smart := doc("/.well-known/smart-configuration")
-	if smart["revocation_endpoint"] != testBase+"oauth2/logout" || smart["token_endpoint"] != oidc["token_endpoint"] {
+	if smart["revocation_endpoint"] != testBase+"oauth2/revoke" || smart["introspection_endpoint"] != testBase+"oauth2/introspect" ||
+		smart["token_endpoint"] != oidc["token_endpoint"] {
 		t.Errorf("SMART configuration: %v", smart)
 	}
+	// SMART 2.x: a server SHALL NOT advertise plain.
+	if got := smart["code_challenge_methods_supported"]; !reflect.DeepEqual(got, []any{"S256"}) {
+		t.Errorf("SMART code_challenge_methods_supported %v", got)
+	}
+	// No patient picker, so no standalone patient context.
 	caps, _ := smart["capabilities"].([]any)
-	if len(caps) != 7 || caps[0] != "client-confidential-symmetric" || caps[1] != "client-confidential-asymmetric" {
-		t.Errorf("SMART capabilities %v", caps)
+	want := []any{"client-confidential-symmetric", "client-confidential-asymmetric", "permission-offline", "permission-patient", "permission-user", "sso-openid-connect"}
+	if !reflect.DeepEqual(caps, want) {
+		t.Errorf("SMART capabilities %v, want %v", caps, want)
 	}
 	if _, ok := doc("/fhir/R4/.well-known/smart-configuration")["capabilities"]; !ok {
 		t.Error("the FHIR base's SMART configuration has no capabilities")
 	}
 }
 
+// The key set holds the EC key of access tokens and the RSA key of ID
+// tokens, each as RFC 7517 writes it.
 func TestJWKS(t *testing.T) {
-	s := unwired(t)
+	s := live.svc
 	resp, err := s.jwks(context.Background(), &bus.Request{})
 	if err != nil {
 		t.Fatal(err)
@@ -73,12 +94,24 @@ func TestJWKS(t *testing.T) {
 	if err := json.Unmarshal(resp.Body, &set); err != nil {
 		t.Fatal(err)
 	}
-	if len(set.Keys) != 1 || set.Keys[0] != s.signer.Key.PublicJWK() {
+	if len(set.Keys) != 2 || set.Keys[0] != s.signer.Key.PublicJWK() || set.Keys[1] != s.idSigner.RSA.PublicJWK() {
 		t.Fatalf("keys %+v", set.Keys)
 	}
 	pub, err := set.Keys[0].PublicKey()
 	if err != nil || !pub.Equal(&s.signer.Key.Private.PublicKey) {
 		t.Fatalf("the published key is not the signing key's: %v", err)
+	}
+	rsaPub, err := set.Keys[1].RSAPublicKey()
+	if err != nil || !rsaPub.Equal(&s.idSigner.RSA.Private.PublicKey) {
+		t.Fatalf("the published RSA key is not the ID token key's: %v", err)
+	}
+	var raw struct{ Keys []map[string]any }
+	_ = json.Unmarshal(resp.Body, &raw)
+	if k := raw.Keys[1]; k["kty"] != "RSA" || k["alg"] != "RS256" || k["use"] != "sig" || k["kid"] == "" || k["n"] == nil || k["e"] != "AQAB" || len(k) != 6 {
+		t.Errorf("RSA key as published: %v", k)
+	}
+	if k := raw.Keys[0]; k["kty"] != "EC" || k["alg"] != "ES256" || k["n"] != nil || len(k) != 7 {
+		t.Errorf("EC key as published: %v", k)
 	}
 }
 

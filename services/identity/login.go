@@ -396,7 +396,7 @@ func (s *Service) userTokens(ctx context.Context, loginID string, l *session.Log
 	idc := &auth.Claims{LoginID: loginID, FHIRUser: m.Profile, Nonce: l.Nonce, ClientID: l.Client}
 	idc.Subject = uid
 	idc.Audience = jwt.ClaimStrings{firstNonEmpty(l.Client, s.cfg.BaseURL)}
-	idTok, err := s.signer.Sign(idc, s.cfg.TokenLifetime)
+	idTok, err := s.signIDToken(idc)
 	if err != nil {
 		return nil, err
 	}

@@ -368,6 +368,7 @@ func verify(t *testing.T, tok, audience string) *auth.Claims {
 	t.Helper()
 	v := live.svc.verifier()
 	v.Audience = audience
+	v.RSAKeys = live.svc.idTokenVerifier().RSAKeys // ID tokens (idtoken.go)
 	c, err := v.Verify(tok)
 	if err != nil {
 		t.Fatalf("token for %s: %v", audience, err)

@@ -171,7 +171,7 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 		idc := &auth.Claims{LoginID: c.loginID, FHIRUser: ref, ClientID: id}
 		idc.Subject = id
 		idc.Audience = jwt.ClaimStrings{id}
-		if body["id_token"], err = s.signer.Sign(idc, s.cfg.TokenLifetime); err != nil {
+		if body["id_token"], err = s.signIDToken(idc); err != nil {
 			return nil, fmt.Errorf("sign: %w", err)
 		}
 	}

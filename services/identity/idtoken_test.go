@@ -1,0 +1,106 @@
+package identity
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/bus"
+)
+
+// A relying party that knows only the published key set and RS256 (as
+// go-oidc and openid-client do by default) verifies the ID tokens of both
+// grants; access and refresh tokens stay ES256.
+func TestIDTokensAreRS256(t *testing.T) {
+	resp, err := live.svc.jwks(context.Background(), &bus.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set struct{ Keys []auth.JWK }
+	if err := json.Unmarshal(resp.Body, &set); err != nil {
+		t.Fatal(err)
+	}
+	relyingParty := func(t *testing.T, tok, audience string) *auth.Claims {
+		t.Helper()
+		c := &auth.Claims{}
+		_, err := jwt.ParseWithClaims(tok, c, func(tk *jwt.Token) (any, error) {
+			for _, k := range set.Keys {
+				if k.Kid == tk.Header["kid"] && k.Kty == "RSA" {
+					return k.RSAPublicKey()
+				}
+			}
+			return nil, jwt.ErrTokenUnverifiable
+		}, jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuer(testBase), jwt.WithAudience(audience), jwt.WithExpirationRequired())
+		if err != nil {
+			t.Fatalf("the relying party refused the ID token: %v", err)
+		}
+		return c
+	}
+	alg := func(tok string) string {
+		tk, _, err := jwt.NewParser().ParseUnverified(tok, &auth.Claims{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk.Method.Alg()
+	}
+
+	project := newProject(t, "RS256")
+	id, secret := newClient(t, project, nil)
+	body := decoded(t, clientToken(t, id, secret, "", nil), nil, 200)
+	if c := relyingParty(t, body["id_token"].(string), id); c.FHIRUser != "ClientApplication/"+id {
+		t.Errorf("client ID token %+v", c)
+	}
+	if a := alg(body["access_token"].(string)); a != "ES256" {
+		t.Errorf("access token signed %s", a)
+	}
+
+	p := newPerson(t, "rs256")
+	body = decoded(t, redeem(t, p.code(t, nil)), nil, 200)
+	if c := relyingParty(t, body["id_token"].(string), testBase); c.FHIRUser == "" {
+		t.Errorf("user ID token %+v", c)
+	}
+	// An id_token_hint verifies, and an access token is not one.
+	if c, err := live.svc.idTokenVerifier().Verify(body["id_token"].(string)); err != nil || c.FHIRUser == "" {
+		t.Errorf("id token hint: %v", err)
+	}
+	for _, k := range []string{"access_token", "refresh_token"} {
+		if tok, _ := body[k].(string); tok != "" && alg(tok) != "ES256" {
+			t.Errorf("%s signed %s", k, alg(tok))
+		}
+	}
+}
+
+// The ID token key, like the access token key, is made once for all
+// instances that start at once, and kept.
+func TestIDTokenKeyIsShared(t *testing.T) {
+	ctx := context.Background()
+	first := storeOnly(t)
+	const n = 3
+	keys := make([]*auth.RSAKey, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		s := New(first.cfg, nil, nil, first.repo, nil, quiet)
+		wg.Go(func() { keys[i], errs[i] = s.idTokenKey(ctx) })
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if keys[i].ID != keys[0].ID || !keys[i].Private.Equal(keys[0].Private) {
+			t.Fatalf("instance %d has key %s, instance 0 %s", i, keys[i].ID, keys[0].ID)
+		}
+	}
+	later, err := New(first.cfg, nil, nil, first.repo, nil, quiet).idTokenKey(ctx)
+	if err != nil || later.ID != keys[0].ID || !later.Private.Equal(keys[0].Private) {
+		t.Fatalf("a later start: %v %v", later, err)
+	}
+	if ec, err := first.signingKey(ctx); err != nil || ec.ID == later.ID {
+		t.Fatalf("the access token key %v is the ID token key: %v", ec, err)
+	}
+}
