@@ -8,13 +8,16 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
 
+	"github.com/pinion-health/pinion/pkg/egress"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 )
@@ -35,41 +38,59 @@ const (
 	// jwksRefetch when an assertion names a key it does not hold.
 	jwksTTL     = 5 * time.Minute
 	jwksRefetch = 10 * time.Second
+	// A key set that could not be fetched is not asked for again before
+	// jwksFailTTL: a dead or hanging jwksUri costs one fetch a window, not
+	// one per token request.
+	jwksFailTTL = 30 * time.Second
 	maxJWKSSize = 64 << 10
-	jwksTimeout = 5 * time.Second
+	// jwksTimeout bounds one fetch of what is a small static document.
+	jwksTimeout = 3 * time.Second
 	// The bounds of the caches of key sets and of assertion ids seen.
-	maxKeySets   = 1000
-	maxSeenJTIs  = 100_000
-	jwksFetchers = 4
+	maxKeySets  = 1000
+	maxSeenJTIs = 100_000
+	// At most jwksFetchers fetches run at once, for all clients; a fetch
+	// that finds no slot within jwksSlotWait is refused rather than queued
+	// behind servers that hang.
+	jwksFetchers = 8
+	jwksSlotWait = 50 * time.Millisecond
 )
 
 // assertionAlgs are the signatures Medplum accepts; HMAC and none never.
 var assertionAlgs = []string{"RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512"}
 
-// assertions checks client assertions: it caches the clients' key sets and
-// remembers the assertion ids it has accepted until they expire, so that
-// an assertion is good for one token (per identity instance).
+// assertions checks client assertions: it caches the clients' key sets
+// (and the failures to fetch them) and remembers the assertion ids it has
+// accepted until they expire, so that an assertion is good for one token
+// (per identity instance).
 type assertions struct {
-	http  *http.Client
-	sets  *lru.Cache[string, *keySet]
-	mu    sync.Mutex
-	seen  *lru.Cache[string, time.Time]
-	fetch chan struct{} // bounds concurrent fetches
+	// A jwksUri is written by a project member and fetched on an anonymous
+	// request: egress keeps it out of Pinion's own network.
+	http    *http.Client
+	sets    *lru.Cache[string, *keySet]
+	flights singleflight.Group // one fetch in flight per URI
+	slots   chan struct{}      // bounds fetches in flight for all URIs
+	mu      sync.Mutex
+	seen    *lru.Cache[string, time.Time]
 }
 
+// keySet is the outcome of a fetch of a key set: its keys, or why there
+// are none.
 type keySet struct {
 	keys    []jose.JSONWebKey
 	fetched time.Time
+	err     error
 }
 
-func newAssertions() *assertions {
+// newAssertions checks assertions, fetching key sets from private
+// addresses only if allowPrivate.
+func newAssertions(allowPrivate bool) *assertions {
 	sets, _ := lru.New[string, *keySet](maxKeySets)
 	seen, _ := lru.New[string, time.Time](maxSeenJTIs)
 	return &assertions{
-		http:  &http.Client{Timeout: jwksTimeout},
+		http:  egress.Client(allowPrivate, jwksTimeout),
 		sets:  sets,
 		seen:  seen,
-		fetch: make(chan struct{}, jwksFetchers),
+		slots: make(chan struct{}, jwksFetchers),
 	}
 }
 
@@ -105,7 +126,7 @@ func (s *Service) clientAssertion(ctx context.Context, typ, assertion string) (s
 		return set, err
 	}
 	now := time.Now()
-	claims, no := checkAssertion(assertion, id, s.cfg.BaseURL+"oauth2/token", keys, now)
+	claims, no := checkAssertion(assertion, id, assertionAudiences(s.cfg.BaseURL), keys, now)
 	if no != nil {
 		return "", no, nil
 	}
@@ -133,15 +154,22 @@ func assertionIssuer(typ, assertion string) (string, *refusal) {
 	return id, nil
 }
 
+// assertionAudiences are the audiences an assertion may name: the token
+// endpoint, or the issuer (RFC 7523 §3), with or without its trailing
+// slash; oauth4webapi sends the issuer.
+func assertionAudiences(base string) []string {
+	return []string{base + "oauth2/token", base, strings.TrimSuffix(base, "/")}
+}
+
 // checkAssertion verifies an assertion of client id at now: signed with
 // one of its keys (keys finds them) by an allowed algorithm, issued by the
-// client about itself, for the token endpoint at tokenURL, expiring within
+// client about itself, for one of audiences, expiring within
 // maxAssertionLife, with an id to spend it by.
-func checkAssertion(assertion, id, tokenURL string, keys jwt.Keyfunc, now time.Time) (*jwt.RegisteredClaims, *refusal) {
+func checkAssertion(assertion, id string, audiences []string, keys jwt.Keyfunc, now time.Time) (*jwt.RegisteredClaims, *refusal) {
 	refuse := func(text string) (*jwt.RegisteredClaims, *refusal) { return nil, &refusal{"invalid_client", text, 0} }
 	var claims jwt.RegisteredClaims
 	_, err := jwt.ParseWithClaims(assertion, &claims, keys,
-		jwt.WithValidMethods(assertionAlgs), jwt.WithIssuer(id), jwt.WithSubject(id), jwt.WithAudience(tokenURL),
+		jwt.WithValidMethods(assertionAlgs), jwt.WithIssuer(id), jwt.WithSubject(id), jwt.WithAudience(audiences...),
 		jwt.WithExpirationRequired(), jwt.WithLeeway(assertionLeeway), jwt.WithTimeFunc(func() time.Time { return now }))
 	switch {
 	case errors.Is(err, errNoKeySet):
@@ -161,18 +189,24 @@ func checkAssertion(assertion, id, tokenURL string, keys jwt.Keyfunc, now time.T
 // errNoKeySet is a key set that could not be fetched or read.
 var errNoKeySet = errors.New("no key set")
 
+// errFetchBusy: every fetch slot is taken, by servers slow to answer.
+var errFetchBusy = fmt.Errorf("%w: every key set fetch is busy; try again", errNoKeySet)
+
 // keys returns the keys to verify with: the one named kid, or all of them
 // (jwt tries each). A kid the cached set lacks fetches the set again, at
-// most every jwksRefetch.
+// most every jwksRefetch; a set that could not be fetched is refused
+// without asking again for jwksFailTTL.
 func (a *assertions) keys(ctx context.Context, uri, kid string) (jwt.VerificationKeySet, error) {
 	set, ok := a.sets.Get(uri)
-	if !ok || time.Since(set.fetched) > jwksTTL || (kid != "" && !set.has(kid) && time.Since(set.fetched) > jwksRefetch) {
-		fresh, err := a.load(ctx, uri)
+	if !ok || set.stale(kid, time.Now()) {
+		fresh, err := a.refresh(ctx, uri)
 		if err != nil {
 			return jwt.VerificationKeySet{}, err
 		}
 		set = fresh
-		a.sets.Add(uri, set)
+	}
+	if set.err != nil {
+		return jwt.VerificationKeySet{}, set.err
 	}
 	var out jwt.VerificationKeySet
 	for _, k := range set.keys {
@@ -186,6 +220,51 @@ func (a *assertions) keys(ctx context.Context, uri, kid string) (jwt.Verificatio
 	return out, nil
 }
 
+// stale reports whether a cached outcome is to be fetched again at now,
+// for an assertion naming kid.
+func (s *keySet) stale(kid string, now time.Time) bool {
+	age := now.Sub(s.fetched)
+	if s.err != nil {
+		return age > jwksFailTTL
+	}
+	return age > jwksTTL || (kid != "" && !s.has(kid) && age > jwksRefetch)
+}
+
+// refresh fetches uri's key set and caches the outcome, failure included.
+// Requests that need the same set at once share one fetch; a fetch that
+// gets no slot at once fails fast. The fetch does not end with the
+// request that started it, whose peers still wait for it; each request
+// waits only as long as its own context allows.
+func (a *assertions) refresh(ctx context.Context, uri string) (*keySet, error) {
+	flight := a.flights.DoChan(uri, func() (any, error) {
+		wait := time.NewTimer(jwksSlotWait)
+		defer wait.Stop()
+		select {
+		case a.slots <- struct{}{}:
+			defer func() { <-a.slots }()
+		case <-wait.C:
+			return nil, errFetchBusy
+		}
+		fctx, cancel := context.WithTimeout(context.Background(), jwksTimeout)
+		defer cancel()
+		set, err := a.load(fctx, uri)
+		if err != nil {
+			set = &keySet{fetched: time.Now(), err: err}
+		}
+		a.sets.Add(uri, set)
+		return set, nil
+	})
+	select {
+	case r := <-flight:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*keySet), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", errNoKeySet, ctx.Err())
+	}
+}
+
 func (s *keySet) has(kid string) bool {
 	for _, k := range s.keys {
 		if k.KeyID == kid {
@@ -195,18 +274,13 @@ func (s *keySet) has(kid string) bool {
 	return false
 }
 
-// load fetches a JWK Set: http(s) only, bounded in time and size, its
+// load fetches a JWK Set: http(s) only, from a public address unless
+// allowed otherwise, bounded in time and size, no redirect followed, its
 // public signing keys only.
 func (a *assertions) load(ctx context.Context, uri string) (*keySet, error) {
 	u, err := url.Parse(uri)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("%w: %q is not an http(s) URL", errNoKeySet, uri)
-	}
-	select {
-	case a.fetch <- struct{}{}:
-		defer func() { <-a.fetch }()
-	case <-ctx.Done():
-		return nil, ctx.Err()
 	}
 	req, err := http.NewRequestWithContext(ctx, "GET", uri, nil)
 	if err != nil {
@@ -215,7 +289,7 @@ func (a *assertions) load(ctx context.Context, uri string) (*keySet, error) {
 	req.Header.Set("Accept", "application/json")
 	resp, err := a.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errNoKeySet, err)
+		return nil, fmt.Errorf("%w: %w", errNoKeySet, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {

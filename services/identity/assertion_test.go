@@ -124,6 +124,9 @@ func TestCheckAssertion(t *testing.T) {
 		{name: "RS512", assertion: sign(jwt.SigningMethodRS512, k.rsa, claims(nil))},
 		{name: "PS256", assertion: sign(jwt.SigningMethodPS256, k.rsa, claims(nil))},
 		{name: "ES256", assertion: sign(jwt.SigningMethodES256, k.ec, claims(nil))},
+		// RFC 7523 §3: the issuer identifies the server as well; oauth4webapi sends it.
+		{name: "audience the issuer", assertion: rs(func(c jwt.MapClaims) { c["aud"] = testBase })},
+		{name: "audience the issuer without its slash", assertion: rs(func(c jwt.MapClaims) { c["aud"] = strings.TrimSuffix(testBase, "/") })},
 		{name: "audience among several", assertion: rs(func(c jwt.MapClaims) { c["aud"] = []string{"https://elsewhere.example/", tokenURL} })},
 		{name: "expires at the longest life", assertion: rs(at(maxAssertionLife + assertionLeeway))},
 		{name: "expired within the leeway", assertion: rs(at(-assertionLeeway + time.Second))},
@@ -139,7 +142,7 @@ func TestCheckAssertion(t *testing.T) {
 			return strings.Join(p, ".")
 		}(), text: "Invalid client assertion signature"},
 		{name: "wrong audience", assertion: rs(func(c jwt.MapClaims) { c["aud"] = "https://elsewhere.example/token" }), text: "Invalid client assertion audience"},
-		{name: "audience the base URL", assertion: rs(func(c jwt.MapClaims) { c["aud"] = testBase }), text: "Invalid client assertion audience"},
+		{name: "audience another path of the server", assertion: rs(func(c jwt.MapClaims) { c["aud"] = testBase + "oauth2/authorize" }), text: "Invalid client assertion audience"},
 		// A missing audience is a missing claim, not a wrong one.
 		{name: "no audience", assertion: rs(func(c jwt.MapClaims) { delete(c, "aud") }), text: "Invalid client assertion signature"},
 		{name: "wrong audience and expired: the audience is named", assertion: rs(func(c jwt.MapClaims) {
@@ -171,7 +174,7 @@ func TestCheckAssertion(t *testing.T) {
 			if keys == nil {
 				keys = published
 			}
-			claims, no := checkAssertion(tc.assertion, id, tokenURL, keys, now)
+			claims, no := checkAssertion(tc.assertion, id, assertionAudiences(testBase), keys, now)
 			if tc.text == "" {
 				expectRefusal(t, no, "", "")
 				if claims == nil || claims.ID == "" || claims.ExpiresAt == nil {
@@ -189,7 +192,7 @@ func TestCheckAssertion(t *testing.T) {
 
 // An assertion is good for one token until it expires; ids are per client.
 func TestAssertionUsedOnce(t *testing.T) {
-	a := newAssertions()
+	a := newAssertions(true)
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	exp := now.Add(4 * time.Minute)
 	steps := []struct {
@@ -251,7 +254,7 @@ func TestLoadKeySet(t *testing.T) {
 	ctx := context.Background()
 	t.Run("keys for signatures only, public halves", func(t *testing.T) {
 		uri, _ := jwksServer(t, 200, func() []byte { return good })
-		set, err := newAssertions().load(ctx, uri)
+		set, err := newAssertions(true).load(ctx, uri)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,7 +290,7 @@ func TestLoadKeySet(t *testing.T) {
 			if uri == "" {
 				uri, hits = jwksServer(t, c.status, func() []byte { return c.body })
 			}
-			_, err := newAssertions().load(ctx, uri)
+			_, err := newAssertions(true).load(ctx, uri)
 			if !errors.Is(err, errNoKeySet) {
 				t.Fatalf("%v, want errNoKeySet", err)
 			}
@@ -304,7 +307,7 @@ func TestAssertionKeys(t *testing.T) {
 	k := newTestKeys(t)
 	published := []jose.JSONWebKey{{Key: k.rsa.Public(), KeyID: "k1", Use: "sig"}}
 	uri, hits := jwksServer(t, 200, func() []byte { return keySetJSON(t, published...) })
-	a := newAssertions()
+	a := newAssertions(true)
 	ctx := context.Background()
 	age := func(d time.Duration) {
 		set, _ := a.sets.Get(uri)

@@ -35,6 +35,9 @@ type Config struct {
 	TokenLifetime      time.Duration
 	// SecretGrace is how long a rotated-out client secret keeps working.
 	SecretGrace time.Duration
+	// RestHookPrivate lets client key sets (jwksUri) be fetched from
+	// private addresses, as it lets rest-hooks reach them.
+	RestHookPrivate bool
 }
 
 // Service is the identity service.
@@ -76,6 +79,7 @@ func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service,
 		BaseURL: cfg.BaseURL, DataDir: cfg.DataDir,
 		SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret,
 		TokenLifetime: cfg.AccessTokenLifetime, SecretGrace: cfg.ClientSecretGrace,
+		RestHookPrivate: cfg.RestHookPrivate,
 	}, c.NC, c.JS, c.Repo, c.Sessions, log), nil
 }
 
@@ -91,7 +95,7 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 		cfg.SecretGrace = 24 * time.Hour
 	}
 	return &Service{
-		cfg: cfg, nc: nc, js: js, repo: r, limiter: newSigninLimiter(), sessions: sessions, assertions: newAssertions(),
+		cfg: cfg, nc: nc, js: js, repo: r, limiter: newSigninLimiter(), sessions: sessions, assertions: newAssertions(cfg.RestHookPrivate),
 		log: log.With("service", "identity"), policies: access.NewPolicies(r, log), clients: expirable.NewLRU[string, *clientEntry](maxClients, nil, clientTTL),
 	}
 }

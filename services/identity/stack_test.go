@@ -64,7 +64,8 @@ func runWithStack(m *testing.M) int {
 		return 1
 	}
 	defer c.Close()
-	cfg := &config.Config{BaseURL: testBase, DataDir: dir, AccessTokenLifetime: 10 * time.Minute, ClientSecretGrace: time.Hour}
+	// Client key sets are served from loopback in these tests.
+	cfg := &config.Config{BaseURL: testBase, DataDir: dir, AccessTokenLifetime: 10 * time.Minute, ClientSecretGrace: time.Hour, RestHookPrivate: true}
 	svc, err := FromConfig(cfg, c, quiet)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "identity:", err)
