@@ -46,6 +46,9 @@ type cells struct{ own, other string }
 // policy (Patient?_id=%patient.id read-only, Observation?subject=%patient
 // without delete); a client application of A; a bot of A (its calls made
 // by its medplum client); an anonymous caller; a member of project B.
+// Bot and AccessPolicy (like ClientApplication) are written only by admins
+// and by policies that name them: the client, the bot and the member of B,
+// with no policy, read them and nothing more.
 // "own" is the caller's project (A; B for the member of B; A for the super
 // admin, who belongs to neither), "other" the other one.
 var matrix = map[string]map[string]cells{
@@ -67,16 +70,16 @@ var matrix = map[string]map[string]cells{
 	},
 	"client": {
 		"Patient": {full, fullOther}, "Observation": {full, fullOther}, "Practitioner": {full, fullOther},
-		"Bot": {full, fullOther}, "AccessPolicy": {full, fullOther},
+		"Bot": {readOnly, readOnlyOther}, "AccessPolicy": {readOnly, readOnlyOther},
 	},
 	"bot": {
 		"Patient": {full, fullOther}, "Observation": {full, fullOther}, "Practitioner": {full, fullOther},
-		"Bot": {full, fullOther}, "AccessPolicy": {full, fullOther},
+		"Bot": {readOnly, readOnlyOther}, "AccessPolicy": {readOnly, readOnlyOther},
 	},
 	"anonymous": {},
 	"member of B": {
 		"Patient": {full, fullOther}, "Observation": {full, fullOther}, "Practitioner": {full, fullOther},
-		"Bot": {full, fullOther}, "AccessPolicy": {full, fullOther},
+		"Bot": {readOnly, readOnlyOther}, "AccessPolicy": {readOnly, readOnlyOther},
 	},
 }
 
@@ -204,7 +207,13 @@ func (f *accessFixture) make(t *testing.T, typ, project string, n int) *resource
 	if typ == "Observation" && project == f.b {
 		body["subject"] = map[string]any{"reference": "Patient/" + f.base[f.b]["Patient"].id}
 	}
-	r := do(t, "POST", "fhir/R4/"+typ, f.clientOf[project], "application/fhir+json", mustJSON(body))
+	maker := f.clientOf[project]
+	if typ == "Bot" || typ == "AccessPolicy" {
+		// Only admins write these: the super admin, placing it by meta.project.
+		maker = f.su
+		body["meta"] = map[string]any{"project": project}
+	}
+	r := do(t, "POST", "fhir/R4/"+typ, maker, "application/fhir+json", mustJSON(body))
 	expect(t, r, 201)
 	return snapshot(t, f.su, typ, r.json(t)["id"].(string))
 }

@@ -38,6 +38,23 @@ var protectedTypes = map[string]bool{"Login": true, "JsonWebKey": true, "DomainC
 // non-admins, whatever their policy says.
 var adminTypes = map[string]bool{"Project": true, "ProjectMembership": true, "User": true, "UserSecurityRequest": true}
 
+// adminWritten are the types whose content decides who is an
+// administrator: a client's keys and redirect URIs (whoever sets them
+// signs in as the client), an access policy's limits, a bot's code and
+// whom it runs as. Anyone the policy lets read them reads them; only
+// admins, and members whose policy names the type itself, write them.
+var adminWritten = map[string]bool{"ClientApplication": true, "AccessPolicy": true, "Bot": true}
+
+// AdminWritten reports whether only admins, or a policy naming the type,
+// may write typ.
+func AdminWritten(typ string) bool { return adminWritten[typ] }
+
+// AdminOnly is the 403 for a write of an admin-written type (or a bot's
+// $deploy) by a member whose policy does not name the type.
+func AdminOnly(typ string) *fhir.Error {
+	return fhir.ForbiddenText("Only project administrators can change " + typ + " resources")
+}
+
 // Administrative reports whether typ is a project-administration or a
 // protected type: accounts, memberships, sign-ins and keys, which no
 // policy grants and no bulk operation copies.

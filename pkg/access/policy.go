@@ -34,6 +34,7 @@ type Policy struct {
 // entry is one AccessPolicy.resource[] entry, compiled.
 type entry struct {
 	typ      string      // a resource type, or "*"
+	wild     bool        // written as "*" (its criteria may have narrowed typ)
 	allow    uint8       // interactions, as bits
 	criteria string      // as written, for logs
 	filter   *store.Cond // nil when the entry has no criteria
@@ -195,7 +196,7 @@ func Compile(p *bus.Principal, membership []byte, policies map[string][]byte) (*
 	}
 	fixed := len(pol.entries)
 	if len(grants) == 0 {
-		pol.entries = append(pol.entries, &entry{typ: "*", allow: allBits})
+		pol.entries = append(pol.entries, &entry{typ: "*", wild: true, allow: allBits})
 		pol.applyScopes(p, fixed, 0)
 		pol.entries = confineOwned(p, pol.entries)
 		pol.blocked = compileBlocked(pol.entries)
@@ -280,7 +281,7 @@ func compileEntry(r resourceDoc, ps params) (*entry, error) {
 	if typ == "" {
 		return nil, fmt.Errorf("no resourceType")
 	}
-	e := &entry{typ: typ, allow: allBits, criteria: crit}
+	e := &entry{typ: typ, wild: typ == "*", allow: allBits, criteria: crit}
 	if len(r.Interaction) > 0 {
 		e.allow = 0
 		for _, s := range r.Interaction {
@@ -364,18 +365,34 @@ func (e *entry) matches(d *doc) bool {
 	return store.Matches(*e.filter, d.Field)
 }
 
+// grants reports whether an entry grants i on typ. A write of an
+// admin-written type is granted to a caller who is not an admin only by an
+// entry that names the type itself: "*", with or without criteria, never
+// grants it, so a member without a policy cannot give a client a key of
+// their own, loosen a policy or change what a bot runs and as whom.
+func (p *Policy) grants(e *entry, typ string, i Interaction) bool {
+	if e.allow&i.bit() == 0 || !e.applies(typ) {
+		return false
+	}
+	return !i.IsWrite() || !adminWritten[typ] || p.admin || p.allProjects || !e.wild
+}
+
 // Allow decides whether the policy grants an interaction on a type at all:
 // 403 when no entry does (a type the policy does not name, a protected or
-// project-admin type, a write the entry does not allow). Criteria then
-// narrow which resources it applies to.
+// project-admin type, a write the entry does not allow; for a write of an
+// admin-written type, saying that only administrators change it).
+// Criteria then narrow which resources it applies to.
 func (p *Policy) Allow(typ string, i Interaction) error {
 	if p.unrestricted {
 		return nil
 	}
 	for _, e := range p.entries {
-		if e.allow&i.bit() != 0 && e.applies(typ) {
+		if p.grants(e, typ, i) {
 			return nil
 		}
+	}
+	if i.IsWrite() && adminWritten[typ] {
+		return AdminOnly(typ)
 	}
 	return p.refuse(typ, i)
 }
@@ -431,7 +448,7 @@ func (p *Policy) SearchFilter(typ string, i Interaction) (f []store.Cond, ok boo
 	}
 	var ors []store.Cond
 	for _, e := range p.entries {
-		if e.allow&i.bit() == 0 || !e.applies(typ) || e.never {
+		if !p.grants(e, typ, i) || e.never {
 			continue
 		}
 		if e.filter == nil {
@@ -463,7 +480,7 @@ func (p *Policy) Readable(i Interaction, res *repo.Resource) (bool, error) {
 // granted reports whether an entry granting i matches the document.
 func (p *Policy) granted(typ string, i Interaction, d *doc) bool {
 	for _, e := range p.entries {
-		if e.allow&i.bit() != 0 && e.applies(typ) && e.matches(d) {
+		if p.grants(e, typ, i) && e.matches(d) {
 			return true
 		}
 	}

@@ -62,8 +62,10 @@ func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, er
 }
 
 // redeploy is $deploy without code: the bot's executable code must exist.
+// It changes nothing, but it is a deploy: who may not deploy the bot is
+// told so (only admins, or a policy naming Bot), not told it went well.
 func (s *Service) redeploy(ctx context.Context, pol *access.Policy, id string) (*bus.Response, error) {
-	cur, err := s.readBot(ctx, pol, id, access.Read)
+	cur, err := s.readBot(ctx, pol, id, access.Update)
 	if err != nil {
 		return nil, err
 	}

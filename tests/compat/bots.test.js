@@ -4,9 +4,10 @@
 // five input types, and with GET; the bot's own medplum client; the errors an
 // app sees.
 //
-// Bots are created by the super admin (creating one takes a project admin)
-// and deployed and run by the project's own ClientApplication, as an app
-// would.
+// Bots are created and deployed by the super admin (creating or deploying
+// one takes a project admin: Pinion, unlike Medplum, lets no ordinary member
+// change a bot's code) and run by the project's own ClientApplication, as an
+// app would.
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -59,10 +60,10 @@ const ADT = [
   'PID|1||PATID1234^^^GOOD HEALTH HOSPITAL^MR||EVERYMAN^ADAM^A^III||19610615|M',
 ].join('\r');
 
-/** Creates a bot as the super admin and deploys code as the project's client. */
+/** Creates a bot and deploys code as the super admin. */
 async function deployBot(name, code, filename, extra = {}) {
   const bot = await admin.medplum.post(`admin/projects/${clinic.project.id}/bot`, { name, ...extra });
-  const outcome = await clinic.medplum.post(clinic.medplum.fhirUrl('Bot', bot.id, '$deploy'), { code, filename });
+  const outcome = await admin.medplum.post(admin.medplum.fhirUrl('Bot', bot.id, '$deploy'), { code, filename });
   assert.equal(outcome.id, 'ok', JSON.stringify(outcome));
   return bot;
 }
@@ -103,8 +104,13 @@ test("post('admin/projects/<id>/bot') creates the Bot (201) and its membership; 
   assert.equal(membership?.profile.reference, `Bot/${echo.id}`, 'no membership for the bot');
   assert.equal(membership.project.reference, `Project/${project.id}`);
 
-  const outcome = await medplum.post(medplum.fhirUrl('Bot', echo.id, '$deploy'), { code: ECHO, filename: 'echo.js' });
-  assert.deepEqual([last(exchanges).method, last(exchanges).status], ['POST', 200]);
+  // The project's ordinary client may run the bot, not change its code.
+  await rejectsWithOutcome(medplum.post(medplum.fhirUrl('Bot', echo.id, '$deploy'), { code: ECHO, filename: 'echo.js' }), {
+    status: 403,
+    text: 'Only project administrators can change Bot resources',
+  });
+  const outcome = await admin.medplum.post(admin.medplum.fhirUrl('Bot', echo.id, '$deploy'), { code: ECHO, filename: 'echo.js' });
+  assert.deepEqual([last(admin.exchanges).method, last(admin.exchanges).status], ['POST', 200]);
   assert.equal(outcome.resourceType, 'OperationOutcome');
   assert.equal(outcome.id, 'ok');
 
@@ -226,13 +232,13 @@ export async function handler(_medplum: MedplumClient, event: BotEvent<Input>): 
 
   const broken = await admin.medplum.post(`admin/projects/${clinic.project.id}/bot`, { name: 'broken' });
   const outcome = await rejectsWithOutcome(
-    medplum.post(medplum.fhirUrl('Bot', broken.id, '$deploy'), {
+    admin.medplum.post(admin.medplum.fhirUrl('Bot', broken.id, '$deploy'), {
       code: 'export async function handler(medplum: unknown {\n  return 1;\n}\n',
       filename: 'broken.ts',
     }),
     { status: 400, code: 'invalid', text: /^Syntax error at line 1, column \d+ of broken\.ts/ }
   );
-  assert.equal(last(exchanges).status, 400);
+  assert.equal(last(admin.exchanges).status, 400);
   assert.match(outcome.issue[0].expression?.[0] ?? '', /^broken\.ts:1:\d+$/);
 
   // Never deployed: nothing to run.
@@ -310,7 +316,7 @@ test('executeBot of a bot that does not exist, or of another project, is a 404; 
     name: 'their echo',
     identifier: [{ system: BOTS, value: 'echo' }],
   });
-  await other.medplum.post(other.medplum.fhirUrl('Bot', theirs.id, '$deploy'), {
+  await admin.medplum.post(admin.medplum.fhirUrl('Bot', theirs.id, '$deploy'), {
     code: `exports.handler = async () => 'theirs';`,
     filename: 'theirs.js',
   });

@@ -116,8 +116,11 @@ test('invite() in each payload form: admin at the top level or in membership, me
   // Resources for the access entries, written by a client of the project.
   const app = await admin.medplum.post(`admin/projects/${project.id}/client`, { name: 'invite forms app' });
   const { medplum: clinic } = await loginClient(stack.baseUrl, app.id, app.secret);
-  const policy = await clinic.createResource({
+  // The policy by the super admin, placed by meta.project: only admins write
+  // access policies.
+  const policy = await admin.medplum.createResource({
     resourceType: 'AccessPolicy',
+    meta: { project: project.id },
     name: 'One patient',
     resource: [{ resourceType: 'Patient', criteria: 'Patient?_id=%patient.id' }],
   });
