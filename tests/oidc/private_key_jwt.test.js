@@ -46,7 +46,7 @@ after(async () => {
   await new Promise((ok) => (jwks ? jwks.close(ok) : ok()));
 });
 
-test("client_credentials with oauth4webapi's PrivateKeyJwt (aud = the issuer) gets a token", { todo: 'waiting for private_key_jwt with aud = the issuer' }, async () => {
+test("client_credentials with oauth4webapi's PrivateKeyJwt (aud = the issuer) gets a token", async () => {
   const insecure = { [oauth.allowInsecureRequests]: true };
   const as = await oauth.processDiscoveryResponse(stack.issuer, await oauth.discoveryRequest(stack.issuer, insecure));
   const c = { client_id: app.id };
