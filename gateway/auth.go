@@ -77,7 +77,13 @@ func (g *Gateway) bearer(ctx context.Context, tok, remote string) (*bus.Principa
 	if g.sessions.Revoked(claims.ID) {
 		return nil, g.invalidToken()
 	}
-	return g.principal(ctx, claims.LoginID, claims.ID, remote)
+	p, err := g.principal(ctx, claims.LoginID, claims.ID, remote)
+	if err == nil && claims.Scope != "" {
+		// The token's own scope: a client's tokens share one login, each
+		// with the scope its request asked for (a user's equal its login's).
+		p.Scope = claims.Scope
+	}
+	return p, err
 }
 
 // maxTokenLen bounds a token before its signature is checked.

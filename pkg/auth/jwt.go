@@ -33,6 +33,9 @@ type Claims struct {
 	// ID tokens name the profile as fhirUser.
 	FHIRUser string `json:"fhirUser,omitempty"`
 	Nonce    string `json:"nonce,omitempty"`
+	// AuthTime is when the person typed their password (ID tokens; OIDC
+	// Core §2: required with max_age or prompt=login, given always).
+	AuthTime int64 `json:"auth_time,omitempty"`
 	// WebSocket binding tokens name the one Subscription they bind to.
 	SubscriptionID string `json:"subscription_id,omitempty"`
 }

@@ -47,10 +47,13 @@ var Routes = []Route{
 	{"POST", "/auth/setpassword", SubjSetPass, Public, true},
 	{"POST", "/auth/resetpassword", SubjResetPass, Public, true},
 	{"POST", "/auth/revoke", SubjAuthRevoke, Token, false},
-	{"POST", "/oauth2/logout", SubjLogout, Token, true},
+	// Optional: a browser posts RP-initiated logout, or its confirmation, with no token.
+	{"POST", "/oauth2/logout", SubjLogout, Optional, true},
 	{"GET", "/oauth2/logout", SubjLogout, Optional, true},
 	{"GET", "/oauth2/userinfo", SubjUserinfo, Token, false},
 	{"POST", "/oauth2/userinfo", SubjUserinfo, Token, false},
+	{"GET", "/auth/consents", SubjConsents, Token, false},
+	{"DELETE", "/auth/consents/:clientId", SubjConsentDel, Token, false},
 
 	// Pages for people in a browser.
 	{"GET", "/setpassword/:id/:secret", SubjSetPassPage, Public, false},

@@ -28,6 +28,10 @@ const (
 	SubjRevoke     = "pinion.identity.revoke"
 	SubjIntrospect = "pinion.identity.introspect"
 	SubjAuthRevoke = "pinion.identity.auth-revoke"
+	// SubjConsents lists a person's consents to clients; SubjConsentDel
+	// withdraws one.
+	SubjConsents   = "pinion.identity.consents"
+	SubjConsentDel = "pinion.identity.consent.delete"
 	// The browser pages.
 	SubjSetPassPage   = "pinion.identity.page.setpassword"
 	SubjResetPassPage = "pinion.identity.page.resetpassword"

@@ -79,6 +79,13 @@ type Login struct {
 	// NoPKCE: a browser sign-in without a code challenge, for a client
 	// whose pkceOptional allows it; its code is redeemed without a verifier.
 	NoPKCE bool `json:"np,omitempty"`
+	// RedirectURI is the redirect_uri the authorization request sent, which
+	// the token request must send again (RFC 6749 §4.1.3); "" when none.
+	RedirectURI string `json:"ru,omitempty"`
+	// Consented: the code was issued after the person consented to the
+	// client (a client that is not first-party); its refresh tokens stop
+	// when the consent is withdrawn.
+	Consented bool `json:"cs,omitempty"`
 }
 
 // Membership is what a token may do in its project.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,8 +75,21 @@ func (s *Service) signedIn(ctx context.Context, b browser) (*browserSession, err
 type authRequest struct {
 	ResponseType, ClientID, RedirectURI, Scope, State, Nonce string
 	Challenge, ChallengeMethod, Prompt, LoginHint            string
-	client                                                   map[string]any
-	project                                                  string // the client's project
+	// MaxAge is OIDC's max_age: a sign-in older than this many seconds
+	// asks for the password again. Like prompt, it is not carried by the
+	// pages' forms: the sign-in they post is new.
+	MaxAge string
+
+	client map[string]any
+	// target is where the browser returns: the redirect URI sent, or the
+	// client's only one when none was sent (checkRedirect).
+	target  string
+	project string // the client's project
+	// anyProject: the client may sign people in to any of their projects
+	// (a first-party client, or one registered in a super-admin project);
+	// every other client, only to its own project.
+	anyProject bool
+	firstParty bool // the console or Medplum's CLI: no consent asked
 }
 
 func readAuthRequest(v url.Values) authRequest {
@@ -83,7 +97,7 @@ func readAuthRequest(v url.Values) authRequest {
 		ResponseType: v.Get("response_type"), ClientID: v.Get("client_id"), RedirectURI: v.Get("redirect_uri"),
 		Scope: cmp.Or(v.Get("scope"), "openid"), State: v.Get("state"), Nonce: v.Get("nonce"),
 		Challenge: v.Get("code_challenge"), ChallengeMethod: v.Get("code_challenge_method"),
-		Prompt: v.Get("prompt"), LoginHint: v.Get("login_hint"),
+		Prompt: v.Get("prompt"), LoginHint: v.Get("login_hint"), MaxAge: v.Get("max_age"),
 	}
 }
 
@@ -107,7 +121,7 @@ func (a authRequest) redirect(params url.Values) *bus.Response {
 	if a.State != "" {
 		params.Set("state", a.State)
 	}
-	u := a.RedirectURI
+	u := a.target
 	if strings.Contains(u, "?") {
 		u += "&" + params.Encode()
 	} else {
@@ -137,21 +151,45 @@ func (s *Service) checkClient(ctx context.Context, a *authRequest) (problem stri
 	if a.ClientID == "" {
 		return "The application did not say who it is (client_id is missing).", nil
 	}
-	if a.client = builtinClient(a.ClientID, s.cfg.BaseURL); a.client == nil {
-		res, err := s.repo.Read(ctx, repo.AllProjects, "ClientApplication", a.ClientID)
-		if err != nil {
-			var fe *fhir.Error
-			if errors.As(err, &fe) && fe.Status < 500 {
-				return "The application is not known here (client_id " + a.ClientID + ").", nil
-			}
-			return "", err
+	if a.client = builtinClient(a.ClientID, s.cfg.BaseURL); a.client != nil {
+		a.firstParty, a.anyProject = true, true
+		return a.checkRedirect(), nil
+	}
+	res, err := s.repo.Read(ctx, repo.AllProjects, "ClientApplication", a.ClientID)
+	if err != nil {
+		var fe *fhir.Error
+		if errors.As(err, &fe) && fe.Status < 500 {
+			return "The application is not known here (client_id " + a.ClientID + ").", nil
 		}
-		if a.client, err = res.Decode(); err != nil {
-			return "", err
-		}
-		a.project = res.Project
+		return "", err
+	}
+	if a.client, err = res.Decode(); err != nil {
+		return "", err
+	}
+	a.project = res.Project
+	if a.anyProject, err = s.superAdminProject(ctx, a.project); err != nil {
+		return "", err
 	}
 	return a.checkRedirect(), nil
+}
+
+// superAdminProject reports whether a project is a super-admin one, whose
+// clients only super admins register.
+func (s *Service) superAdminProject(ctx context.Context, id string) (bool, error) {
+	if id == "" {
+		return false, nil
+	}
+	res, err := s.repo.Read(ctx, repo.AllProjects, "Project", id)
+	if fhir.Missing(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var p struct {
+		SuperAdmin bool `json:"superAdmin"`
+	}
+	return p.SuperAdmin, json.Unmarshal(res.JSON, &p)
 }
 
 // builtinClient is a client known without a stored ClientApplication, or
@@ -191,10 +229,11 @@ func registeredRedirects(client map[string]any) []string {
 // client's only one, as RFC 6749 §3.1.2.3 allows.
 func (a *authRequest) checkRedirect() (problem string) {
 	registered := registeredRedirects(a.client)
-	if a.RedirectURI == "" && len(registered) == 1 {
-		a.RedirectURI = registered[0]
+	a.target = a.RedirectURI
+	if a.target == "" && len(registered) == 1 {
+		a.target = registered[0]
 	}
-	if a.RedirectURI == "" || !slices.Contains(registered, a.RedirectURI) {
+	if a.target == "" || !slices.Contains(registered, a.target) {
 		return "The application asked to return to an address it did not register (redirect_uri)."
 	}
 	return ""
@@ -212,6 +251,8 @@ func (a authRequest) checkRequest() (code, desc string) {
 		return "invalid_request", "Invalid code_challenge_method"
 	case a.Prompt != "" && a.Prompt != "none" && a.Prompt != "login" && a.Prompt != "consent" && a.Prompt != "select_account":
 		return "invalid_request", "Invalid prompt"
+	case a.MaxAge != "" && a.maxAge() < 0:
+		return "invalid_request", "Invalid max_age"
 	}
 	return "", ""
 }
@@ -249,13 +290,33 @@ func (s *Service) authorize(ctx context.Context, r *bus.Request) (*bus.Response,
 	case form != nil && form.Has("password"):
 		return s.signInPosted(ctx, r, b, a, form)
 	case form != nil && form.Has("membership") && bs != nil:
-		return s.finish(ctx, r, b, a, bs, form.Get("membership"))
-	case bs != nil && a.Prompt != "login":
-		return s.finish(ctx, r, b, a, bs, "")
+		return s.finish(ctx, r, b, a, bs, form)
+	case bs != nil && a.Prompt != "login" && !a.tooOld(bs, time.Now()):
+		return s.finish(ctx, r, b, a, bs, nil)
 	case a.Prompt == "none":
 		return a.fail("login_required", "Sign-in required"), nil
 	}
 	return s.signInPage(ctx, b, a, a.LoginHint, nil)
+}
+
+// maxAge is max_age in seconds, -1 when it is not a number of seconds.
+func (a authRequest) maxAge() int64 {
+	n, err := strconv.ParseInt(a.MaxAge, 10, 64)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}
+
+// tooOld reports whether the browser's sign-in is older than the request's
+// max_age allows (OIDC Core §3.1.2.1): then the person signs in again.
+// max_age=0 always asks, as prompt=login does.
+func (a authRequest) tooOld(bs *browserSession, now time.Time) bool {
+	if a.MaxAge == "" {
+		return false
+	}
+	n := a.maxAge()
+	return n == 0 || now.Unix()-bs.AuthTime > n
 }
 
 // signInPage shows the e-mail and password form.
@@ -271,7 +332,7 @@ func (s *Service) signInPage(ctx context.Context, b browser, a authRequest, emai
 	resp, err := s.render(status, "signin", b, pageData{Title: "Sign in", CSRF: csrf, Email: email, Errors: errs,
 		Hidden: a.values(), App: clientName(a.client), Link: s.cfg.BaseURL + "resetpassword", LinkText: "Forgot your password?"})
 	if resp != nil {
-		resp.Header["Content-Security-Policy"] = authorizeCSP(a.RedirectURI)
+		resp.Header["Content-Security-Policy"] = authorizeCSP(a.target)
 	}
 	return resp, err
 }
@@ -304,22 +365,34 @@ func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b browser, a
 	if _, err := s.browsers.Put(ctx, sessionKey(nb), v); err != nil {
 		return nil, err
 	}
-	return s.finish(ctx, r, nb, a, bs, "")
+	resp, err := s.finish(ctx, r, nb, a, bs, nil)
+	if resp != nil && resp.Header["Set-Cookie"] == "" {
+		// A refusal sent back to the client keeps the sign-in, too.
+		resp.Header["Set-Cookie"] = s.setCookie(nb)
+	}
+	return resp, err
 }
 
-// finish issues the code for the chosen membership, or asks the person to
-// choose when there are several.
-func (s *Service) finish(ctx context.Context, r *bus.Request, b browser, a authRequest, bs *browserSession, chosen string) (*bus.Response, error) {
-	// Every project of the person, not only the client's: an application
-	// serves people of many projects, who choose one here.
-	choices, err := s.memberships(ctx, bs.User, "")
+// finish issues the code for the chosen membership, asking the person to
+// choose when there are several and to consent to a client they have not
+// consented to; form is the posted project or consent page, if any.
+func (s *Service) finish(ctx context.Context, r *bus.Request, b browser, a authRequest, bs *browserSession, form url.Values) (*bus.Response, error) {
+	// A client gets codes for its own project's memberships only, so that
+	// an application registered in one project never receives a sign-in
+	// to another; first-party and super-admin-registered clients serve
+	// every project of the person, who chooses one here.
+	var within string
+	if !a.anyProject {
+		within = a.project
+	}
+	choices, err := s.memberships(ctx, bs.User, within)
 	if err != nil {
 		return nil, err
 	}
 	if len(choices) == 0 {
-		return a.fail("access_denied", "This person has no active project membership"), nil
+		return a.fail("access_denied", "This person has no active membership in the application's project"), nil
 	}
-	membership := chooseMembership(choices, chosen)
+	membership := chooseMembership(choices, form.Get("membership"))
 	if membership == "" {
 		if a.Prompt == "none" {
 			// prompt=none forbids any page (OIDC Core 3.1.2.6).
@@ -329,6 +402,11 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b browser, a authR
 	}
 	if err := s.checkAddress(ctx, membership, r.Remote); err != nil {
 		return a.fail("access_denied", fhir.AsError(err).Message()), nil
+	}
+	if !a.firstParty {
+		if resp, err := s.askConsent(ctx, b, a, bs, membership, choices, form); resp != nil || err != nil {
+			return resp, err
+		}
 	}
 	l := a.login(bs, membership)
 	loginID := uuid.NewString()
@@ -363,7 +441,7 @@ func (a authRequest) login(bs *browserSession, membership string) session.Login 
 	return session.Login{
 		User: bs.User, Client: a.ClientID, Scope: a.Scope, Nonce: a.Nonce, Membership: membership,
 		Challenge: a.Challenge, ChallengeMethod: cmp.Or(a.ChallengeMethod, "plain"), NoPKCE: a.Challenge == "",
-		AuthTime: bs.AuthTime, Start: bs.Start,
+		AuthTime: bs.AuthTime, Start: bs.Start, RedirectURI: a.RedirectURI, Consented: !a.firstParty,
 	}
 }
 
@@ -380,7 +458,7 @@ func (s *Service) choosePage(ctx context.Context, b browser, a authRequest, choi
 	resp, err := s.render(200, "choose", b, pageData{Title: "Choose a project", CSRF: csrf, Hidden: a.values(),
 		App: clientName(a.client), Choices: opts})
 	if resp != nil {
-		resp.Header["Content-Security-Policy"] = authorizeCSP(a.RedirectURI)
+		resp.Header["Content-Security-Policy"] = authorizeCSP(a.target)
 		resp.Header["Set-Cookie"] = s.setCookie(b)
 	}
 	return resp, err
@@ -435,7 +513,7 @@ func (s *Service) checkPassword(ctx context.Context, email, password, projectID 
 	if err != nil {
 		return "", err
 	}
-	ok, err := auth.CheckPassword(orDecoy(hash), password)
+	ok, err := auth.CheckPassword(ctx, orDecoy(hash), password)
 	if err != nil {
 		return "", err
 	}

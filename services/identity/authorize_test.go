@@ -2,17 +2,24 @@ package identity
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"html"
 	"maps"
 	"net/url"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
@@ -147,8 +154,11 @@ func TestCheckRedirect(t *testing.T) {
 			if got := a.checkRedirect(); got != tc.problem {
 				t.Fatalf("problem %q, want %q", got, tc.problem)
 			}
-			if a.RedirectURI != tc.redirectsTo {
-				t.Fatalf("redirect URI %q, want %q", a.RedirectURI, tc.redirectsTo)
+			if a.target != tc.redirectsTo {
+				t.Fatalf("redirect URI %q, want %q", a.target, tc.redirectsTo)
+			}
+			if a.RedirectURI != tc.redirect {
+				t.Fatalf("the redirect URI sent became %q: the token request must send what was sent", a.RedirectURI)
 			}
 		})
 	}
@@ -178,11 +188,14 @@ func TestCheckClientBuiltin(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if problem != tc.problem || a.RedirectURI != tc.redirectsTo {
-				t.Fatalf("%q to %q, want %q to %q", problem, a.RedirectURI, tc.problem, tc.redirectsTo)
+			if problem != tc.problem || a.target != tc.redirectsTo {
+				t.Fatalf("%q to %q, want %q to %q", problem, a.target, tc.problem, tc.redirectsTo)
 			}
 			if a.project != "" {
 				t.Fatalf("a built-in client has a project: %q", a.project)
+			}
+			if tc.client != "" && (!a.firstParty || !a.anyProject) {
+				t.Fatalf("a built-in client is not first-party for every project: %+v", a)
 			}
 		})
 	}
@@ -204,14 +217,14 @@ func TestAuthRequestRedirect(t *testing.T) {
 		params url.Values
 		want   string
 	}{
-		{"code and state", authRequest{RedirectURI: "https://app.example/cb", State: "s 1"}, url.Values{"code": {"l.s"}},
+		{"code and state", authRequest{target: "https://app.example/cb", State: "s 1"}, url.Values{"code": {"l.s"}},
 			"https://app.example/cb?code=l.s&state=s+1"},
-		{"no state", authRequest{RedirectURI: "https://app.example/cb"}, url.Values{"code": {"c"}},
+		{"no state", authRequest{target: "https://app.example/cb"}, url.Values{"code": {"c"}},
 			"https://app.example/cb?code=c"},
-		{"a query of its own", authRequest{RedirectURI: "https://app.example/cb?tenant=a", State: "s"}, url.Values{"code": {"c"}},
+		{"a query of its own", authRequest{target: "https://app.example/cb?tenant=a", State: "s"}, url.Values{"code": {"c"}},
 			"https://app.example/cb?tenant=a&code=c&state=s"},
-		{"nothing to add", authRequest{RedirectURI: "https://app.example/cb"}, url.Values{}, "https://app.example/cb?"},
-		{"custom scheme", authRequest{RedirectURI: "com.example.app:/cb"}, url.Values{"code": {"c"}}, "com.example.app:/cb?code=c"},
+		{"nothing to add", authRequest{target: "https://app.example/cb"}, url.Values{}, "https://app.example/cb?"},
+		{"custom scheme", authRequest{target: "com.example.app:/cb"}, url.Values{"code": {"c"}}, "com.example.app:/cb?code=c"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -222,7 +235,7 @@ func TestAuthRequestRedirect(t *testing.T) {
 			}
 		})
 	}
-	resp := (authRequest{RedirectURI: "https://app.example/cb", State: "xyz"}).fail("login_required", "Sign-in required")
+	resp := (authRequest{target: "https://app.example/cb", State: "xyz"}).fail("login_required", "Sign-in required")
 	if got := resp.Header["Location"]; got != "https://app.example/cb?error=login_required&error_description=Sign-in+required&state=xyz" {
 		t.Fatalf("error redirect %q", got)
 	}
@@ -258,13 +271,15 @@ func TestAuthRequestLogin(t *testing.T) {
 		a    authRequest
 		want session.Login
 	}{
-		{"S256", authRequest{ClientID: "app", Scope: "openid offline_access", Nonce: "n", Challenge: "ch", ChallengeMethod: "S256"},
+		{"S256", authRequest{ClientID: "app", Scope: "openid offline_access", Nonce: "n", Challenge: "ch", ChallengeMethod: "S256",
+			RedirectURI: "https://app.example/cb"},
 			session.Login{User: "User/u1", Client: "app", Scope: "openid offline_access", Nonce: "n", Membership: "m1",
-				Challenge: "ch", ChallengeMethod: "S256", AuthTime: 1_700_000_000, Start: 1_700_000_000_123}},
+				Challenge: "ch", ChallengeMethod: "S256", AuthTime: 1_700_000_000, Start: 1_700_000_000_123,
+				RedirectURI: "https://app.example/cb", Consented: true}},
 		{"a challenge without a method is plain", authRequest{ClientID: "app", Scope: "openid", Challenge: "ch"},
 			session.Login{User: "User/u1", Client: "app", Scope: "openid", Membership: "m1",
-				Challenge: "ch", ChallengeMethod: "plain", AuthTime: 1_700_000_000, Start: 1_700_000_000_123}},
-		{"no challenge: no PKCE", authRequest{ClientID: "medplum-cli", Scope: "openid"},
+				Challenge: "ch", ChallengeMethod: "plain", AuthTime: 1_700_000_000, Start: 1_700_000_000_123, Consented: true}},
+		{"no challenge: no PKCE; first-party: no consent", authRequest{ClientID: "medplum-cli", Scope: "openid", firstParty: true},
 			session.Login{User: "User/u1", Client: "medplum-cli", Scope: "openid", Membership: "m1",
 				ChallengeMethod: "plain", NoPKCE: true, AuthTime: 1_700_000_000, Start: 1_700_000_000_123}},
 	}
@@ -322,38 +337,6 @@ func TestClientNameAndDisplay(t *testing.T) {
 	}
 }
 
-// Signing out goes back to the application only to an address it
-// registered; anywhere else gets the page.
-func TestSignedOutPage(t *testing.T) {
-	s := unwired(t)
-	cases := []struct {
-		name     string
-		query    url.Values
-		status   int
-		location string
-	}{
-		{"registered", url.Values{"client_id": {"medplum-cli"}, "post_logout_redirect_uri": {"http://localhost:9615"}, "state": {"bye"}},
-			302, "http://localhost:9615?state=bye"},
-		{"not registered", url.Values{"client_id": {"medplum-cli"}, "post_logout_redirect_uri": {"https://evil.example/"}}, 200, ""},
-		{"no client", url.Values{"post_logout_redirect_uri": {"http://localhost:9615"}}, 200, ""},
-		{"nowhere to go", url.Values{"client_id": {"medplum-cli"}}, 200, ""},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			resp, err := s.signedOutPage(context.Background(), &bus.Request{Method: "GET", Query: tc.query, Header: map[string]string{}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.Status != tc.status || resp.Header["Location"] != tc.location {
-				t.Fatalf("%d to %q, want %d to %q", resp.Status, resp.Header["Location"], tc.status, tc.location)
-			}
-			if tc.status == 200 && !strings.Contains(string(resp.Body), "You are signed out in this browser.") {
-				t.Fatalf("page:\n%s", resp.Body)
-			}
-		})
-	}
-}
-
 // Logging out what holds no session (HTTP Basic has no token) succeeds
 // without a write; nobody signed in gets the signed-out page.
 func TestLogoutWithoutSession(t *testing.T) {
@@ -372,16 +355,16 @@ func TestLogoutWithoutSession(t *testing.T) {
 // webApp is a registered client of a project that returns to one address,
 // with the authorization request it starts.
 type webApp struct {
-	id, project string
-	params      url.Values
+	id, secret, project string
+	params              url.Values
 }
 
 const webCallback = "https://app.example/cb"
 
 func newWebApp(t *testing.T, project string) webApp {
 	t.Helper()
-	id, _ := newClient(t, project, map[string]any{"name": "Web app", "redirectUris": []any{webCallback}})
-	return webApp{id: id, project: project, params: url.Values{"response_type": {"code"}, "client_id": {id}, "redirect_uri": {webCallback},
+	id, secret := newClient(t, project, map[string]any{"name": "Web app", "redirectUris": []any{webCallback}})
+	return webApp{id: id, secret: secret, project: project, params: url.Values{"response_type": {"code"}, "client_id": {id}, "redirect_uri": {webCallback},
 		"state": {"s1"}, "nonce": {"n1"}, "code_challenge": {rfcChallenge}, "code_challenge_method": {"S256"}}}
 }
 
@@ -415,6 +398,27 @@ func (a webApp) post(t *testing.T, header map[string]string, remote string, kv .
 	}
 	return resp
 }
+
+// allow answers a consent page by allowing, from the browser it was shown
+// to, and returns the answer to that.
+// The form carries the page's hidden fields, and only those.
+func (a webApp) allow(t *testing.T, page *bus.Response, remote string) *bus.Response {
+	t.Helper()
+	expectPage(t, page, 200, "asks to act for you")
+	form := url.Values{"consent": {"allow"}}
+	for _, m := range hiddenField.FindAllSubmatch(page.Body, -1) {
+		form.Set(string(m[1]), html.UnescapeString(string(m[2])))
+	}
+	r := formRequest(form, map[string]string{"Cookie": strings.Split(page.Header["Set-Cookie"], ";")[0]})
+	r.Remote = remote
+	resp, err := live.svc.authorize(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+var hiddenField = regexp.MustCompile(`<input type="hidden" name="([^"]*)" value="([^"]*)">`)
 
 // returned checks a redirect to the client and returns its parameters.
 func returned(t *testing.T, resp *bus.Response) url.Values {
@@ -453,7 +457,7 @@ func TestBrowserSignIn(t *testing.T) {
 	}
 	expectPage(t, app.post(t, header, "10.5.1.1", "csrf", csrf, "email", "nobody", "password", p.password), 400, "Valid email address is required")
 
-	resp := app.post(t, header, "10.5.1.1", "csrf", csrf, "email", " "+strings.ToUpper(p.email), "password", p.password)
+	resp := app.allow(t, app.post(t, header, "10.5.1.1", "csrf", csrf, "email", " "+strings.ToUpper(p.email), "password", p.password), "10.5.1.1")
 	q := returned(t, resp)
 	cookie := resp.Header["Set-Cookie"]
 	nb := browserOf(&bus.Request{Header: map[string]string{"Cookie": strings.Split(cookie, ";")[0]}})
@@ -468,12 +472,13 @@ func TestBrowserSignIn(t *testing.T) {
 		t.Fatalf("the new id is not signed in: %+v %v", bs, err)
 	}
 	body := decoded(t, token(t, url.Values{"grant_type": {"authorization_code"}, "code": {q.Get("code")}, "code_verifier": {rfcVerifier},
-		"client_id": {app.id}}, nil), nil, 200)
+		"client_id": {app.id}, "client_secret": {app.secret}, "redirect_uri": {webCallback}}, nil), nil, 200)
 	if c := verify(t, body["id_token"].(string), app.id); c.Nonce != "n1" || c.FHIRUser != p.profile {
 		t.Fatalf("id token %+v", c)
 	}
 
-	// Signed in: back at once, unless the client asks for the password.
+	// Signed in and consented: back at once, unless the client asks for
+	// the password.
 	signedIn := map[string]string{"Cookie": browserCookie + "=" + nb.id}
 	again := returned(t, app.get(t, signedIn))
 	if again.Get("code") == "" || again.Get("code") == q.Get("code") {
@@ -499,17 +504,19 @@ func TestBrowserSignInProjectUser(t *testing.T) {
 	newMembership(t, project, "User/"+user, newPractitioner(t, project, "O", "Wn"), nil)
 	app := newWebApp(t, project)
 	_, csrf, header := aBrowser(t)
-	if q := returned(t, app.post(t, header, "10.5.2.1", "csrf", csrf, "email", email, "password", "own password")); q.Get("code") == "" {
+	if q := returned(t, app.allow(t, app.post(t, header, "10.5.2.1", "csrf", csrf, "email", email, "password", "own password"), "10.5.2.1")); q.Get("code") == "" {
 		t.Fatalf("redirect %v", q)
 	}
 }
 
-// Several memberships: the person chooses one on a page, which posts back.
+// Several memberships: a client that serves every project (here, one
+// registered in a super-admin project) lets the person choose one on a
+// page, which posts back.
 func TestBrowserChooseProject(t *testing.T) {
 	p := newPerson(t, "chooser")
 	other := newProject(t, "Other clinic")
 	second := newMembership(t, other, p.user, p.profile, nil)
-	app := newWebApp(t, p.project)
+	app := newWebApp(t, newSuperAdminProject(t))
 	_, csrf, header := aBrowser(t)
 
 	resp := app.post(t, header, "10.5.3.1", "csrf", csrf, "email", p.email, "password", p.password)
@@ -530,13 +537,236 @@ func TestBrowserChooseProject(t *testing.T) {
 	if q := returned(t, app.get(t, signedIn, "prompt", "none")); q.Get("error") != "account_selection_required" {
 		t.Fatalf("prompt=none: %v", q)
 	}
-	q := returned(t, app.post(t, signedIn, "10.5.3.1", "csrf", token, "membership", second))
+	q := returned(t, app.allow(t, app.post(t, signedIn, "10.5.3.1", "csrf", token, "membership", second), "10.5.3.1"))
 	loginID, _, _ := strings.Cut(q.Get("code"), ".")
 	if l, err := live.conns.Sessions.GetLogin(context.Background(), loginID); err != nil || l.Membership != second || l.Client != app.id {
 		t.Fatalf("login %+v %v", l, err)
 	}
 	// A membership not the person's is asked again.
 	expectPage(t, app.post(t, signedIn, "10.5.3.1", "csrf", token, "membership", uuid.NewString()), 200, "Which one should Web app use?")
+}
+
+// newSuperAdminProject stores a project marked superAdmin, whose clients
+// serve every project, and returns its id.
+func newSuperAdminProject(t *testing.T) string {
+	t.Helper()
+	id := newProject(t, "Operators")
+	ctx := context.Background()
+	res, err := live.conns.Repo.Read(ctx, repo.AllProjects, "Project", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := res.Decode()
+	doc["superAdmin"] = true
+	if _, err := live.conns.Repo.Update(ctx, repo.AllProjects, doc, repo.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// The takeover issue 28 names: a member of project B registers a client
+// in B; a person signed in to project A opens the client's link. The
+// client gets no code for A: not at once, not with prompt=none, not by
+// naming A's membership; a person in both gets B's membership only.
+func TestAuthorizeOnlyTheClientsProject(t *testing.T) {
+	victim := newPerson(t, "victim")
+	attackers := newProject(t, "Attackers")
+	evil := newWebApp(t, attackers)
+	_, csrf, header := aBrowser(t)
+
+	resp := evil.post(t, header, "10.5.6.1", "csrf", csrf, "email", victim.email, "password", victim.password)
+	q := returned(t, resp)
+	if q.Get("code") != "" || q.Get("error") != "access_denied" {
+		t.Fatalf("the other project's client got %v", q)
+	}
+	signedIn := map[string]string{"Cookie": strings.Split(resp.Header["Set-Cookie"], ";")[0]}
+	for _, prompt := range []string{"", "none", "consent"} {
+		if q := returned(t, evil.get(t, signedIn, "prompt", prompt)); q.Get("code") != "" || q.Get("error") != "access_denied" {
+			t.Fatalf("prompt=%q: %v", prompt, q)
+		}
+	}
+	nb := browserOf(&bus.Request{Header: signedIn})
+	token, _ := live.svc.csrfToken(context.Background(), nb)
+	forced := evil.post(t, signedIn, "10.5.6.1", "csrf", token, "membership", victim.membership, "consent", "allow")
+	if q := returned(t, forced); q.Get("code") != "" {
+		t.Fatalf("naming the victim's membership gave a code: %v", q)
+	}
+
+	// In both projects: the client's project only, and only after consent.
+	inB := newMembership(t, attackers, victim.user, victim.profile, nil)
+	if q := returned(t, evil.get(t, signedIn, "prompt", "none")); q.Get("error") != "consent_required" {
+		t.Fatalf("prompt=none before consent: %v", q)
+	}
+	page := evil.get(t, signedIn)
+	if strings.Contains(string(page.Body), victim.membership) {
+		t.Fatalf("the consent page offers project A:\n%s", page.Body)
+	}
+	q = returned(t, evil.allow(t, page, "10.5.6.1"))
+	loginID, _, _ := strings.Cut(q.Get("code"), ".")
+	if l, err := live.conns.Sessions.GetLogin(context.Background(), loginID); err != nil || l.Membership != inB {
+		t.Fatalf("login %+v %v", l, err)
+	}
+}
+
+// Consent is asked once per person and client and scope, remembered,
+// asked again for a wider scope or prompt=consent, and withdrawn.
+func TestBrowserConsent(t *testing.T) {
+	ctx := context.Background()
+	p := newPerson(t, "consenter")
+	app := newWebApp(t, p.project)
+	_, csrf, header := aBrowser(t)
+	page := app.post(t, header, "10.5.7.1", "csrf", csrf, "email", p.email, "password", p.password)
+	for _, part := range []string{"Web app", "asks to act for you", "know who you are", `value="allow"`, `value="deny"`} {
+		expectPage(t, page, 200, part)
+	}
+	signedIn := map[string]string{"Cookie": strings.Split(page.Header["Set-Cookie"], ";")[0]}
+	nb := browserOf(&bus.Request{Header: signedIn})
+	pageCSRF, _ := live.svc.csrfToken(ctx, nb)
+
+	// No: back to the client with access_denied, and nothing remembered.
+	denied := returned(t, app.post(t, signedIn, "10.5.7.1", "csrf", pageCSRF, "membership", p.membership, "consent", "deny"))
+	if denied.Get("error") != "access_denied" || denied.Get("code") != "" {
+		t.Fatalf("denied: %v", denied)
+	}
+	// A consent posted without the page's CSRF token is not taken.
+	expectPage(t, app.post(t, signedIn, "10.5.7.1", "csrf", "forged", "membership", p.membership, "consent", "allow"), 403, "Form expired")
+	if q := returned(t, app.get(t, signedIn, "prompt", "none")); q.Get("error") != "consent_required" {
+		t.Fatalf("prompt=none after a no: %v", q)
+	}
+
+	// Yes, with offline access: a code; then remembered.
+	wide := app.get(t, signedIn, "scope", "openid offline_access")
+	expectPage(t, wide, 200, "keep access while you are away")
+	q := returned(t, app.post(t, signedIn, "10.5.7.1", "csrf", pageCSRF, "membership", p.membership, "consent", "allow", "scope", "openid offline_access"))
+	body := decoded(t, token4(t, app, q.Get("code")), nil, 200)
+	refresh, _ := body["refresh_token"].(string)
+	if refresh == "" {
+		t.Fatalf("no refresh token: %v", body)
+	}
+	if q := returned(t, app.get(t, signedIn, "prompt", "none")); q.Get("code") == "" {
+		t.Fatalf("a consented client asked again: %v", q)
+	}
+	expectPage(t, app.get(t, signedIn, "prompt", "consent"), 200, "asks to act for you")
+	expectPage(t, app.get(t, signedIn, "scope", "openid email"), 200, "see your e-mail address")
+
+	// Listed, then withdrawn: the refresh token stops and the page returns.
+	me := &bus.Principal{User: p.user}
+	list := decoded(t, must(live.svc.listConsents(ctx, &bus.Request{Principal: me})), nil, 200)
+	if cs, _ := list["consents"].([]any); len(cs) != 1 || cs[0].(map[string]any)["client"] != app.id {
+		t.Fatalf("consents %v", list)
+	}
+	withdraw := &bus.Request{Method: "DELETE", Principal: me, Params: map[string]string{"clientId": app.id}}
+	if resp, err := live.svc.withdrawConsent(ctx, withdraw); err != nil || resp.Status != 200 {
+		t.Fatalf("withdraw: %v %v", resp, err)
+	}
+	if _, err := live.svc.withdrawConsent(ctx, withdraw); !errors.Is(err, fhir.ErrNotFound) {
+		t.Fatalf("withdrawing twice: %v", err)
+	}
+	refused := decoded(t, token(t, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh},
+		"client_id": {app.id}, "client_secret": {app.secret}}, nil), nil, 400)
+	if refused["error"] != "invalid_grant" {
+		t.Fatalf("refresh after withdrawal: %v", refused)
+	}
+	if q := returned(t, app.get(t, signedIn, "prompt", "none")); q.Get("error") != "consent_required" {
+		t.Fatalf("prompt=none after withdrawal: %v", q)
+	}
+}
+
+func must(resp *bus.Response, err error) *bus.Response {
+	if err != nil {
+		panic(err)
+	}
+	return resp
+}
+
+// token4 redeems a code of the web app as the app: its secret, its
+// redirect URI, RFC 7636's verifier.
+func token4(t *testing.T, app webApp, code string) *bus.Response {
+	t.Helper()
+	return token(t, url.Values{"grant_type": {"authorization_code"}, "code": {code}, "code_verifier": {rfcVerifier},
+		"redirect_uri": {webCallback}}, map[string]string{"Authorization": basicAuth(app.id, app.secret)})
+}
+
+// basicAuth is an HTTP Basic header with each half form-encoded (RFC 6749 §2.3.1).
+func basicAuth(id, secret string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(url.QueryEscape(id)+":"+url.QueryEscape(secret)))
+}
+
+// A code is redeemed only by the client it was issued to, authenticated,
+// with the redirect URI of its request (RFC 6749 §4.1.3).
+func TestCodeBoundToItsClient(t *testing.T) {
+	p := newPerson(t, "bound")
+	app := newWebApp(t, p.project)
+	other := newWebApp(t, p.project)
+	_, csrf, header := aBrowser(t)
+	signedIn := app.allow(t, app.post(t, header, "10.5.8.1", "csrf", csrf, "email", p.email, "password", p.password), "10.5.8.1")
+	cookie := map[string]string{"Cookie": strings.Split(signedIn.Header["Set-Cookie"], ";")[0]}
+	code := func() string { return returned(t, app.get(t, cookie)).Get("code") }
+	grant := func(code string, extra url.Values, header map[string]string) map[string]any {
+		f := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "code_verifier": {rfcVerifier}}
+		for k, v := range extra {
+			f[k] = v
+		}
+		resp := token(t, f, header)
+		var out map[string]any
+		_ = json.Unmarshal(resp.Body, &out)
+		out["status"] = float64(resp.Status)
+		return out
+	}
+	cb := url.Values{"redirect_uri": {webCallback}}
+	cases := []struct {
+		name   string
+		extra  url.Values
+		header map[string]string
+		status float64
+		error  string
+	}{
+		{"no client authentication", url.Values{"client_id": {app.id}, "redirect_uri": {webCallback}}, nil, 401, "invalid_client"},
+		{"no client at all", cb, nil, 401, "invalid_client"},
+		{"a wrong secret", url.Values{"client_id": {app.id}, "client_secret": {"wrong-" + app.secret}, "redirect_uri": {webCallback}}, nil, 401, "invalid_client"},
+		{"another client's credentials", cb, map[string]string{"Authorization": basicAuth(other.id, other.secret)}, 400, "invalid_grant"},
+		{"another redirect_uri", url.Values{"redirect_uri": {webCallback + "2"}}, map[string]string{"Authorization": basicAuth(app.id, app.secret)}, 400, "invalid_grant"},
+		{"no redirect_uri", nil, map[string]string{"Authorization": basicAuth(app.id, app.secret)}, 400, "invalid_grant"},
+		{"secret twice", url.Values{"client_secret": {app.secret}, "redirect_uri": {webCallback}}, map[string]string{"Authorization": basicAuth(app.id, app.secret)}, 400, "invalid_request"},
+		{"client_secret_post", url.Values{"client_id": {app.id}, "client_secret": {app.secret}, "redirect_uri": {webCallback}}, nil, 200, ""},
+		{"client_secret_basic", cb, map[string]string{"Authorization": basicAuth(app.id, app.secret)}, 200, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := code()
+			got := grant(c, tc.extra, tc.header)
+			if got["status"] != tc.status || (tc.error != "" && got["error"] != tc.error) {
+				t.Fatalf("%v, want %v %s", got, tc.status, tc.error)
+			}
+			if tc.status != 200 {
+				// A refused request leaves the code to its client.
+				if ok := grant(c, cb, map[string]string{"Authorization": basicAuth(app.id, app.secret)}); ok["status"] != float64(200) {
+					t.Fatalf("the refused request spent the code: %v", ok)
+				}
+			}
+		})
+	}
+
+	// A refresh token too is its client's (RFC 6749 §6).
+	q := returned(t, app.allow(t, app.get(t, cookie, "scope", "openid offline_access"), "10.5.8.2"))
+	refresh, _ := decoded(t, token4(t, app, q.Get("code")), nil, 200)["refresh_token"].(string)
+	renew := func(header map[string]string, extra ...string) *bus.Response {
+		f := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}}
+		for i := 0; i < len(extra); i += 2 {
+			f.Set(extra[i], extra[i+1])
+		}
+		return token(t, f, header)
+	}
+	if got := decoded(t, renew(map[string]string{"Authorization": basicAuth(other.id, other.secret)}), nil, 400); got["error"] != "invalid_grant" {
+		t.Fatalf("another client's refresh: %v", got)
+	}
+	if got := decoded(t, renew(nil, "client_id", app.id), nil, 401); got["error"] != "invalid_client" {
+		t.Fatalf("a refresh without the secret: %v", got)
+	}
+	if got := decoded(t, renew(nil), nil, 401); got["error"] != "invalid_client" {
+		t.Fatalf("a refresh naming no client: %v", got)
+	}
+	decoded(t, renew(map[string]string{"Authorization": basicAuth(app.id, app.secret)}), nil, 200)
 }
 
 // Who is sent back to the client with access_denied.
@@ -548,7 +778,7 @@ func TestBrowserAccessDenied(t *testing.T) {
 		app := newWebApp(t, project)
 		_, csrf, header := aBrowser(t)
 		q := returned(t, app.post(t, header, "10.5.4.1", "csrf", csrf, "email", email, "password", "lonely password"))
-		if q.Get("error") != "access_denied" || q.Get("error_description") != "This person has no active project membership" {
+		if q.Get("error") != "access_denied" || q.Get("error_description") != "This person has no active membership in the application's project" {
 			t.Fatalf("redirect %v", q)
 		}
 	})
@@ -593,5 +823,41 @@ func TestLogoutOfAnEndedLogin(t *testing.T) {
 		Principal: &bus.Principal{User: "User/gone", LoginID: "no-such-login"}})
 	if err != nil || resp.Status != 200 || resp.Header[bus.SessionHeader] != "" {
 		t.Fatalf("%v %v", resp, err)
+	}
+}
+
+// max_age: a sign-in older than it asks for the password again, and the
+// ID token says when the password was typed (OIDC Core §3.1.2.1).
+func TestAuthorizeMaxAge(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	bs := &browserSession{AuthTime: now.Unix() - 100}
+	for _, tc := range []struct {
+		maxAge string
+		old    bool
+	}{{"", false}, {"101", false}, {"100", false}, {"99", true}, {"0", true}} {
+		if got := (authRequest{MaxAge: tc.maxAge}).tooOld(bs, now); got != tc.old {
+			t.Errorf("max_age=%q: too old %v, want %v", tc.maxAge, got, tc.old)
+		}
+	}
+	if code, _ := (authRequest{ResponseType: "code", Challenge: "c", MaxAge: "-1"}).checkRequest(); code != "invalid_request" {
+		t.Errorf("max_age=-1: %q", code)
+	}
+
+	p := newPerson(t, "maxage")
+	app := newWebApp(t, p.project)
+	_, csrf, header := aBrowser(t)
+	resp := app.allow(t, app.post(t, header, "10.5.9.1", "csrf", csrf, "email", p.email, "password", p.password), "10.5.9.1")
+	q := returned(t, resp)
+	signedIn := map[string]string{"Cookie": strings.Split(resp.Header["Set-Cookie"], ";")[0]}
+	id := verify(t, decoded(t, token4(t, app, q.Get("code")), nil, 200)["id_token"].(string), app.id)
+	if id.AuthTime == 0 || time.Since(time.Unix(id.AuthTime, 0)) > time.Minute {
+		t.Fatalf("auth_time %d", id.AuthTime)
+	}
+	if q := returned(t, app.get(t, signedIn, "max_age", "3600")); q.Get("code") == "" {
+		t.Fatalf("a recent sign-in asked again: %v", q)
+	}
+	expectPage(t, app.get(t, signedIn, "max_age", "0"), 200, `type="password"`)
+	if q := returned(t, app.get(t, signedIn, "max_age", "0", "prompt", "none")); q.Get("error") != "login_required" {
+		t.Fatalf("max_age=0 with prompt=none: %v", q)
 	}
 }

@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"context"
 	"net/url"
 	"strings"
 	"time"
@@ -42,7 +43,8 @@ func refusedRevoking(code, text string) verdict {
 // codeGrant is an authorization_code grant's form.
 type codeGrant struct {
 	loginID, secret string // the code's halves (newCode)
-	clientID        string
+	clientID        string // the client that presents it ("" when none is named)
+	redirectURI     string
 	verifier        string // PKCE's code_verifier
 }
 
@@ -56,7 +58,7 @@ func readCodeGrant(form url.Values) (codeGrant, *refusal) {
 	if !ok {
 		return codeGrant{}, &refusal{"invalid_grant", "Invalid code", 0}
 	}
-	return codeGrant{loginID: loginID, secret: secret, clientID: form.Get("client_id"), verifier: form.Get("code_verifier")}, nil
+	return codeGrant{loginID: loginID, secret: secret, redirectURI: form.Get("redirect_uri"), verifier: form.Get("code_verifier")}, nil
 }
 
 // redeemCode decides a code's redemption at now; ended is when the user's
@@ -78,8 +80,12 @@ func redeemCode(l *session.Login, g codeGrant, now time.Time, ended int64) verdi
 		return refusedRevoking("invalid_grant", "Token revoked")
 	case l.Membership == "":
 		return refused("invalid_grant", "Invalid profile")
-	case l.Client != "" && g.clientID != "" && g.clientID != l.Client:
+	case g.clientID != "" && g.clientID != l.Client:
+		// Bound to the client it was issued to (RFC 6749 §4.1.3); another
+		// client's code is worth nothing to this one.
 		return refused("invalid_grant", "Invalid client")
+	case l.RedirectURI != "" && g.redirectURI != l.RedirectURI:
+		return refused("invalid_grant", "Invalid redirect_uri")
 	case l.NoPKCE:
 		// The client may skip PKCE (pkceOptional) and this sign-in did.
 		return verdict{}
@@ -94,9 +100,14 @@ func redeemCode(l *session.Login, g codeGrant, now time.Time, ended int64) verdi
 }
 
 // renewRefresh decides a refresh_token grant: secret is the token's
-// refresh secret, ended as for redeemCode.
-func renewRefresh(l *session.Login, secret string, ended int64) verdict {
+// refresh secret, clientID the client that presents it ("" when none is
+// named), ended as for redeemCode.
+func renewRefresh(l *session.Login, secret, clientID string, ended int64) verdict {
 	switch {
+	case clientID != "" && clientID != l.Client:
+		// Bound to its client (RFC 6749 §6): another client's refresh token
+		// is refused, and not spent.
+		return refused("invalid_grant", "Invalid client")
 	case l.Revoked:
 		return refused("invalid_grant", "Token revoked")
 	case l.Dead(ended):
@@ -121,4 +132,22 @@ func (r *refusal) response() *bus.Response {
 		resp.WithSession(session.LoginsBucket, r.rev)
 	}
 	return resp
+}
+
+// authenticatedFor checks the one rule of a code or refresh grant that
+// needs the client's registration: a confidential client (a secret or a
+// jwksUri) to which the code or token was issued must have authenticated
+// (RFC 6749 §4.1.3, §6), even when the request names no client.
+func (s *Service) authenticatedFor(ctx context.Context, tc *tokenClient, issuedTo string) (*refusal, error) {
+	if issuedTo == "" || tc.Authenticated || builtinClient(issuedTo, s.cfg.BaseURL) != nil {
+		return nil, nil
+	}
+	c, err := s.client(ctx, issuedTo)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil && (c.cred != nil || c.jwks) {
+		return &refusal{"invalid_client", "Client authentication required", 0}, nil
+	}
+	return nil, nil
 }

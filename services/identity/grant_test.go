@@ -58,8 +58,9 @@ func TestReadCodeGrant(t *testing.T) {
 		{"missing code", url.Values{}, codeGrant{}, "invalid_request", "Missing code"},
 		{"empty code", url.Values{"code": {""}}, codeGrant{}, "invalid_request", "Missing code"},
 		{"no separator", url.Values{"code": {"abc"}}, codeGrant{}, "invalid_grant", "Invalid code"},
-		{"code", url.Values{"code": {"login.secret"}, "client_id": {"app"}, "code_verifier": {"v"}},
-			codeGrant{loginID: "login", secret: "secret", clientID: "app", verifier: "v"}, "", ""},
+		// The client comes from its authentication (presentedClient), not from here.
+		{"code", url.Values{"code": {"login.secret"}, "client_id": {"app"}, "code_verifier": {"v"}, "redirect_uri": {"https://app/cb"}},
+			codeGrant{loginID: "login", secret: "secret", redirectURI: "https://app/cb", verifier: "v"}, "", ""},
 		{"the secret keeps later dots", url.Values{"code": {"login.se.cret"}}, codeGrant{loginID: "login", secret: "se.cret"}, "", ""},
 		{"empty halves are read as they are", url.Values{"code": {"."}}, codeGrant{}, "", ""},
 	}
@@ -112,8 +113,15 @@ func TestRedeemCode(t *testing.T) {
 		{name: "plain", edit: func(l *session.Login) { l.Challenge, l.ChallengeMethod = "plain-verifier", "plain" },
 			grant: func(g *codeGrant) { g.verifier = "plain-verifier" }},
 		{name: "no client_id in the form", grant: func(g *codeGrant) { g.clientID = "" }},
-		{name: "a login without a client takes any client_id", edit: func(l *session.Login) { l.Client = "" },
-			grant: func(g *codeGrant) { g.clientID = "other" }},
+		{name: "a login without a client refuses a client", edit: func(l *session.Login) { l.Client = "" },
+			grant: func(g *codeGrant) { g.clientID = "other" }, code: "invalid_grant", text: "Invalid client"},
+		{name: "the redirect_uri sent at authorize", edit: func(l *session.Login) { l.RedirectURI = "https://app/cb" },
+			grant: func(g *codeGrant) { g.redirectURI = "https://app/cb" }},
+		{name: "another redirect_uri", edit: func(l *session.Login) { l.RedirectURI = "https://app/cb" },
+			grant: func(g *codeGrant) { g.redirectURI = "https://app/cb2" }, code: "invalid_grant", text: "Invalid redirect_uri"},
+		{name: "the redirect_uri left out", edit: func(l *session.Login) { l.RedirectURI = "https://app/cb" },
+			code: "invalid_grant", text: "Invalid redirect_uri"},
+		{name: "no redirect_uri at authorize: any is ignored", grant: func(g *codeGrant) { g.redirectURI = "https://elsewhere/" }},
 		{name: "wrong secret", grant: func(g *codeGrant) { g.secret = "guess" }, code: "invalid_grant", text: "Invalid code"},
 		{name: "empty secret", grant: func(g *codeGrant) { g.secret = "" }, code: "invalid_grant", text: "Invalid code"},
 		{name: "a login without a code (profile not yet chosen)", edit: func(l *session.Login) { l.CodeDigest = "" },
@@ -183,6 +191,7 @@ func TestRenewRefresh(t *testing.T) {
 		name       string
 		edit       func(*session.Login)
 		secret     string
+		client     string // the client presenting it
 		ended      int64
 		code, text string
 		revoke     bool
@@ -201,15 +210,18 @@ func TestRenewRefresh(t *testing.T) {
 			code: "invalid_grant", text: "Invalid token", revoke: true},
 		{name: "ended and old: ended first", secret: "old", ended: signedIn + 1,
 			code: "invalid_grant", text: "Token revoked", revoke: true},
+		{name: "its own client", secret: secret, client: "app"},
+		{name: "another client, refused and not spent", secret: secret, client: "other", code: "invalid_grant", text: "Invalid client"},
+		{name: "another client with an old secret: nothing ended", secret: "old", client: "other", code: "invalid_grant", text: "Invalid client"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l := &session.Login{User: "User/u1", Membership: "m1", Start: signedIn, Granted: true, RefreshDigest: auth.SecretDigest(secret)}
+			l := &session.Login{User: "User/u1", Membership: "m1", Client: "app", Start: signedIn, Granted: true, RefreshDigest: auth.SecretDigest(secret)}
 			if tc.edit != nil {
 				tc.edit(l)
 			}
 			before := *l
-			v := renewRefresh(l, tc.secret, tc.ended)
+			v := renewRefresh(l, tc.secret, tc.client, tc.ended)
 			expectRefusal(t, v.refused, tc.code, tc.text)
 			if v.revoke != tc.revoke {
 				t.Fatalf("revoke %v, want %v", v.revoke, tc.revoke)
@@ -295,10 +307,10 @@ func TestRotateRefresh(t *testing.T) {
 		t.Fatal("the old refresh secret still works after a rotation")
 	}
 	// What the rotation hands out is what the next refresh presents.
-	if v := renewRefresh(l, second, 0); v.refused != nil {
+	if v := renewRefresh(l, second, "", 0); v.refused != nil {
 		t.Fatalf("the rotated secret is refused: %+v", v.refused)
 	}
-	if v := renewRefresh(l, first, 0); v.refused == nil || !v.revoke {
+	if v := renewRefresh(l, first, "", 0); v.refused == nil || !v.revoke {
 		t.Fatal("the spent secret is not refused with the chain's end")
 	}
 }

@@ -64,6 +64,7 @@ type Service struct {
 	credLocks [64]sync.Mutex
 
 	browsers jetstream.KeyValue // signed-in browsers
+	consents jetstream.KeyValue // people's consents to clients (consent.go)
 
 	csrfMu sync.Mutex
 	csrf   []byte // the CSRF key, once loaded
@@ -119,6 +120,11 @@ func (s *Service) Start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("browser sessions: %w", err)
 	}
+	if s.consents, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: consentsBucket, Description: "people's consents to clients",
+	}); err != nil {
+		return fmt.Errorf("consents: %w", err)
+	}
 	if s.invites, err = invite.Open(ctx, s.js); err != nil {
 		return err
 	}
@@ -139,21 +145,23 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.svc, err = bus.Serve(s.nc, "identity", "1.0.0", map[string]bus.Handler{
-		bus.SubjToken:     s.token,
-		bus.SubjMe:        s.me,
-		bus.SubjJWKS:      s.jwks,
-		bus.SubjDiscovery: s.discovery,
-		bus.SubjClientNew: s.createClient,
-		bus.SubjRotate:    s.rotateSecret,
-		bus.SubjRotateOp:  s.rotateOperation,
-		bus.SubjLogin:     s.login,
-		bus.SubjProfile:   s.chooseProfile,
-		bus.SubjSetPass:   s.setPassword,
-		bus.SubjResetPass: s.resetPassword,
-		bus.SubjLogout:    s.logout,
-		bus.SubjUserinfo:  s.userinfo,
-		bus.SubjBasic:     s.basic,
-		bus.SubjWSBinding: s.wsBindingToken,
+		bus.SubjToken:      s.token,
+		bus.SubjMe:         s.me,
+		bus.SubjJWKS:       s.jwks,
+		bus.SubjDiscovery:  s.discovery,
+		bus.SubjClientNew:  s.createClient,
+		bus.SubjRotate:     s.rotateSecret,
+		bus.SubjRotateOp:   s.rotateOperation,
+		bus.SubjLogin:      s.login,
+		bus.SubjProfile:    s.chooseProfile,
+		bus.SubjSetPass:    s.setPassword,
+		bus.SubjResetPass:  s.resetPassword,
+		bus.SubjLogout:     s.logout,
+		bus.SubjUserinfo:   s.userinfo,
+		bus.SubjBasic:      s.basic,
+		bus.SubjWSBinding:  s.wsBindingToken,
+		bus.SubjConsents:   s.listConsents,
+		bus.SubjConsentDel: s.withdrawConsent,
 
 		bus.SubjSetPassPage:   s.setPasswordPage,
 		bus.SubjResetPassPage: s.resetPasswordPage,

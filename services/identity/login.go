@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/sha256"
@@ -17,6 +18,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 
+	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
@@ -81,6 +83,9 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err := in.check(); err != nil {
 		return nil, err
 	}
+	if err := s.clientProject(ctx, &in); err != nil {
+		return nil, err
+	}
 	if err := s.limiter.allow(r.Remote, strings.ToLower(in.Email)); err != nil {
 		return nil, err
 	}
@@ -131,6 +136,32 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 	return bus.JSON(200, map[string]any{"login": loginID, "code": code}), nil
 }
 
+// clientProject confines a sign-in for a client to the client's project,
+// as Medplum does: the client must exist (404), a projectId that names
+// another project is refused, and the code goes only to a membership in
+// the client's project. First-party clients and clients registered in a
+// super-admin project serve every project.
+func (s *Service) clientProject(ctx context.Context, in *loginRequest) error {
+	if in.ClientID == "" || builtinClient(in.ClientID, s.cfg.BaseURL) != nil {
+		return nil
+	}
+	res, err := s.repo.Read(ctx, repo.AllProjects, "ClientApplication", in.ClientID)
+	if err != nil {
+		return err
+	}
+	anyProject, err := s.superAdminProject(ctx, res.Project)
+	switch {
+	case err != nil:
+		return err
+	case anyProject:
+		return nil
+	case in.ProjectID != "" && in.ProjectID != res.Project:
+		return fhir.BadRequest("Invalid projectId", "projectId")
+	}
+	in.ProjectID = res.Project
+	return nil
+}
+
 // codeLifetime is how long an authorization code can be redeemed: a client
 // redeems it at once, and one found later in a log or a browser history
 // must be worthless (RFC 6749 §4.1.2 advises at most ten minutes).
@@ -142,7 +173,7 @@ const decoyUser = "00000000-0000-0000-0000-000000000000"
 
 // decoyHash is checked when there is no real hash to check, so that a
 // sign-in for an unknown e-mail takes as long as one for a known one.
-var decoyHash = sync.OnceValue(func() string { return auth.HashPassword(auth.NewSecret()) })
+var decoyHash = sync.OnceValue(auth.DecoyHash)
 
 func orDecoy(hash string) string {
 	if hash == "" {
@@ -271,11 +302,20 @@ func profileOpen(l *session.Login) error {
 }
 
 // authorizationCode redeems a code (once) for tokens, checking PKCE.
-func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.Response, error) {
+// The code is bound to the client and redirect URI of its request.
+func (s *Service) authorizationCode(ctx context.Context, r *bus.Request, form url.Values) (*bus.Response, error) {
 	g, no := readCodeGrant(form)
 	if no != nil {
 		return nil, no
 	}
+	tc, no, err := s.presentedClient(ctx, r, form)
+	if err != nil {
+		return nil, err
+	}
+	if no != nil {
+		return nil, no
+	}
+	g.clientID = tc.ID
 	loginID := g.loginID
 	var terr *refusal
 	var refresh string
@@ -288,6 +328,9 @@ func (s *Service) authorizationCode(ctx context.Context, form url.Values) (*bus.
 		if v := redeemCode(l, g, time.Now(), ended); v.refused != nil {
 			terr = v.refused
 			return v.settle(l)
+		}
+		if terr, err = s.authenticatedFor(ctx, tc, l.Client); err != nil || terr != nil {
+			return cmp.Or(err, errStop)
 		}
 		l.Granted = true
 		refresh = rotateRefresh(l)
@@ -336,10 +379,18 @@ func verifierMatches(challenge, method, verifier string) bool {
 }
 
 // refreshToken rotates a refresh token; a spent one revokes the login.
-func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Response, error) {
+// The token is bound to its client, and to the person's consent to it.
+func (s *Service) refreshToken(ctx context.Context, r *bus.Request, form url.Values) (*bus.Response, error) {
 	raw := form.Get("refresh_token")
 	if raw == "" {
 		return nil, &refusal{"invalid_request", "Invalid refresh token", 0}
+	}
+	tc, no, err := s.presentedClient(ctx, r, form)
+	if err != nil {
+		return nil, err
+	}
+	if no != nil {
+		return nil, no
 	}
 	c, err := s.verifier().Verify(raw)
 	if err != nil || c.RefreshSecret == "" || c.LoginID == "" {
@@ -353,9 +404,24 @@ func (s *Service) refreshToken(ctx context.Context, form url.Values) (*bus.Respo
 		if err != nil {
 			return err
 		}
-		if v := renewRefresh(l, c.RefreshSecret, ended); v.refused != nil {
+		if v := renewRefresh(l, c.RefreshSecret, tc.ID, ended); v.refused != nil {
 			terr = v.refused
 			return v.settle(l)
+		}
+		if terr, err = s.authenticatedFor(ctx, tc, l.Client); err != nil || terr != nil {
+			return cmp.Or(err, errStop)
+		}
+		if l.Consented {
+			ok, err := s.consented(ctx, l.User, l.Client, "")
+			if err != nil {
+				return err
+			}
+			if !ok {
+				// The person withdrew their consent: the sign-in ends.
+				terr = &refusal{"invalid_grant", "Consent withdrawn", 0}
+				l.Revoked = true
+				return nil
+			}
 		}
 		refresh = rotateRefresh(l)
 		return nil
@@ -389,11 +455,12 @@ func (s *Service) userTokens(ctx context.Context, loginID string, l *session.Log
 	ac := &auth.Claims{LoginID: loginID, Username: uid, Profile: m.Profile, Scope: l.Scope, ClientID: l.Client}
 	ac.Subject = uid
 	ac.Audience = jwt.ClaimStrings{s.cfg.BaseURL}
-	access, err := s.signer.Sign(ac, s.cfg.TokenLifetime)
+	granted := access.GrantedScope(l.Scope)
+	accessToken, err := s.signer.Sign(ac, s.cfg.TokenLifetime)
 	if err != nil {
 		return nil, err
 	}
-	idc := &auth.Claims{LoginID: loginID, FHIRUser: m.Profile, Nonce: l.Nonce, ClientID: l.Client}
+	idc := &auth.Claims{LoginID: loginID, FHIRUser: m.Profile, Nonce: l.Nonce, ClientID: l.Client, AuthTime: l.AuthTime}
 	idc.Subject = uid
 	idc.Audience = jwt.ClaimStrings{firstNonEmpty(l.Client, s.cfg.BaseURL)}
 	idTok, err := s.signIDToken(idc)
@@ -402,8 +469,10 @@ func (s *Service) userTokens(ctx context.Context, loginID string, l *session.Log
 	}
 	project, profile := s.memberRefs(ctx, l.Membership, m.Project, m.Profile)
 	body := map[string]any{
-		"token_type": "Bearer", "expires_in": int(s.cfg.TokenLifetime.Seconds()), "scope": l.Scope,
-		"access_token": access, "id_token": idTok,
+		"token_type": "Bearer", "expires_in": int(s.cfg.TokenLifetime.Seconds()),
+		// The scopes really honoured (RFC 6749 §3.3), not all that were asked.
+		"scope":        granted,
+		"access_token": accessToken, "id_token": idTok,
 		"project": project,
 		"profile": profile,
 	}
@@ -421,6 +490,7 @@ func (s *Service) userTokens(ctx context.Context, loginID string, l *session.Log
 	}
 	resp := bus.JSON(200, body)
 	resp.Header["Cache-Control"] = "no-store"
+	resp.Header["Pragma"] = "no-cache"
 	return resp, nil
 }
 

@@ -207,9 +207,10 @@ func TestActiveChoices(t *testing.T) {
 func TestLogin(t *testing.T) {
 	ctx := context.Background()
 	p := newPerson(t, "login")
+	app := newPublicClient(t, p.project)
 
 	t.Run("one membership", func(t *testing.T) {
-		resp, err := p.login(t, "10.1.1.1", map[string]any{"email": strings.ToUpper(p.email), "clientId": "app", "nonce": "n1",
+		resp, err := p.login(t, "10.1.1.1", map[string]any{"email": strings.ToUpper(p.email), "clientId": app, "nonce": "n1",
 			"codeChallenge": rfcChallenge, "codeChallengeMethod": "S256"})
 		body := decoded(t, resp, err, 200)
 		loginID, _ := body["login"].(string)
@@ -221,7 +222,7 @@ func TestLogin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.User != p.user || l.Membership != p.membership || l.Client != "app" || l.Scope != "openid" || l.Nonce != "n1" ||
+		if l.User != p.user || l.Membership != p.membership || l.Client != app || l.Scope != "openid" || l.Nonce != "n1" ||
 			l.Challenge != rfcChallenge || l.ChallengeMethod != "S256" || l.Granted || l.Start == 0 || l.AuthTime == 0 ||
 			!auth.SecretMatches(l.CodeDigest, strings.TrimPrefix(code, loginID+".")) {
 			t.Fatalf("login %+v", l)
@@ -413,7 +414,8 @@ func TestSetPassword(t *testing.T) {
 func TestAuthorizationCode(t *testing.T) {
 	ctx := context.Background()
 	p := newPerson(t, "code")
-	code := p.code(t, map[string]any{"clientId": "app-1", "nonce": "n-1", "scope": "openid offline_access"})
+	app1, app2 := newPublicClient(t, p.project), newPublicClient(t, p.project)
+	code := p.code(t, map[string]any{"clientId": app1, "nonce": "n-1", "scope": "openid offline_access"})
 	loginID, _, _ := strings.Cut(code, ".")
 
 	for _, tc := range []struct {
@@ -422,13 +424,16 @@ func TestAuthorizationCode(t *testing.T) {
 	}{
 		{"no verifier", "", "", "invalid_request", "Missing code verifier"},
 		{"a wrong verifier", rfcVerifier + "x", "", "invalid_grant", "Invalid code verifier"},
-		{"another client", rfcVerifier, "app-2", "invalid_grant", "Invalid client"},
+		{"another client", rfcVerifier, app2, "invalid_grant", "Invalid client"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "code_verifier": {tc.verifier}, "client_id": {tc.client}}
 			expectTokenError(t, token(t, form, nil), 400, tc.code, tc.text)
 		})
 	}
+	// A client that does not exist has not authenticated.
+	unknown := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "code_verifier": {rfcVerifier}, "client_id": {"no-such-client"}}
+	expectTokenError(t, token(t, unknown, nil), 401, "invalid_client", "Invalid client")
 	expectTokenError(t, redeem(t, loginID+".not-the-secret"), 400, "invalid_grant", "Invalid code")
 	expectTokenError(t, redeem(t, uuid.NewString()+".secret"), 400, "invalid_grant", "Invalid code")
 
@@ -448,10 +453,10 @@ func TestAuthorizationCode(t *testing.T) {
 	}
 	access := verify(t, body["access_token"].(string), testBase)
 	if !access.IsAccessToken() || access.LoginID != loginID || access.Subject != p.userID || access.Username != p.userID ||
-		access.Profile != p.profile || access.ClientID != "app-1" || access.Scope != "openid offline_access" {
+		access.Profile != p.profile || access.ClientID != app1 || access.Scope != "openid offline_access" {
 		t.Fatalf("access token %+v", access)
 	}
-	id := verify(t, body["id_token"].(string), "app-1")
+	id := verify(t, body["id_token"].(string), app1)
 	if id.FHIRUser != p.profile || id.Nonce != "n-1" || id.Subject != p.userID || id.IsAccessToken() {
 		t.Fatalf("id token %+v", id)
 	}
@@ -584,7 +589,12 @@ func TestLogout(t *testing.T) {
 		if _, err := live.svc.browsers.Put(ctx, sessionKey(b), []byte(`{"user":"User/u1"}`)); err != nil {
 			t.Fatal(err)
 		}
-		resp, err := live.svc.logout(ctx, &bus.Request{Method: "GET", Header: map[string]string{"Cookie": browserCookie + "=" + b.id}})
+		// Its own sign-out page's button (a GET alone asks first: logout_test.go).
+		csrf, err := live.svc.csrfToken(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := live.svc.logout(ctx, formRequest(url.Values{"csrf": {csrf}}, map[string]string{"Cookie": browserCookie + "=" + b.id}))
 		if err != nil || resp.Status != 200 || !strings.Contains(string(resp.Body), "You are signed out in this browser.") {
 			t.Fatalf("%v %v", resp, err)
 		}
@@ -592,4 +602,36 @@ func TestLogout(t *testing.T) {
 			t.Fatalf("the browser is still signed in: %s", v)
 		}
 	})
+}
+
+// newPublicClient stores a ClientApplication without a secret or a key set
+// (a public client: PKCE alone, as single-page apps sign in) and returns
+// its id.
+func newPublicClient(t *testing.T, project string) string {
+	t.Helper()
+	ref := newResource(t, project, map[string]any{"resourceType": "ClientApplication", "name": "Public app"})
+	return strings.TrimPrefix(ref, "ClientApplication/")
+}
+
+// Signing in for a client confines the sign-in to the client's project,
+// as Medplum does: an unknown client is 404, another project's id is
+// refused, and a person of another project only is not found there.
+func TestLoginForAClient(t *testing.T) {
+	p := newPerson(t, "forclient")
+	elsewhere := newProject(t, "Elsewhere")
+	theirs := newPublicClient(t, elsewhere)
+	_, err := p.login(t, "10.1.9.1", map[string]any{"clientId": uuid.NewString()})
+	expectOutcome(t, err, 404, "Not found", "")
+	_, err = p.login(t, "10.1.9.1", map[string]any{"clientId": theirs, "projectId": p.project})
+	expectOutcome(t, err, 400, "Invalid projectId", "projectId")
+	_, err = p.login(t, "10.1.9.1", map[string]any{"clientId": theirs})
+	expectOutcome(t, err, 400, "User not found", "")
+	// Once a member there too, the code is for that membership only.
+	there := newMembership(t, elsewhere, p.user, p.profile, nil)
+	resp, err := p.login(t, "10.1.9.1", map[string]any{"clientId": theirs})
+	body := decoded(t, resp, err, 200)
+	loginID, _ := body["login"].(string)
+	if l, err := live.conns.Sessions.GetLogin(context.Background(), loginID); err != nil || l.Membership != there {
+		t.Fatalf("login %+v %v", l, err)
+	}
 }

@@ -35,7 +35,7 @@ var (
 )
 
 func init() {
-	for _, name := range []string{"message", "setpassword", "resetpassword", "signin", "choose"} {
+	for _, name := range []string{"message", "setpassword", "resetpassword", "signin", "choose", "consent"} {
 		t := template.New("layout").Funcs(template.FuncMap{"style": func() template.CSS { return template.CSS(pageStyle) }})
 		pageTmpl[name] = template.Must(t.ParseFS(pageFiles, "pages/layout.html", "pages/"+name+".html"))
 	}
@@ -59,6 +59,10 @@ type pageData struct {
 	App      string     // the client's name, on the sign-in pages
 	Hidden   url.Values // an authorization request's parameters, carried by its forms
 	Choices  []choice
+	// The consent page: what the client may do, for which membership.
+	Scopes     []string
+	Membership string
+	Profile    string
 }
 
 // render answers with a page and the headers every page carries: no

@@ -284,12 +284,17 @@ func TestAuthorizeNewBrowser(t *testing.T) {
 		t.Fatalf("CSP %q", csp)
 	}
 	for _, part := range []string{
-		`name="client_id" value="medplum-cli"`, `name="redirect_uri" value="http://localhost:9615"`, `name="state" value="s1"`,
+		`name="client_id" value="medplum-cli"`, `name="state" value="s1"`,
 		`name="code_challenge" value="ch"`, `name="scope" value="openid"`, `value="a@example.com"`, "Medplum CLI",
 	} {
 		if !strings.Contains(body, part) {
 			t.Errorf("no %q in the sign-in page", part)
 		}
+	}
+	// The redirect URI was not sent: the form does not send one either, so
+	// the token request need not (RFC 6749 §4.1.3).
+	if strings.Contains(body, `name="redirect_uri"`) {
+		t.Error("a redirect URI the request did not send is carried on")
 	}
 	if strings.Contains(body, `name="login_hint"`) {
 		t.Error("the hint is carried on after it was used")

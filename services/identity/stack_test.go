@@ -121,7 +121,7 @@ func newUser(t *testing.T, email, password, project string) string {
 	id := uuid.NewString()
 	req := invite.Request{FirstName: "Ada", LastName: "Lovelace", Email: email}
 	if password != "" {
-		req.PasswordHash = auth.HashPassword(password)
+		req.PasswordHash = mustHash(t, password)
 	}
 	if err := live.svc.createUser(ctx, id, project, req); err != nil {
 		t.Fatal(err)
@@ -375,4 +375,14 @@ func verify(t *testing.T, tok, audience string) *auth.Claims {
 		t.Fatalf("token for %s: %v", audience, err)
 	}
 	return c
+}
+
+// mustHash hashes a password for a test's user.
+func mustHash(t *testing.T, password string) string {
+	t.Helper()
+	h, err := auth.HashPassword(context.Background(), password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

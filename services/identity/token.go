@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
@@ -35,6 +36,7 @@ func tokenError(code, desc string) *bus.Response {
 		resp.Header["WWW-Authenticate"] = `Basic realm="token"`
 	}
 	resp.Header["Cache-Control"] = "no-store"
+	resp.Header["Pragma"] = "no-cache"
 	return resp
 }
 
@@ -81,9 +83,9 @@ func (s *Service) grant(ctx context.Context, r *bus.Request) (*bus.Response, err
 	case "client_credentials":
 		return s.clientCredentials(ctx, r, form)
 	case "authorization_code":
-		return s.authorizationCode(ctx, form)
+		return s.authorizationCode(ctx, r, form)
 	case "refresh_token":
-		return s.refreshToken(ctx, form)
+		return s.refreshToken(ctx, r, form)
 	default:
 		// RFC 6749 §5.2's code (jwt-bearer, password, ...), with Medplum's text.
 		return nil, &refusal{"unsupported_grant_type", "Unsupported grant_type", 0}
@@ -154,7 +156,7 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 	claims := &auth.Claims{LoginID: c.loginID, Username: id, Profile: ref, Scope: scope, ClientID: id}
 	claims.Subject = id
 	claims.Audience = jwt.ClaimStrings{s.cfg.BaseURL}
-	access, err := s.signer.Sign(claims, s.cfg.TokenLifetime)
+	accessToken, err := s.signer.Sign(claims, s.cfg.TokenLifetime)
 	if err != nil {
 		return nil, fmt.Errorf("sign: %w", err)
 	}
@@ -162,8 +164,8 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 	body := map[string]any{
 		"token_type":   "Bearer",
 		"expires_in":   int(s.cfg.TokenLifetime.Seconds()),
-		"scope":        scope,
-		"access_token": access,
+		"scope":        access.GrantedScope(scope),
+		"access_token": accessToken,
 		"project":      project,
 		"profile":      profile,
 	}

@@ -207,6 +207,12 @@ func (s *Service) usePasswordLink(ctx context.Context, id, secret, password stri
 	if err != nil {
 		return 0, err
 	}
+	// Hashed before the link is spent: a hash refused as busy (503) leaves
+	// the link to be used again.
+	hash, err := auth.HashPassword(ctx, password)
+	if err != nil {
+		return 0, err
+	}
 	// Spend the request first, conditionally: of two racing requests one wins.
 	spent := pr
 	spent.Used = true
@@ -215,7 +221,7 @@ func (s *Service) usePasswordLink(ctx context.Context, id, secret, password stri
 	} else if err != nil {
 		return 0, err
 	}
-	if err := s.setPasswordHash(ctx, pr.User, auth.HashPassword(password)); err != nil {
+	if err := s.setPasswordHash(ctx, pr.User, hash); err != nil {
 		return 0, err
 	}
 	// Whoever signed in with the old password is signed out, refresh

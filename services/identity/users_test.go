@@ -95,7 +95,7 @@ func TestInviteUser(t *testing.T) {
 	project := newProject(t, "Invites")
 	email := newEmail("invitee")
 	id, msg := newInvite(t, invite.Request{ProjectID: project, FirstName: "Grace", LastName: "Hopper", Email: email,
-		SendEmail: true, PasswordHash: auth.HashPassword("initial password")})
+		SendEmail: true, PasswordHash: mustHash(t, "initial password")})
 	if err := live.svc.inviteUser(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestInviteUser(t *testing.T) {
 	// A second invite of the same person reuses the user, sends no link and
 	// keeps the password.
 	id2, msg2 := newInvite(t, invite.Request{ProjectID: newProject(t, "Second"), FirstName: "G", Email: email, SendEmail: true,
-		PasswordHash: auth.HashPassword("another password")})
+		PasswordHash: mustHash(t, "another password")})
 	if err := live.svc.inviteUser(ctx, msg2); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,219 @@
+package identity
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+)
+
+// Consent: before the first code for a client that is not first-party, the
+// person is asked whether it may act for them, with the scopes it asked
+// for. The answer is kept per person and client, covers those scopes, and
+// is withdrawn with DELETE /auth/consents/<client>; a refresh token issued
+// under a consent stops working when the consent goes.
+
+// consentsBucket keeps the consents, keyed by person and client (digests,
+// so any client id makes a valid key), without expiry.
+const consentsBucket = "pinion_consents"
+
+type consent struct {
+	Client string `json:"client"`
+	Scope  string `json:"scope"`
+	At     int64  `json:"at"` // Unix seconds, when last given
+}
+
+func digestKey(s string) string {
+	d := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(d[:16])
+}
+
+// consentKey is the bucket key of a person's consent to a client; the
+// person's own digest first, so their consents list by prefix.
+func consentKey(user, client string) string { return digestKey(user) + "." + digestKey(client) }
+
+// consentNeeded reports whether a client must be consented to: every one
+// but the first-party clients (the console, Medplum's command line tool).
+func consentNeeded(client string, baseURL string) bool { return builtinClient(client, baseURL) == nil }
+
+// consented reports whether the person consented to the client for every
+// scope in scope ("": for anything at all).
+func (s *Service) consented(ctx context.Context, user, client, scope string) (bool, error) {
+	c, err := s.consent(ctx, user, client)
+	if c == nil || err != nil {
+		return false, err
+	}
+	given := strings.Fields(c.Scope)
+	for _, w := range strings.Fields(scope) {
+		if !slices.Contains(given, w) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (s *Service) consent(ctx context.Context, user, client string) (*consent, error) {
+	e, err := s.consents.Get(ctx, consentKey(user, client))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var c consent
+	if json.Unmarshal(e.Value(), &c) != nil {
+		return nil, nil
+	}
+	return &c, nil
+}
+
+// giveConsent records the person's consent to the client for scope, added
+// to what they consented to before.
+func (s *Service) giveConsent(ctx context.Context, user, client, scope string) error {
+	c, err := s.consent(ctx, user, client)
+	if err != nil {
+		return err
+	}
+	words := strings.Fields(scope)
+	if c != nil {
+		for _, w := range strings.Fields(c.Scope) {
+			if !slices.Contains(words, w) {
+				words = append(words, w)
+			}
+		}
+	}
+	b, _ := json.Marshal(consent{Client: client, Scope: strings.Join(words, " "), At: time.Now().Unix()})
+	_, err = s.consents.Put(ctx, consentKey(user, client), b)
+	return err
+}
+
+// listConsents is GET /auth/consents: the clients the caller consented to.
+func (s *Service) listConsents(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	user, err := consentUser(r)
+	if err != nil {
+		return nil, err
+	}
+	lister, err := s.consents.ListKeysFiltered(ctx, digestKey(user)+".*")
+	if err != nil {
+		return nil, err
+	}
+	out := []consent{}
+	for key := range lister.Keys() {
+		e, err := s.consents.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			_ = lister.Stop()
+			return nil, err
+		}
+		var c consent
+		if json.Unmarshal(e.Value(), &c) == nil {
+			out = append(out, c)
+		}
+	}
+	return bus.JSON(200, map[string]any{"consents": out}), nil
+}
+
+// withdrawConsent is DELETE /auth/consents/:clientId: the client's next
+// sign-in asks again, and its refresh tokens for the caller stop.
+func (s *Service) withdrawConsent(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	user, err := consentUser(r)
+	if err != nil {
+		return nil, err
+	}
+	key := consentKey(user, r.Param("clientId"))
+	if _, err := s.consents.Get(ctx, key); errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fhir.NotFound()
+	} else if err != nil {
+		return nil, err
+	}
+	if err := s.consents.Delete(ctx, key); err != nil {
+		return nil, err
+	}
+	return bus.OK(), nil
+}
+
+// consentUser is the person behind a request about their consents: only
+// people consent, not clients.
+func consentUser(r *bus.Request) (string, error) {
+	p := r.Principal
+	if p == nil {
+		return "", fhir.Unauthorized()
+	}
+	if !strings.HasPrefix(p.User, "User/") {
+		return "", fhir.BadRequest("Only a person's sign-in has consents")
+	}
+	return p.User, nil
+}
+
+// askConsent is nil when the person consented to the client for the
+// request's scopes before, or does now (the consent page posted "allow");
+// otherwise it is the answer: the consent page, or the client told no.
+// prompt=none never shows the page (OIDC Core §3.1.2.6: consent_required).
+func (s *Service) askConsent(ctx context.Context, b browser, a authRequest, bs *browserSession, membership string, choices []memberChoice, form url.Values) (*bus.Response, error) {
+	switch form.Get("consent") {
+	case "allow":
+		return nil, s.giveConsent(ctx, bs.User, a.ClientID, a.Scope)
+	case "deny":
+		return a.fail("access_denied", "The person did not allow the application"), nil
+	}
+	if a.Prompt != "consent" {
+		ok, err := s.consented(ctx, bs.User, a.ClientID, a.Scope)
+		if err != nil || ok {
+			return nil, err
+		}
+	}
+	if a.Prompt == "none" {
+		return a.fail("consent_required", "The person has not allowed this application"), nil
+	}
+	csrf, err := s.csrfToken(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	d := pageData{Title: "Allow " + clientName(a.client) + "?", CSRF: csrf, App: clientName(a.client),
+		Hidden: a.values(), Membership: membership, Scopes: describeScopes(a.Scope)}
+	for _, c := range choices {
+		if c.ID == membership {
+			d.Project, d.Profile = display(c.Project), display(c.Profile)
+		}
+	}
+	resp, err := s.render(200, "consent", b, d)
+	if resp != nil {
+		resp.Header["Content-Security-Policy"] = authorizeCSP(a.target)
+		resp.Header["Set-Cookie"] = s.setCookie(b)
+	}
+	return resp, err
+}
+
+// describeScopes says in words what each scope lets the client do.
+func describeScopes(scope string) []string {
+	var out []string
+	for _, w := range strings.Fields(scope) {
+		switch w {
+		case "openid":
+			out = append(out, "know who you are")
+		case "fhirUser":
+			out = append(out, "know your profile in the project")
+		case "profile":
+			out = append(out, "see your name")
+		case "email":
+			out = append(out, "see your e-mail address")
+		case "offline_access", "offline":
+			out = append(out, "keep access while you are away, until you withdraw it")
+		default:
+			out = append(out, "use the permission "+w)
+		}
+	}
+	return out
+}
