@@ -173,7 +173,7 @@ func TestCheckClientBuiltin(t *testing.T) {
 		problem                string
 		redirectsTo            string
 	}{
-		{"no client", "", "https://app.example/cb", "The application did not say who it is (client_id is missing).", "https://app.example/cb"},
+		{"no client", "", "https://app.example/cb", "The application did not say who it is (client_id is missing).", ""},
 		{"medplum-cli", "medplum-cli", "http://localhost:9615", "", "http://localhost:9615"},
 		{"medplum-cli, its only redirect", "medplum-cli", "", "", "http://localhost:9615"},
 		{"medplum-cli, another port", "medplum-cli", "http://localhost:9616", "The application asked to return to an address it did not register (redirect_uri).", "http://localhost:9616"},

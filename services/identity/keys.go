@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/store"
@@ -95,7 +96,7 @@ func (s *Service) jwks(ctx context.Context, r *bus.Request) (*bus.Response, erro
 // claimsSupported are the claims Pinion issues in ID tokens and at the
 // UserInfo endpoint (me.go), and no others.
 var claimsSupported = []string{
-	"iss", "sub", "aud", "exp", "iat", "nonce", "login_id", "client_id", "fhirUser",
+	"iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "login_id", "client_id", "fhirUser",
 	"name", "given_name", "family_name", "email", "email_verified",
 }
 
@@ -120,7 +121,7 @@ func (s *Service) discovery(ctx context.Context, r *bus.Request) (*bus.Response,
 		"grant_types_supported":                 []string{"client_credentials", "authorization_code", "refresh_token"},
 		"response_types_supported":              []string{"code"},
 		"subject_types_supported":               []string{"public"},
-		"scopes_supported":                      []string{"openid", "profile", "email", "offline_access"},
+		"scopes_supported":                      access.SupportedScopes,
 		"claims_supported":                      claimsSupported,
 		// Omitted, request_uri_parameter_supported means true.
 		"request_parameter_supported":                   false,

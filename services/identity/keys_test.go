@@ -47,12 +47,17 @@ func TestDiscovery(t *testing.T) {
 		"introspection_endpoint_auth_methods_supported":    []any{"client_secret_basic", "client_secret_post", "private_key_jwt"},
 		// OIDC Discovery §3: RS256 MUST be listed; ID tokens are signed with it.
 		"id_token_signing_alg_values_supported": []any{"RS256", "ES256"},
+		// The scopes the token endpoint honours (access.GrantedScope).
+		"scopes_supported": []any{"openid", "profile", "email", "fhirUser", "offline_access", "online_access",
+			"patient/*.rs", "patient/*.cruds", "user/*.rs", "user/*.cruds", "system/*.rs", "system/*.cruds",
+			"patient/*.read", "patient/*.write", "patient/*.*", "user/*.read", "user/*.write", "user/*.*",
+			"system/*.read", "system/*.write", "system/*.*"},
 		// Omitted, request_uri_parameter_supported would mean true.
 		"request_uri_parameter_supported": false,
 		"request_parameter_supported":     false,
 		"claims_parameter_supported":      false,
 		// What ID tokens and the UserInfo endpoint carry, and only that.
-		"claims_supported": []any{"iss", "sub", "aud", "exp", "iat", "nonce", "login_id", "client_id", "fhirUser",
+		"claims_supported": []any{"iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "login_id", "client_id", "fhirUser",
 			"name", "given_name", "family_name", "email", "email_verified"},
 	} {
 		if !reflect.DeepEqual(oidc[k], want) {
