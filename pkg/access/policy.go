@@ -26,6 +26,7 @@ type Policy struct {
 	admin        bool
 	project      string
 	user         string // the caller's own User id; "" for clients and bots
+	profile      string // the caller's profile reference, as writes record it in meta.author
 	entries      []*entry
 	blocked      *blockedParams // search parameters over hidden fields; nil when nothing is hidden
 	scoped       *scoped        // set when the token's SMART scopes narrowed the entries (scopes.go)
@@ -172,7 +173,7 @@ func (m *membershipDoc) grants() ([]grant, error) {
 // "AccessPolicy/<id>"). A nil membership, or one naming no policy, has
 // full access to its project's ordinary resources.
 func Compile(p *bus.Principal, membership []byte, policies map[string][]byte) (*Policy, error) {
-	pol := &Policy{project: p.Project, admin: p.Admin, allProjects: p.SuperAdmin}
+	pol := &Policy{project: p.Project, admin: p.Admin, allProjects: p.SuperAdmin, profile: p.Profile}
 	var grants []grant
 	if membership != nil {
 		var m membershipDoc
@@ -519,18 +520,30 @@ func (p *Policy) hides(typ string) bool {
 }
 
 // Redact returns the resource as the caller may see it: without the hidden
-// fields of the entry that governs it. The stored resource is never
-// changed; a copy is returned when something was removed.
+// fields of the entry that governs it, and without a Subscription's secret
+// unless the caller is an admin or wrote the version (secret.go). The
+// stored resource is never changed; a copy is returned when something was
+// removed.
 func (p *Policy) Redact(res *repo.Resource) (*repo.Resource, error) {
-	if p.unrestricted || res.Deleted || len(res.JSON) == 0 || !p.hides(res.Type) {
+	if p.unrestricted || res.Deleted || len(res.JSON) == 0 {
+		return res, nil
+	}
+	hides, secret := p.hides(res.Type), p.mayHideSecret(res)
+	if !hides && !secret {
 		return res, nil
 	}
 	d := storedDoc(res)
-	e := p.governing(res.Type, d)
-	if d.Err() != nil {
-		return nil, d.Err()
+	var hidden [][]string
+	if hides {
+		e := p.governing(res.Type, d)
+		if d.Err() != nil {
+			return nil, d.Err()
+		}
+		if e != nil {
+			hidden = e.hidden
+		}
 	}
-	if e == nil || len(e.hidden) == 0 {
+	if len(hidden) == 0 && !secret {
 		return res, nil
 	}
 	// The map was decoded from the stored bytes for this call: changing it
@@ -539,8 +552,12 @@ func (p *Policy) Redact(res *repo.Resource) (*repo.Resource, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, path := range e.hidden {
+	for _, path := range hidden {
 		removePath(m, path)
+	}
+	stripped := secret && p.stripSecret(m)
+	if len(hidden) == 0 && !stripped {
+		return res, nil
 	}
 	body, err := json.Marshal(m)
 	if err != nil {
