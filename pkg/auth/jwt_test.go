@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/base64"
@@ -122,11 +123,14 @@ func TestSecrets(t *testing.T) {
 	if !SecretMatches(d, s) || SecretMatches(d, s+"x") || SecretMatches("", s) || SecretMatches("zz", s) {
 		t.Fatal("digest comparison wrong")
 	}
-	h := HashPassword("correct horse")
-	if ok, err := CheckPassword(h, "correct horse"); !ok || err != nil {
+	h, err := HashPassword(context.Background(), "correct horse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := CheckPassword(context.Background(), h, "correct horse"); !ok || err != nil {
 		t.Fatalf("password refused: %v", err)
 	}
-	if ok, _ := CheckPassword(h, "wrong horse"); ok {
+	if ok, _ := CheckPassword(context.Background(), h, "wrong horse"); ok {
 		t.Fatal("wrong password accepted")
 	}
 }

@@ -1,13 +1,13 @@
 package identity
 
 import (
-	"net/netip"
 	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/ratekey"
 )
 
 // signinLimiter slows password guessing without locking the owner out.
@@ -17,84 +17,135 @@ import (
 // also count per client address, for any e-mail: an address that sprays
 // many accounts is stopped after maxAddressFailures. The client address is
 // the gateway's (behind an ingress, PINION_TRUSTED_PROXIES makes it the
-// real client's rather than the ingress's); IPv6 addresses count by /64,
-// which one client usually holds whole. A success clears its pair.
+// real client's rather than the ingress's), counted as ratekey.Address
+// counts it (IPv6 by /64). A success clears its pair.
+//
+// An attempt counts from the moment it is allowed, before its password is
+// hashed: allow reserves it as pending and failed or succeeded settles it.
+// Otherwise any number of concurrent guesses would pass allow before the
+// first of them failed. A pending attempt never settled (its request ended
+// in an error) stops counting after pendingLifetime.
 //
 // Counts are per identity instance and bounded in number (the least
 // recently failed keys are forgotten first); the gateway's per-address
 // rate limit bounds the rest.
 type signinLimiter struct {
 	mu       sync.Mutex
-	failures *lru.Cache[string, []time.Time]
+	failures *lru.Cache[string, *attempts]
+}
+
+// attempts are one key's failures within the window and attempts still
+// pending, each oldest first.
+type attempts struct {
+	failed, pending []time.Time
 }
 
 const (
 	maxFailures        = 10
 	maxAddressFailures = 50
 	failureWindow      = 15 * time.Minute
+	// pendingLifetime outlasts any request (the bus's deadline is shorter).
+	pendingLifetime = 2 * time.Minute
 	// limiterKeys bounds the memory of the counts.
 	limiterKeys = 100_000
 )
 
 func newSigninLimiter() *signinLimiter {
-	c, _ := lru.New[string, []time.Time](limiterKeys)
+	c, _ := lru.New[string, *attempts](limiterKeys)
 	return &signinLimiter{failures: c}
 }
 
-// addressKey groups an address as one client: itself, or its /64.
-func addressKey(ip string) string {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return ip
-	}
-	if a = a.Unmap(); a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.String()
-	}
-	return a.String()
-}
+func pairKey(ip, email string) string { return "p:" + ratekey.Address(ip) + "|" + email }
+func ipKey(ip string) string          { return "a:" + ratekey.Address(ip) }
 
-func pairKey(ip, email string) string { return "p:" + addressKey(ip) + "|" + email }
-func ipKey(ip string) string          { return "a:" + addressKey(ip) }
-
-// recent is a key's failures within the window; l.mu is held.
-func (l *signinLimiter) recent(key string, now time.Time) []time.Time {
-	ts, _ := l.failures.Peek(key)
+// since drops the times in ts (oldest first) older than d before now.
+func since(ts []time.Time, now time.Time, d time.Duration) []time.Time {
 	i := 0
-	for i < len(ts) && now.Sub(ts[i]) > failureWindow {
+	for i < len(ts) && now.Sub(ts[i]) > d {
 		i++
 	}
 	return ts[i:]
 }
 
-// allow refuses an attempt when its pair or its address has failed too often.
+// attempts is a key's counts with the old ones dropped; l.mu is held. A new
+// key is stored only when add is set.
+func (l *signinLimiter) attempts(key string, now time.Time, add bool) *attempts {
+	a, ok := l.failures.Get(key)
+	if !ok {
+		a = &attempts{}
+		if add {
+			l.failures.Add(key, a)
+		}
+	}
+	a.failed = since(a.failed, now, failureWindow)
+	a.pending = since(a.pending, now, pendingLifetime)
+	return a
+}
+
+// recent is a key's failures within the window; l.mu is held.
+func (l *signinLimiter) recent(key string, now time.Time) []time.Time {
+	a, ok := l.failures.Peek(key)
+	if !ok {
+		return nil
+	}
+	return since(a.failed, now, failureWindow)
+}
+
+// allow refuses an attempt when its pair or its address has failed too
+// often, counting attempts still pending as failures; else it reserves the
+// attempt, which failed or succeeded then settles.
 func (l *signinLimiter) allow(ip, email string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
-	if len(l.recent(pairKey(ip, email), now)) >= maxFailures || len(l.recent(ipKey(ip), now)) >= maxAddressFailures {
+	pair, addr := l.attempts(pairKey(ip, email), now, false), l.attempts(ipKey(ip), now, false)
+	if len(pair.failed)+len(pair.pending) >= maxFailures || len(addr.failed)+len(addr.pending) >= maxAddressFailures {
 		return fhir.TooManyRequests()
+	}
+	for _, k := range []string{pairKey(ip, email), ipKey(ip)} {
+		a := l.attempts(k, now, true)
+		a.pending = append(a.pending, now)
 	}
 	return nil
 }
 
-// failed records a failed attempt.
+// failed records a failed attempt, settling its reservation.
 func (l *signinLimiter) failed(ip, email string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
 	for _, k := range []string{pairKey(ip, email), ipKey(ip)} {
-		ts := l.recent(k, now)
-		if len(ts) >= maxAddressFailures {
-			ts = ts[1:] // enough to decide; keep the count bounded
+		a := l.attempts(k, now, true)
+		a.pending = settle(a.pending)
+		if len(a.failed) >= maxAddressFailures {
+			a.failed = a.failed[1:] // enough to decide; keep the count bounded
 		}
-		l.failures.Add(k, append(append([]time.Time(nil), ts...), now))
+		a.failed = append(a.failed, now)
 	}
 }
 
-// succeeded clears the failures of an e-mail from an address.
+// succeeded settles an attempt and clears the failures of its e-mail from
+// its address.
 func (l *signinLimiter) succeeded(ip, email string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.failures.Remove(pairKey(ip, email))
+	now := time.Now()
+	for _, k := range []string{pairKey(ip, email), ipKey(ip)} {
+		a := l.attempts(k, now, false)
+		a.pending = settle(a.pending)
+	}
+	if pair := l.attempts(pairKey(ip, email), now, false); len(pair.pending) == 0 {
+		l.failures.Remove(pairKey(ip, email))
+	} else {
+		pair.failed = nil
+	}
+}
+
+// settle ends one pending attempt: the oldest, which is the first to stop
+// counting anyway, so the rest count as long as they should.
+func settle(pending []time.Time) []time.Time {
+	if len(pending) == 0 {
+		return pending
+	}
+	return pending[1:]
 }

@@ -58,24 +58,6 @@ func TestSigninLimiterBounded(t *testing.T) {
 	}
 }
 
-func TestAddressKey(t *testing.T) {
-	cases := []struct{ ip, want string }{
-		{"10.0.0.1", "10.0.0.1"},
-		{"::ffff:10.0.0.1", "10.0.0.1"},
-		{"2001:db8::1", "2001:db8::/64"},
-		{"2001:db8:0:0:ffff:ffff:ffff:ffff", "2001:db8::/64"},
-		{"2001:db8:0:1::1", "2001:db8:0:1::/64"},
-		{"::1", "::/64"},
-		{"not an address", "not an address"},
-		{"", ""},
-	}
-	for _, tc := range cases {
-		if got := addressKey(tc.ip); got != tc.want {
-			t.Errorf("addressKey(%q) = %q, want %q", tc.ip, got, tc.want)
-		}
-	}
-}
-
 // Failures count within the window only.
 func TestSigninLimiterWindow(t *testing.T) {
 	l := newSigninLimiter()
@@ -85,14 +67,41 @@ func TestSigninLimiterWindow(t *testing.T) {
 	for i := 0; i < maxFailures; i++ {
 		ts = append(ts, now.Add(-failureWindow-time.Duration(maxFailures-i)*time.Second))
 	}
-	l.failures.Add(key, ts)
+	l.failures.Add(key, &attempts{failed: ts})
 	if n := len(l.recent(key, now)); n != 0 {
 		t.Fatalf("%d failures older than the window count", n)
+	}
+	if n := len(l.recent(key, ts[maxFailures-1].Add(failureWindow))); n != 1 {
+		t.Fatalf("%d failures at the window's edge, want the last one", n)
 	}
 	if err := l.allow("10.0.0.1", "a@example.com"); err != nil {
 		t.Fatal("old failures still refuse")
 	}
-	if n := len(l.recent(key, ts[maxFailures-1].Add(failureWindow))); n != 1 {
-		t.Fatalf("%d failures at the window's edge, want the last one", n)
+}
+
+// An attempt counts from allow, before it is settled: a burst of attempts
+// that all pass allow before any fails cannot exceed the budget. A success
+// gives its reservation back; one never settled stops counting in time.
+func TestSigninLimiterReserves(t *testing.T) {
+	l := newSigninLimiter()
+	for i := 0; i < maxFailures; i++ {
+		if err := l.allow("10.0.0.1", "a@example.com"); err != nil {
+			t.Fatalf("attempt %d refused", i)
+		}
+	}
+	if err := l.allow("10.0.0.1", "a@example.com"); err == nil {
+		t.Fatal("more attempts in flight than the budget")
+	}
+	l.succeeded("10.0.0.1", "a@example.com")
+	if err := l.allow("10.0.0.1", "a@example.com"); err != nil {
+		t.Fatal("a success did not give its reservation back")
+	}
+	// Reservations left by requests that ended in an error expire.
+	a, _ := l.failures.Peek(pairKey("10.0.0.1", "a@example.com"))
+	for i := range a.pending {
+		a.pending[i] = a.pending[i].Add(-pendingLifetime - time.Second)
+	}
+	if err := l.allow("10.0.0.1", "a@example.com"); err != nil {
+		t.Fatal("unsettled reservations count for ever")
 	}
 }

@@ -268,7 +268,9 @@ func (s *Service) validateInvite(ctx context.Context, projectID string, body map
 	}
 	// Hashed last: argon2 is slow on purpose, and wasted on a refused invite.
 	if d.Password != "" {
-		req.PasswordHash = auth.HashPassword(d.Password)
+		if req.PasswordHash, err = auth.HashPassword(ctx, d.Password); err != nil {
+			return nil, err
+		}
 	}
 	return req, nil
 }
