@@ -83,8 +83,9 @@ type authRequest struct {
 	client map[string]any
 	// target is where the browser returns: the redirect URI sent, or the
 	// client's only one when none was sent (checkRedirect).
-	target  string
-	project string // the client's project
+	target      string
+	project     string // the client's project
+	projectName string // and its name, for the consent page
 	// anyProject: the client may sign people in to any of their projects
 	// (a first-party client, or one registered in a super-admin project);
 	// every other client, only to its own project.
@@ -167,29 +168,31 @@ func (s *Service) checkClient(ctx context.Context, a *authRequest) (problem stri
 		return "", err
 	}
 	a.project = res.Project
-	if a.anyProject, err = s.superAdminProject(ctx, a.project); err != nil {
+	if a.projectName, a.anyProject, err = s.clientsProject(ctx, a.project); err != nil {
 		return "", err
 	}
 	return a.checkRedirect(), nil
 }
 
-// superAdminProject reports whether a project is a super-admin one, whose
-// clients only super admins register.
-func (s *Service) superAdminProject(ctx context.Context, id string) (bool, error) {
+// clientsProject is the name of a client's project, and whether it is a
+// super-admin one, whose clients only super admins register.
+func (s *Service) clientsProject(ctx context.Context, id string) (name string, superAdmin bool, err error) {
 	if id == "" {
-		return false, nil
+		return "", false, nil
 	}
 	res, err := s.repo.Read(ctx, repo.AllProjects, "Project", id)
 	if fhir.Missing(err) {
-		return false, nil
+		return "", false, nil
 	}
 	if err != nil {
-		return false, err
+		return "", false, err
 	}
 	var p struct {
-		SuperAdmin bool `json:"superAdmin"`
+		Name       string `json:"name"`
+		SuperAdmin bool   `json:"superAdmin"`
 	}
-	return p.SuperAdmin, json.Unmarshal(res.JSON, &p)
+	err = json.Unmarshal(res.JSON, &p)
+	return p.Name, p.SuperAdmin, err
 }
 
 // builtinClient is a client known without a stored ClientApplication, or

@@ -182,7 +182,7 @@ func (s *Service) askConsent(ctx context.Context, b browser, a authRequest, bs *
 		return nil, err
 	}
 	d := pageData{Title: "Allow " + clientName(a.client) + "?", CSRF: csrf, App: clientName(a.client),
-		Hidden: a.values(), Membership: membership, Scopes: describeScopes(a.Scope)}
+		Hidden: a.values(), Membership: membership, Scopes: describeScopes(a.Scope), Registrar: a.projectName}
 	for _, c := range choices {
 		if c.ID == membership {
 			d.Project, d.Profile = display(c.Project), display(c.Profile)

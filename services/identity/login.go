@@ -149,7 +149,7 @@ func (s *Service) clientProject(ctx context.Context, in *loginRequest) error {
 	if err != nil {
 		return err
 	}
-	anyProject, err := s.superAdminProject(ctx, res.Project)
+	_, anyProject, err := s.clientsProject(ctx, res.Project)
 	switch {
 	case err != nil:
 		return err

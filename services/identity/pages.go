@@ -63,6 +63,7 @@ type pageData struct {
 	Scopes     []string
 	Membership string
 	Profile    string
+	Registrar  string // the project the client is registered in
 }
 
 // render answers with a page and the headers every page carries: no
