@@ -107,7 +107,7 @@ func (s *Service) deliver(m jetstream.Msg, seq uint64, d *delivery, attempt int)
 		retries = d.retries
 	}
 	if attempt < retries {
-		s.log.Debug("subscription delivery failed, retried", "subscription", d.Subscription, "resource", d.Event.Type+"/"+d.Event.ID, "attempt", attempt, "err", err)
+		s.log.Debug("subscription delivery failed, retried", "subscription", d.Subscription, "resource", d.Event.Type+"/"+d.Event.ID, "attempt", attempt, "err", errorForLog(err))
 		metrics.SubscriptionDeliveries.WithLabelValues(channel, "retry").Inc()
 		s.retryLater(m, seq, d, attempt)
 		return
@@ -498,14 +498,14 @@ func entityRole(typ string) map[string]any {
 // replay) and records it as an AuditEvent (outcome 8) in the project.
 func (s *Service) deadLetter(d *delivery, attempt int, cause error) {
 	s.log.Warn("subscription delivery failed its last attempt: dead letter",
-		"subscription", d.Subscription, "resource", d.Event.Type+"/"+d.Event.ID, "attempts", attempt+1, "err", cause)
+		"subscription", d.Subscription, "resource", d.Event.Type+"/"+d.Event.ID, "attempts", attempt+1, "err", errorForLog(cause))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	b, _ := json.Marshal(struct {
 		*delivery
 		Attempts int    `json:"attempts"`
 		Error    string `json:"error"`
-	}{d, attempt + 1, cause.Error()})
+	}{d, attempt + 1, errorForLog(cause)})
 	if _, err := s.cfg.JS.Publish(ctx, deadPrefix+d.Project+"."+d.Subscription, b,
 		jetstream.WithMsgID("dead/"+d.Subscription+"/"+d.Event.Type+"/"+d.Event.ID+"/"+d.Event.VersionID)); err != nil {
 		s.log.Error("subscription dead letter not kept", "subscription", d.Subscription, "err", err)
