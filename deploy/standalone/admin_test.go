@@ -99,7 +99,7 @@ func TestClientApplications(t *testing.T) {
 		{"malformed JSON", admin, pid, "application/json", `{"name":`, 400, "Content could not be parsed", ""},
 		{"array body", admin, pid, "application/json", `[{"name":"x"}]`, 400, "Content could not be parsed", ""},
 		{"text body", admin, pid, "text/plain", `name=x`, 415, "", ""},
-		{"plain member", plain, pid, "application/json", `{"name":"x"}`, 403, "Forbidden", ""},
+		{"plain member", plain, pid, "application/json", `{"name":"x"}`, 403, "Only project administrators can change ClientApplication resources", ""},
 		{"admin of another project", otherAdmin, pid, "application/json", `{"name":"x"}`, 403, "Forbidden", ""},
 		{"no token", "", pid, "application/json", `{"name":"x"}`, 401, "", ""},
 		{"unknown project", su, "00000000-0000-4000-8000-000000000000", "application/json", `{"name":"x"}`, 404, "", ""},
@@ -243,7 +243,7 @@ func TestRotateClientSecret(t *testing.T) {
 		{"not a string", admin, "application/fhir+json", `{"resourceType":"Parameters","parameter":[{"name":"secret","valueInteger":1}]}`, 400, "must be a string"},
 		{"malformed", admin, "application/json", `{"secret":`, 400, "Content could not be parsed"},
 		{"form body", admin, "application/x-www-form-urlencoded", `secret=` + third, 415, ""},
-		{"plain member", plain, "application/json", `{"secret":"` + third + `"}`, 403, "Forbidden"},
+		{"plain member", plain, "application/json", `{"secret":"` + third + `"}`, 403, "Only project administrators can change ClientApplication resources"},
 		{"admin of another project", otherAdmin, "application/json", `{"secret":"` + third + `"}`, 404, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -351,7 +351,7 @@ func TestAdminBots(t *testing.T) {
 		{"executable code", admin, `{"name":"x","executableCode":{"url":"Binary/123"}}`, 400, "is set by the server", "executableCode"},
 		{"unknown field", admin, `{"name":"x","colour":"blue"}`, 400, "", ""},
 		{"policy of another project", admin, `{"name":"x","accessPolicy":{"reference":"` + foreign + `"}}`, 400, "does not belong to this project", "accessPolicy"},
-		{"plain member", plain, `{"name":"x"}`, 403, "Forbidden", ""},
+		{"plain member", plain, `{"name":"x"}`, 403, "Only project administrators can change Bot resources", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := do(t, "POST", "admin/projects/"+pid+"/bot", c.token, "application/json", []byte(c.body))

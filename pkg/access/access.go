@@ -112,6 +112,24 @@ func ProjectAdmin(p *bus.Principal, projectID string) error {
 	return nil
 }
 
+// AdminWrite allows an /admin route or operation that writes an
+// admin-written type (creating a client or a bot, rotating a client's
+// secret): ProjectAdmin of projectID, or Admin when projectID is "" (the
+// caller's own project). A member who is no admin is told that only
+// administrators change typ, as the FHIR interactions say.
+func AdminWrite(p *bus.Principal, projectID, typ string) error {
+	var err error
+	if projectID == "" {
+		err = Admin(p)
+	} else {
+		err = ProjectAdmin(p, projectID)
+	}
+	if err != nil && p != nil && !p.Admin && !p.SuperAdmin {
+		return AdminOnly(typ)
+	}
+	return err
+}
+
 // SuperAdmin allows what only super admins may do (creating projects).
 func SuperAdmin(p *bus.Principal) error {
 	if p == nil {

@@ -118,3 +118,29 @@ func writeAs(pol *Policy, typ string, i Interaction) error {
 	}
 	return pol.Write(i, typ, cur, body, project)
 }
+
+// The /admin routes that write these types say why a member is refused;
+// an admin of another project, or an anonymous caller, gets what
+// ProjectAdmin says.
+func TestAdminWrite(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		p       *bus.Principal
+		project string
+		status  int
+		text    string
+	}{
+		{"anonymous", nil, "p1", 401, "Unauthorized"},
+		{"member", &bus.Principal{Project: "p1"}, "p1", 403, "Only project administrators can change Bot resources"},
+		{"member, own project", &bus.Principal{Project: "p1"}, "", 403, "Only project administrators can change Bot resources"},
+		{"another project's admin", &bus.Principal{Project: "p2", Admin: true}, "p1", 403, "Forbidden"},
+		{"admin", &bus.Principal{Project: "p1", Admin: true}, "p1", 0, ""},
+		{"admin, own project", &bus.Principal{Project: "p1", Admin: true}, "", 0, ""},
+		{"super admin", &bus.Principal{Project: "sa", SuperAdmin: true}, "p1", 0, ""},
+	} {
+		err := AdminWrite(c.p, c.project, "Bot")
+		if status(err) != c.status || err != nil && fhir.AsError(err).Message() != c.text {
+			t.Errorf("%s: %v, want %d %q", c.name, err, c.status, c.text)
+		}
+	}
+}

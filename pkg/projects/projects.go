@@ -149,7 +149,7 @@ type AgentInput struct {
 // if any, is one of its.
 func ReadAgentRequest(ctx context.Context, rp *repo.Repo, in AgentInput, typ, label string, serverSet ...string) (*AgentRequest, error) {
 	projectID := in.ProjectID
-	if err := access.ProjectAdmin(in.By, projectID); err != nil {
+	if err := access.AdminWrite(in.By, projectID, typ); err != nil {
 		return nil, err
 	}
 	if !in.JSON {

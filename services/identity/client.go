@@ -65,7 +65,7 @@ func clientResponse(status int, client *repo.Resource, secret string) (*bus.Resp
 // it can still recover the client); the old one retires for the grace period.
 func (s *Service) rotateSecret(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	projectID := r.Param("projectId")
-	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
+	if err := access.AdminWrite(r.Principal, projectID, "ClientApplication"); err != nil {
 		return nil, err
 	}
 	client, err := s.repo.Read(ctx, repo.Scope{Project: projectID}, "ClientApplication", r.Param("clientId"))
@@ -92,7 +92,7 @@ func (s *Service) rotateSecret(ctx context.Context, r *bus.Request) (*bus.Respon
 // be the client's: knowing it is what allows the change.
 func (s *Service) rotateOperation(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	p := r.Principal
-	if err := access.Admin(p); err != nil {
+	if err := access.AdminWrite(p, "", "ClientApplication"); err != nil {
 		return nil, err
 	}
 	in, err := operationInput(r, "secret", "retiringSecret")

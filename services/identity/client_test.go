@@ -96,7 +96,7 @@ func TestRotateOperationRefusals(t *testing.T) {
 		text      string
 	}{
 		{"anonymous", nil, `{"secret":"a"}`, 401, "Unauthorized"},
-		{"not an admin", &bus.Principal{User: "User/u2", Project: "p1"}, `{"secret":"a"}`, 403, "Forbidden"},
+		{"not an admin", &bus.Principal{User: "User/u2", Project: "p1"}, `{"secret":"a"}`, 403, "Only project administrators can change ClientApplication resources"},
 		{"no secret", admin, `{}`, 400, "Secret to rotate must be provided"},
 		{"empty secrets", &bus.Principal{SuperAdmin: true}, `{"secret":"","retiringSecret":""}`, 400, "Secret to rotate must be provided"},
 		{"both", admin, `{"secret":"a","retiringSecret":"b"}`, 400, "Only one secret can be rotated at a time"},
@@ -218,7 +218,7 @@ func TestCreateClient(t *testing.T) {
 		status    int
 		text      string
 	}{
-		{"not an admin", &bus.Principal{User: "User/u1", Project: project}, `{"name":"x"}`, 403, "Forbidden"},
+		{"not an admin", &bus.Principal{User: "User/u1", Project: project}, `{"name":"x"}`, 403, "Only project administrators can change ClientApplication resources"},
 		{"another project's admin", admin("elsewhere"), `{"name":"x"}`, 403, "Forbidden"},
 		{"a bad redirect", admin(project), `{"name":"x","redirectUri":"/cb"}`, 400, "Invalid redirect URI: want an absolute URI without a fragment"},
 		{"a secret of its own", admin(project), `{"name":"x","secret":"mine"}`, 400, "ClientApplication.secret is set by the server"},
