@@ -177,22 +177,33 @@ func TestAuthorizeInBrowser(t *testing.T) {
 	// prompt=login asks again.
 	run(t, ctx, chromedp.Navigate(start("prompt", "login")), chromedp.WaitVisible(chromedp.ID("password")))
 
-	// Signing out with a return address the client did not register: a page.
-	run(t, ctx, chromedp.Navigate(base+"oauth2/logout?client_id="+clientID+"&post_logout_redirect_uri="+url.QueryEscape("https://evil.example/")),
-		chromedp.WaitVisible(chromedp.CSS("main")))
-	shot(t, ctx, "signed-out")
-	if text := pageText(t, ctx); !strings.Contains(text, "Signed out") {
+	// Another site's link to sign out, with nothing to prove that the
+	// application asked (no id_token_hint): a page with a button. Until it
+	// is pressed the browser stays signed in, and nothing is redirected to.
+	run(t, ctx, chromedp.Navigate(base+"oauth2/logout?client_id="+clientID+"&state=bye&post_logout_redirect_uri="+url.QueryEscape(app.callback())),
+		chromedp.WaitVisible(chromedp.CSS("main form button")))
+	shot(t, ctx, "sign-out-confirm")
+	if text := pageText(t, ctx); !strings.Contains(text, "Sign out of Pinion?") {
 		t.Fatalf("sign-out: %s", text)
 	}
-	// The sign-in is over: the next request asks for the password; and a
-	// registered return address is followed, with the state.
+	run(t, ctx, chromedp.Navigate(start("prompt", "none", "state", "still")))
+	if got := app.wait(t, ctx, "still"); got.Get("error") != "account_selection_required" {
+		t.Fatalf("after the sign-out page: %v", got)
+	}
+	run(t, ctx, chromedp.Navigate(base+"oauth2/logout"), chromedp.WaitVisible(chromedp.CSS("main form button")),
+		chromedp.Click(chromedp.CSS("main form button")), chromedp.WaitVisible(chromedp.Search(`//h1[.="Signed out"]`)))
+	shot(t, ctx, "signed-out")
+	// The sign-in is over: the next request asks for the password. With the
+	// application's ID token as its hint, signing out asks nothing and
+	// returns to the address the application registered, with the state.
 	run(t, ctx, chromedp.Navigate(start()), chromedp.WaitVisible(chromedp.ID("password")))
 	run(t, ctx,
 		chromedp.SendKeys(chromedp.ID("email"), cy),
 		chromedp.SendKeys(chromedp.ID("password"), "cy's password"),
 		chromedp.Click(chromedp.CSS("button")),
 		chromedp.WaitVisible(chromedp.CSS("button.choice")))
-	run(t, ctx, chromedp.Navigate(base+"oauth2/logout?client_id="+clientID+"&state=bye&post_logout_redirect_uri="+url.QueryEscape(app.callback())))
+	run(t, ctx, chromedp.Navigate(base+"oauth2/logout?id_token_hint="+url.QueryEscape(tok["id_token"].(string))+
+		"&state=bye&post_logout_redirect_uri="+url.QueryEscape(app.callback())))
 	app.wait(t, ctx, "bye")
 	run(t, ctx, chromedp.Navigate(start("prompt", "none", "state", "after")))
 	if got := app.wait(t, ctx, "after"); got.Get("error") != "login_required" {

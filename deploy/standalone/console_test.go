@@ -357,5 +357,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 	shot(t, ctx2, "console-signed-out")
+	// The browser's sign-in ended with the console's: no question asked.
+	if h1 != "Signed out" {
+		t.Fatalf("after signing out: %q: %s", h1, pageText(t, ctx2))
+	}
 	expect(t, do(t, "GET", "auth/me", plainToken, "", nil), 401)
 }

@@ -315,7 +315,11 @@ func (c *Console) logout(fc *fiber.Ctx) error {
 		if !s.checkCSRF(fc) {
 			return c.message(fc, 403, "Form expired", "This form was not sent from this console. Open the console and try again.")
 		}
-		if _, err := c.call(fc, bus.SubjLogout, p, "POST", "/oauth2/logout", nil, nil, "", nil); err != nil {
+		// With the browser's cookie, the same call ends its sign-in too: the
+		// page below then has nothing left to ask about.
+		req := &bus.Request{Method: "POST", Path: "/oauth2/logout", Principal: p,
+			Header: map[string]string{"Cookie": fc.Get("Cookie")}}
+		if _, err := c.send(fc, bus.SubjLogout, req); err != nil {
 			c.log.Warn("console sign-out: token not revoked", "err", err)
 		}
 	}

@@ -53,6 +53,9 @@ var unsupported = map[string]bool{
 // parameter must match every time (AND). A '\' escapes ',', '|', '$' and
 // '\' in values.
 func Parse(resourceType string, q url.Values) (*Query, error) {
+	if err := checkQuerySize(q); err != nil {
+		return nil, err
+	}
 	reg := loadRegistry()
 	query := &Query{Count: DefaultCount, Canonical: url.Values{}}
 	var f filter
@@ -234,6 +237,9 @@ func single(key string, values []string) (string, error) {
 
 func splitList(key, v string) ([]string, error) {
 	items := strings.Split(v, ",")
+	if len(items) > MaxValuesPerParam {
+		return nil, tooManyValues(key, len(items))
+	}
 	for _, it := range items {
 		if it == "" {
 			return nil, fhir.BadRequest("Empty item in "+key, key)
@@ -310,8 +316,24 @@ func truncateRunes(s string, n int) string {
 	return s
 }
 
-// filter collects the query's conditions, ANDed.
-type filter struct{ conds []store.Cond }
+// filter collects the query's conditions, ANDed, and counts their
+// alternatives against MaxValuesPerQuery.
+type filter struct {
+	conds  []store.Cond
+	values int
+}
+
+// split is splitValues, counting the alternatives of the whole query.
+func (f *filter) split(key, v string) ([]string, error) {
+	vals, err := splitValues(key, v)
+	if err != nil {
+		return nil, err
+	}
+	if f.values += len(vals); f.values > MaxValuesPerQuery {
+		return nil, fhir.BadRequest(fmt.Sprintf("Too many values in one search: more than %d", MaxValuesPerQuery), key)
+	}
+	return vals, nil
+}
 
 func (f *filter) add(c store.Cond) { f.conds = append(f.conds, c) }
 
@@ -321,7 +343,7 @@ func (f *filter) addEach(key string, values []string, hasModifier bool, modifier
 		return badModifier(key, modifier)
 	}
 	for _, v := range values {
-		vals, err := splitValues(key, v)
+		vals, err := f.split(key, v)
 		if err != nil {
 			return err
 		}
@@ -372,9 +394,15 @@ func splitValues(key, v string) ([]string, error) {
 		}
 	}
 	out = append(out, b.String())
+	if len(out) > MaxValuesPerParam {
+		return nil, tooManyValues(key, len(out))
+	}
 	for _, s := range out {
 		if s == "" {
 			return nil, fhir.BadRequest("Empty value in search parameter "+clip(key), key)
+		}
+		if err := checkValue(key, s); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
@@ -425,7 +453,7 @@ func (f *filter) addParam(p *Param, key, modifier string, hasModifier bool, v st
 		f.add(store.Exists(field, !missing))
 		return nil
 	}
-	vals, err := splitValues(key, v)
+	vals, err := f.split(key, v)
 	if err != nil {
 		return err
 	}
@@ -444,7 +472,7 @@ func (f *filter) addParam(p *Param, key, modifier string, hasModifier bool, v st
 	}
 	switch p.Type {
 	case "date":
-		return f.addDates(key, v, p.f.lo, p.f.hi)
+		return f.addDateValues(key, vals, p.f.lo, p.f.hi)
 	case "number", "quantity":
 		var conds []store.Cond
 		for _, x := range vals {
@@ -466,6 +494,9 @@ func (f *filter) addString(p *Param, key, modifier string, hasModifier bool, val
 		// Starts-with, or contains, on the normalised values.
 		norm := make([]any, len(vals))
 		for i, v := range vals {
+			if err := checkTextValue(key, unescapeValue(v)); err != nil {
+				return err
+			}
 			n := normalize(unescapeValue(v))
 			if n == "" {
 				return badValue(key, "string", v)
@@ -481,6 +512,9 @@ func (f *filter) addString(p *Param, key, modifier string, hasModifier bool, val
 		exact := make([]string, len(vals))
 		for i, v := range vals {
 			exact[i] = unescapeValue(v)
+			if err := checkTextValue(key, exact[i]); err != nil {
+				return err
+			}
 		}
 		f.add(store.Strings(p.f.exact, exact))
 	default:
@@ -493,6 +527,9 @@ func (f *filter) addToken(p *Param, key, modifier string, hasModifier bool, vals
 	if hasModifier && modifier == "text" {
 		norm := make([]any, len(vals))
 		for i, v := range vals {
+			if err := checkTextValue(key, unescapeValue(v)); err != nil {
+				return err
+			}
 			n := normalize(unescapeValue(v))
 			if n == "" {
 				return badValue(key, "text", v)
@@ -627,10 +664,15 @@ func prefixed(v string) (prefix, rest string) {
 //	sa  lo > ph                      eb  hi < pl
 //	ap  the ranges overlap, the value's widened by 10% of its distance from now
 func (f *filter) addDates(key, v, lo, hi string) error {
-	vals, err := splitValues(key, v)
+	vals, err := f.split(key, v)
 	if err != nil {
 		return err
 	}
+	return f.addDateValues(key, vals, lo, hi)
+}
+
+// addDateValues is addDates with the alternatives already split.
+func (f *filter) addDateValues(key string, vals []string, lo, hi string) error {
 	conds := make([]store.Cond, len(vals))
 	for i, x := range vals {
 		prefix, rest := prefixed(x)
