@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/pinion-health/pinion/pkg/ratekey"
 )
 
 // Proxies are the reverse proxies (an ingress, a load balancer) allowed to
@@ -55,3 +57,9 @@ func (g *Gateway) clientIP(c *fiber.Ctx) string {
 	}
 	return client.String()
 }
+
+// clientKey is the key a client's requests count under in the rate limit:
+// its address as ratekey groups it (an IPv6 address by its /64), as the
+// sign-in limiter and the WebSocket cap count it, so rotating through one's
+// /64 gains nothing.
+func (g *Gateway) clientKey(c *fiber.Ctx) string { return ratekey.Address(g.clientIP(c)) }

@@ -112,7 +112,7 @@ func (g *Gateway) routes() {
 		limit = limiter.New(limiter.Config{
 			Max:               g.cfg.AuthRateLimit,
 			Expiration:        time.Minute,
-			KeyGenerator:      g.clientIP,
+			KeyGenerator:      g.clientKey,
 			LimiterMiddleware: limiter.SlidingWindow{},
 			LimitReached: func(c *fiber.Ctx) error {
 				return fhir.TooManyRequests()

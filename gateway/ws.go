@@ -13,6 +13,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/ratekey"
 )
 
 // WebSocket subscriptions, as Medplum serves them on /ws/subscriptions-r4
@@ -33,7 +34,8 @@ var (
 	wsMaxSocketsPerAddress = 256
 )
 
-// wsCount counts the open sockets, in all and by client address.
+// wsCount counts the open sockets, in all and by client address as
+// ratekey.Address groups it (an IPv6 address by its /64).
 type wsCount struct {
 	mu     sync.Mutex
 	total  int
@@ -44,7 +46,7 @@ type wsCount struct {
 func (w *wsCount) admits(addr string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.total < wsMaxSockets && w.byAddr[addr] < wsMaxSocketsPerAddress
+	return w.total < wsMaxSockets && w.byAddr[ratekey.Address(addr)] < wsMaxSocketsPerAddress
 }
 
 // add counts d more sockets from addr (d is 1 or -1).
@@ -55,8 +57,9 @@ func (w *wsCount) add(addr string, d int) {
 		w.byAddr = map[string]int{}
 	}
 	w.total += d
-	if w.byAddr[addr] += d; w.byAddr[addr] <= 0 {
-		delete(w.byAddr, addr)
+	key := ratekey.Address(addr)
+	if w.byAddr[key] += d; w.byAddr[key] <= 0 {
+		delete(w.byAddr, key)
 	}
 }
 
