@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
@@ -38,7 +39,7 @@ func (r *Repo) Search(ctx context.Context, sc Scope, typ string, q *search.Query
 	if q.Count > 0 && q.Summary != "count" {
 		recs, err := r.st.Search(ctx, typ, sq)
 		if err != nil {
-			return nil, fmt.Errorf("search %s: %w", typ, err)
+			return nil, searchError(ctx, "search", typ, err)
 		}
 		if len(recs) > q.Count {
 			page.More = true
@@ -53,7 +54,7 @@ func (r *Repo) Search(ctx context.Context, sc Scope, typ string, q *search.Query
 	case q.Total == "accurate" || q.Total == "estimate" || q.Count == 0 || q.Summary == "count":
 		n, err := r.st.Count(ctx, typ, sq)
 		if err != nil {
-			return nil, fmt.Errorf("count %s: %w", typ, err)
+			return nil, searchError(ctx, "count", typ, err)
 		}
 		page.Total = n
 	case !page.More && (q.Offset == 0 || len(page.Resources) > 0):
@@ -61,4 +62,17 @@ func (r *Repo) Search(ctx context.Context, sc Scope, typ string, q *search.Query
 		page.Total = q.Offset + len(page.Resources)
 	}
 	return page, nil
+}
+
+// searchError answers a failed search: 400 for a shape the store refuses
+// (search.Parse's bounds should keep any from reaching it), 503 for one cut
+// off because its request's time ran out, never a bare 500 for either.
+func searchError(ctx context.Context, op, typ string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrTooComplex):
+		return fhir.BadRequest("Search too complex: use fewer values or parameters")
+	case ctx.Err() != nil:
+		return fhir.Unavailable("Search took too long")
+	}
+	return fmt.Errorf("%s %s: %w", op, typ, err)
 }

@@ -22,6 +22,10 @@ var (
 	ErrConflict = errors.New("store: version conflict")
 	// ErrExists: a create found the id (or key) taken.
 	ErrExists = errors.New("store: already exists")
+	// ErrTooComplex: the database refused a search for its shape (too
+	// deep an expression, too many variables), not for its data. Searches
+	// are bounded before they reach a store; this is the safety net.
+	ErrTooComplex = errors.New("store: search too complex")
 )
 
 // Record is one version of a resource as stored.

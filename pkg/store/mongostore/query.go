@@ -39,7 +39,7 @@ func (s *Store) Search(ctx context.Context, typ string, q *store.Query) ([]*stor
 	}
 	cur, err := s.coll(typ).Find(ctx, filter, fo)
 	if err != nil {
-		return nil, fmt.Errorf("search %s: %w", typ, err)
+		return nil, fmt.Errorf("search %s: %w", typ, searchError(err))
 	}
 	defer cur.Close(ctx)
 	var out []*store.Record
@@ -47,7 +47,7 @@ func (s *Store) Search(ctx context.Context, typ string, q *store.Query) ([]*stor
 		out = append(out, fromDoc(typ, cur.Current))
 	}
 	if err := cur.Err(); err != nil {
-		return nil, fmt.Errorf("search %s: %w", typ, err)
+		return nil, fmt.Errorf("search %s: %w", typ, searchError(err))
 	}
 	return out, nil
 }
@@ -60,9 +60,28 @@ func (s *Store) Count(ctx context.Context, typ string, q *store.Query) (int, err
 	}
 	n, err := s.coll(typ).CountDocuments(ctx, filter)
 	if err != nil {
-		return 0, fmt.Errorf("count %s: %w", typ, err)
+		return 0, fmt.Errorf("count %s: %w", typ, searchError(err))
 	}
 	return int(n), nil
+}
+
+// tooComplex are the server's error codes for a search refused for its
+// shape: BSONObjectTooLarge (the filter), a regular expression too long,
+// and a sort too large for memory without an index.
+var tooComplex = []int{10334, 51091, 292}
+
+// searchError marks the errors MongoDB gives for a search's shape as
+// store.ErrTooComplex, so they answer 400 rather than 500.
+func searchError(err error) error {
+	var se mongo.ServerError
+	if errors.As(err, &se) {
+		for _, code := range tooComplex {
+			if se.HasErrorCode(code) {
+				return fmt.Errorf("%w: %v", store.ErrTooComplex, err)
+			}
+		}
+	}
+	return err
 }
 
 // toFilter translates a query. Each field appears once at the top level,

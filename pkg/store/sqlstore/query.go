@@ -4,8 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/pinion-health/pinion/pkg/store"
 )
@@ -19,9 +23,34 @@ func (s *Store) Search(ctx context.Context, typ string, q *store.Query) ([]*stor
 	}
 	rows, err := s.query(ctx, text, args)
 	if err != nil {
-		return nil, err
+		return nil, searchError(err)
 	}
-	return collect(rows)
+	recs, err := collect(rows)
+	return recs, searchError(err)
+}
+
+// searchError marks the errors SQLite gives for a statement's shape as
+// store.ErrTooComplex, so they answer 400 rather than 500. A statement cut
+// off by its context comes back as the context's error.
+func searchError(err error) error {
+	var e *sqlite.Error
+	if err == nil || !errors.As(err, &e) {
+		return err
+	}
+	switch e.Code() & 0xff {
+	case sqlite3.SQLITE_TOOBIG:
+		return fmt.Errorf("%w: %v", store.ErrTooComplex, err)
+	case sqlite3.SQLITE_ERROR:
+		msg := e.Error()
+		for _, shape := range []string{"Expression tree is too large", "too many SQL variables",
+			"LIKE or GLOB pattern too complex", "too many terms in compound SELECT", "at most 64 tables in a join",
+			"too many arguments on function", "parser stack overflow"} {
+			if strings.Contains(msg, shape) {
+				return fmt.Errorf("%w: %v", store.ErrTooComplex, err)
+			}
+		}
+	}
+	return err
 }
 
 // query runs a statement built for this call, prepared once per shape.
@@ -40,14 +69,14 @@ func (s *Store) Count(ctx context.Context, typ string, q *store.Query) (int, err
 	}
 	rows, err := s.query(ctx, text, args)
 	if err != nil {
-		return 0, err
+		return 0, searchError(err)
 	}
 	defer rows.Close()
 	var n int
 	if rows.Next() {
 		err = rows.Scan(&n)
 	}
-	return n, errors.Join(err, rows.Err())
+	return n, searchError(errors.Join(err, rows.Err()))
 }
 
 // builder writes SQL with its arguments; every value is bound, never
