@@ -86,7 +86,9 @@ func (s *Service) endSession(ctx context.Context, r *bus.Request) (*bus.Response
 		if !strings.HasPrefix(strings.ToLower(r.Get("Content-Type")), "application/x-www-form-urlencoded") {
 			// Not a browser's form: an API call without a token, refused as
 			// the gateway refuses one.
-			return nil, fhir.Unauthorized()
+			e := fhir.Unauthorized()
+			e.Header = map[string]string{"WWW-Authenticate": `Bearer realm="` + s.cfg.BaseURL + `"`}
+			return nil, e
 		}
 		var err error
 		if params, err = url.ParseQuery(string(r.Body)); err != nil {
