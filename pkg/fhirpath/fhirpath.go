@@ -15,22 +15,54 @@ package fhirpath
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
-// Bounds of an expression: its length and nesting when parsed, and the
-// items one evaluation may visit (nested where() over %variables could
-// otherwise take time exponential in the nesting).
+// Bounds of an expression when parsed: its length and how deeply its
+// parentheses, arguments and indexers nest. Subscription criteria are
+// checked against them when written.
 const (
 	MaxLength = 2000
-	maxDepth  = 64
-	maxSteps  = 200_000
+	MaxDepth  = 32
+	// maxPattern bounds a regular expression matches() compiles.
+	maxPattern = 1000
 )
+
+// Bounds of one evaluation. Work is counted in cost units: a byte of a
+// string read, compared or written is one unit (a regular expression's
+// byte costs regexByteCost), and each item visited, operator applied or
+// function called is StepCost. Each function is charged before it runs,
+// by the size of its input, so a costly call is refused rather than
+// made. MaxEvalTime backs the count with the clock: it is read every
+// clockEvery units.
+const (
+	MaxCost       = 8 << 20
+	StepCost      = 32
+	MaxEvalTime   = 50 * time.Millisecond
+	regexByteCost = 16
+	clockEvery    = 64 << 10
+)
+
+// ErrBudget is the error of an evaluation that spent its budget (cost,
+// time, or its context's deadline) before it ended.
+var ErrBudget = errors.New("the FHIRPath evaluation budget is spent")
+
+// Budget is what one evaluation may spend; a zero field is the default
+// (MaxCost, MaxEvalTime). A context's earlier deadline applies too.
+type Budget struct {
+	Cost int64
+	Time time.Duration
+}
 
 // Expr is a parsed expression.
 type Expr struct {
@@ -41,7 +73,8 @@ type Expr struct {
 // String is the expression as written.
 func (e *Expr) String() string { return e.src }
 
-// Parse reads an expression; an error names what is not understood.
+// Parse reads an expression; an error names what is not understood or
+// which bound it passes.
 func Parse(src string) (*Expr, error) {
 	if len(src) > MaxLength {
 		return nil, fmt.Errorf("the expression is longer than %d characters", MaxLength)
@@ -61,37 +94,95 @@ func Parse(src string) (*Expr, error) {
 	return &Expr{src: src, root: n}, nil
 }
 
-// Eval evaluates the expression with this as its focus ($this and the
-// start of a path) and vars as its %variables (names without the %).
-// An evaluation that reaches maxSteps stops and answers empty.
-func (e *Expr) Eval(this any, vars map[string]any) []any {
-	en := &env{vars: vars}
-	out := e.root.eval(en, collection(this))
-	if en.over() {
-		return nil
+// Evaluate evaluates the expression with this as its focus ($this and the
+// start of a path) and vars as its %variables (names without the %),
+// within budget b and ctx. An evaluation that spends its budget stops
+// and returns an error wrapping ErrBudget.
+func (e *Expr) Evaluate(ctx context.Context, this any, vars map[string]any, b Budget) ([]any, error) {
+	en := newEnv(ctx, vars, b)
+	if en.charge(0) {
+		return nil, en.err
 	}
+	out := e.root.eval(en, collection(this))
+	if en.err != nil {
+		return nil, en.err
+	}
+	return out, nil
+}
+
+// IsTrue reports whether the expression evaluates to the single value
+// true, within budget b and ctx; an error wraps ErrBudget.
+func (e *Expr) IsTrue(ctx context.Context, this any, vars map[string]any, b Budget) (bool, error) {
+	out, err := e.Evaluate(ctx, this, vars, b)
+	if err != nil {
+		return false, err
+	}
+	v, ok := single(out).(bool)
+	return len(out) == 1 && ok && v, nil
+}
+
+// Eval is Evaluate with the default budget; one that spends it answers
+// empty.
+func (e *Expr) Eval(this any, vars map[string]any) []any {
+	out, _ := e.Evaluate(context.Background(), this, vars, Budget{})
 	return out
 }
 
-// True reports whether the expression evaluates to the single value true.
+// True is IsTrue with the default budget; one that spends it is false.
 func (e *Expr) True(this any, vars map[string]any) bool {
-	out := e.Eval(this, vars)
-	b, ok := single(out).(bool)
-	return len(out) == 1 && ok && b
+	ok, _ := e.IsTrue(context.Background(), this, vars, Budget{})
+	return ok
 }
 
+// env is one evaluation: its variables and what it has spent.
 type env struct {
-	vars  map[string]any
-	steps int
+	vars     map[string]any
+	ctx      context.Context
+	cost     int64
+	limit    int64
+	deadline time.Time
+	window   time.Duration
+	clockAt  int64 // the cost at which the clock is read next
+	err      error
 }
 
-// step counts n items visited and reports whether the budget is spent.
-func (e *env) step(n int) bool {
-	e.steps += n
-	return e.over()
+func newEnv(ctx context.Context, vars map[string]any, b Budget) *env {
+	if b.Cost <= 0 {
+		b.Cost = MaxCost
+	}
+	if b.Time <= 0 {
+		b.Time = MaxEvalTime
+	}
+	return &env{vars: vars, ctx: ctx, limit: b.Cost, deadline: time.Now().Add(b.Time), window: b.Time}
 }
 
-func (e *env) over() bool { return e.steps > maxSteps }
+// charge counts units of work about to be done and reports whether the
+// budget is spent (then e.err says how, and the work is not to be done).
+func (e *env) charge(units int64) bool {
+	if e.err != nil {
+		return true
+	}
+	e.cost += units
+	if e.cost > e.limit {
+		e.err = fmt.Errorf("%w: more than %d units of work", ErrBudget, e.limit)
+		return true
+	}
+	if e.cost >= e.clockAt {
+		e.clockAt = e.cost + clockEvery
+		if err := context.Cause(e.ctx); err != nil {
+			e.err = fmt.Errorf("%w: %w", ErrBudget, err)
+		} else if time.Now().After(e.deadline) {
+			e.err = fmt.Errorf("%w: longer than %s", ErrBudget, e.window)
+		}
+	}
+	return e.err != nil
+}
+
+// step charges n items visited.
+func (e *env) step(n int) bool { return e.charge(int64(n) * StepCost) }
+
+// bytes charges n bytes of string work and one step.
+func (e *env) bytes(n int) bool { return e.charge(int64(n) + StepCost) }
 
 // collection is a value as a collection: nothing for nil, a list's items,
 // else the one value.
@@ -290,8 +381,8 @@ func (p *parser) expr(level int) (node, error) {
 func (p *parser) invocation() (node, error) {
 	p.depth++
 	defer func() { p.depth-- }()
-	if p.depth > maxDepth {
-		return nil, fmt.Errorf("the expression nests more than %d deep", maxDepth)
+	if p.depth > MaxDepth {
+		return nil, fmt.Errorf("the expression nests more than %d deep", MaxDepth)
 	}
 	n, err := p.term()
 	if err != nil {
@@ -350,7 +441,19 @@ func (p *parser) member(n node, t token) (node, error) {
 	if len(args) < f.min || len(args) > f.max {
 		return nil, fmt.Errorf("%s() takes %d to %d arguments", t.text, f.min, f.max)
 	}
-	return &call{of: n, name: t.text, f: f, args: args}, nil
+	c := &call{of: n, name: t.text, f: f, args: args}
+	if t.text == "matches" {
+		// A literal pattern is compiled once, and refused when written.
+		if l, ok := args[0].(literal); ok {
+			src, _ := l.v.(string)
+			re, err := compilePattern(src)
+			if err != nil {
+				return nil, fmt.Errorf("matches() at %d: %w", t.pos, err)
+			}
+			c.re = re
+		}
+	}
+	return c, nil
 }
 
 func (p *parser) term() (node, error) {
@@ -394,22 +497,38 @@ func (p *parser) term() (node, error) {
 
 // ---- evaluation ----
 
+// Every node charges a step when evaluated, and stops, empty, once the
+// evaluation's budget is spent.
 type node interface {
 	eval(e *env, focus []any) []any
 }
 
 type literal struct{ v any }
 
-func (l literal) eval(*env, []any) []any { return collection(l.v) }
+func (l literal) eval(e *env, _ []any) []any {
+	if e.step(1) {
+		return nil
+	}
+	return collection(l.v)
+}
 
 type this struct{}
 
-func (this) eval(_ *env, focus []any) []any { return focus }
+func (this) eval(e *env, focus []any) []any {
+	if e.step(1) {
+		return nil
+	}
+	return focus
+}
 
 type variable string
 
 func (v variable) eval(e *env, _ []any) []any {
-	return collection(e.vars[string(v)])
+	c := collection(e.vars[string(v)])
+	if e.step(1 + len(c)) {
+		return nil
+	}
+	return c
 }
 
 type field struct {
@@ -434,13 +553,25 @@ func (f *field) eval(e *env, focus []any) []any {
 			continue
 		}
 		if v, ok := m[f.name]; ok {
-			out = append(out, collection(v)...)
+			c := collection(v)
+			if e.step(len(c)) {
+				return nil
+			}
+			out = append(out, c...)
 			continue
 		}
 		// A choice element: value is valueString, valueQuantity, …
+		// Every key is looked at: an object of many keys costs as many.
+		if e.step(len(m)) {
+			return nil
+		}
 		for k, v := range m {
 			if len(k) > len(f.name) && strings.HasPrefix(k, f.name) && unicode.IsUpper(rune(k[len(f.name)])) {
-				out = append(out, collection(v)...)
+				c := collection(v)
+				if e.step(len(c)) {
+					return nil
+				}
+				out = append(out, c...)
 			}
 		}
 	}
@@ -452,6 +583,9 @@ type index struct{ of, i node }
 func (x *index) eval(e *env, focus []any) []any {
 	c := x.of.eval(e, focus)
 	n, ok := number(single(x.i.eval(e, focus)))
+	if e.step(1) {
+		return nil
+	}
 	// Compared as floats: a huge or NaN index must not reach int().
 	if !ok || !(n >= 0 && n < float64(len(c))) {
 		return nil
@@ -464,10 +598,15 @@ type call struct {
 	name string
 	f    fn
 	args []node
+	re   *regexp.Regexp // matches() with a literal pattern
 }
 
 func (c *call) eval(e *env, focus []any) []any {
-	return c.f.do(e, c.of.eval(e, focus), c.args)
+	in := c.of.eval(e, focus)
+	if e.step(1) {
+		return nil
+	}
+	return c.f.do(e, c, in)
 }
 
 type binary struct {
@@ -477,18 +616,27 @@ type binary struct {
 
 func (b *binary) eval(e *env, focus []any) []any {
 	l := b.l.eval(e, focus)
+	if e.step(1) {
+		return nil
+	}
 	switch b.op {
 	case "and", "or", "xor", "implies":
 		return logic(b.op, truth(l), truth(b.r.eval(e, focus)))
 	}
 	r := b.r.eval(e, focus)
+	if e.err != nil {
+		return nil
+	}
 	switch b.op {
 	case "|":
 		out := append([]any{}, l...)
 		for _, v := range r {
-			if !containsValue(out, v) {
+			if !e.contains(out, v) {
 				out = append(out, v)
 			}
+		}
+		if e.err != nil {
+			return nil
 		}
 		return out
 	case "=", "!=", "~", "!~":
@@ -501,7 +649,10 @@ func (b *binary) eval(e *env, focus []any) []any {
 		}
 		eq := len(l) == len(r)
 		for i := 0; eq && i < len(l); i++ {
-			eq = equal(l[i], r[i], b.op[len(b.op)-1] == '~')
+			eq = e.equal(l[i], r[i], b.op[len(b.op)-1] == '~')
+		}
+		if e.err != nil {
+			return nil
 		}
 		return []any{eq == (b.op == "=" || b.op == "~")}
 	}
@@ -509,7 +660,7 @@ func (b *binary) eval(e *env, focus []any) []any {
 	if len(l) != 1 || len(r) != 1 {
 		return nil
 	}
-	c, ok := compare(l[0], r[0])
+	c, ok := e.compare(l[0], r[0])
 	if !ok {
 		return nil
 	}
@@ -591,25 +742,62 @@ func number(v any) (float64, bool) {
 }
 
 // equal compares two items: numbers by value, strings exactly (or, for
-// equivalence, ignoring case and surrounding space), anything else deeply.
-func equal(a, b any, equivalent bool) bool {
+// equivalence, ignoring case and surrounding space), objects and lists
+// member by member, each charged by the bytes and items it compares.
+func (e *env) equal(a, b any, equivalent bool) bool {
+	if e.step(1) {
+		return false
+	}
 	if x, ok := number(a); ok {
 		y, ok := number(b)
 		return ok && x == y
 	}
-	if x, ok := a.(string); ok {
+	switch x := a.(type) {
+	case string:
 		y, ok := b.(string)
-		if equivalent {
-			return ok && strings.EqualFold(strings.TrimSpace(x), strings.TrimSpace(y))
+		if !ok {
+			return false
 		}
-		return ok && x == y
+		if equivalent {
+			if e.charge(int64(len(x) + len(y))) {
+				return false
+			}
+			return strings.EqualFold(strings.TrimSpace(x), strings.TrimSpace(y))
+		}
+		if e.charge(int64(min(len(x), len(y)))) {
+			return false
+		}
+		return x == y
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			if w, ok := y[k]; !ok || !e.equal(v, w, equivalent) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !e.equal(x[i], y[i], equivalent) {
+				return false
+			}
+		}
+		return true
 	}
-	return reflect.DeepEqual(a, b)
+	return reflect.DeepEqual(a, b) // booleans and nulls
 }
 
-func containsValue(c []any, v any) bool {
+// contains reports whether c holds an item equal to v.
+func (e *env) contains(c []any, v any) bool {
 	for _, x := range c {
-		if equal(x, v, false) {
+		if e.equal(x, v, false) {
 			return true
 		}
 	}
@@ -617,14 +805,14 @@ func containsValue(c []any, v any) bool {
 }
 
 // compare orders numbers, and strings (dates in ISO form among them).
-func compare(a, b any) (int, bool) {
+func (e *env) compare(a, b any) (int, bool) {
 	if x, ok := number(a); ok {
 		y, ok := number(b)
 		return cmp.Compare(x, y), ok
 	}
 	x, ok1 := a.(string)
 	y, ok2 := b.(string)
-	if !ok1 || !ok2 {
+	if !ok1 || !ok2 || e.bytes(min(len(x), len(y))) {
 		return 0, false
 	}
 	return strings.Compare(x, y), true
@@ -634,68 +822,134 @@ func compare(a, b any) (int, bool) {
 
 type fn struct {
 	min, max int
-	do       func(e *env, in []any, args []node) []any
+	do       func(e *env, c *call, in []any) []any
 }
 
 // funcs are the supported functions.
 var funcs map[string]fn
 
-func init() {
-	str := func(f func(s string, args []string) any) fn {
-		return fn{0, 1, func(e *env, in []any, args []node) []any {
-			s, ok := single(in).(string)
+// stringFn is a function of a single string and string arguments. cost is
+// what it will spend on its input and arguments, charged before it runs;
+// f answers nil for an empty result.
+func stringFn(lo, hi int, cost func(s string, args []string) int64, f func(e *env, c *call, s string, args []string) any) fn {
+	return fn{lo, hi, func(e *env, c *call, in []any) []any {
+		s, ok := single(in).(string)
+		if !ok {
+			return nil
+		}
+		var as []string
+		for _, a := range c.args {
+			v, ok := single(a.eval(e, in)).(string)
 			if !ok {
 				return nil
 			}
-			var as []string
-			for _, a := range args {
-				v, ok := single(a.eval(e, in)).(string)
-				if !ok {
-					return nil
-				}
-				as = append(as, v)
-			}
-			return collection(f(s, as))
-		}}
+			as = append(as, v)
+		}
+		if e.charge(StepCost + cost(s, as)) {
+			return nil
+		}
+		return collection(f(e, c, s, as))
+	}}
+}
+
+// linear is the cost of a function that reads its input and arguments
+// once; twice is one that also writes as much as it reads.
+func linear(s string, args []string) int64 {
+	n := int64(len(s))
+	for _, a := range args {
+		n += int64(len(a))
+	}
+	return n
+}
+
+func twice(s string, args []string) int64 { return 2 * linear(s, args) }
+
+// compilePattern compiles a matches() pattern, bounded in length. Go's
+// regular expressions run in time linear in their input.
+func compilePattern(src string) (*regexp.Regexp, error) {
+	if len(src) > maxPattern {
+		return nil, fmt.Errorf("a pattern is at most %d characters", maxPattern)
+	}
+	return regexp.Compile(src)
+}
+
+func init() {
+	pure := func(f func(s string, args []string) any) func(*env, *call, string, []string) any {
+		return func(_ *env, _ *call, s string, args []string) any { return f(s, args) }
 	}
 	funcs = map[string]fn{
-		"exists": {0, 1, func(e *env, in []any, args []node) []any {
-			if len(args) == 1 {
-				in = where(e, in, args[0])
+		"exists": {0, 1, func(e *env, c *call, in []any) []any {
+			if len(c.args) == 1 {
+				in = where(e, in, c.args[0])
 			}
 			return []any{len(in) > 0}
 		}},
-		"empty":    {0, 0, func(_ *env, in []any, _ []node) []any { return []any{len(in) == 0} }},
-		"hasValue": {0, 0, func(_ *env, in []any, _ []node) []any { return []any{len(in) == 1 && !isObject(in[0])} }},
-		"not": {0, 0, func(_ *env, in []any, _ []node) []any {
+		"empty":    {0, 0, func(_ *env, _ *call, in []any) []any { return []any{len(in) == 0} }},
+		"hasValue": {0, 0, func(_ *env, _ *call, in []any) []any { return []any{len(in) == 1 && !isObject(in[0])} }},
+		"not": {0, 0, func(_ *env, _ *call, in []any) []any {
 			if t := truth(in); t >= 0 {
 				return []any{t == 0}
 			}
 			return nil
 		}},
-		"count": {0, 0, func(_ *env, in []any, _ []node) []any { return []any{float64(len(in))} }},
-		"first": {0, 0, func(_ *env, in []any, _ []node) []any {
+		"count": {0, 0, func(_ *env, _ *call, in []any) []any { return []any{float64(len(in))} }},
+		"first": {0, 0, func(_ *env, _ *call, in []any) []any {
 			if len(in) == 0 {
 				return nil
 			}
 			return in[:1]
 		}},
-		"last": {0, 0, func(_ *env, in []any, _ []node) []any {
+		"last": {0, 0, func(_ *env, _ *call, in []any) []any {
 			if len(in) == 0 {
 				return nil
 			}
 			return in[len(in)-1:]
 		}},
-		"where": {1, 1, func(e *env, in []any, args []node) []any { return where(e, in, args[0]) }},
-		"all": {1, 1, func(e *env, in []any, args []node) []any {
-			return []any{len(where(e, in, args[0])) == len(in)}
+		"where": {1, 1, func(e *env, c *call, in []any) []any { return where(e, in, c.args[0]) }},
+		"all": {1, 1, func(e *env, c *call, in []any) []any {
+			kept := where(e, in, c.args[0])
+			if e.err != nil {
+				return nil
+			}
+			return []any{len(kept) == len(in)}
 		}},
-		"startsWith": str(func(s string, a []string) any { return len(a) == 1 && strings.HasPrefix(s, a[0]) }),
-		"endsWith":   str(func(s string, a []string) any { return len(a) == 1 && strings.HasSuffix(s, a[0]) }),
-		"contains":   str(func(s string, a []string) any { return len(a) == 1 && strings.Contains(s, a[0]) }),
-		"lower":      str(func(s string, _ []string) any { return strings.ToLower(s) }),
-		"upper":      str(func(s string, _ []string) any { return strings.ToUpper(s) }),
-		"length":     str(func(s string, _ []string) any { return float64(len([]rune(s))) }),
+		"startsWith": stringFn(1, 1, linear, pure(func(s string, a []string) any { return strings.HasPrefix(s, a[0]) })),
+		"endsWith":   stringFn(1, 1, linear, pure(func(s string, a []string) any { return strings.HasSuffix(s, a[0]) })),
+		"contains":   stringFn(1, 1, twice, pure(func(s string, a []string) any { return strings.Contains(s, a[0]) })),
+		"indexOf": stringFn(1, 1, twice, pure(func(s string, a []string) any {
+			i := strings.Index(s, a[0])
+			if i > 0 {
+				i = utf8.RuneCountInString(s[:i])
+			}
+			return float64(i)
+		})),
+		"lower":  stringFn(0, 0, twice, pure(func(s string, _ []string) any { return strings.ToLower(s) })),
+		"upper":  stringFn(0, 0, twice, pure(func(s string, _ []string) any { return strings.ToUpper(s) })),
+		"trim":   stringFn(0, 0, linear, pure(func(s string, _ []string) any { return strings.TrimSpace(s) })),
+		"length": stringFn(0, 0, linear, pure(func(s string, _ []string) any { return float64(utf8.RuneCountInString(s)) })),
+		// A regular expression's work grows with its input times its
+		// program, whose size the pattern's length stands for.
+		"matches": stringFn(1, 1, func(s string, a []string) int64 {
+			return (regexByteCost + int64(len(a[0]))) * int64(len(s)+len(a[0]))
+		}, func(e *env, c *call, s string, a []string) any {
+			re := c.re
+			if re == nil {
+				var err error
+				if re, err = compilePattern(a[0]); err != nil {
+					return nil // a pattern from the data that is no pattern matches nothing
+				}
+			}
+			return re.MatchString(s)
+		}),
+		// replace() may grow its input: what it writes is charged, after
+		// counting the occurrences, before it is written.
+		"replace": stringFn(2, 2, twice, func(e *env, _ *call, s string, a []string) any {
+			n := strings.Count(s, a[0])
+			if e.charge(int64(len(s)) + int64(n)*int64(len(a[1]))) {
+				return nil
+			}
+			return strings.ReplaceAll(s, a[0], a[1])
+		}),
 	}
 }
 
@@ -709,6 +963,9 @@ func where(e *env, in []any, crit node) []any {
 		if truth(crit.eval(e, []any{item})) == 1 {
 			out = append(out, item)
 		}
+	}
+	if e.err != nil {
+		return nil
 	}
 	return out
 }
