@@ -9,6 +9,7 @@
 package subscription
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -149,7 +150,7 @@ func Parse(id, project string, body []byte) (*Subscription, error) {
 		}
 		s.Headers = append(s.Headers, [2]string{name, value})
 	}
-	for _, e := range d.Extension {
+	for i, e := range d.Extension {
 		switch e.URL {
 		case ExtInteraction:
 			switch e.ValueCode {
@@ -181,7 +182,7 @@ func Parse(id, project string, body []byte) (*Subscription, error) {
 				continue
 			}
 			if s.fhirPath, err = fhirpath.Parse(e.ValueString); err != nil {
-				return nil, fhir.BadRequest("fhir-path-criteria-expression: "+err.Error(), "Subscription.extension")
+				return nil, fhir.BadRequest("fhir-path-criteria-expression: "+err.Error(), fmt.Sprintf("Subscription.extension[%d].valueString", i))
 			}
 		case ExtPreCommit:
 			s.preCommit = e.ValueBoolean
@@ -254,9 +255,11 @@ func (s *Subscription) Bot() (string, bool) {
 // Delivered reports whether a change is one to deliver through this
 // subscription's rest-hook: an active rest-hook subscription (not a
 // pre-commit bot) whose criteria and interaction the changed resource meets.
-// AuditEvents are never delivered, as in Medplum.
+// AuditEvents are never delivered, as in Medplum. FHIRPath criteria that
+// spend their default budget do not match.
 func (s *Subscription) Delivered(interaction string, d *search.Doc, previous func() map[string]any) bool {
-	return s.Deliverable() && d.Type != "AuditEvent" && s.Matches(interaction, d, previous)
+	r, _ := s.Route(context.Background(), interaction, d, previous)
+	return r == ByRestHook
 }
 
 // Deliverable reports whether changes are delivered through this
@@ -270,33 +273,79 @@ func (s *Subscription) Deliverable() bool {
 // Notified reports whether a change is one to send to the sockets bound to
 // this WebSocket subscription.
 func (s *Subscription) Notified(interaction string, d *search.Doc, previous func() map[string]any) bool {
-	if !s.Active || s.Channel != WebSocket || d.Type == "AuditEvent" {
-		return false
-	}
-	return s.Matches(interaction, d, previous)
+	r, _ := s.Route(context.Background(), interaction, d, previous)
+	return r == BySocket
 }
+
+// Routing is the way a change takes to a subscription.
+type Routing int
+
+// Routings.
+const (
+	// NotRouted: the change is not the subscription's.
+	NotRouted Routing = iota
+	// ByRestHook: the change is delivered to the rest-hook.
+	ByRestHook
+	// BySocket: the change is sent to the sockets bound.
+	BySocket
+)
+
+// Route is how a change reaches this subscription: by its rest-hook (see
+// Delivered), by its sockets (see Notified), or not at all. FHIRPath
+// criteria are evaluated within ctx and fhirpath's default budget; when
+// they spend it the change is not routed and the error wraps
+// fhirpath.ErrBudget.
+func (s *Subscription) Route(ctx context.Context, interaction string, d *search.Doc, previous func() map[string]any) (Routing, error) {
+	var r Routing
+	switch {
+	case d.Type == "AuditEvent":
+		return NotRouted, nil
+	case s.Deliverable():
+		r = ByRestHook
+	case s.Active && s.Channel == WebSocket:
+		r = BySocket
+	default:
+		return NotRouted, nil
+	}
+	ok, err := s.MatchesWithin(ctx, interaction, d, previous)
+	if err != nil || !ok {
+		return NotRouted, err
+	}
+	return r, nil
+}
+
+// HasFHIRPath reports whether the subscription has FHIRPath criteria,
+// whose evaluation has a cost.
+func (s *Subscription) HasFHIRPath() bool { return s.fhirPath != nil }
 
 // Matches reports whether a change meets the criteria, the FHIRPath
 // criteria and the interaction. previous gives the version before the
 // change ({} for a create), read only when FHIRPath criteria need it.
 func (s *Subscription) Matches(interaction string, d *search.Doc, previous func() map[string]any) bool {
+	ok, _ := s.MatchesWithin(context.Background(), interaction, d, previous)
+	return ok
+}
+
+// MatchesWithin is Matches with the FHIRPath criteria evaluated within
+// ctx and their budget: an error wrapping fhirpath.ErrBudget when spent.
+func (s *Subscription) MatchesWithin(ctx context.Context, interaction string, d *search.Doc, previous func() map[string]any) (bool, error) {
 	if d.Type != s.Type {
-		return false
+		return false, nil
 	}
 	if s.Interaction != "" && s.Interaction != interaction {
-		return false
+		return false, nil
 	}
 	if !s.query.Matches(d) {
-		return false
+		return false, nil
 	}
 	if s.fhirPath == nil {
-		return true
+		return true, nil
 	}
 	cur, err := d.Content()
 	if err != nil {
-		return false
+		return false, nil
 	}
-	return s.fhirPath.True(cur, map[string]any{"current": cur, "previous": previous()})
+	return s.fhirPath.IsTrue(ctx, cur, map[string]any{"current": cur, "previous": previous()}, fhirpath.Budget{})
 }
 
 // Successful reports whether an endpoint's status counts as delivered:
