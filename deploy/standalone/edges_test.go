@@ -199,7 +199,8 @@ func resetLinks(t *testing.T, addr string, want int) [][]string {
 }
 
 // A password reset ends every sign-in made with the old password, refresh
-// tokens included, and only the newest reset link works.
+// tokens included. A second reset within a minute is answered alike but
+// mails nothing and spends nothing: the first link still works, once.
 func TestPasswordResetEndsSessions(t *testing.T) {
 	pid, su := adminProject(t, "password reset")
 	const email = "reset-ends@example.com"
@@ -209,16 +210,14 @@ func TestPasswordResetEndsSessions(t *testing.T) {
 	access, refresh := old["access_token"].(string), old["refresh_token"].(string)
 	expect(t, do(t, "GET", "auth/me", access, "", nil), 200)
 
-	for i := 0; i < 2; i++ {
-		expect(t, do(t, "POST", "auth/resetpassword", "", "application/json", mustJSON(map[string]any{"email": email})), 200)
-		resetLinks(t, email, i+1) // mails are written in order
-	}
-	links := resetLinks(t, email, 2)
+	expect(t, do(t, "POST", "auth/resetpassword", "", "application/json", mustJSON(map[string]any{"email": email})), 200)
+	links := resetLinks(t, email, 1)
+	expect(t, do(t, "POST", "auth/resetpassword", "", "application/json", mustJSON(map[string]any{"email": email})), 200)
 	set := func(link []string) *response {
 		return do(t, "POST", "auth/setpassword", "", "application/json", mustJSON(map[string]any{"id": link[0], "secret": link[1], "password": "the new password"}))
 	}
+	expect(t, set(links[0]), 200)
 	expectOutcome(t, set(links[0]), 400, "Already used")
-	expect(t, set(links[1]), 200)
 
 	expect(t, do(t, "GET", "auth/me", access, "", nil), 401)
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}}

@@ -59,14 +59,14 @@ func TestSetPasswordLinkPages(t *testing.T) {
 		}
 	}
 
-	_, first, err := s.newPasswordRequest(ctx, "u1", "invite", "")
+	_, first, err := s.newPasswordRequest(ctx, "u1", "reset", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	expectPage(page(first), 200, `type="password"`)
 	expectPage(page(first[:len(first)-4]+"0000"), 400, "Link not valid")
 
-	// A newer link spends the older one.
+	// A newer link spends the older one (not an invitation's: reset_test.go).
 	_, second, err := s.newPasswordRequest(ctx, "u1", "reset", "")
 	if err != nil {
 		t.Fatal(err)

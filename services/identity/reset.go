@@ -2,12 +2,16 @@ package identity
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/mail"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/store"
 )
 
 // resetPassword is POST /auth/resetpassword. It answers the same whether or
@@ -46,6 +50,11 @@ func (s *Service) sendReset(ctx context.Context, email, projectID string) error 
 	if err != nil || userID == "" {
 		return err
 	}
+	// A throttled reset sends nothing and makes no link (a new link would
+	// spend the last one mailed); the caller's answer is the same.
+	if ok, err := s.takeResetSlot(ctx, userID, time.Now()); err != nil || !ok {
+		return err
+	}
 	id, link, err := s.newPasswordRequest(ctx, userID, "reset", "")
 	if err != nil {
 		return err
@@ -54,4 +63,60 @@ func (s *Service) sendReset(ctx context.Context, email, projectID string) error 
 		ID: "reset-" + id, To: email, Subject: "Pinion password reset",
 		Text: "Someone asked to reset the password of this account.\n\nSet a new password here:\n" + link + "\n\nIf it was not you, ignore this message.\n",
 	})
+}
+
+// Resets mailed to one person: at most one within resetGap and
+// maxResetsPerHour within an hour. Anyone can ask for a reset of any
+// address, so without a bound a stranger could fill a mailbox (and each
+// reset spends the person's last reset link).
+const (
+	resetGap         = time.Minute
+	maxResetsPerHour = 5
+	// resetSlotTries bounds the retries of the slot's conditional write
+	// when resets for one person race; a reset that loses them all is
+	// throttled, since another of the race was just sent.
+	resetSlotTries = 5
+)
+
+// resetsKey holds the times of a user's recent reset e-mails: kept in the
+// store beside the links, so every identity instance counts them alike.
+func resetsKey(userID string) string { return "pwreset-sent:" + userID }
+
+// resetsSent is what resetsKey holds: send times within the last hour,
+// oldest first.
+type resetsSent struct {
+	Sent []time.Time `json:"sent"`
+}
+
+// takeResetSlot records a reset e-mail to userID at now and reports true,
+// or reports false when one was sent within resetGap or maxResetsPerHour
+// within the hour. A conditional write makes racing resets count one by
+// one.
+func (s *Service) takeResetSlot(ctx context.Context, userID string, now time.Time) (bool, error) {
+	for range resetSlotTries {
+		var r resetsSent
+		raw, _, err := s.loadSecret(ctx, resetsKey(userID), &r)
+		if err != nil {
+			return false, fmt.Errorf("reset throttle: %w", err)
+		}
+		recent := r.Sent[:0:0]
+		for _, t := range r.Sent {
+			if now.Sub(t) < time.Hour {
+				recent = append(recent, t)
+			}
+		}
+		if len(recent) >= maxResetsPerHour || len(recent) > 0 && now.Sub(recent[len(recent)-1]) < resetGap {
+			return false, nil
+		}
+		err = s.swapSecret(ctx, resetsKey(userID), raw, resetsSent{Sent: append(recent, now.UTC())})
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrExists), errors.Is(err, store.ErrNotFound):
+			continue // another reset for this person was recorded first
+		default:
+			return false, fmt.Errorf("reset throttle: %w", err)
+		}
+	}
+	return false, nil
 }

@@ -2,8 +2,18 @@ package identity
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pinion-health/pinion/pkg/invite"
+	"github.com/pinion-health/pinion/pkg/mail"
+	"github.com/pinion-health/pinion/pkg/saga"
 )
 
 func TestFormEmail(t *testing.T) {
@@ -70,4 +80,132 @@ func TestResetPassword(t *testing.T) {
 	}
 	reset(scoped, project)
 	mailTo(t, scoped)
+}
+
+// mailSeq is the saga stream's last sequence: mails queued after it are
+// mailsTo's to count.
+func mailSeq(t *testing.T) uint64 {
+	t.Helper()
+	st, err := live.conns.JS.Stream(context.Background(), saga.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.LastSeq
+}
+
+// mailsTo counts the e-mails to an address queued after sequence from.
+func mailsTo(t *testing.T, to string, from uint64) int {
+	t.Helper()
+	ctx := context.Background()
+	st, err := live.conns.JS.Stream(ctx, saga.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for seq := from + 1; seq <= mailSeq(t); seq++ {
+		raw, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m mail.Message
+		if raw.Subject == mail.Subject && json.Unmarshal(raw.Data, &m) == nil && m.To == to {
+			n++
+		}
+	}
+	return n
+}
+
+// A burst of resets for one address mails one link; the answer stays the
+// same 200 for each. Later resets are mailed one a minute, a few an hour.
+func TestResetThrottledPerRecipient(t *testing.T) {
+	ctx := context.Background()
+	p := newPerson(t, "burst-reset")
+	from := mailSeq(t)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			resp, err := live.svc.resetPassword(ctx, jsonRequest("10.4.1.1", map[string]any{"email": p.email}))
+			if err != nil || resp.Status != 200 || !strings.Contains(string(resp.Body), `"id":"ok"`) {
+				t.Errorf("a throttled reset answers %v %v", resp, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := mailsTo(t, p.email, from); n != 1 {
+		t.Fatalf("%d e-mails for 20 resets at once, want 1", n)
+	}
+	// The link mailed still works: the throttled resets made none newer.
+	id, secret := linkIn(t, mailTo(t, p.email).Text)
+	if _, _, err := live.svc.checkPasswordLink(ctx, id, secret); err != nil {
+		t.Fatalf("the mailed link after throttled resets: %v", err)
+	}
+
+	// Over time: one a minute, at most maxResetsPerHour an hour.
+	now := time.Now().Add(time.Hour) // past the burst's hour
+	sent := 0
+	for i := range 3 * maxResetsPerHour {
+		at := now.Add(time.Duration(i) * resetGap / 2)
+		ok, err := live.svc.takeResetSlot(ctx, p.userID, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			sent++
+		}
+	}
+	if sent != maxResetsPerHour {
+		t.Fatalf("%d resets within %s, want %d", sent, 3*maxResetsPerHour*resetGap/2, maxResetsPerHour)
+	}
+}
+
+// A reset does not spend a pending invitation's link: both work until one
+// is used, and then the other is spent.
+func TestResetKeepsInvitationLink(t *testing.T) {
+	ctx := context.Background()
+	invited := func(t *testing.T) (email, inviteID, inviteSecret string) {
+		t.Helper()
+		email = newEmail("invited")
+		id, msg := newInvite(t, invite.Request{ProjectID: newProject(t, "Invites"), FirstName: "Grace", LastName: "Hopper",
+			Email: email, SendEmail: true})
+		if err := live.svc.inviteUser(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+		inviteID, inviteSecret = linkIn(t, nextStep(t, id).SetPasswordURL)
+		resp, err := live.svc.resetPassword(ctx, jsonRequest("10.4.2.1", map[string]any{"email": email}))
+		if err != nil || resp.Status != 200 {
+			t.Fatalf("reset: %v %v", resp, err)
+		}
+		if _, _, err := live.svc.checkPasswordLink(ctx, inviteID, inviteSecret); err != nil {
+			t.Fatalf("the invitation's link after a reset: %v", err)
+		}
+		return email, inviteID, inviteSecret
+	}
+	setPassword := func(id, secret string) error {
+		_, err := live.svc.setPassword(ctx, jsonRequest("10.4.2.1", map[string]any{"id": id, "secret": secret, "password": "a new password"}))
+		return err
+	}
+
+	t.Run("reset link used", func(t *testing.T) {
+		email, inviteID, inviteSecret := invited(t)
+		resetID, resetSecret := linkIn(t, mailTo(t, email).Text)
+		if err := setPassword(resetID, resetSecret); err != nil {
+			t.Fatalf("the reset link: %v", err)
+		}
+		expectOutcome(t, setPassword(inviteID, inviteSecret), 400, "Already used", "")
+	})
+	t.Run("invitation link used", func(t *testing.T) {
+		email, inviteID, inviteSecret := invited(t)
+		resetID, resetSecret := linkIn(t, mailTo(t, email).Text)
+		if err := setPassword(inviteID, inviteSecret); err != nil {
+			t.Fatalf("the invitation's link: %v", err)
+		}
+		expectOutcome(t, setPassword(resetID, resetSecret), 400, "Already used", "")
+	})
 }

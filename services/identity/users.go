@@ -128,10 +128,16 @@ type passwordRequest struct {
 	Used    bool      `json:"used"`
 }
 
-// latestRequestKey holds the id of a user's newest password request: only
-// that one works, so an older link, perhaps in a mailbox someone else
-// reads, is spent once a newer one is sent.
+// latestRequestKey holds the id of a user's newest password request: it
+// works, and an older link, perhaps in a mailbox someone else reads, is
+// spent once a newer one is sent; except the invitation's.
 func latestRequestKey(userID string) string { return "pwreq-latest:" + userID }
+
+// inviteRequestKey holds the id of a user's pending invitation link. It
+// stays good beside newer (reset) links until one of them is used or it
+// expires: anyone may ask for a reset of an invited address, and that must
+// not spend the invitation.
+func inviteRequestKey(userID string) string { return "pwreq-invite:" + userID }
 
 // passwordRequestTTL is how long a set-password link stays good.
 const passwordRequestTTL = 7 * 24 * time.Hour
@@ -154,6 +160,11 @@ func (s *Service) newPasswordRequest(ctx context.Context, userID, typ, key strin
 	}
 	if err := s.repo.Store().SetSecret(ctx, latestRequestKey(userID), []byte(id)); err != nil {
 		return "", "", fmt.Errorf("password request: %w", err)
+	}
+	if typ == "invite" {
+		if err := s.repo.Store().SetSecret(ctx, inviteRequestKey(userID), []byte(id)); err != nil {
+			return "", "", fmt.Errorf("password request: %w", err)
+		}
 	}
 	return id, s.cfg.BaseURL + "setpassword/" + id + "/" + secret, nil
 }
@@ -179,6 +190,13 @@ func (s *Service) checkPasswordLink(ctx context.Context, id, secret string) (pr 
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return pr, nil, err
 	}
+	invited, err := s.repo.Store().Secret(ctx, inviteRequestKey(pr.User))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return pr, nil, err
+	}
+	if string(invited) == id {
+		latest = invited // the pending invitation works beside newer links
+	}
 	if err := pr.usable(id, string(latest), secret, time.Now()); err != nil {
 		return pr, nil, err
 	}
@@ -186,8 +204,9 @@ func (s *Service) checkPasswordLink(ctx context.Context, id, secret string) (pr 
 }
 
 // usable checks that the request stored as id may still be used with this
-// secret at now; latest is the id of the user's newest request, the only
-// one that works. The texts are Medplum's; the pages tell them apart.
+// secret at now; latest is the id of the user's newest request, or id when
+// it is the user's pending invitation: the ones that work. The texts are
+// Medplum's; the pages tell them apart.
 func (pr passwordRequest) usable(id, latest, secret string, now time.Time) error {
 	switch {
 	case pr.Used, latest != id:
@@ -219,6 +238,14 @@ func (s *Service) usePasswordLink(ctx context.Context, id, secret, password stri
 	if err := s.swapSecret(ctx, "pwreq:"+id, raw, spent); errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
 		return 0, fhir.BadRequest("Already used")
 	} else if err != nil {
+		return 0, err
+	}
+	// A used link spends every other: the newest points at it, and no
+	// invitation is pending any more.
+	if err := s.repo.Store().SetSecret(ctx, latestRequestKey(pr.User), []byte(id)); err != nil {
+		return 0, err
+	}
+	if err := s.repo.Store().SetSecret(ctx, inviteRequestKey(pr.User), nil); err != nil {
 		return 0, err
 	}
 	if err := s.setPasswordHash(ctx, pr.User, hash); err != nil {
