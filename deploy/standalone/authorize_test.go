@@ -69,17 +69,25 @@ func pkce(seed string) (verifier, challenge string) {
 	return verifier, base64.RawURLEncoding.EncodeToString(d[:])
 }
 
-// The authorization code flow in a browser: an app sends the person to
-// /oauth2/authorize; they sign in, choose one of their two projects, and
-// the app gets a code it exchanges for tokens of that project.
+// The authorization code flow in a browser: an app that serves every
+// project (registered by a super admin) sends the person to
+// /oauth2/authorize; they sign in, choose one of their two projects,
+// allow the app, and the app gets a code it exchanges, authenticated, for
+// tokens of that project.
 func TestAuthorizeInBrowser(t *testing.T) {
 	pid, su := adminProject(t, "Authorize clinic")
 	other, _ := adminProject(t, "Authorize lab")
 	cy := "cy-" + pid + "@example.com" // a new person each run
 	app := newTestApp(t)
-	r := do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": "Test app", "redirectUri": app.callback()}))
+	me := do(t, "GET", "auth/me", su, "", nil)
+	expect(t, me, 200)
+	operators := me.json(t)["project"].(map[string]any)["id"].(string)
+	r := do(t, "POST", "admin/projects/"+operators+"/client", su, "application/json", mustJSON(map[string]any{"name": "Test app", "redirectUri": app.callback()}))
 	expect(t, r, 201)
-	clientID := r.json(t)["id"].(string)
+	clientID, secret := r.json(t)["id"].(string), r.json(t)["secret"].(string)
+	exchange := func(t *testing.T, code, verifier string) map[string]any {
+		return exchangeAs(t, code, verifier, clientID, secret, app.callback())
+	}
 	for _, p := range []string{pid, other} {
 		expect(t, do(t, "POST", "admin/projects/"+p+"/invite", su, "application/json",
 			inviteBody("resourceType", "Practitioner", "firstName", "Cy", "lastName", "Twoprojects", "email", cy,
@@ -135,13 +143,20 @@ func TestAuthorizeInBrowser(t *testing.T) {
 	if !strings.Contains(text, "Authorize clinic") || !strings.Contains(text, "Authorize lab") {
 		t.Fatalf("choice: %s", text)
 	}
-	run(t, ctx, chromedp.Click(chromedp.Search(`//button[contains(., "Authorize lab")]`)))
+	run(t, ctx, chromedp.Click(chromedp.Search(`//button[contains(., "Authorize lab")]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)))
+	// The first code for this app needs the person's consent.
+	shot(t, ctx, "consent")
+	if text := pageText(t, ctx); !strings.Contains(text, "Test app") || !strings.Contains(text, "know who you are") {
+		t.Fatalf("consent: %s", text)
+	}
+	run(t, ctx, chromedp.Click(chromedp.CSS(`button[value="allow"]`)))
 	got := app.wait(t, ctx, "st-123")
 	if got.Get("state") != "st-123" || got.Get("code") == "" {
 		t.Fatalf("callback: %v", got)
 	}
 	tok := exchange(t, got.Get("code"), verifier)
-	me := do(t, "GET", "auth/me", tok["access_token"].(string), "", nil)
+	me = do(t, "GET", "auth/me", tok["access_token"].(string), "", nil)
 	expect(t, me, 200)
 	if me.json(t)["project"].(map[string]any)["id"] != other {
 		t.Fatalf("auth/me project: %s", me.body)
@@ -161,8 +176,11 @@ func TestAuthorizeInBrowser(t *testing.T) {
 	expect(t, do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode())), 400)
 
 	// The browser is signed in: the next request asks no password.
+	// More scopes than the person allowed: asked again.
 	run(t, ctx, chromedp.Navigate(start("state", "second", "scope", "openid profile email")), chromedp.WaitVisible(chromedp.CSS("button.choice")))
-	run(t, ctx, chromedp.Click(chromedp.CSS(`button.choice`)))
+	run(t, ctx, chromedp.Click(chromedp.Search(`//button[contains(., "Authorize lab")]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)),
+		chromedp.Click(chromedp.CSS(`button[value="allow"]`)))
 	second := app.wait(t, ctx, "second")
 	r = do(t, "GET", "oauth2/userinfo", exchange(t, second.Get("code"), verifier)["access_token"].(string), "", nil)
 	expect(t, r, 200)
@@ -211,10 +229,12 @@ func TestAuthorizeInBrowser(t *testing.T) {
 	}
 }
 
-// exchange redeems a code with its verifier.
-func exchange(t *testing.T, code, verifier string) map[string]any {
+// exchangeAs redeems a code with its verifier as the client it was issued
+// to (client_secret_post), with the redirect URI of its request.
+func exchangeAs(t *testing.T, code, verifier, clientID, secret, redirect string) map[string]any {
 	t.Helper()
-	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "code_verifier": {verifier}}
+	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "code_verifier": {verifier},
+		"client_id": {clientID}, "client_secret": {secret}, "redirect_uri": {redirect}}
 	r := do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode()))
 	expect(t, r, 200)
 	return r.json(t)
@@ -236,7 +256,7 @@ func idTokenClaims(t *testing.T, jwt string) string {
 
 // The whole story: a project admin invites a person by e-mail; the person
 // sets a password from the link in a browser, is added to a second
-// project, and signs in to an app that asks for one of the two.
+// project, and signs in to the first project's app.
 func TestInvitationStoryInBrowser(t *testing.T) {
 	pid, su := adminProject(t, "Story clinic")
 	other, _ := adminProject(t, "Story lab")
@@ -252,15 +272,18 @@ func TestInvitationStoryInBrowser(t *testing.T) {
 	app := newTestApp(t)
 	r := do(t, "POST", "admin/projects/"+pid+"/client", admin, "application/json", mustJSON(map[string]any{"name": "Story app", "redirectUri": app.callback()}))
 	expect(t, r, 201)
+	clientID, secret := r.json(t)["id"].(string), r.json(t)["secret"].(string)
 	verifier, challenge := pkce("dee")
-	q := url.Values{"response_type": {"code"}, "client_id": {r.json(t)["id"].(string)}, "redirect_uri": {app.callback()},
+	q := url.Values{"response_type": {"code"}, "client_id": {clientID}, "redirect_uri": {app.callback()},
 		"scope": {"openid"}, "state": {"story"}, "code_challenge": {challenge}, "code_challenge_method": {"S256"}, "login_hint": {dee}}
 	run(t, ctx, chromedp.Navigate(base+"oauth2/authorize?"+q.Encode()), chromedp.WaitVisible(chromedp.ID("password")),
 		chromedp.SendKeys(chromedp.ID("password"), "dee's password"),
 		chromedp.Click(chromedp.CSS("button")),
-		chromedp.WaitVisible(chromedp.CSS("button.choice")),
-		chromedp.Click(chromedp.Search(`//button[contains(., "Story clinic")]`)))
-	tok := exchange(t, app.wait(t, ctx, "story").Get("code"), verifier)
+		// The project's own app: no choice of project (Dee's other project
+		// is not the app's), only consent.
+		chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)),
+		chromedp.Click(chromedp.CSS(`button[value="allow"]`)))
+	tok := exchangeAs(t, app.wait(t, ctx, "story").Get("code"), verifier, clientID, secret, app.callback())
 	me := do(t, "GET", "auth/me", tok["access_token"].(string), "", nil)
 	expect(t, me, 200)
 	body := me.json(t)
