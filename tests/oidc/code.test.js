@@ -175,7 +175,7 @@ test('RFC 7662 introspection (oauth4webapi): active, then inactive once the acce
   assert.equal(junk.active, false, JSON.stringify(junk));
 });
 
-test('code grant with a wrong client secret is invalid_client (401)', { todo: 'waiting for client authentication on the code grant' }, async () => {
+test('code grant with a wrong client secret is invalid_client (401)', async () => {
   const { callback, checks } = await signIn(await configFor(apps.a));
   const wrong = await configFor(apps.a, client.ClientSecretPost('not-the-secret'));
   const { error, status } = await oauthError(client.authorizationCodeGrant(wrong, callback, checks));
@@ -183,7 +183,7 @@ test('code grant with a wrong client secret is invalid_client (401)', { todo: 'w
   assert.equal(status, 401);
 });
 
-test("a code redeemed by another client, with that client's own credentials, is invalid_grant", { todo: 'waiting for client authentication on the code grant' }, async () => {
+test("a code redeemed by another client, with that client's own credentials, is invalid_grant", async () => {
   const { callback, checks } = await signIn(await configFor(apps.a));
   const other = await configFor(apps.b);
   const { error, status } = await oauthError(client.authorizationCodeGrant(other, callback, checks));
@@ -191,7 +191,7 @@ test("a code redeemed by another client, with that client's own credentials, is 
   assert.equal(status, 400);
 });
 
-test('a redirect_uri at the token endpoint other than the one sent at authorize is invalid_grant', { todo: 'waiting for the code bound to its redirect_uri' }, async () => {
+test('a redirect_uri at the token endpoint other than the one sent at authorize is invalid_grant', async () => {
   const config = await configFor(apps.a);
   const { callback, checks } = await signIn(config);
   // openid-client sends the callback URL without its query as redirect_uri:
@@ -203,7 +203,7 @@ test('a redirect_uri at the token endpoint other than the one sent at authorize 
   assert.equal(status, 400);
 });
 
-test('prompt=none for a client the person never allowed comes back with consent_required or login_required, no code', { todo: 'waiting for the consent page' }, async () => {
+test('prompt=none for a client the person never allowed comes back with consent_required or login_required, no code', async () => {
   // The browser is signed in (and has allowed app a).
   await signIn(await configFor(apps.a));
 
