@@ -196,11 +196,25 @@ func (s *Service) matchLoop() {
 	}
 }
 
+// What one event or one project may take of the matcher, which every
+// project shares. FHIRPath criteria cost what their author writes: an
+// evaluation has fhirpath's own budget (its cost and MaxEvalTime), all of
+// an event's evaluations share eventFHIRPathTime, and all of a project's
+// in one batch share projectFHIRPathTime. An evaluation past any of them
+// counts as no match for its subscription, and is recorded. An event that
+// cannot be matched (its reads or publishes fail) is tried maxMatchTries
+// times, each within matchTimeout, then set aside and recorded.
+const (
+	eventFHIRPathTime   = 500 * time.Millisecond
+	projectFHIRPathTime = time.Second
+	matchTimeout        = 10 * time.Second
+	maxMatchTries       = 5
+)
+
 // match finds and publishes the deliveries of a batch of events.
 func (s *Service) match(batch []jetstream.Msg) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	subs := map[string][]*subscription.Subscription{}
+	shares := map[string]*time.Duration{} // each project's FHIRPath time left in this batch
 	for _, m := range batch {
 		var ev repo.Event
 		if err := json.Unmarshal(m.Data(), &ev); err != nil {
@@ -211,28 +225,69 @@ func (s *Service) match(batch []jetstream.Msg) {
 			_ = m.Ack() // no project, no subscriptions
 			continue
 		}
-		list, ok := subs[ev.Project]
-		if !ok {
-			var err error
-			if list, err = s.activeSubscriptions(ctx, ev.Project); err != nil {
-				s.log.Warn("subscriptions: reading a project's subscriptions, retried", "project", ev.Project, "err", err)
-				_ = m.NakWithDelay(time.Second)
-				continue
-			}
-			subs[ev.Project] = list
-		}
 		md, err := m.Metadata()
 		if err != nil {
 			_ = m.Term()
 			continue
 		}
-		if err := s.matchChange(ctx, change{ev: ev, committed: md.Timestamp}, list); err != nil {
-			s.log.Warn("subscriptions: matching a change, retried", "type", ev.Type, "id", ev.ID, "err", err)
-			_ = m.NakWithDelay(time.Second)
+		list, ok := subs[ev.Project]
+		if !ok {
+			ctx, cancel := context.WithTimeout(context.Background(), matchTimeout)
+			list, err = s.activeSubscriptions(ctx, ev.Project)
+			cancel()
+			if err != nil {
+				s.unmatched(m, md, ev, nil, fmt.Errorf("reading the project's subscriptions: %w", err))
+				continue
+			}
+			subs[ev.Project] = list
+		}
+		share, ok := shares[ev.Project]
+		if !ok {
+			share = new(time.Duration)
+			*share = projectFHIRPathTime
+			shares[ev.Project] = share
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), matchTimeout)
+		err = s.matchChange(ctx, change{ev: ev, committed: md.Timestamp, share: share}, list)
+		cancel()
+		if err != nil {
+			s.unmatched(m, md, ev, list, err)
 			continue
 		}
 		_ = m.Ack()
 	}
+}
+
+// unmatched tries an event that could not be matched again later, a
+// little later each time, and after maxMatchTries sets it aside: it is
+// acknowledged, logged, and recorded by an AuditEvent for each of its
+// project's subscriptions to its type, so one event is never retried for
+// ever ahead of the others.
+func (s *Service) unmatched(m jetstream.Msg, md *jetstream.MsgMetadata, ev repo.Event, subs []*subscription.Subscription, cause error) {
+	tries := int(md.NumDelivered)
+	if tries < maxMatchTries {
+		s.log.Warn("subscriptions: matching a change, retried", "project", ev.Project, "type", ev.Type, "id", ev.ID, "try", tries, "err", cause)
+		_ = m.NakWithDelay(time.Second << min(tries-1, 4))
+		return
+	}
+	s.log.Error("subscriptions: a change could not be matched; set aside", "project", ev.Project, "type", ev.Type, "id", ev.ID, "tries", tries, "err", cause)
+	desc := fmt.Sprintf("Set aside after %d tries to match the change: %v", tries, cause)
+	recorded := false
+	for _, sub := range subs {
+		if sub.Type == ev.Type {
+			s.queueAudit(auditEvent{project: ev.Project, ev: transmitAudit(&delivery{Subscription: sub.ID, Project: ev.Project, Event: ev}, "8", desc)})
+			recorded = true
+		}
+	}
+	if !recorded {
+		// The subscriptions could not be read: the project's record
+		// names the change alone.
+		a := transmitAudit(&delivery{Project: ev.Project, Event: ev}, "8", desc)
+		a["entity"] = a["entity"].([]any)[:1]
+		delete(a, "source")
+		s.queueAudit(auditEvent{project: ev.Project, ev: a})
+	}
+	_ = m.Ack()
 }
 
 // activeSubscriptions reads a project's active subscriptions.
@@ -268,6 +323,9 @@ type change struct {
 	ev        repo.Event
 	committed time.Time
 	resend    string
+	// share is the project's FHIRPath time left in the matcher's batch
+	// (nil: the event's own share only).
+	share *time.Duration
 }
 
 // matchChange publishes a delivery for each subscription the change
@@ -277,6 +335,7 @@ func (s *Service) matchChange(ctx context.Context, c change, subs []*subscriptio
 	var changed *repo.Resource
 	var doc *search.Doc
 	var previous func() map[string]any
+	fhirPathLeft := eventFHIRPathTime
 	for _, sub := range subs {
 		if sub.Type != ev.Type {
 			continue
@@ -292,10 +351,20 @@ func (s *Service) matchChange(ctx context.Context, c change, subs []*subscriptio
 			doc = search.StoredDoc(changed.Type, changed.ID, changed.Project, changed.LastUpdated, changed.JSON)
 			previous = s.previousVersion(ctx, changed)
 		}
-		delivered, notified := sub.Delivered(ev.Op, doc, previous), sub.Notified(ev.Op, doc, previous)
-		if !delivered && !notified {
+		route, err := s.route(ctx, c, sub, doc, previous, &fhirPathLeft)
+		if err != nil {
+			// The criteria's cost is their author's: the subscription
+			// misses this change, says so, and the others go on.
+			s.log.Warn("subscriptions: FHIRPath criteria spent their budget; counted as no match",
+				"project", sub.Project, "subscription", sub.ID, "type", ev.Type, "err", err)
+			s.queueAudit(auditEvent{project: sub.Project, ev: transmitAudit(&delivery{Subscription: sub.ID, Project: sub.Project, Event: ev},
+				"4", "FHIRPath criteria not evaluated, counted as no match: "+err.Error())})
 			continue
 		}
+		if route == subscription.NotRouted {
+			continue
+		}
+		notified := route == subscription.BySocket
 		seen, err := s.authorView(ctx, sub, changed)
 		if err != nil {
 			return err
@@ -326,6 +395,37 @@ func (s *Service) matchChange(ctx context.Context, c change, subs []*subscriptio
 	}
 	return nil
 }
+
+// route is how the change reaches sub. FHIRPath criteria are evaluated
+// within what is left of the event's share (*left) and of the project's
+// (c.share), each reduced by the time they take.
+func (s *Service) route(ctx context.Context, c change, sub *subscription.Subscription, doc *search.Doc, previous func() map[string]any, left *time.Duration) (subscription.Routing, error) {
+	if !sub.HasFHIRPath() {
+		return sub.Route(ctx, c.ev.Op, doc, previous)
+	}
+	previous() // a read of the store, not the criteria's work
+	budget, cause := *left, errEventShare
+	if c.share != nil && *c.share < budget {
+		budget, cause = *c.share, errProjectShare
+	}
+	fctx, cancel := context.WithTimeoutCause(ctx, max(budget, 0), cause)
+	defer cancel()
+	start := time.Now()
+	r, err := sub.Route(fctx, c.ev.Op, doc, previous)
+	used := time.Since(start)
+	*left -= used
+	if c.share != nil {
+		*c.share -= used
+	}
+	return r, err
+}
+
+// Why a subscription's FHIRPath criteria were cut short, beyond their own
+// budget.
+var (
+	errEventShare   = fmt.Errorf("the change's FHIRPath time (%s for all its subscriptions) is spent", eventFHIRPathTime)
+	errProjectShare = fmt.Errorf("the project's FHIRPath time (%s in a batch of changes) is spent", projectFHIRPathTime)
+)
 
 // changedVersion is the resource as the change left it; for a delete, the
 // last version before it (what Medplum sends as the deleted resource). A
