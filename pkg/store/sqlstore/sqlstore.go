@@ -276,7 +276,7 @@ func collect(rows *sql.Rows) ([]*store.Record, error) {
 // Claim reserves key for owner and returns the winner.
 func (s *Store) Claim(ctx context.Context, key, owner string) (string, error) {
 	var winner string
-	err := s.w.do(ctx, len(key)+len(owner), func(c *wconn) error {
+	err := s.w.do(ctx, "", len(key)+len(owner), func(c *wconn) error {
 		if _, err := c.claimIns.ExecContext(c.ctx, key, owner); err != nil {
 			return err
 		}
@@ -297,7 +297,7 @@ func (s *Store) ClaimOwner(ctx context.Context, key string) (string, error) {
 
 // Release frees key if owner still holds it.
 func (s *Store) Release(ctx context.Context, key, owner string) error {
-	return s.w.do(ctx, len(key)+len(owner), func(c *wconn) error {
+	return s.w.do(ctx, "", len(key)+len(owner), func(c *wconn) error {
 		_, err := c.claimDel.ExecContext(c.ctx, key, owner)
 		return err
 	})
@@ -338,7 +338,7 @@ func (s *Store) ClearOutbox(ctx context.Context, ids []string) error {
 	for _, id := range ids {
 		size += len(id)
 	}
-	return s.w.do(ctx, size, func(c *wconn) error {
+	return s.w.do(ctx, "", size, func(c *wconn) error {
 		for _, id := range ids {
 			typ, rest, _ := strings.Cut(id, "/")
 			rid, version, ok := strings.Cut(rest, "/")

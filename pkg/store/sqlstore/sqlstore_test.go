@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,7 +103,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.w.do(ctx, 0, func(c *wconn) error {
+	err = s.w.do(ctx, "", 0, func(c *wconn) error {
 		_, err := c.conn.ExecContext(c.ctx, "UPDATE meta SET value = '99' WHERE key = 'schema_version'")
 		return err
 	})
@@ -128,7 +130,7 @@ func TestCancelledBeforeTurn(t *testing.T) {
 	// Blocked behind a slow call, a caller that gives up is skipped.
 	release := make(chan struct{})
 	started := make(chan struct{})
-	go s.w.do(context.Background(), 0, func(*wconn) error { close(started); <-release; return nil })
+	go s.w.do(context.Background(), "", 0, func(*wconn) error { close(started); <-release; return nil })
 	<-started
 	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -158,7 +160,7 @@ func TestGroupCommit(t *testing.T) {
 	}
 	release := make(chan struct{})
 	started := make(chan struct{})
-	go s.w.do(ctx, 0, func(*wconn) error { close(started); <-release; return nil })
+	go s.w.do(ctx, "", 0, func(*wconn) error { close(started); <-release; return nil })
 	<-started
 	before := s.w.txs.Load()
 	const n = 50
@@ -167,7 +169,7 @@ func TestGroupCommit(t *testing.T) {
 		go func() { errs <- s.Write(ctx, mk(fmt.Sprint(i))) }()
 	}
 	go func() { errs <- s.Write(ctx, mk("taken")) }()
-	for len(s.w.queue) < n+1 {
+	for s.w.queue.len() < n+1 {
 		time.Sleep(time.Millisecond)
 	}
 	close(release)
@@ -338,4 +340,55 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(filepath.Dir(grownPath))
 	}
 	os.Exit(code)
+}
+
+// TestWritesTakeTurns: a project's small write queued behind another
+// project's heavy ones (transaction Bundles) waits for one of them, not
+// for all; and heavy calls run in transactions of their own.
+func TestWritesTakeTurns(t *testing.T) {
+	s := openTemp(t)
+	ctx := context.Background()
+	release := make(chan struct{})
+	started := make(chan struct{})
+	go s.w.do(ctx, "", 0, func(*wconn) error { close(started); <-release; return nil })
+	<-started
+	var mu sync.Mutex
+	var order []string
+	call := func(key, name string, size int) chan error {
+		done := make(chan error, 1)
+		go func() {
+			done <- s.w.do(ctx, key, size, func(*wconn) error {
+				mu.Lock()
+				defer mu.Unlock()
+				order = append(order, name)
+				return nil
+			})
+		}()
+		return done
+	}
+	var dones []chan error
+	for i := range 4 {
+		dones = append(dones, call("busy", fmt.Sprint("heavy", i), heavyBytes+1))
+		for s.w.queue.len() < i+1 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	dones = append(dones, call("quiet", "small", 100))
+	for s.w.queue.len() < 5 {
+		time.Sleep(time.Millisecond)
+	}
+	before := s.w.txs.Load()
+	close(release)
+	for _, d := range dones {
+		if err := <-d; err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"heavy0", "small", "heavy1", "heavy2", "heavy3"}
+	if !slices.Equal(order, want) {
+		t.Fatalf("order %v, want %v", order, want)
+	}
+	if txs := s.w.txs.Load() - before; txs != 5 {
+		t.Fatalf("%d transactions, want 5: a heavy call shared one", txs)
+	}
 }

@@ -28,7 +28,7 @@ func (s *Store) Write(ctx context.Context, ws ...*store.Write) error {
 		}
 		size += len(w.JSON) + len(w.Event) + 64*len(w.Fields)
 	}
-	return s.w.do(ctx, size, func(c *wconn) error {
+	return s.w.do(ctx, ws[0].Project, size, func(c *wconn) error {
 		at := time.Now().UnixMilli()
 		for _, w := range ws {
 			if err := c.put(w, at); err != nil {

@@ -13,10 +13,13 @@ import (
 
 // Group commit limits: one transaction takes at most this many queued
 // calls, or calls until their payload passes maxBatchBytes, so a burst does
-// not hold the write lock, or the WAL, unboundedly.
+// not hold the write lock, or the WAL, unboundedly. A call of more than
+// heavyBytes (a transaction Bundle of many entries) runs in a transaction
+// of its own, so that the small calls queued beside it do not wait for it.
 const (
 	maxBatch      = 256
 	maxBatchBytes = 8 << 20
+	heavyBytes    = 256 << 10
 	queueLen      = 1024 // callers beyond this block (on their ctx)
 )
 
@@ -33,6 +36,7 @@ const (
 // others run again), so it must not consume what it captured.
 type op struct {
 	ctx   context.Context
+	key   string // whose write it is (the project): turns are taken per key
 	size  int
 	run   func(*wconn) error
 	state atomic.Int32
@@ -123,7 +127,7 @@ func (c *wconn) exec(st *sql.Stmt) error {
 type writer struct {
 	c       *wconn
 	log     *slog.Logger
-	queue   chan *op
+	queue   *fairQueue
 	quit    chan struct{}
 	stopped chan struct{}
 	// mu orders Close after every send in flight: senders hold it shared
@@ -143,7 +147,7 @@ func newWriter(ctx context.Context, conn *sql.Conn, log *slog.Logger) (*writer, 
 	w := &writer{
 		c:       c,
 		log:     log,
-		queue:   make(chan *op, queueLen),
+		queue:   newFairQueue(queueLen),
 		quit:    make(chan struct{}),
 		stopped: make(chan struct{}),
 	}
@@ -151,26 +155,25 @@ func newWriter(ctx context.Context, conn *sql.Conn, log *slog.Logger) (*writer, 
 	return w, nil
 }
 
-// do queues run and waits for its transaction to commit. A caller whose
-// ctx ends before the writer takes its call gets ctx.Err() and nothing of
-// it is stored; once taken, the call is committed or failed as a whole and
-// the caller learns which.
-func (w *writer) do(ctx context.Context, size int, run func(*wconn) error) error {
+// do queues run, a write of key's (a project, "" for the store's own),
+// and waits for its transaction to commit. A caller whose ctx ends before
+// the writer takes its call gets ctx.Err() and nothing of it is stored;
+// once taken, the call is committed or failed as a whole and the caller
+// learns which.
+func (w *writer) do(ctx context.Context, key string, size int, run func(*wconn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	o := &op{ctx: ctx, size: size, run: run, done: make(chan error, 1)}
+	o := &op{ctx: ctx, key: key, size: size, run: run, done: make(chan error, 1)}
 	w.mu.RLock()
 	if w.closed {
 		w.mu.RUnlock()
 		return ErrClosed
 	}
-	select {
-	case w.queue <- o:
-		w.mu.RUnlock()
-	case <-ctx.Done():
-		w.mu.RUnlock()
-		return ctx.Err()
+	err := w.queue.push(ctx, o)
+	w.mu.RUnlock()
+	if err != nil {
+		return err
 	}
 	select {
 	case err := <-o.done:
@@ -200,39 +203,108 @@ func (w *writer) loop() {
 	batch := make([]*op, 0, maxBatch)
 	for {
 		select {
-		case o := <-w.queue:
-			batch = w.gather(append(batch[:0], o))
-			w.commit(batch)
+		case <-w.queue.ready:
 		case <-w.quit:
 			// No sender remains (see mu): drain what is queued.
-			for {
-				select {
-				case o := <-w.queue:
-					batch = w.gather(append(batch[:0], o))
-					w.commit(batch)
-				default:
-					return
-				}
+			for w.queue.len() > 0 {
+				w.commit(w.gather(batch[:0]))
 			}
+			return
+		}
+		for w.queue.len() > 0 {
+			w.commit(w.gather(batch[:0]))
 		}
 	}
 }
 
-// gather adds whatever else is already queued, without waiting: a lone
-// caller pays no latency, and callers that queue while a commit is under
-// way share the next one.
+// gather takes the next transaction's calls from the queue, without
+// waiting: a lone caller pays no latency, and callers that queue while a
+// commit is under way share the next one. Calls come a project at a time,
+// in turn, and a heavy call goes alone: a quiet project's write waits
+// for at most one call of each busy project, not for all they queued.
 func (w *writer) gather(batch []*op) []*op {
-	size := batch[0].size
+	size := 0
 	for len(batch) < maxBatch && size < maxBatchBytes {
-		select {
-		case o := <-w.queue:
-			batch = append(batch, o)
-			size += o.size
-		default:
-			return batch
+		o := w.queue.pop(len(batch) == 0)
+		if o == nil {
+			break
+		}
+		batch = append(batch, o)
+		size += o.size
+		if o.size > heavyBytes {
+			break
 		}
 	}
 	return batch
+}
+
+// fairQueue holds the calls waiting for the writer, a queue per key,
+// handed out a key at a time in turn (round robin), at most limit in all.
+type fairQueue struct {
+	mu    sync.Mutex
+	byKey map[string][]*op
+	turns []string      // keys with calls queued, the next first
+	n     int           // calls queued
+	ready chan struct{} // signalled when a call is queued
+	slots chan struct{} // one per queued call: senders wait when full
+}
+
+func newFairQueue(limit int) *fairQueue {
+	return &fairQueue{byKey: map[string][]*op{}, ready: make(chan struct{}, 1), slots: make(chan struct{}, limit)}
+}
+
+// push queues o, waiting on ctx while the queue is full.
+func (q *fairQueue) push(ctx context.Context, o *op) error {
+	select {
+	case q.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	q.mu.Lock()
+	if len(q.byKey[o.key]) == 0 {
+		q.turns = append(q.turns, o.key)
+	}
+	q.byKey[o.key] = append(q.byKey[o.key], o)
+	q.n++
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// pop takes the next key's first call, or nil when none is queued; a
+// heavy call is taken only as the first of a transaction (first).
+func (q *fairQueue) pop(first bool) *op {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.turns) == 0 {
+		return nil
+	}
+	key := q.turns[0]
+	calls := q.byKey[key]
+	o := calls[0]
+	if !first && o.size > heavyBytes {
+		return nil
+	}
+	calls[0] = nil
+	q.turns = q.turns[1:]
+	if calls = calls[1:]; len(calls) > 0 {
+		q.byKey[key] = calls
+		q.turns = append(q.turns, key)
+	} else {
+		delete(q.byKey, key)
+	}
+	q.n--
+	<-q.slots
+	return o
+}
+
+func (q *fairQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
 }
 
 // commit runs the calls of batch that are still wanted in transactions,

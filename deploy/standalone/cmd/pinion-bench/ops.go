@@ -260,8 +260,14 @@ func (b *bench) run() {
 	if wanted("subscriptions") {
 		b.subscriptions()
 	}
+	if wanted("costly-criteria") {
+		b.costlyCriteria()
+	}
 	if wanted("export") {
 		b.export()
+	}
+	if wanted("fair-writes") {
+		b.fairWrites()
 	}
 	if wanted("admin") {
 		drive("POST admin/projects/<id>/client", c, func(w, i int) bool {
