@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -72,6 +73,9 @@ func (s *Service) batch(ctx context.Context, r *bus.Request) (*bus.Response, err
 		ctx, txn = s.repo.Begin(ctx)
 	}
 	run := newBundleRun(s.cfg.BaseURL, b, s.replyBudget())
+	if d, ok := ctx.Deadline(); ok && !b.tx() {
+		run.stopAt = d.Add(-answerReserve(time.Until(d)))
+	}
 	if err := run.run(ctx, func(ctx context.Context, e batchEntry, assigned string) (*bus.Response, error) {
 		return s.runEntry(ctx, r, e, assigned)
 	}); err != nil {
@@ -180,6 +184,28 @@ type bundleRun struct {
 	// sessionRevs are the newest session revision per bucket an entry
 	// wrote: the whole answer waits for them.
 	sessionRevs map[string]uint64
+	// stopAt, when set, is when a batch stops running entries, leaving
+	// itself time to answer before the request's deadline: its reads
+	// (searches above all) are cut off then, and no entry starts after.
+	stopAt time.Time
+}
+
+// answerReserve is the part of a batch's remaining time kept for answering
+// rather than running entries: a tenth, at most two seconds.
+func answerReserve(left time.Duration) time.Duration {
+	return min(left/10, 2*time.Second)
+}
+
+// notRunEntry answers an entry a batch did not start because its time ran
+// out.
+func notRunEntry() responseEntry {
+	return outcomeEntry(fhir.Unavailable("Entry not run: the batch ran out of time"))
+}
+
+// outOfTime reports whether a bundle must start no more entries: its
+// request's context is done, or a batch reached stopAt.
+func (b *bundleRun) outOfTime(ctx context.Context) bool {
+	return ctx.Err() != nil || !b.stopAt.IsZero() && !time.Now().Before(b.stopAt)
 }
 
 func newBundleRun(base string, b *bundleRequest, budget int) *bundleRun {
@@ -198,12 +224,25 @@ func tooLargeEntry() responseEntry {
 // run runs the entries in entryOrder. A batch answers each failure in its
 // entry; a transaction stops at its first failure and returns it.
 //
+// Once the request's time is spent (outOfTime) no entry starts: a batch
+// answers the rest 503 without running them, a transaction fails 504. A
+// batch's reads run only until stopAt, so that a search still running then
+// is interrupted (503) rather than holding the store past the deadline;
+// writes keep the request's deadline, as they would on their own.
+//
 // The answer must fit on the bus: resources are included while they fit.
 // A read that no longer fits is answered 413 (and not run once nothing
 // fits); a write is still done and answered without its resource.
 func (b *bundleRun) run(ctx context.Context, exec entryRunner) error {
 	for _, i := range entryOrder(b.entries, b.tx) {
 		e := b.entries[i]
+		if b.outOfTime(ctx) {
+			if b.tx {
+				return fhir.Timeout("")
+			}
+			b.out[i] = notRunEntry()
+			continue
+		}
 		read := e.isMethod("GET")
 		if read && b.room <= 0 {
 			b.out[i] = tooLargeEntry()
@@ -216,7 +255,7 @@ func (b *bundleRun) run(ctx context.Context, exec entryRunner) error {
 		if b.tx && e.isMethod("POST") {
 			assigned = uuid.NewString()
 		}
-		resp, err := exec(ctx, e, assigned)
+		resp, err := b.exec(ctx, exec, e, assigned, read)
 		if err != nil {
 			fe := fhir.AsError(err)
 			if b.tx {
@@ -242,6 +281,21 @@ func (b *bundleRun) run(ctx context.Context, exec entryRunner) error {
 		}
 	}
 	return nil
+}
+
+// exec runs one entry; a batch's read only until stopAt.
+func (b *bundleRun) exec(ctx context.Context, exec entryRunner, e batchEntry, assigned string, read bool) (*bus.Response, error) {
+	if read && !b.stopAt.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, b.stopAt)
+		defer cancel()
+	}
+	resp, err := exec(ctx, e, assigned)
+	if err != nil && ctx.Err() != nil && !errors.As(err, new(*fhir.Error)) {
+		// Cut off by its time, not broken: say so rather than 500.
+		return nil, fhir.Unavailable("Entry took too long")
+	}
+	return resp, err
 }
 
 // response is the batch-response or transaction-response Bundle, marked
