@@ -64,23 +64,36 @@ func GenerateKey() (*Key, error) {
 }
 
 // MarshalPrivate encodes the private key as PKCS#8 PEM for storage.
-func (k *Key) MarshalPrivate() (string, error) {
-	der, err := x509.MarshalPKCS8PrivateKey(k.Private)
+func (k *Key) MarshalPrivate() (string, error) { return marshalPKCS8(k.Private) }
+
+// marshalPKCS8 encodes a private key (EC or RSA) as PKCS#8 PEM.
+func marshalPKCS8(key any) (string, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		return "", err
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})), nil
 }
 
-// ParsePrivate decodes a PEM key written by MarshalPrivate.
-func ParsePrivate(id, p string) (*Key, error) {
+// parsePKCS8 decodes a PEM key written by marshalPKCS8; what names the key
+// in errors.
+func parsePKCS8(what, p string) (any, error) {
 	b, _ := pem.Decode([]byte(p))
 	if b == nil {
-		return nil, errors.New("signing key: not PEM")
+		return nil, errors.New(what + ": not PEM")
 	}
 	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("signing key: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return k, nil
+}
+
+// ParsePrivate decodes a PEM key written by MarshalPrivate.
+func ParsePrivate(id, p string) (*Key, error) {
+	k, err := parsePKCS8("signing key", p)
+	if err != nil {
+		return nil, err
 	}
 	ek, ok := k.(*ecdsa.PrivateKey)
 	if !ok || ek.Curve != elliptic.P256() {

@@ -3,9 +3,7 @@ package auth
 import (
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
@@ -35,23 +33,13 @@ func GenerateRSAKey() (*RSAKey, error) {
 }
 
 // MarshalPrivate encodes the private key as PKCS#8 PEM for storage.
-func (k *RSAKey) MarshalPrivate() (string, error) {
-	der, err := x509.MarshalPKCS8PrivateKey(k.Private)
-	if err != nil {
-		return "", err
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})), nil
-}
+func (k *RSAKey) MarshalPrivate() (string, error) { return marshalPKCS8(k.Private) }
 
 // ParseRSAPrivate decodes a PEM key written by RSAKey.MarshalPrivate.
 func ParseRSAPrivate(id, p string) (*RSAKey, error) {
-	b, _ := pem.Decode([]byte(p))
-	if b == nil {
-		return nil, errors.New("RSA signing key: not PEM")
-	}
-	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
+	k, err := parsePKCS8("RSA signing key", p)
 	if err != nil {
-		return nil, fmt.Errorf("RSA signing key: %w", err)
+		return nil, err
 	}
 	rk, ok := k.(*rsa.PrivateKey)
 	if !ok || rk.N.BitLen() < rsaBits {
