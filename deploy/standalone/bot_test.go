@@ -198,6 +198,30 @@ func TestBotRespondAsync(t *testing.T) {
 	if p["name"] != "outcome" || !strings.Contains(string(mustJSON(p["resource"])), "no luck") {
 		t.Fatalf("job output: %v", job)
 	}
+
+	// The job holds the bot's answer to its caller: another member of the
+	// project who is not an admin neither reads nor finds it (issue 29
+	// item 7); the caller and the project's admins do.
+	admin := projectAdmin(t, su, pid, "async-admin-"+pid+"@example.com")
+	client := func(name string) string {
+		c := do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": name}))
+		expect(t, c, 201)
+		return clientToken(t, c.json(t)["id"].(string), c.json(t)["secret"].(string))
+	}
+	caller, other := client("caller"), client("bystander")
+	jobID := runAsync(t, caller, id, "mine")["id"].(string)
+	for _, c := range []struct {
+		who, tok string
+		status   int
+	}{{"caller", caller, 200}, {"admin", admin, 200}, {"another member", other, 404}} {
+		expect(t, do(t, "GET", "fhir/R4/job/"+jobID+"/status", c.tok, "", nil), c.status)
+		expect(t, do(t, "GET", "fhir/R4/AsyncJob/"+jobID, c.tok, "", nil), c.status)
+		r := do(t, "GET", "fhir/R4/AsyncJob?_id="+jobID, c.tok, "", nil)
+		expect(t, r, 200)
+		if _, entries := bundleOf(t, r); (len(entries) == 1) != (c.status == 200) {
+			t.Fatalf("%s finds %d jobs", c.who, len(entries))
+		}
+	}
 }
 
 // runAsync runs a bot with Prefer: respond-async and returns its AsyncJob

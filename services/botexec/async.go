@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -90,11 +91,17 @@ func takeAsyncSlot(slots chan struct{}) error {
 }
 
 // newAsyncJob is the AsyncJob recording a respond-async request at now.
+// It holds the bot's answer, which was for its caller: it is kept for the
+// caller and the project's admins (access.OwnerTag), as an export's is.
 func newAsyncJob(baseURL string, r *bus.Request, now time.Time) map[string]any {
-	return map[string]any{
+	job := map[string]any{
 		"resourceType": "AsyncJob", "status": "accepted", "requestTime": now.UTC().Format(time.RFC3339Nano),
 		"request": baseURL + strings.TrimPrefix(r.Path, "/") + query(r),
 	}
+	if r.Principal != nil && r.Principal.Profile != "" {
+		job["meta"] = map[string]any{"security": []any{access.OwnerTag(r.Principal.Profile)}}
+	}
+	return job
 }
 
 // jobAccepted is the 202 answer naming the job to poll, in Content-Location

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 )
@@ -79,6 +80,13 @@ func TestNewAsyncJob(t *testing.T) {
 				t.Fatalf("%v\nwant %v", job, want)
 			}
 		})
+	}
+	// A caller's job is kept for the caller (and admins).
+	job := newAsyncJob("https://pinion.example/", &bus.Request{Path: "/fhir/R4/Bot/b1/$execute",
+		Principal: &bus.Principal{Profile: "Practitioner/p1"}}, at)
+	want := map[string]any{"security": []any{access.OwnerTag("Practitioner/p1")}}
+	if !reflect.DeepEqual(job["meta"], want) {
+		t.Fatalf("meta %v, want %v", job["meta"], want)
 	}
 }
 
