@@ -42,10 +42,6 @@ func digestKey(s string) string {
 // person's own digest first, so their consents list by prefix.
 func consentKey(user, client string) string { return digestKey(user) + "." + digestKey(client) }
 
-// consentNeeded reports whether a client must be consented to: every one
-// but the first-party clients (the console, Medplum's command line tool).
-func consentNeeded(client string, baseURL string) bool { return builtinClient(client, baseURL) == nil }
-
 // consented reports whether the person consented to the client for every
 // scope in scope ("": for anything at all).
 func (s *Service) consented(ctx context.Context, user, client, scope string) (bool, error) {
