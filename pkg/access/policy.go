@@ -611,6 +611,9 @@ func (p *Policy) Write(i Interaction, typ string, before *repo.Resource, after m
 	if after == nil {
 		return nil
 	}
+	if err := p.secretWriteError(before, old); err != nil {
+		return err
+	}
 	id, _ := after["id"].(string)
 	if before != nil {
 		id = before.ID

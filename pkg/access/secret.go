@@ -2,7 +2,9 @@ package access
 
 import (
 	"bytes"
+	"maps"
 
+	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/subscription"
 )
@@ -12,9 +14,10 @@ import (
 // subscription's author see it; for everyone else Redact removes the
 // extension, on reads, searches, history and batch alike. The author is
 // the version's meta.author, which the repository sets to the writer's
-// profile on every write: a member who updates a subscription they could
-// not see the secret of writes it without the secret (or with one of
-// their own), so becoming its author reveals nothing.
+// profile on every write: so a member who cannot see a subscription's
+// secret may not update or patch it either (secretWriteError): keeping the
+// secret would make them its author, who sees it, and dropping it would
+// silently stop the signatures its receiver checks.
 
 // secretURLs are the extension URLs Medplum has used for the secret
 // (pkg/subscription reads both).
@@ -74,4 +77,16 @@ func isSecretURL(v any) bool {
 		}
 	}
 	return false
+}
+
+// secretWriteError refuses a change to a stored Subscription whose secret
+// the caller does not see; nil for any other write.
+func (p *Policy) secretWriteError(before *repo.Resource, old map[string]any) error {
+	if before == nil || !p.mayHideSecret(before) {
+		return nil
+	}
+	if !p.stripSecret(maps.Clone(old)) {
+		return nil
+	}
+	return fhir.ForbiddenText("This Subscription has a secret that only its author and project administrators see; only they can change it")
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/subscription"
@@ -100,6 +101,26 @@ func TestSubscriptionSecret(t *testing.T) {
 				t.Fatalf("search: %v %v", page, err)
 			}
 			check("search", page.Resources[0])
+
+			// Who does not see the secret may not change the subscription:
+			// keeping the secret would make them its author, who sees it;
+			// dropping it would stop the signatures silently.
+			stored, err := r.Read(ctx, repo.Scope{Project: project}, "Subscription", created.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			edit := map[string]any{"resourceType": "Subscription", "id": created.ID, "status": "off", "reason": "r", "criteria": "Patient",
+				"channel": map[string]any{"type": "rest-hook", "endpoint": "https://hook.example/x"}}
+			err = tc.pol.Write(Update, "Subscription", stored, edit, project)
+			if tc.secret && err != nil {
+				t.Errorf("update by one who sees the secret: %v", err)
+			}
+			if !tc.secret && (err == nil || fhir.AsError(err).Status != 403) {
+				t.Errorf("update by one who does not see the secret: %v, want 403", err)
+			}
+			if err := tc.pol.Write(Delete, "Subscription", stored, nil, project); err != nil {
+				t.Errorf("delete: %v", err)
+			}
 		})
 	}
 	// The stored version keeps its secret.
