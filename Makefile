@@ -12,7 +12,7 @@ FUZZTIME  ?= 20000x
 # input, once stalled FuzzPatch for a minute in CI.
 FUZZMINIMIZE ?= 5s
 
-.PHONY: run build test test-tools test-go test-race check-generated test-fuzz test-compat test-oidc bench bench-grow load lint generate clean images
+.PHONY: run build test test-tools test-go test-race check-generated test-fuzz test-compat test-oidc bench bench-compare bench-grow load lint generate clean images
 
 build:
 	@mkdir -p $(BIN)
@@ -90,6 +90,15 @@ test-oidc:
 
 bench:
 	$(GO) run ./deploy/standalone/cmd/pinion-bench
+
+# Two builds in one sitting: this tree against BASE (a revision), each run
+# ROUNDS times, alternating, with medians and ratios per operation:
+#   make bench-compare BASE=e29f1b3 ONLY=token,read
+BASE   ?=
+ROUNDS ?= 3
+ONLY   ?= token,read
+bench-compare:
+	BASE=$(BASE) ROUNDS=$(ROUNDS) ONLY=$(ONLY) deploy/standalone/cmd/pinion-bench/compare.sh -d 8s -warmup 2s -patients 1000 -members 10
 
 # The same after loading 100,000 Patients: PERFORMANCE.md's grown store.
 bench-grow:
