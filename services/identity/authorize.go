@@ -49,16 +49,9 @@ func (s *Service) signedIn(ctx context.Context, b browser) (*browserSession, err
 	if b.isNew {
 		return nil, nil
 	}
-	e, err := s.browsers.Get(ctx, sessionKey(b))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
-	}
-	if err != nil {
+	bs, err := entry[browserSession](ctx, s.browsers, sessionKey(b))
+	if bs == nil || err != nil {
 		return nil, err
-	}
-	var bs browserSession
-	if json.Unmarshal(e.Value(), &bs) != nil {
-		return nil, nil
 	}
 	ended, err := s.sessions.SessionsEnded(ctx, bs.User)
 	if err != nil {
@@ -67,7 +60,24 @@ func (s *Service) signedIn(ctx context.Context, b browser) (*browserSession, err
 	if ended > 0 && bs.Start < ended {
 		return nil, nil
 	}
-	return &bs, nil
+	return bs, nil
+}
+
+// entry reads a bucket's JSON entry: nil when there is none, or it is not
+// a T (an entry from another version, say, counts as none).
+func entry[T any](ctx context.Context, kv jetstream.KeyValue, key string) (*T, error) {
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var v T
+	if json.Unmarshal(e.Value(), &v) != nil {
+		return nil, nil
+	}
+	return &v, nil
 }
 
 // authRequest is an authorization request (RFC 6749 §4.1.1 with PKCE and

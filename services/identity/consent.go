@@ -59,18 +59,7 @@ func (s *Service) consented(ctx context.Context, user, client, scope string) (bo
 }
 
 func (s *Service) consent(ctx context.Context, user, client string) (*consent, error) {
-	e, err := s.consents.Get(ctx, consentKey(user, client))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var c consent
-	if json.Unmarshal(e.Value(), &c) != nil {
-		return nil, nil
-	}
-	return &c, nil
+	return entry[consent](ctx, s.consents, consentKey(user, client))
 }
 
 // giveConsent records the person's consent to the client for scope, added
@@ -93,7 +82,11 @@ func (s *Service) giveConsent(ctx context.Context, user, client, scope string) e
 	return err
 }
 
-// listConsents is GET /auth/consents: the clients the caller consented to.
+// maxConsentsListed bounds an answer of listConsents.
+const maxConsentsListed = 1000
+
+// listConsents is GET /auth/consents: the clients the caller consented to
+// (the first maxConsentsListed).
 func (s *Service) listConsents(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	user, err := consentUser(r)
 	if err != nil {
@@ -103,19 +96,18 @@ func (s *Service) listConsents(ctx context.Context, r *bus.Request) (*bus.Respon
 	if err != nil {
 		return nil, err
 	}
+	defer func() { _ = lister.Stop() }()
 	out := []consent{}
 	for key := range lister.Keys() {
-		e, err := s.consents.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		}
+		c, err := entry[consent](ctx, s.consents, key)
 		if err != nil {
-			_ = lister.Stop()
 			return nil, err
 		}
-		var c consent
-		if json.Unmarshal(e.Value(), &c) == nil {
-			out = append(out, c)
+		if c != nil {
+			out = append(out, *c)
+		}
+		if len(out) == maxConsentsListed {
+			break
 		}
 	}
 	return bus.JSON(200, map[string]any{"consents": out}), nil
