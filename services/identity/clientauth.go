@@ -80,19 +80,9 @@ func presentedCredentials(authorization string, form url.Values) (id, secret str
 		}
 		return id, secret, nil
 	}
-	enc, ok := strings.CutPrefix(authorization, "Basic ")
-	if !ok {
-		return "", "", &refusal{"invalid_request", "Invalid authorization header", 0}
-	}
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(enc))
-	if err != nil {
-		return "", "", &refusal{"invalid_request", "Invalid authorization header", 0}
-	}
-	bid, bsecret, _ := strings.Cut(string(raw), ":")
-	bid, err1 := url.QueryUnescape(bid)
-	bsecret, err2 := url.QueryUnescape(bsecret)
+	bid, bsecret, ok := basicHalves(authorization)
 	switch {
-	case err1 != nil || err2 != nil || bid == "":
+	case !ok || bid == "":
 		return "", "", &refusal{"invalid_request", "Invalid authorization header", 0}
 	case secret != "":
 		// Two methods at once (RFC 6749 §2.3: MUST NOT).
@@ -101,4 +91,22 @@ func presentedCredentials(authorization string, form url.Values) (id, secret str
 		return "", "", &refusal{"invalid_client", "Invalid client", 0}
 	}
 	return bid, bsecret, nil
+}
+
+// basicHalves reads HTTP Basic credentials: ok is false for another scheme
+// or bad base64. Both halves are form-encoded (RFC 6749 §2.3.1); a half
+// with a bad escape reads as empty, and is then missing.
+func basicHalves(authorization string) (id, secret string, ok bool) {
+	enc, ok := strings.CutPrefix(authorization, "Basic ")
+	if !ok {
+		return "", "", false
+	}
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return "", "", false
+	}
+	id, secret, _ = strings.Cut(string(raw), ":")
+	id, _ = url.QueryUnescape(id)
+	secret, _ = url.QueryUnescape(secret)
+	return id, secret, true
 }

@@ -2,7 +2,6 @@ package identity
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,19 +96,10 @@ func (s *Service) grant(ctx context.Context, r *bus.Request) (*bus.Response, err
 // come, the header counts and the form is not read.
 func clientAuth(authorization string, form url.Values) (id, secret string, no *refusal) {
 	if authorization != "" {
-		enc, ok := strings.CutPrefix(authorization, "Basic ")
-		if !ok {
+		var ok bool
+		if id, secret, ok = basicHalves(authorization); !ok {
 			return "", "", &refusal{"invalid_request", "Invalid authorization header", 0}
 		}
-		raw, err := base64.StdEncoding.DecodeString(enc)
-		if err != nil {
-			return "", "", &refusal{"invalid_request", "Invalid authorization header", 0}
-		}
-		// Both halves are form-encoded (§2.3.1); a bad escape reads as
-		// empty, and is then missing.
-		id, secret, _ = strings.Cut(string(raw), ":")
-		id, _ = url.QueryUnescape(id)
-		secret, _ = url.QueryUnescape(secret)
 	} else {
 		id, secret = form.Get("client_id"), form.Get("client_secret")
 	}
