@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -17,20 +16,13 @@ import (
 // B a small Patient, and times B's rest-hook call from B's write.
 func (b *bench) costlyCriteria() {
 	arrived := make(chan time.Time, 64)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fail(err)
-	}
-	defer ln.Close()
-	go func() {
-		_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/b" {
-				arrived <- time.Now()
-			}
-			w.WriteHeader(200)
-		}))
-	}()
-	hook := "http://" + ln.Addr().String()
+	hook, stop := serveHooks(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/b" {
+			arrived <- time.Now()
+		}
+		w.WriteHeader(200)
+	})
+	defer stop()
 
 	criteria := "%current.name.family.lower().upper().contains('zz')"
 	for i := 0; i < 3; i++ {

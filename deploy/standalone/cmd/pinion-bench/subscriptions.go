@@ -31,18 +31,12 @@ import (
 //     rates, and the backlog left when the writers stop.
 func (b *bench) subscriptions() {
 	var hooked atomic.Int64
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fail(err)
-	}
-	defer ln.Close()
-	go func() {
-		_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			hooked.Add(1)
-			w.WriteHeader(200)
-		}))
-	}()
-	hookURL := "http://" + ln.Addr().String() + "/hook"
+	hooks, stop := serveHooks(func(w http.ResponseWriter, r *http.Request) {
+		hooked.Add(1)
+		w.WriteHeader(200)
+	})
+	defer stop()
+	hookURL := hooks + "/hook"
 	body := func(family string) []byte {
 		p := patientBody(0)
 		p["name"] = []any{map[string]any{"given": []any{"Sub"}, "family": family}}
@@ -229,4 +223,15 @@ func (b *bench) printLatency(name string, before *dto.Histogram) {
 		return lo
 	}
 	fmt.Printf("%-44s p50 %7.3f ms  p99 %7.3f ms  (%0.f deliveries)\n", name, q(0.5)*1000, q(0.99)*1000, n)
+}
+
+// serveHooks answers rest-hooks on a loopback port with h and returns its
+// base URL (http://127.0.0.1:<port>) and how to stop it.
+func serveHooks(h http.HandlerFunc) (string, func()) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fail(err)
+	}
+	go func() { _ = http.Serve(ln, h) }()
+	return "http://" + ln.Addr().String(), func() { _ = ln.Close() }
 }
