@@ -362,6 +362,7 @@ func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b browser, a
 	}
 	userID, err := s.checkPassword(ctx, email, form.Get("password"), a.project)
 	if err != nil {
+		s.limiter.released(r.Remote, email)
 		return nil, err
 	}
 	if userID == "" {

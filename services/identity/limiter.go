@@ -23,8 +23,8 @@ import (
 // An attempt counts from the moment it is allowed, before its password is
 // hashed: allow reserves it as pending and failed or succeeded settles it.
 // Otherwise any number of concurrent guesses would pass allow before the
-// first of them failed. A pending attempt never settled (its request ended
-// in an error) stops counting after pendingLifetime.
+// first of them failed. An attempt whose check did not finish is released;
+// one never settled at all stops counting after pendingLifetime.
 //
 // Counts are per identity instance and bounded in number (the least
 // recently failed keys are forgotten first); the gateway's per-address
@@ -121,6 +121,19 @@ func (l *signinLimiter) failed(ip, email string) {
 			a.failed = a.failed[1:] // enough to decide; keep the count bounded
 		}
 		a.failed = append(a.failed, now)
+	}
+}
+
+// released settles an attempt that was neither a failure nor a success:
+// its check did not run or did not finish (the server was busy, the store
+// failed, the address is blocked). It counts as nothing.
+func (l *signinLimiter) released(ip, email string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	for _, k := range []string{pairKey(ip, email), ipKey(ip)} {
+		a := l.attempts(k, now, false)
+		a.pending = settle(a.pending)
 	}
 }
 

@@ -96,6 +96,15 @@ func TestSigninLimiterReserves(t *testing.T) {
 	if err := l.allow("10.0.0.1", "a@example.com"); err != nil {
 		t.Fatal("a success did not give its reservation back")
 	}
+	// An attempt whose check did not finish (a busy server) is released:
+	// it counts neither as a failure nor against the budget.
+	l.released("10.0.0.1", "a@example.com")
+	if err := l.allow("10.0.0.1", "a@example.com"); err != nil {
+		t.Fatal("a released attempt still holds its reservation")
+	}
+	if n := len(l.recent(pairKey("10.0.0.1", "a@example.com"), time.Now())); n != 0 {
+		t.Fatalf("a released attempt counted as %d failures", n)
+	}
 	// Reservations left by requests that ended in an error expire.
 	a, _ := l.failures.Peek(pairKey("10.0.0.1", "a@example.com"))
 	for i := range a.pending {

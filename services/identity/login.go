@@ -95,6 +95,7 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 	// found", which tells anyone which addresses have accounts).
 	userID, err := s.checkPassword(ctx, email, in.Password, in.ProjectID)
 	if err != nil {
+		s.limiter.released(r.Remote, email)
 		return nil, err
 	}
 	if userID == "" {

@@ -262,10 +262,12 @@ func (s *Service) basic(ctx context.Context, r *bus.Request) (*bus.Response, err
 	}
 	c, _, no, err := s.authenticateClient(ctx, in.ID, r.Remote, s.secretProof(ctx, in.ID, in.Secret))
 	if err != nil {
+		s.limiter.released(r.Remote, key)
 		return nil, err
 	}
 	switch {
 	case no == addressRefused:
+		s.limiter.released(r.Remote, key)
 		return nil, fhir.AddressNotAllowed()
 	case no != nil:
 		s.limiter.failed(r.Remote, key)
