@@ -16,9 +16,9 @@ import {
   normalizeOperationOutcome,
 } from '@medplum/core';
 
-import { PINION_BIN, startPinion as start, waitForMail } from '../stack.js';
+import { startPinion as start, waitForMail } from '../stack.js';
 
-export { PINION_BIN, waitForMail };
+export { waitForMail };
 
 /**
  * Starts bin/pinion for this suite (tests/stack.js).

@@ -10,12 +10,12 @@
 
 import assert from 'node:assert/strict';
 
-import { freePort, PINION_BIN, sleep, startPinion as start, waitForMail } from '../stack.js';
+import { freePort, startPinion as start, waitForMail } from '../stack.js';
 
 /** Every request the tests make gives up after this long. */
 const REQUEST_TIMEOUT_MS = 15_000;
 
-export { freePort, PINION_BIN, waitForMail };
+export { freePort };
 
 /**
  * Starts bin/pinion for this suite (tests/stack.js), with the issuer URL
