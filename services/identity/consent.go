@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 )
@@ -50,7 +51,7 @@ func (s *Service) consented(ctx context.Context, user, client, scope string) (bo
 		return false, err
 	}
 	given := strings.Fields(c.Scope)
-	for _, w := range strings.Fields(scope) {
+	for _, w := range strings.Fields(access.GrantedScope(scope)) {
 		if !slices.Contains(given, w) {
 			return false, nil
 		}
@@ -62,17 +63,22 @@ func (s *Service) consent(ctx context.Context, user, client string) (*consent, e
 	return entry[consent](ctx, s.consents, consentKey(user, client))
 }
 
-// giveConsent records the person's consent to the client for scope, added
-// to what they consented to before.
+// maxConsentScopes bounds the scopes one consent keeps: the newest, when a
+// client has asked for ever more over time.
+const maxConsentScopes = 128
+
+// giveConsent records the person's consent to the client for the scopes of
+// scope that are honoured (access.GrantedScope: words nobody honours need
+// no consent), added to what they consented to before.
 func (s *Service) giveConsent(ctx context.Context, user, client, scope string) error {
 	c, err := s.consent(ctx, user, client)
 	if err != nil {
 		return err
 	}
-	words := strings.Fields(scope)
+	words := strings.Fields(access.GrantedScope(scope))
 	if c != nil {
 		for _, w := range strings.Fields(c.Scope) {
-			if !slices.Contains(words, w) {
+			if len(words) < maxConsentScopes && !slices.Contains(words, w) {
 				words = append(words, w)
 			}
 		}
@@ -170,7 +176,7 @@ func (s *Service) askConsent(ctx context.Context, b browser, a authRequest, bs *
 		return nil, err
 	}
 	d := pageData{Title: "Allow " + clientName(a.client) + "?", CSRF: csrf, App: clientName(a.client),
-		Hidden: a.values(), Membership: membership, Scopes: describeScopes(a.Scope), Registrar: a.projectName}
+		Hidden: a.values(), Membership: membership, Scopes: describeScopes(access.GrantedScope(a.Scope)), Registrar: a.projectName}
 	for _, c := range choices {
 		if c.ID == membership {
 			d.Project, d.Profile = display(c.Project), display(c.Profile)
