@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // stateFile, in a data directory the bench used, names the project it
@@ -17,11 +18,12 @@ import (
 const stateFile = "pinion-bench.json"
 
 type state struct {
-	Database string   `json:"database"`
-	Project  string   `json:"project"`
-	ClientID string   `json:"clientId"`
-	Secret   string   `json:"clientSecret"`
-	Patients []string `json:"patients"`
+	Database string    `json:"database"`
+	Project  string    `json:"project"`
+	ClientID string    `json:"clientId"`
+	Secret   string    `json:"clientSecret"`
+	Patients []string  `json:"patients"`
+	Started  time.Time `json:"started"`
 }
 
 // loadState reads dir's stateFile; nil when there is none.
@@ -47,7 +49,7 @@ func (b *bench) saveState() {
 	if b.dir == "" {
 		return
 	}
-	data, _ := json.Marshal(state{Database: b.db, Project: b.project, ClientID: b.clientID, Secret: b.secret, Patients: b.patients})
+	data, _ := json.Marshal(state{Database: b.db, Project: b.project, ClientID: b.clientID, Secret: b.secret, Patients: b.patients, Started: b.started})
 	if err := os.WriteFile(filepath.Join(b.dir, stateFile), data, 0o600); err != nil {
 		fail(err)
 	}
@@ -56,6 +58,9 @@ func (b *bench) saveState() {
 // reuse takes up the project an earlier run left in the data directory.
 func (b *bench) reuse(s *state) {
 	b.project, b.clientID, b.secret, b.patients = s.Project, s.ClientID, s.Secret, s.Patients
+	if !s.Started.IsZero() {
+		b.started = s.Started
+	}
 	b.token = b.tokenFor(b.clientID, b.secret)
 	fmt.Printf("  reusing %s: project %s, %d patients known\n", b.dir, b.project, len(b.patients))
 }

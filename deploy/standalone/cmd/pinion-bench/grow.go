@@ -22,7 +22,9 @@ const (
 // grow loads n Patients through the API in transaction Bundles, as an
 // import would, so that the ops measured after it run on a grown store.
 // Their ids join b.patients: reads and updates then range over all of them.
+// They continue the population after the patients already known.
 func (b *bench) grow(n int) {
+	first := len(b.patients)
 	batches := make(chan int) // each batch's first k
 	var loaded, failures atomic.Int64
 	var stop atomic.Bool
@@ -36,7 +38,7 @@ func (b *bench) grow(n int) {
 			defer wg.Done()
 			for from := range batches {
 				t := time.Now()
-				got, failed, err := b.loadBundle(from, min(from+growBatch, n))
+				got, failed, err := b.loadBundle(b.token, first+from, first+min(from+growBatch, n))
 				lat[l] = append(lat[l], time.Since(t))
 				ids[l] = append(ids[l], got...)
 				loaded.Add(int64(len(got)))
@@ -72,16 +74,16 @@ func (b *bench) grow(n int) {
 		ms(all[len(all)*50/100]), ms(all[len(all)*99/100]), loaded.Load(), n, elapsed.Round(time.Second), failures.Load())
 }
 
-// loadBundle posts the Patients from..to-1 in one transaction and returns
-// the ids created, how many failed (all of them when the bundle did), and
+// loadBundle posts the Patients from..to-1 in one transaction, with token,
+// and returns the ids created, how many failed (all of them when the bundle did), and
 // the first failure.
-func (b *bench) loadBundle(from, to int) (ids []string, failed int, err error) {
+func (b *bench) loadBundle(token string, from, to int) (ids []string, failed int, err error) {
 	entries := make([]any, 0, to-from)
 	for k := from; k < to; k++ {
 		entries = append(entries, map[string]any{"resource": patientBody(k), "request": map[string]any{"method": "POST", "url": "Patient"}})
 	}
 	body, _ := json.Marshal(map[string]any{"resourceType": "Bundle", "type": "transaction", "entry": entries})
-	st, resp := b.hc.do("POST", b.base+"fhir/R4/", b.token, "application/fhir+json", body)
+	st, resp := b.hc.do("POST", b.base+"fhir/R4/", token, "application/fhir+json", body)
 	var out struct {
 		Entry []struct {
 			Response struct{ Status, Location string }

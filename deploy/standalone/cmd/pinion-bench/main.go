@@ -5,6 +5,18 @@
 // ceilings measured in the same run: a bare Fiber handler returning a fixed
 // body, and one NATS request/reply round trip. Load goes to loopback only,
 // bounded in time.
+//
+// The seeded Patients are a population (people.go): skewed surnames,
+// given names, birth dates over a century, genders, cities.
+//
+// -only shapes (make bench-search; not part of the default set, as it
+// grows the store) times issue 39's search shapes one client at a time
+// (-shape-requests after 20 to warm up, at most -shape-time each) and a
+// 16-client name=<prefix> search: in the bench project at its seeded
+// size ("search 1k: …"), in a small project of 1,000 Patients beside it
+// ("small beside 1k: …"), then after growing the bench project (to
+// 100,000 unless -grow says otherwise) in both again ("search 100k: …",
+// "small beside 100k: …").
 package main
 
 import (
@@ -16,7 +28,6 @@ import (
 	"net"
 	"os"
 	"runtime/pprof"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,7 +51,7 @@ var (
 	seedN      = flag.Int("patients", 1000, "patients to seed")
 	membersN   = flag.Int("members", 200, "members to seed by invitation")
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
-	growN      = flag.Int("grow", 0, "patients to load in transaction Bundles after seeding, before measuring")
+	growN      = flag.Int("grow", 0, "patients to load in transaction Bundles after seeding, before measuring (-only shapes: up to 100,000 in the project unless given)")
 	dataDir    = flag.String("data", "", "data directory to keep and reuse (default: a temporary one, removed at exit)")
 	target     = flag.String("url", "", "base URL of a running Pinion to measure instead of starting one (super-admin from PINION_SUPERADMIN_CLIENT_ID/SECRET or -data's superadmin.json)")
 )
@@ -103,26 +114,22 @@ func driveWaiting(name string, c int, wait func(worker int), op func(worker int,
 	stop.Store(true)
 	wg.Wait()
 	var all []time.Duration
-	r := result{name: name}
+	var nerrs int64
 	for w := range lat {
 		all = append(all, lat[w]...)
-		r.errs += errs[w]
+		nerrs += errs[w]
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	r.n = int64(len(all))
-	if r.n > 0 {
-		r.rps = float64(r.n) / elapsed.Seconds()
-		r.p50 = all[len(all)*50/100]
-		r.p90 = all[len(all)*90/100]
-		r.p99 = all[len(all)*99/100]
-	}
+	r := summarize(name, all, nerrs, elapsed)
 	fmt.Println(r)
 	return r
 }
 
+// optIn are the ops that run only when -only names them.
+var optIn = map[string]bool{"shapes": true}
+
 func wanted(name string) bool {
 	if *only == "" {
-		return true
+		return !optIn[name]
 	}
 	for _, o := range strings.Split(*only, ",") {
 		if strings.TrimSpace(o) == name {
@@ -199,6 +206,7 @@ func main() {
 	}
 	b.waitReady()
 	b.login()
+	b.started = time.Now().UTC().Add(-time.Second).Truncate(time.Second)
 	if saved != nil {
 		b.reuse(saved)
 	} else {
@@ -206,8 +214,15 @@ func main() {
 		b.seedMembers(*membersN)
 		b.saveState()
 	}
-	if *growN > 0 {
-		b.grow(*growN)
+	grow := *growN
+	if wanted("shapes") {
+		b.shapesBefore()
+		if !flagGiven("grow") {
+			grow = max(shapesGrow-len(b.patients), 0)
+		}
+	}
+	if grow > 0 {
+		b.grow(grow)
 		b.saveState()
 		b.login() // tokens last an hour; a long load may outlive them
 		b.footprint("after growth")
@@ -248,6 +263,13 @@ func (b *bench) start(saved *state) *standalone.Stack {
 	}
 	b.base, b.inProcess, b.stack = "http://"+st.Addr+"/", true, st
 	return st
+}
+
+// flagGiven tells whether the command line set the flag name.
+func flagGiven(name string) bool {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 func fail(err error) {

@@ -21,6 +21,10 @@ type bench struct {
 	clientID string
 	secret   string
 	patients []string
+	started  time.Time // before the bench loaded its first patient
+
+	// The shapes op's small project beside the bench's, and its client.
+	small, smallClient, smallSecret string
 
 	dir                  string // data directory; "" for a remote stack without -data
 	db                   string // database name, kept with the data directory
@@ -130,18 +134,6 @@ func (b *bench) newBot(name, identifier, code string) string {
 	return id
 }
 
-// patientBody is the i-th Patient. Its family name starts with one of the
-// search op's 100 prefixes (family00…family99), spread evenly, so a search
-// finds some of the store but never all of it, at every size.
-func patientBody(i int) map[string]any {
-	return map[string]any{
-		"resourceType": "Patient",
-		"name":         []any{map[string]any{"given": []any{"Bench"}, "family": fmt.Sprintf("Family%02d%06d", i%100, i)}},
-		"gender":       "female",
-		"birthDate":    "1980-01-01",
-	}
-}
-
 func (b *bench) run() {
 	c := *clients
 	if wanted("token") {
@@ -183,7 +175,7 @@ func (b *bench) run() {
 	}
 	if wanted("search") {
 		drive("GET Patient?name=<prefix>&_count=20", c, func(w, i int) bool {
-			return b.hc.get(fmt.Sprintf("%sfhir/R4/Patient?name=family%02d&_count=20", b.base, (w+i)%100), b.token) == 200
+			return b.hc.get(b.base+"fhir/R4/Patient?_count=20&name="+namePrefixes[(w+i)%len(namePrefixes)], b.token) == 200
 		})
 	}
 	if wanted("update") {
@@ -278,6 +270,9 @@ func (b *bench) run() {
 	}
 	if wanted("fair-writes") {
 		b.fairWrites()
+	}
+	if wanted("shapes") {
+		b.shapesAfter()
 	}
 	if wanted("admin") {
 		drive("POST admin/projects/<id>/client", c, func(w, i int) bool {
