@@ -12,7 +12,7 @@ FUZZTIME  ?= 20000x
 # input, once stalled FuzzPatch for a minute in CI.
 FUZZMINIMIZE ?= 5s
 
-.PHONY: run build test test-tools test-go test-race check-generated test-fuzz test-compat test-oidc bench bench-compare bench-grow load lint generate clean images
+.PHONY: run build test test-tools test-go test-race check-generated test-fuzz test-compat test-oidc bench bench-compare bench-grow bench-search load lint generate clean images
 
 build:
 	@mkdir -p $(BIN)
@@ -97,12 +97,22 @@ bench:
 BASE   ?=
 ROUNDS ?= 3
 ONLY   ?= token,read
+# BENCH_FLAGS adds pinion-bench flags, e.g. ONLY=shapes BENCH_FLAGS='-grow 20000'.
+BENCH_FLAGS ?=
 bench-compare:
-	BASE=$(BASE) ROUNDS=$(ROUNDS) ONLY=$(ONLY) deploy/standalone/cmd/pinion-bench/compare.sh -d 8s -warmup 2s -patients 1000 -members 10
+	BASE=$(BASE) ROUNDS=$(ROUNDS) ONLY=$(ONLY) deploy/standalone/cmd/pinion-bench/compare.sh -d 8s -warmup 2s -patients 1000 -members 10 $(BENCH_FLAGS)
 
 # The same after loading 100,000 Patients: PERFORMANCE.md's grown store.
 bench-grow:
 	$(GO) run ./deploy/standalone/cmd/pinion-bench -grow 100000
+
+# Issue 39's search shapes, one client at a time and 16 at once, at 1,000
+# Patients, then grown to 100,000, each time with a small project beside
+# (about ten minutes; GROW=5000 for a quick look). In two builds:
+#   make bench-compare BASE=<rev> ONLY=shapes
+GROW ?=
+bench-search:
+	$(GO) run ./deploy/standalone/cmd/pinion-bench -only shapes $(if $(GROW),-grow $(GROW))
 
 # The crash test under a longer load (SIGKILL of every process in turn),
 # then scale-out: one instance of each service against two, on one NATS

@@ -10,6 +10,8 @@
 #   BASE=e29f1b3 ROUNDS=3 ONLY=token,read deploy/standalone/cmd/pinion-bench/compare.sh [pinion-bench flags]
 #
 # (make bench-compare sets these from the make variables of the same names.)
+# ONLY=shapes grows each run's store to 100,000 Patients (-grow to change
+# it), some ten minutes a run: ROUNDS=3 is an hour.
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."
 : "${BASE:?BASE names the revision to compare with}"
