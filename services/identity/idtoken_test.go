@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"sync"
 	"testing"
 
@@ -51,7 +52,7 @@ func TestIDTokensAreRS256(t *testing.T) {
 
 	project := newProject(t, "RS256")
 	id, secret := newClient(t, project, nil)
-	body := decoded(t, clientToken(t, id, secret, "", nil), nil, 200)
+	body := decoded(t, clientToken(t, id, secret, "", url.Values{"scope": {"openid"}}), nil, 200)
 	for _, k := range []string{"access_token", "id_token"} {
 		if a := alg(body[k].(string)); a != "ES256" {
 			t.Errorf("client %s signed %s", k, a)

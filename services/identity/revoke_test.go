@@ -199,7 +199,7 @@ func TestIntrospection(t *testing.T) {
 	})
 	for _, c := range []struct{ name, token string }{
 		{"malformed", "nothing"},
-		{"an ID token", decoded(t, clientToken(t, id, secret, "10.7.0.1", nil), nil, 200)["id_token"].(string)},
+		{"an ID token", decoded(t, clientToken(t, id, secret, "10.7.0.1", url.Values{"scope": {"openid"}}), nil, 200)["id_token"].(string)},
 		{"a token of another issuer", "eyJhbGciOiJFUzI1NiIsImtpZCI6IngifQ.eyJpc3MiOiJodHRwczovL2V2aWwuZXhhbXBsZS8ifQ.c2ln"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

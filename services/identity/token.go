@@ -46,6 +46,11 @@ type clientEntry struct {
 	jwks       bool // it has a jwksUri: it authenticates with assertions
 	membership string
 	loginID    string
+	// displays are the names the membership keeps for its project and
+	// profile, read when the client was loaded: a changed membership
+	// empties the cache (onResourceEvent), so they are never older than
+	// the entry itself, and a token answer needs no read for them.
+	displays memberDisplays
 }
 
 // clientTTL bounds how long a cached client is trusted without events;
@@ -150,16 +155,21 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 	if err != nil {
 		return nil, fmt.Errorf("sign: %w", err)
 	}
-	project, profile := s.memberRefs(ctx, c.membership, member.Project, ref)
-	body := map[string]any{
-		"token_type":   "Bearer",
-		"expires_in":   int(s.cfg.TokenLifetime.Seconds()),
-		"scope":        access.GrantedScope(scope),
-		"access_token": accessToken,
-		"project":      project,
-		"profile":      profile,
+	project, profile := c.displays.refs(member.Project, ref)
+	body := clientTokenAnswer{
+		TokenType:   "Bearer",
+		ExpiresIn:   int(s.cfg.TokenLifetime.Seconds()),
+		Scope:       access.GrantedScope(scope),
+		AccessToken: accessToken,
+		Project:     project,
+		Profile:     profile,
 	}
-	if hasScope(scope, "openid") {
+	// An ID token only when the client asked for openid itself: OpenID
+	// Connect defines none for client_credentials (no person signs in),
+	// and the default scope "openid" is Medplum's label for the login, not
+	// a request for one. The second signature was a third of the CPU of
+	// every client token (issue 39).
+	if hasScope(form.Get("scope"), "openid") {
 		idc := &auth.Claims{LoginID: c.loginID, FHIRUser: ref, ClientID: id}
 		idc.Subject = id
 		idc.Audience = jwt.ClaimStrings{id}
@@ -167,7 +177,7 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 		// party verifies it as OpenID sign-in, and an RS256 signature
 		// (1.5 ms, 30 times ES256's) would set the pace of client
 		// tokens. Discovery lists both algorithms.
-		if body["id_token"], err = s.signer.Sign(idc, s.cfg.TokenLifetime); err != nil {
+		if body.IDToken, err = s.signer.Sign(idc, s.cfg.TokenLifetime); err != nil {
 			return nil, fmt.Errorf("sign: %w", err)
 		}
 	}
@@ -327,6 +337,7 @@ func (s *Service) client(ctx context.Context, id string) (*clientEntry, error) {
 		// One login per client: client tokens are cheap to issue and all of
 		// them stop together when the client or its membership goes.
 		c.loginID = uuid.NewSHA1(idNamespace, []byte("client-login:"+id+":"+pm.ID)).String()
+		c.displays = displaysOf(pm.JSON)
 		if _, err := s.sessions.PutLogin(ctx, c.loginID, session.Login{Membership: pm.ID, User: ref, Client: id}); err != nil {
 			return nil, fmt.Errorf("session login: %w", err)
 		}
@@ -360,28 +371,58 @@ func (s *Service) onResourceEvent(m *nats.Msg) {
 	}
 }
 
+// clientTokenAnswer is the token endpoint's answer to a client's own
+// client_credentials grant (Medplum's fields).
+type clientTokenAnswer struct {
+	TokenType   string         `json:"token_type"`
+	ExpiresIn   int            `json:"expires_in"`
+	Scope       string         `json:"scope"`
+	AccessToken string         `json:"access_token"`
+	IDToken     string         `json:"id_token,omitempty"`
+	Project     fhir.Reference `json:"project"`
+	Profile     fhir.Reference `json:"profile"`
+}
+
+// memberDisplays are a membership's project and profile references with
+// the display names it keeps for them.
+type memberDisplays struct {
+	Project fhir.Reference `json:"project"`
+	Profile fhir.Reference `json:"profile"`
+}
+
+// displaysOf reads a stored ProjectMembership's references; a membership
+// that does not decode has none, and its answers carry bare references.
+func displaysOf(membershipJSON []byte) memberDisplays {
+	var d memberDisplays
+	if json.Unmarshal(membershipJSON, &d) != nil {
+		return memberDisplays{}
+	}
+	return d
+}
+
+// refs are the project and profile of a token answer: the bare
+// references, named with the membership's display names where it names
+// the same resources.
+func (d memberDisplays) refs(projectID, profileRef string) (project, profile fhir.Reference) {
+	project, profile = fhir.Reference{Reference: "Project/" + projectID}, fhir.Reference{Reference: profileRef}
+	if d.Project.Reference == project.Reference {
+		project.Display = d.Project.Display
+	}
+	if d.Profile.Reference == profile.Reference {
+		profile.Display = d.Profile.Display
+	}
+	return project, profile
+}
+
 // memberRefs are the project and profile of a token answer, with the
 // display names the membership keeps (Medplum's client shows them: the
 // command line tool's whoami prints them). Without the membership at hand,
 // the bare references still answer.
 func (s *Service) memberRefs(ctx context.Context, membership, projectID, profileRef string) (project, profile fhir.Reference) {
-	project, profile = fhir.Reference{Reference: "Project/" + projectID}, fhir.Reference{Reference: profileRef}
 	res, err := s.repo.Read(ctx, repo.AllProjects, "ProjectMembership", membership)
 	if err != nil {
 		s.log.Warn("token answer without display names", "membership", membership, "err", err)
-		return project, profile
+		return memberDisplays{}.refs(projectID, profileRef)
 	}
-	var pm struct {
-		Project fhir.Reference `json:"project"`
-		Profile fhir.Reference `json:"profile"`
-	}
-	if json.Unmarshal(res.JSON, &pm) == nil {
-		if pm.Project.Reference == project.Reference {
-			project.Display = pm.Project.Display
-		}
-		if pm.Profile.Reference == profile.Reference {
-			profile.Display = pm.Profile.Display
-		}
-	}
-	return project, profile
+	return displaysOf(res.JSON).refs(projectID, profileRef)
 }

@@ -423,7 +423,12 @@ func TestClientCredentials(t *testing.T) {
 	if l, err := live.conns.Sessions.GetLogin(context.Background(), c.loginID); err != nil || l.Membership != c.membership || l.User != ref {
 		t.Fatalf("the client's login %+v %v", l, err)
 	}
-	if idt := verify(t, body["id_token"].(string), id); idt.FHIRUser != ref || idt.Subject != id {
+	// The default scope, openid, labels the login; it asks for no ID token.
+	if body["id_token"] != nil {
+		t.Fatalf("an ID token nobody asked for: %v", body)
+	}
+	body = decoded(t, clientToken(t, id, secret, "10.2.0.1", url.Values{"scope": {"openid system/*.read"}}), nil, 200)
+	if idt := verify(t, body["id_token"].(string), id); idt.FHIRUser != ref || idt.Subject != id || idt.LoginID != access.LoginID {
 		t.Fatalf("id token %+v", idt)
 	}
 
