@@ -108,7 +108,7 @@ bench-grow:
 
 # Issue 39's search shapes, one client at a time and 16 at once, at 1,000
 # Patients, then grown to 100,000, each time with a small project beside
-# (about ten minutes; GROW=5000 for a quick look). In two builds:
+# (six minutes on 2 shared cores today; GROW=5000 for a quick look). In two builds:
 #   make bench-compare BASE=<rev> ONLY=shapes
 GROW ?=
 bench-search:

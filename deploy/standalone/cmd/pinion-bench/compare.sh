@@ -11,7 +11,7 @@
 #
 # (make bench-compare sets these from the make variables of the same names.)
 # ONLY=shapes grows each run's store to 100,000 Patients (-grow to change
-# it), some ten minutes a run: ROUNDS=3 is an hour.
+# it), some six minutes a run: ROUNDS=3 is three quarters of an hour.
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."
 : "${BASE:?BASE names the revision to compare with}"
