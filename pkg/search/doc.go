@@ -65,7 +65,9 @@
 //     [99.5, 100.5)); gt, lt, ge, le compare; ap is within 10%.
 //   - _summary=count means Count 0 and Total "accurate", as in Medplum. A
 //     Count of 0 asks the store for no page at all, only the count.
-//   - _sort appends _id, so that pages of equal sort keys stay stable.
+//   - _sort orders by the parameters given; the store breaks ties in an
+//     order of its own that stays the same from page to page, and puts a
+//     resource without the parameter last, ascending or descending.
 //   - phonetic, composite and special parameters (Location near), and those
 //     whose FHIRPath is outside the compiled subset (iif, indexers), are not
 //     offered: Parse answers 400 for them, as for any unknown parameter.

@@ -24,7 +24,7 @@ const (
 // how to present it.
 type Query struct {
 	Filter    []store.Cond // conditions on stored fields, ANDed; the repository adds project and deleted scoping itself
-	Sort      []store.Sort // empty unless _sort was given; then ends with _id, so pages are stable
+	Sort      []store.Sort // empty unless _sort was given; the store breaks ties in an order stable from page to page
 	Count     int          // _count, default 20, max 1000 (over → 400), 0 allowed
 	Offset    int          // _offset, >= 0
 	Total     string       // _total: "", "none", "estimate" or "accurate"
@@ -250,7 +250,6 @@ func splitList(key, v string) ([]string, error) {
 
 func sortFor(reg *registry, resourceType string, spec []string) ([]store.Sort, error) {
 	var s []store.Sort
-	hasID := false
 	for _, item := range spec {
 		desc, code := false, item
 		if strings.HasPrefix(item, "-") {
@@ -259,7 +258,7 @@ func sortFor(reg *registry, resourceType string, spec []string) ([]store.Sort, e
 		var field string
 		switch code {
 		case "_id":
-			field, hasID = store.FieldID, true
+			field = store.FieldID
 		case "_lastUpdated":
 			field = store.FieldTime
 		default:
@@ -284,9 +283,6 @@ func sortFor(reg *registry, resourceType string, spec []string) ([]store.Sort, e
 			}
 		}
 		s = append(s, store.Sort{Field: field, Desc: desc})
-	}
-	if !hasID {
-		s = append(s, store.Sort{Field: store.FieldID})
 	}
 	return s, nil
 }
@@ -705,7 +701,10 @@ func dateCondition(prefix, lo, hi string, pl, ph time.Time) store.Cond {
 		}
 		return store.And(cmp(lo, store.OpGe, pl), cmp(lo, store.OpLe, ph))
 	}
-	eq := store.And(cmp(lo, store.OpGe, pl), cmp(hi, store.OpLe, ph))
+	// A stored range has lo <= hi, so eq, ge and le each imply a bound on
+	// one field; stated beside the exact test, it gives a store one index
+	// range to walk (eq: lo within [pl, ph]; ge: hi >= pl; le: lo <= ph).
+	eq := store.And(cmp(lo, store.OpGe, pl), cmp(lo, store.OpLe, ph), cmp(hi, store.OpLe, ph))
 	switch prefix {
 	case "ne":
 		return store.Or(cmp(lo, store.OpLt, pl), cmp(hi, store.OpGt, ph))
@@ -714,9 +713,9 @@ func dateCondition(prefix, lo, hi string, pl, ph time.Time) store.Cond {
 	case "lt":
 		return cmp(lo, store.OpLt, pl)
 	case "ge":
-		return store.Or(cmp(hi, store.OpGt, ph), eq)
+		return store.And(cmp(hi, store.OpGe, pl), store.Or(cmp(hi, store.OpGt, ph), eq))
 	case "le":
-		return store.Or(cmp(lo, store.OpLt, pl), eq)
+		return store.And(cmp(lo, store.OpLe, ph), store.Or(cmp(lo, store.OpLt, pl), eq))
 	case "sa":
 		return cmp(lo, store.OpGt, ph)
 	case "eb":

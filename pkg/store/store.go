@@ -80,6 +80,12 @@ type Query struct {
 
 // Sort orders by a field: a search field (the smallest value ascending,
 // the largest descending), or one of the record fields FieldID, FieldTime.
+// A resource without the first sort's field comes last in either
+// direction (as PostgreSQL puts NULLs last ascending, and so Medplum's
+// ascending sorts), which lets an adapter walk that field's index and stop
+// at the page; a later sort counts a missing field as its smallest value.
+// Ties keep an order of the adapter's that stays the same from page to
+// page.
 type Sort struct {
 	Field string
 	Desc  bool

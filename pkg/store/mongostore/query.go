@@ -24,23 +24,28 @@ func (s *Store) Search(ctx context.Context, typ string, q *store.Query) ([]*stor
 	if q.Limit <= 0 {
 		return nil, nil // a MongoDB limit of 0 means none
 	}
-	fo := options.Find().SetSkip(int64(q.Offset)).SetLimit(int64(q.Limit)).
-		SetProjection(recordFields)
-	if len(q.Sort) > 0 {
-		var sort bson.D
-		for _, o := range q.Sort {
-			dir := 1
-			if o.Desc {
-				dir = -1
-			}
-			sort = append(sort, bson.E{Key: o.Field, Value: dir})
-		}
+	sort := sortOf(q.Sort)
+	if len(q.Sort) > 0 && !recordField(q.Sort[0].Field) {
+		return s.sortedSearch(ctx, typ, filter, q, sort)
+	}
+	return s.find(ctx, typ, filter, sort, q.Offset, q.Limit)
+}
+
+// find runs one query of a search.
+func (s *Store) find(ctx context.Context, typ string, filter any, sort bson.D, offset, limit int) ([]*store.Record, error) {
+	fo := options.Find().SetSkip(int64(offset)).SetLimit(int64(limit)).SetProjection(recordFields)
+	if len(sort) > 0 {
 		fo.SetSort(sort)
 	}
 	cur, err := s.coll(typ).Find(ctx, filter, fo)
 	if err != nil {
 		return nil, fmt.Errorf("search %s: %w", typ, searchError(err))
 	}
+	return collect(ctx, typ, cur)
+}
+
+// collect reads a search's records.
+func collect(ctx context.Context, typ string, cur *mongo.Cursor) ([]*store.Record, error) {
 	defer cur.Close(ctx)
 	var out []*store.Record
 	for cur.Next(ctx) {
@@ -48,6 +53,61 @@ func (s *Store) Search(ctx context.Context, typ string, q *store.Query) ([]*stor
 	}
 	if err := cur.Err(); err != nil {
 		return nil, fmt.Errorf("search %s: %w", typ, searchError(err))
+	}
+	return out, nil
+}
+
+// sortOf is the sort document of sorts, ending with _id so that ties keep
+// one order from page to page.
+func sortOf(sorts []store.Sort) bson.D {
+	var sort bson.D
+	hasID := false
+	for _, o := range sorts {
+		dir := 1
+		if o.Desc {
+			dir = -1
+		}
+		hasID = hasID || o.Field == store.FieldID
+		sort = append(sort, bson.E{Key: o.Field, Value: dir})
+	}
+	if len(sorts) > 0 && !hasID {
+		sort = append(sort, bson.E{Key: store.FieldID, Value: 1})
+	}
+	return sort
+}
+
+func recordField(f string) bool {
+	return f == store.FieldID || f == store.FieldTime || f == store.FieldProject
+}
+
+// sortedSearch runs a search whose first sort is by a search field.
+// MongoDB sorts a missing field first ascending; store.Sort puts a
+// resource without the first sorted field last either way. So the matches
+// are found in two parts, each one find: those with the field, then those
+// without it. The second part is counted only when the page starts past
+// the first's end.
+func (s *Store) sortedSearch(ctx context.Context, typ string, filter bson.D, q *store.Query, sort bson.D) ([]*store.Record, error) {
+	offset, limit := q.Offset, q.Limit
+	var out []*store.Record
+	for _, present := range []bool{true, false} {
+		part := bson.D{{Key: "$and", Value: bson.A{filter, bson.D{{Key: q.Sort[0].Field, Value: bson.D{{Key: "$exists", Value: present}}}}}}}
+		recs, err := s.find(ctx, typ, part, sort, offset, limit)
+		if err != nil {
+			return nil, err
+		}
+		out, limit = append(out, recs...), limit-len(recs)
+		if limit == 0 {
+			break
+		}
+		if len(recs) > 0 {
+			offset = 0
+		} else if offset > 0 {
+			n, err := s.coll(typ).CountDocuments(ctx, part)
+			if err != nil {
+				return nil, fmt.Errorf("count %s: %w", typ, searchError(err))
+			}
+			offset = max(0, offset-int(n))
+		}
 	}
 	return out, nil
 }

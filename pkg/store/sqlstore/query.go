@@ -15,12 +15,35 @@ import (
 )
 
 // Search returns at most q.Limit records from q.Offset on (Limit 0: no
-// limit), in q.Sort order, else by version time and insertion.
+// limit), in q.Sort order, else in an order that stays the same from page
+// to page. stream.go says how a page is found without gathering every
+// match.
 func (s *Store) Search(ctx context.Context, typ string, q *store.Query) ([]*store.Record, error) {
-	text, args, err := searchSQL(typ, q, false)
-	if err != nil {
+	if q == nil {
+		q = &store.Query{}
+	}
+	if err := checkQuery(q); err != nil {
 		return nil, err
 	}
+	ds := drivers(q)
+	var text string
+	var args []any
+	switch {
+	case len(q.Sort) == 0 && len(ds) > 0:
+		text, args = streamSQL(typ, q, s.narrowest(ctx, typ, q, ds))
+	case ordered(q) && s.fewest(ctx, typ, q, ds) >= manyMatches:
+		if q.Sort[0].Field != store.FieldTime {
+			return s.sortedSearch(ctx, typ, q)
+		}
+		text, args = walkSQL(typ, q)
+	default:
+		text, args = generalSQL(typ, q, false)
+	}
+	return s.records(ctx, text, args)
+}
+
+// records runs a statement that selects recordColumns.
+func (s *Store) records(ctx context.Context, text string, args []any) ([]*store.Record, error) {
 	rows, err := s.query(ctx, text, args)
 	if err != nil {
 		return nil, searchError(err)
@@ -63,10 +86,17 @@ func (s *Store) query(ctx context.Context, text string, args []any) (*sql.Rows, 
 
 // Count counts what Search would find without paging.
 func (s *Store) Count(ctx context.Context, typ string, q *store.Query) (int, error) {
-	text, args, err := searchSQL(typ, q, true)
-	if err != nil {
+	if q == nil {
+		q = &store.Query{}
+	}
+	if err := checkQuery(q); err != nil {
 		return 0, err
 	}
+	text, args := generalSQL(typ, q, true)
+	return s.count(ctx, text, args)
+}
+
+func (s *Store) count(ctx context.Context, text string, args []any) (int, error) {
 	rows, err := s.query(ctx, text, args)
 	if err != nil {
 		return 0, searchError(err)
@@ -113,28 +143,49 @@ func (b *builder) list(vs []any) {
 
 const recordColumns = "r.type, r.id, r.version, r.ts, r.project, r.deleted, r.json"
 
-// searchSQL translates a query. The scoping (type, not deleted, project) is
-// always applied; the filter's conditions each become an SQL predicate with
-// store.Matches' meaning.
-func searchSQL(typ string, q *store.Query, count bool) (string, []any, error) {
-	if q == nil {
-		q = &store.Query{}
-	}
+// checkQuery refuses a query no store could answer.
+func checkQuery(q *store.Query) error {
 	for _, c := range q.Filter {
 		if err := store.Check(c); err != nil {
-			return "", nil, err
+			return err
 		}
 	}
 	for _, s := range q.Sort {
 		if s.Field == "" {
-			return "", nil, errors.New("store: sort without a field")
+			return errors.New("store: sort without a field")
 		}
 	}
-	if !count {
-		if text, args, ok := streamSQL(typ, q); ok {
-			return text, args, nil
-		}
+	return nil
+}
+
+// searchSQL is the statement Search runs first for q when every driver
+// matches many, for tests of its plan.
+func searchSQL(typ string, q *store.Query, count bool) (string, []any, error) {
+	if err := checkQuery(q); err != nil {
+		return "", nil, err
 	}
+	switch ds := drivers(q); {
+	case count:
+	case len(q.Sort) == 0 && len(ds) > 0:
+		text, args := streamSQL(typ, q, ds[0])
+		return text, args, nil
+	case ordered(q) && q.Sort[0].Field == store.FieldTime:
+		text, args := walkSQL(typ, q)
+		return text, args, nil
+	case ordered(q):
+		text, args := sortedSQL(typ, q, true, false)
+		return text, args, nil
+	}
+	text, args := generalSQL(typ, q, count)
+	return text, args, nil
+}
+
+// generalSQL translates any query: the scoping (type, not deleted,
+// project) and each condition as a predicate with store.Matches' meaning.
+// A condition an index range answers (selective) is a rid IN (...) list
+// SQLite may drive the search from; any other is tested per resource
+// (probe), as a walk of the project's resources meets it.
+func generalSQL(typ string, q *store.Query, count bool) (string, []any) {
 	b := &builder{typ: typ, project: q.Project}
 	if count {
 		b.w("SELECT count(*) FROM resources r WHERE ")
@@ -162,76 +213,18 @@ func searchSQL(typ string, q *store.Query, count bool) (string, []any, error) {
 	}
 	for _, c := range q.Filter {
 		b.w(" AND ")
-		b.cond(c)
+		if s, i := selectiveCond(c); s || i {
+			b.cond(c)
+		} else {
+			b.probe(c)
+		}
 	}
 	if count {
-		return b.sb.String(), b.args, nil
+		return b.sb.String(), b.args
 	}
 	b.order(q.Sort, bySearch || byID)
 	b.page(q)
-	return b.sb.String(), b.args, nil
-}
-
-// streamSQL is searchSQL for the commonest search: unsorted, driven by one
-// string equal to, or a prefix of, a search field's values (name=smi,
-// profile-type=Patient). It walks the search index from that value and
-// stops at the end of the page, in the index's order (value, project,
-// rid); the general form first gathers every match to order them by rid,
-// which for a prefix a thousand resources share cost 1.8 ms at 100,000
-// Patients. A resource with several matching values is taken at its
-// smallest. ok is false for any other shape.
-func streamSQL(typ string, q *store.Query) (string, []any, bool) {
-	if len(q.Sort) > 0 {
-		return "", nil, false
-	}
-	drive := -1
-	for i, c := range q.Filter {
-		if (c.Op == store.OpEq || c.Op == store.OpPrefix) && !recordField(c.Field) && len(c.Values) == 1 {
-			if _, ok := c.Values[0].(string); ok {
-				drive = i
-				break
-			}
-		}
-	}
-	if drive < 0 {
-		return "", nil, false
-	}
-	c := q.Filter[drive]
-	v := c.Values[0].(string)
-	b := &builder{typ: typ, project: q.Project}
-	b.w("SELECT ", recordColumns, " FROM search s JOIN resources r ON r.rid = s.rid WHERE s.key = ")
-	b.arg(typ + "." + c.Field)
-	if c.Op == store.OpEq {
-		b.w(" AND s.value = ")
-		b.arg(v)
-	} else {
-		b.w(" AND ")
-		b.prefix("s.value", v)
-		// Only a resource's smallest matching value, so it comes once.
-		b.w(" AND NOT EXISTS (SELECT 1 FROM search d WHERE d.rid = s.rid AND d.key = s.key AND d.value >= ")
-		b.arg(v)
-		b.w(" AND d.value < s.value)")
-	}
-	if q.Project != "" {
-		b.w(" AND s.project = ")
-		b.arg(q.Project)
-		b.w(" AND +r.project = ")
-		b.arg(q.Project)
-	}
-	b.w(" AND +r.type = ")
-	b.arg(typ)
-	b.w(" AND +r.deleted = 0")
-	for i, other := range q.Filter {
-		if i != drive {
-			b.w(" AND ")
-			b.cond(other)
-		}
-	}
-	// The index order. With the project fixed SQLite still sorts each
-	// value's few rows ("LAST TERM OF ORDER BY"), which streams.
-	b.w(" ORDER BY s.value, s.project, s.rid")
-	b.page(q)
-	return b.sb.String(), b.args, true
+	return b.sb.String(), b.args
 }
 
 // page writes LIMIT and OFFSET (a Limit below 1: none).
@@ -303,31 +296,37 @@ func (b *builder) order(sorts []store.Sort, byRid bool) {
 		return
 	}
 	dir := ""
-	for _, s := range sorts {
+	for i, s := range sorts {
 		dir = ""
 		if s.Desc {
 			dir = " DESC"
 		}
 		switch s.Field {
 		case store.FieldID:
-			b.w("r.id")
+			b.w("r.id", dir)
 		case store.FieldTime:
-			b.w("r.ts")
+			b.w("r.ts", dir)
 		case store.FieldProject:
-			b.w("r.project")
+			b.w("r.project", dir)
 		default:
 			// Ascending by the smallest value, descending by the
-			// largest; a missing field is NULL, first ascending and
-			// last descending.
+			// largest; missing is NULL, which SQLite sorts first, but
+			// store.Sort puts it last for the first sort.
 			agg := "min"
 			if s.Desc {
 				agg = "max"
 			}
-			b.w("(SELECT ", agg, "(s.value) FROM search s WHERE s.rid = r.rid AND s.key = ")
-			b.arg(b.typ + "." + s.Field)
-			b.w(")")
+			key := b.typ + "." + s.Field
+			if i == 0 {
+				b.w("(SELECT ", agg, "(x.value) FROM search x WHERE x.rid = r.rid AND x.key = ")
+				b.arg(key)
+				b.w(") IS NULL, ")
+			}
+			b.w("(SELECT ", agg, "(x.value) FROM search x WHERE x.rid = r.rid AND x.key = ")
+			b.arg(key)
+			b.w(")", dir)
 		}
-		b.w(dir, ", ")
+		b.w(", ")
 	}
 	// The tie-break follows the last direction, so an index walked
 	// backwards can still deliver the order.
@@ -442,21 +441,18 @@ func (b *builder) timeColumn(col string, c store.Cond) {
 	}
 }
 
-// searchField: the values in the search table under type.field.
+// searchField: the values in the search table under type.field, as a
+// list of the rids that have one (for a selective condition, which SQLite
+// may drive the search from).
 func (b *builder) searchField(c store.Cond) {
 	key := b.typ + "." + c.Field
 	switch c.Op {
 	case store.OpExists:
-		if c.Values[0] != true {
-			b.w("NOT ")
-		}
-		b.w("EXISTS (SELECT 1 FROM search s WHERE s.rid = r.rid AND s.key = ")
-		b.arg(key)
-		b.w(")")
+		b.probeField(c)
 		return
 	case store.OpEq, store.OpNotIn:
-		if len(only[string](c.Values))+len(only[float64](c.Values))+len(exactMillis(c.Values)) == 0 {
-			b.boolean(c.Op == store.OpNotIn) // nothing can be equal
+		if !canEqual(c) {
+			b.boolean(c.Op == store.OpNotIn)
 			return
 		}
 		if c.Op == store.OpNotIn {
@@ -464,9 +460,7 @@ func (b *builder) searchField(c store.Cond) {
 		} else {
 			b.w("r.rid IN ")
 		}
-	case store.OpLt, store.OpLe, store.OpGt, store.OpGe:
-		b.w("r.rid IN ")
-	default: // prefix, contains
+	default:
 		b.w("r.rid IN ")
 	}
 	b.w("(SELECT rid FROM search WHERE key = ")
@@ -476,7 +470,67 @@ func (b *builder) searchField(c store.Cond) {
 		b.arg(b.project)
 	}
 	b.w(" AND ")
-	b.values(c)
+	b.values("value", c)
+	b.w(")")
+}
+
+// canEqual reports whether any of an equality's values can equal a stored
+// one.
+func canEqual(c store.Cond) bool {
+	return len(only[string](c.Values))+len(only[float64](c.Values))+len(exactMillis(c.Values)) > 0
+}
+
+// probe writes c as a test of the one resource r: record fields as its
+// columns, search fields as a lookup of r's own rows (search_rid). A walk
+// of resources in some order meets probes at a cost per resource, however
+// many other resources match.
+func (b *builder) probe(c store.Cond) {
+	switch c.Op {
+	case store.OpAnd, store.OpOr:
+		sep := " AND "
+		if c.Op == store.OpOr {
+			sep = " OR "
+		}
+		b.w("(")
+		for i, s := range c.Sub {
+			if i > 0 {
+				b.w(sep)
+			}
+			b.probe(s)
+		}
+		b.w(")")
+		return
+	}
+	if recordField(c.Field) {
+		b.cond(c)
+		return
+	}
+	b.probeField(c)
+}
+
+func (b *builder) probeField(c store.Cond) {
+	switch c.Op {
+	case store.OpExists:
+		if c.Values[0] != true {
+			b.w("NOT ")
+		}
+		b.w("EXISTS (SELECT 1 FROM search x WHERE x.rid = r.rid AND x.key = ")
+		b.arg(b.typ + "." + c.Field)
+		b.w(")")
+		return
+	case store.OpEq, store.OpNotIn:
+		if !canEqual(c) {
+			b.boolean(c.Op == store.OpNotIn)
+			return
+		}
+		if c.Op == store.OpNotIn {
+			b.w("NOT ")
+		}
+	}
+	b.w("EXISTS (SELECT 1 FROM search x WHERE x.rid = r.rid AND x.key = ")
+	b.arg(b.typ + "." + c.Field)
+	b.w(" AND ")
+	b.values("x.value", c)
 	b.w(")")
 }
 
@@ -485,7 +539,7 @@ func (b *builder) searchField(c store.Cond) {
 // INTEGER — and typeof keeps a number from equalling or comparing with an
 // instant, as store.Matches never does. SQLite orders every number before
 // every text, which bounds the ranges to one class.
-func (b *builder) values(c store.Cond) {
+func (b *builder) values(col string, c store.Cond) {
 	switch c.Op {
 	case store.OpEq, store.OpNotIn:
 		var parts int
@@ -498,20 +552,20 @@ func (b *builder) values(c store.Cond) {
 		b.w("(")
 		if strs := only[string](c.Values); len(strs) > 0 {
 			part()
-			b.w("value IN ")
+			b.w(col, " IN ")
 			b.list(strs)
 		}
 		if nums := only[float64](c.Values); len(nums) > 0 {
 			part()
-			b.w("(value IN ")
+			b.w("(", col, " IN ")
 			b.list(nums)
-			b.w(" AND typeof(value) = 'real')")
+			b.w(" AND typeof(", col, ") = 'real')")
 		}
 		if ms := exactMillis(c.Values); len(ms) > 0 {
 			part()
-			b.w("(value IN ")
+			b.w("(", col, " IN ")
 			b.list(ms)
-			b.w(" AND typeof(value) = 'integer')")
+			b.w(" AND typeof(", col, ") = 'integer')")
 		}
 		b.w(")")
 	case store.OpPrefix:
@@ -520,17 +574,17 @@ func (b *builder) values(c store.Cond) {
 			if i > 0 {
 				b.w(" OR ")
 			}
-			b.prefix("value", p.(string))
+			b.prefix(col, p.(string))
 		}
 		b.w(")")
 	case store.OpContains:
 		// value >= '' confines the walk to the text values.
-		b.w("value >= '' AND (")
+		b.w(col, " >= '' AND (")
 		for i, p := range c.Values {
 			if i > 0 {
 				b.w(" OR ")
 			}
-			b.w("instr(value, ")
+			b.w("instr(", col, ", ")
 			b.arg(p)
 			b.w(") > 0")
 		}
@@ -546,12 +600,12 @@ func (b *builder) values(c store.Cond) {
 			op, bound = timeBound(c.Op, v)
 			class = "integer"
 		}
-		b.w("value", op)
+		b.w(col, op)
 		b.arg(bound)
 		if c.Op == store.OpGt || c.Op == store.OpGe {
-			b.w(" AND value < ''") // numbers only: stop before the text
+			b.w(" AND ", col, " < ''") // numbers only: stop before the text
 		}
-		b.w(" AND typeof(value) = '", class, "'")
+		b.w(" AND typeof(", col, ") = '", class, "'")
 	}
 }
 

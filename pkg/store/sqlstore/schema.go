@@ -13,7 +13,7 @@ import (
 // schemaVersion is the layout this code reads and writes. A database at a
 // lower version is migrated at Open; a higher one was written by newer code
 // and is refused rather than misread.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // migrations[v] brings a database from version v to v+1; migrations[0]
 // creates the first layout. migrate runs them in one transaction, so an
@@ -90,6 +90,24 @@ var migrations = [][]string{
 		`ALTER TABLE history2 RENAME TO history`,
 		`CREATE INDEX history_newest ON history(rid, ts)`,
 		`CREATE INDEX history_pending ON history(at) WHERE event IS NOT NULL`,
+	},
+	{
+		// Version 3 puts the project before the value in the search
+		// table's key: a search walks only its own project's rows, in
+		// value order, so that it stops at the page (stream.go). Keyed
+		// (key, value, project), a project's search read every other
+		// project's rows of the same value range, and a page had to
+		// gather every match to order it.
+		`CREATE TABLE search3(
+			key     TEXT NOT NULL,
+			value   NOT NULL,
+			project TEXT NOT NULL,
+			rid     INTEGER NOT NULL,
+			PRIMARY KEY(key, project, value, rid)) WITHOUT ROWID`,
+		`INSERT INTO search3(key, value, project, rid) SELECT key, value, project, rid FROM search`,
+		`DROP TABLE search`,
+		`ALTER TABLE search3 RENAME TO search`,
+		`CREATE INDEX search_rid ON search(rid, key)`,
 	},
 }
 
