@@ -98,6 +98,9 @@ BASE   ?=
 ROUNDS ?= 3
 ONLY   ?= token,read
 # BENCH_FLAGS adds pinion-bench flags, e.g. ONLY=shapes BENCH_FLAGS='-grow 20000'.
+# Issue 38's writes and bots at 1,000 Patients, then grown to 100,000, in
+# each run (lines end "(1k)" and "(100k)"; some eight minutes a run):
+#   make bench-compare BASE=main ONLY=create,update,tx10,bots BENCH_FLAGS='-grow 100000'
 BENCH_FLAGS ?=
 bench-compare:
 	BASE=$(BASE) ROUNDS=$(ROUNDS) ONLY=$(ONLY) deploy/standalone/cmd/pinion-bench/compare.sh -d 8s -warmup 2s -patients 1000 -members 10 $(BENCH_FLAGS)

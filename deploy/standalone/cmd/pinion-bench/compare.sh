@@ -12,6 +12,8 @@
 # (make bench-compare sets these from the make variables of the same names.)
 # ONLY=shapes grows each run's store to 100,000 Patients (-grow to change
 # it), some six minutes a run: ROUNDS=3 is three quarters of an hour.
+# ONLY=create,update,tx10,bots with -grow 100000 measures each at 1k, grows
+# the store, and measures each again at 100k, in every run.
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."
 : "${BASE:?BASE names the revision to compare with}"
@@ -61,9 +63,12 @@ awk -F'|' '
 		name = f[1]; sub(/ +[0-9.]+$/, "", name)
 		n = split(f[1], w, " "); rps = w[n]
 		match($2, /p50 +[0-9.]+/); p50 = substr($2, RSTART + 4, RLENGTH - 4) + 0
-		match($2, /p99 +[0-9.]+/); p99 = substr($2, RSTART + 4, RLENGTH - 4) + 0
+		if (!match($2, /p99 +[0-9.]+/)) { print "compare: no p99 in: " $0 > "/dev/stderr"; next }
+		p99 = substr($2, RSTART + 4, RLENGTH - 4) + 0
 		k = $1 SUBSEP name
 		c[k]++; r[k, c[k]] = rps; a[k, c[k]] = p50; b[k, c[k]] = p99
+		# Failed requests count in req/s: a build that fails fast must show it.
+		if (match($2, /errors +[0-9]+/)) e[k] += substr($2, RSTART + 7, RLENGTH - 7)
 		if (!(name in seen)) { seen[name] = 1; order[++ops] = name }
 	}
 	function med(arr, k, m,   i, j, t, v) {
@@ -77,7 +82,9 @@ awk -F'|' '
 			t = "this" SUBSEP order[o]; s = "base" SUBSEP order[o]
 			if (!c[t] || !c[s]) continue
 			rt = med(r, t, c[t]); rb = med(r, s, c[s])
-			printf "%-44s %12.0f %12.0f %6.2fx   %.3f / %.3f | %.3f / %.3f\n", order[o], rt, rb, rt / rb,
+			printf "%-44s %12.0f %12.0f %6.2fx   %.3f / %.3f | %.3f / %.3f", order[o], rt, rb, rt / rb,
 				med(a, t, c[t]), med(b, t, c[t]), med(a, s, c[s]), med(b, s, c[s])
+			if (e[t] || e[s]) printf "   errors %d | %d", e[t], e[s]
+			printf "\n"
 		}
 	}' "$work/results"

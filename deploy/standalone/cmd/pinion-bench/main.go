@@ -9,6 +9,17 @@
 // The seeded Patients are a population (people.go): skewed surnames,
 // given names, birth dates over a century, genders, cities.
 //
+// The writes (create; update; tx10, a transaction Bundle of 10 Patient
+// creates) and each form of $execute (bots) are issue 38's measures: each
+// runs at -c clients and at one (tx10 at -c only), and its label ends with
+// the store's size, the Patients the bench seeded and grew to two
+// significant figures ("POST Patient (1k)", "PUT Patient/<id> (1 client,
+// 100k)"; the Patients the creates themselves add are not counted, so the
+// labels of two builds match). With -grow they run twice in one run: at
+// the seeded size, then again after growth; the other ops run after growth
+// only. So make bench-compare ONLY=create,update,tx10 BENCH_FLAGS='-grow
+// 100000' shows each at 1k and at 100k.
+//
 // -only shapes (make bench-search; not part of the default set, as it
 // grows the store) times issue 39's search shapes one client at a time
 // (-shape-requests after 20 to warm up, at most -shape-time each) and a
@@ -51,7 +62,7 @@ var (
 	seedN      = flag.Int("patients", 1000, "patients to seed")
 	membersN   = flag.Int("members", 200, "members to seed by invitation")
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
-	growN      = flag.Int("grow", 0, "patients to load in transaction Bundles after seeding, before measuring (-only shapes: up to 100,000 in the project unless given)")
+	growN      = flag.Int("grow", 0, "patients to load in transaction Bundles after seeding, before measuring; the writes and bots are measured before it too (-only shapes: up to 100,000 in the project unless given)")
 	dataDir    = flag.String("data", "", "data directory to keep and reuse (default: a temporary one, removed at exit)")
 	target     = flag.String("url", "", "base URL of a running Pinion to measure instead of starting one (super-admin from PINION_SUPERADMIN_CLIENT_ID/SECRET or -data's superadmin.json)")
 )
@@ -220,6 +231,14 @@ func main() {
 		if !flagGiven("grow") {
 			grow = max(shapesGrow-len(b.patients), 0)
 		}
+	}
+	if grow > 0 && (wanted("create") || wanted("tx10") || wanted("update") || wanted("bots")) {
+		// The write and bot ops at the seeded size first; run measures
+		// them again once grown, each line labelled with its size.
+		size := storeSize(len(b.patients))
+		b.creates(size)
+		b.updates(size)
+		b.bots(size)
 	}
 	if grow > 0 {
 		b.grow(grow)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"sort"
 	"strings"
 	"time"
 
@@ -146,17 +145,8 @@ func (b *bench) run() {
 	// The ops that grow the store come first: searches and updates are
 	// measured after the creates, never before (PERFORMANCE.md), on a
 	// store that only grows, as users' do.
-	if wanted("create") {
-		// Created patients carry a name no search of the bench matches:
-		// they grow the store without changing what a search finds.
-		created := patientBody(0)
-		created["name"] = []any{map[string]any{"given": []any{"Created"}, "family": "Bulk"}}
-		body, _ := json.Marshal(created)
-		drive("POST Patient", c, func(int, int) bool {
-			st, _ := b.hc.do("POST", b.base+"fhir/R4/Patient", b.token, "application/fhir+json", body)
-			return st == 201
-		})
-	}
+	size := storeSize(len(b.patients))
+	b.creates(size)
 	if wanted("invite") {
 		drive("POST admin/projects/<id>/invite", c, func(w, i int) bool {
 			body, _ := json.Marshal(map[string]any{"resourceType": "Practitioner", "firstName": "Load", "lastName": "Test",
@@ -178,18 +168,7 @@ func (b *bench) run() {
 			return b.hc.get(b.base+"fhir/R4/Patient?_count=20&name="+namePrefixes[(w+i)%len(namePrefixes)], b.token) == 200
 		})
 	}
-	if wanted("update") {
-		drive("PUT Patient/<id>", c, func(w, i int) bool {
-			id := b.patients[(w*131+i)%len(b.patients)]
-			p := patientBody(i)
-			p["id"] = id
-			p["gender"] = []string{"male", "female", "other"}[i%3]
-			body, _ := json.Marshal(p)
-			st, _ := b.hc.do("PUT", b.base+"fhir/R4/Patient/"+id, b.token, "application/fhir+json", body)
-			// Two clients may update one patient at once: both land, in turn.
-			return st == 200
-		})
-	}
+	b.updates(size)
 	if wanted("members") {
 		drive("GET ProjectMembership?profile-type=Patient&_count=20", c, func(int, int) bool {
 			return b.hc.get(b.base+"fhir/R4/ProjectMembership?profile-type=Patient&_count=20", b.super) == 200
@@ -212,53 +191,7 @@ func (b *bench) run() {
 			return st == 200
 		})
 	}
-	if wanted("bots") {
-		// An identifier of this run's own: a kept project (-data) has the
-		// earlier runs' echo bots, and an identifier naming several is 412.
-		ident := fmt.Sprintf("https://bench.example/bots|echo-%d", time.Now().UnixNano())
-		echo := b.newBot("echo", ident, `exports.handler = async (medplum, event) => event.input;`)
-		reader := b.newBot("reader", "", `exports.handler = async (medplum, event) => medplum.readResource('Patient', event.input.id);`)
-		drive("POST Bot/<id>/$execute JSON echo", c, func(int, int) bool {
-			st, _ := b.hc.do("POST", b.base+"fhir/R4/Bot/"+echo+"/$execute", b.token, "application/json", []byte(`{"hello":"world"}`))
-			return st == 200
-		})
-		drive("POST Bot/<id>/$execute text echo", c, func(int, int) bool {
-			st, _ := b.hc.do("POST", b.base+"fhir/R4/Bot/"+echo+"/$execute", b.token, "text/plain", []byte("hello"))
-			return st == 200
-		})
-		drive("POST Bot/$execute?identifier=... JSON echo", c, func(int, int) bool {
-			st, _ := b.hc.do("POST", b.base+"fhir/R4/Bot/$execute?identifier="+ident, b.token, "application/json", []byte(`{"hello":"world"}`))
-			return st == 200
-		})
-		drive("$execute of a bot that reads a Patient", c, func(w, i int) bool {
-			body := []byte(`{"id":"` + b.patients[(w*31+i)%len(b.patients)] + `"}`)
-			st, _ := b.hc.do("POST", b.base+"fhir/R4/Bot/"+reader+"/$execute", b.token, "application/json", body)
-			return st == 200
-		})
-		drive("$execute JSON echo (1 client)", 1, func(int, int) bool {
-			st, _ := b.hc.do("POST", b.base+"fhir/R4/Bot/"+echo+"/$execute", b.token, "application/json", []byte(`{"hello":"world"}`))
-			return st == 200
-		})
-		// A cold first run: each iteration deploys new code, then executes it once.
-		var cold []time.Duration
-		for i := 0; i < 20; i++ {
-			code := fmt.Sprintf("export async function handler(m: unknown, e: {input: unknown}): Promise<unknown> { return {n: %d, input: e.input}; }", i)
-			st, _ := b.hc.do("POST", b.base+"fhir/R4/Bot/"+echo+"/$deploy", b.super, "application/json",
-				[]byte(fmt.Sprintf(`{"code":%q,"filename":"index.ts"}`, code)))
-			if st != 200 {
-				fail(fmt.Errorf("deploy: %d", st))
-			}
-			t0 := time.Now()
-			st, _ = b.hc.do("POST", b.base+"fhir/R4/Bot/"+echo+"/$execute", b.token, "application/json", []byte(`{}`))
-			cold = append(cold, time.Since(t0))
-			if st != 200 {
-				fail(fmt.Errorf("cold execute: %d", st))
-			}
-		}
-		sort.Slice(cold, func(i, j int) bool { return cold[i] < cold[j] })
-		fmt.Printf("%-44s %9s        p50 %7.3f ms  max %7.3f ms  (20 deploys, each followed by its first execution)\n",
-			"first $execute after $deploy", "", ms(cold[len(cold)/2]), ms(cold[len(cold)-1]))
-	}
+	b.bots(size)
 	if wanted("subscriptions") {
 		b.subscriptions()
 	}
