@@ -147,9 +147,9 @@ func (g *Gateway) basicLogin(c *fiber.Ctx, enc, remote string) (string, error) {
 	body, _ := json.Marshal(bus.BasicAuth{ID: id, Secret: secret})
 	ctx, cancel := context.WithTimeout(c.UserContext(), g.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := bus.Call(ctx, g.nc, bus.SubjBasic, &bus.Request{
-		Method: "POST", Body: body, Remote: remote, RequestID: requestIDOf(c),
-	})
+	req := &bus.Request{Method: "POST", Body: body, Remote: remote, RequestID: requestIDOf(c), Header: map[string]string{}}
+	g.nameApplied(req)
+	resp, err := bus.Call(ctx, g.nc, bus.SubjBasic, req)
 	if err != nil {
 		return "", err
 	}

@@ -224,6 +224,9 @@ func (g *Gateway) forward(r bus.Route) fiber.Handler {
 				req.Header[h] = v
 			}
 		}
+		if r.Subject == bus.SubjToken {
+			g.nameApplied(req)
+		}
 		if r.Auth == bus.Token || (r.Auth == bus.Optional && c.Get("Authorization") != "") {
 			p, err := g.authenticate(c, req.Remote)
 			if err != nil {
@@ -254,6 +257,14 @@ func (g *Gateway) forward(r bus.Route) fiber.Handler {
 		}
 		return c.Status(resp.Status).Send(resp.Body)
 	}
+}
+
+// nameApplied tells the identity service how fresh this gateway's
+// membership entries are: a client it authenticates must be refused for
+// any removal or deactivation this gateway already answered (identity's
+// clientMemberships). Set here, never copied from the caller's headers.
+func (g *Gateway) nameApplied(req *bus.Request) {
+	req.Header[session.AppliedHeader] = strconv.FormatUint(g.sessions.Applied(session.MembershipsBucket), 10)
 }
 
 // statusOf is the status a request ends with: its error's, which onError

@@ -480,6 +480,19 @@ func (v *View) WaitApplied(ctx context.Context, bucket string, rev uint64) error
 	}
 }
 
+// AppliedHeader names, on a request the gateway forwards, the newest
+// memberships-bucket revision its view had applied. A service that keeps
+// entries of its own waits until it has applied as much before it trusts
+// them: what the gateway already enforces, the service sees too.
+const AppliedHeader = "Pinion-Memberships-Applied"
+
+// Applied is the newest revision of a bucket the view has applied.
+func (v *View) Applied(bucket string) uint64 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.applied[bucket]
+}
+
 // Revoked reports whether one token (by jti) was ended early.
 func (v *View) Revoked(jti string) bool {
 	v.mu.RLock()

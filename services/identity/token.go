@@ -128,14 +128,14 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 	if form.Has("client_assertion_type") || form.Has("client_assertion") {
 		// private_key_jwt: the assertion stands in for the secret.
 		if id, no, err = s.clientAssertion(ctx, form.Get("client_assertion_type"), form.Get("client_assertion")); err == nil && no == nil {
-			c, member, no, err = s.authenticateClient(ctx, id, r.Remote, func(*clientEntry) bool { return true })
+			c, member, no, err = s.authenticateClient(ctx, id, r.Remote, appliedRevision(r), func(*clientEntry) bool { return true })
 		}
 	} else {
 		var secret string
 		if id, secret, no = clientAuth(r.Get("Authorization"), form); no != nil {
 			return nil, no
 		}
-		c, member, no, err = s.authenticateClient(ctx, id, r.Remote, s.secretProof(ctx, id, secret))
+		c, member, no, err = s.authenticateClient(ctx, id, r.Remote, appliedRevision(r), s.secretProof(ctx, id, secret))
 	}
 	if err != nil {
 		return nil, err
@@ -211,8 +211,10 @@ func (r *refusal) revoked(rev uint64) *refusal {
 // retiring one, and the membership is active and allows the address.
 //
 // proof is how the client proved who it is: its secret (secretProof), or
-// an assertion already verified.
-func (s *Service) authenticateClient(ctx context.Context, id, remote string, proof func(*clientEntry) bool) (*clientEntry, *session.Membership, *refusal, error) {
+// an assertion already verified. applied is the memberships revision the
+// forwarding gateway had applied (0: none named), which the membership
+// entry must be at least as fresh as.
+func (s *Service) authenticateClient(ctx context.Context, id, remote string, applied uint64, proof func(*clientEntry) bool) (*clientEntry, *session.Membership, *refusal, error) {
 	c, err := s.client(ctx, id)
 	if err != nil {
 		return nil, nil, nil, err
@@ -225,8 +227,9 @@ func (s *Service) authenticateClient(ctx context.Context, id, remote string, pro
 	}
 	// The cache learns of a removed membership from events, which may come
 	// after the removal was answered; the session bucket is written before
-	// that answer, so its entry is what the client may do now.
-	member, err := s.sessions.GetMembership(ctx, c.membership)
+	// that answer, so its entry, as fresh as the gateway's view
+	// (clientMemberships), is what the client may do now.
+	member, err := s.clientMembership(ctx, c.membership, applied)
 	if errors.Is(err, session.ErrNotFound) {
 		s.forgetClient(id)
 		return nil, nil, &refusal{"invalid_client", "Invalid client", 0}, nil
@@ -243,6 +246,15 @@ func (s *Service) authenticateClient(ctx context.Context, id, remote string, pro
 		return nil, nil, addressRefused, nil
 	}
 	return c, member, nil, nil
+}
+
+// clientMembership is a client's membership entry, from the watched copy
+// when the service keeps one.
+func (s *Service) clientMembership(ctx context.Context, id string, applied uint64) (*session.Membership, error) {
+	if s.members == nil {
+		return s.sessions.GetMembership(ctx, id)
+	}
+	return s.members.get(ctx, id, applied)
 }
 
 // secretProof checks a presented secret against the client's current and
@@ -270,7 +282,7 @@ func (s *Service) basic(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err := s.limiter.allow(r.Remote, key); err != nil {
 		return nil, err
 	}
-	c, _, no, err := s.authenticateClient(ctx, in.ID, r.Remote, s.secretProof(ctx, in.ID, in.Secret))
+	c, _, no, err := s.authenticateClient(ctx, in.ID, r.Remote, appliedRevision(r), s.secretProof(ctx, in.ID, in.Secret))
 	if err != nil {
 		s.limiter.released(r.Remote, key)
 		return nil, err

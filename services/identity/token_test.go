@@ -283,7 +283,7 @@ func TestAuthenticateClientRefusals(t *testing.T) {
 		{"no-member", "Invalid client"},
 		{"app", "Invalid secret"},
 	} {
-		c, m, no, err := s.authenticateClient(context.Background(), tc.id, "10.0.0.1", never)
+		c, m, no, err := s.authenticateClient(context.Background(), tc.id, "10.0.0.1", 0, never)
 		if err != nil || c != nil || m != nil {
 			t.Fatalf("%s: %v %v %v", tc.id, c, m, err)
 		}
