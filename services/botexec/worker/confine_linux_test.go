@@ -46,7 +46,7 @@ func TestWorkerConfinement(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		want := []string{envWorker + "=" + strconv.Itoa(workerBudget), "GOTRACEBACK=single"}
+		want := []string{envWorker + "=" + strconv.Itoa(workerBudget), "GOTRACEBACK=single", "GOGC=400"}
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("environment %q, want %q", got, want)
 		}
