@@ -97,7 +97,9 @@
   // the values they checked (not the bot's objects, whose valueOf could
   // answer differently the second time) to the built-in.
   const maxString = native.maxStringLength;
-  const apply = Reflect.apply;
+  // Reflect.apply without Reflect: goja builds the whole Reflect object on
+  // first touch, a twentieth of what a fresh runtime allocates.
+  const apply = Function.prototype.call.bind(Function.prototype.apply);
   const toStr = String;
   const toNum = Number;
   const isArray = Array.isArray;
@@ -588,7 +590,9 @@
     }
     return { Hl7Context, Hl7Message, Hl7Segment, Hl7Field, hl7FromNative, hl7Segments, encOf };
   });
-  for (const name of ['Hl7Context', 'Hl7Message', 'Hl7Segment', 'Hl7Field']) defineLazy(name, () => hl7()[name]);
+  // An indexed loop: for...of would build the iterator prototypes in every run.
+  const hl7Names = ['Hl7Context', 'Hl7Message', 'Hl7Segment', 'Hl7Field'];
+  for (let i = 0; i < hl7Names.length; i++) defineLazy(hl7Names[i], () => hl7()[hl7Names[i]]);
 
   // ---- the medplum client: every call is one Host.Request made by Go off
   // this goroutine; the promise settles back on the loop.
