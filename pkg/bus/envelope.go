@@ -214,7 +214,7 @@ func DecodeRequest(h nats.Header, data []byte) (*Request, error) {
 	}
 	r.Query = q
 	if p := h.Get(hParams); p != "" {
-		if err := json.Unmarshal([]byte(p), &r.Params); err != nil {
+		if r.Params, err = decodeParams(p); err != nil {
 			return nil, err
 		}
 	}
@@ -224,8 +224,7 @@ func DecodeRequest(h nats.Header, data []byte) (*Request, error) {
 		}
 	}
 	if p := h.Get(hPrincipal); p != "" {
-		r.Principal = &Principal{}
-		if err := json.Unmarshal([]byte(p), r.Principal); err != nil {
+		if r.Principal, err = decodePrincipal(p); err != nil {
 			return nil, err
 		}
 	}

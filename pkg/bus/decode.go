@@ -1,0 +1,98 @@
+package bus
+
+import (
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// Decoding a request's route parameters and principal with encoding/json
+// was a tenth of a FHIR read's CPU (issue 39). Both are read faster here,
+// to the same result: parameters without escapes by a plain scan, and
+// principals, which repeat from one request to the next of a caller, from
+// a cache of the ones already decoded.
+
+// decodeParams reads the route parameters EncodeRequest wrote.
+func decodeParams(s string) (map[string]string, error) {
+	if m, ok := plainParams(s); ok {
+		return m, nil
+	}
+	var m map[string]string
+	err := json.Unmarshal([]byte(s), &m)
+	return m, err
+}
+
+// plainParams reads a JSON object of strings as json.Marshal writes it
+// when no value needs an escape ({"id":"1","type":"Patient"}); ok is false
+// for anything else (escapes, spaces, other types), which encoding/json
+// then reads.
+func plainParams(s string) (map[string]string, bool) {
+	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' || strings.IndexByte(s, '\\') >= 0 {
+		return nil, false
+	}
+	m := make(map[string]string, 2)
+	for rest := s[1 : len(s)-1]; rest != ""; {
+		k, after, ok := plainString(rest)
+		if !ok || after == "" || after[0] != ':' {
+			return nil, false
+		}
+		v, after, ok := plainString(after[1:])
+		if !ok {
+			return nil, false
+		}
+		m[k] = v
+		if after == "" {
+			break
+		}
+		if after[0] != ',' || len(after) == 1 {
+			return nil, false
+		}
+		rest = after[1:]
+	}
+	return m, true
+}
+
+// plainString reads a JSON string without escapes at the start of s.
+// Control characters and invalid UTF-8, which encoding/json escapes or
+// replaces, are refused.
+func plainString(s string) (v, rest string, ok bool) {
+	if s == "" || s[0] != '"' {
+		return "", "", false
+	}
+	end := strings.IndexByte(s[1:], '"')
+	if end < 0 {
+		return "", "", false
+	}
+	v = s[1 : 1+end]
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 {
+			return "", "", false
+		}
+	}
+	if !utf8.ValidString(v) {
+		return "", "", false
+	}
+	return v, s[2+end:], true
+}
+
+// principals holds decoded principals by their encoding; maxPrincipals
+// bounds it (callers active at once, not callers ever).
+var principals, _ = lru.New[string, Principal](maxPrincipals)
+
+const maxPrincipals = 4096
+
+// decodePrincipal reads the principal EncodeRequest wrote; each request
+// gets its own copy.
+func decodePrincipal(s string) (*Principal, error) {
+	if p, ok := principals.Get(s); ok {
+		return &p, nil
+	}
+	p := &Principal{}
+	if err := json.Unmarshal([]byte(s), p); err != nil {
+		return nil, err
+	}
+	principals.Add(s, *p)
+	return p, nil
+}
