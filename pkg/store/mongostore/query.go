@@ -256,33 +256,37 @@ func (s *Store) ensureIndexes(ctx context.Context, typ string) error {
 	if _, ok := s.indexed.Load(typ); ok {
 		return nil
 	}
-	keys := append([]string{fProject, fTime}, s.o.IndexKeys(typ)...)
-	if err := createIndexes(ctx, s.coll(typ), keys); err != nil {
+	// Each index begins with the project, as the SQLite store's do: a
+	// search reads its own project's entries only, and an index on
+	// (project, field) serves a sort by the field within the project.
+	keys := append([]string{fTime}, s.o.IndexKeys(typ)...)
+	if err := createIndexes(ctx, s.coll(typ), fProject, keys); err != nil {
 		return fmt.Errorf("indexes of %s: %w", typ, err)
 	}
-	if err := createIndexes(ctx, s.history(typ), []string{"id"}); err != nil {
+	if err := createIndexes(ctx, s.history(typ), "", []string{"id"}); err != nil {
 		return fmt.Errorf("history indexes of %s: %w", typ, err)
 	}
 	s.indexed.Store(typ, struct{}{})
 	return nil
 }
 
-// createIndexes creates the single-field ascending indexes that do not exist
+// createIndexes creates the ascending indexes, on lead and then each key
+// (on the key alone without a lead), that do not exist
 // yet. Asking for existing ones is avoided on purpose: FerretDB 1.24 fails
 // (a server-side panic that drops the connection) when createIndexes names
 // indexes it already has — which also happens when two processes starting
 // at once create the same index. So a failure is followed by a fresh look:
 // indexes another process made count as made.
-func createIndexes(ctx context.Context, c *mongo.Collection, keys []string) error {
+func createIndexes(ctx context.Context, c *mongo.Collection, lead string, keys []string) error {
 	var err error
 	for attempt := 0; attempt < 4; attempt++ {
 		var missing []string
-		if missing, err = missingIndexes(ctx, c, keys); err != nil || len(missing) == 0 {
+		if missing, err = missingIndexes(ctx, c, lead, keys); err != nil || len(missing) == 0 {
 			return err
 		}
 		models := make([]mongo.IndexModel, len(missing))
 		for i, k := range missing {
-			models[i] = mongo.IndexModel{Keys: bson.D{{Key: k, Value: 1}}}
+			models[i] = mongo.IndexModel{Keys: indexKeys(lead, k)}
 		}
 		if _, err = c.Indexes().CreateMany(ctx, models); err == nil {
 			return nil
@@ -292,8 +296,17 @@ func createIndexes(ctx context.Context, c *mongo.Collection, keys []string) erro
 	return err
 }
 
-// missingIndexes lists the keys without a single-field index.
-func missingIndexes(ctx context.Context, c *mongo.Collection, keys []string) ([]string, error) {
+// indexKeys is the index on key, after lead when there is one.
+func indexKeys(lead, key string) bson.D {
+	if lead == "" {
+		return bson.D{{Key: key, Value: 1}}
+	}
+	return bson.D{{Key: lead, Value: 1}, {Key: key, Value: 1}}
+}
+
+// missingIndexes lists the keys without their index (MongoDB names an
+// index by its fields and directions: project_1_ts_1).
+func missingIndexes(ctx context.Context, c *mongo.Collection, lead string, keys []string) ([]string, error) {
 	have := map[string]bool{}
 	specs, err := c.Indexes().ListSpecifications(ctx)
 	var ce mongo.CommandError
@@ -307,8 +320,12 @@ func missingIndexes(ctx context.Context, c *mongo.Collection, keys []string) ([]
 		have[s.Name] = true
 	}
 	var missing []string
+	prefix := ""
+	if lead != "" {
+		prefix = lead + "_1_"
+	}
 	for _, k := range keys {
-		if !have[k+"_1"] {
+		if !have[prefix+k+"_1"] {
 			missing = append(missing, k)
 		}
 	}
