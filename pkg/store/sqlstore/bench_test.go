@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,18 +139,23 @@ func BenchmarkSearch(b *testing.B) {
 // BenchmarkWrite creates Patients in the grown store from 8 goroutines
 // per core, so that group commit has calls to gather.
 func BenchmarkWrite(b *testing.B) {
-	for _, sync := range []string{"full", "normal"} {
-		b.Run("sync="+sync, func(b *testing.B) {
-			s := grown(b, sync)
+	for _, mode := range []string{"full", "normal"} {
+		b.Run("sync="+mode, func(b *testing.B) {
+			s := grown(b, mode)
 			var n atomic.Int64
 			at := time.Now().UTC()
 			txs := s.w.txs.Load()
 			written := writtenBytes()
+			var mu sync.Mutex
+			var lat []time.Duration
 			b.SetParallelism(8)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				ctx := context.Background()
+				var mine []time.Duration
+				defer func() { mu.Lock(); lat = append(lat, mine...); mu.Unlock() }()
 				for pb.Next() {
+					t0 := time.Now()
 					i := grownSize + n.Add(1)
 					w := &store.Write{
 						// Random ids, as the API makes them: each lands on its own index page.
@@ -159,11 +165,20 @@ func BenchmarkWrite(b *testing.B) {
 						Event:  []byte(`{"type":"create"}`),
 					}
 					if err := s.Write(ctx, w); err != nil {
-						b.Fatal(err)
+						b.Error(err)
+						return
 					}
+					mine = append(mine, time.Since(t0))
 				}
 			})
 			b.ReportMetric(float64(n.Load())/float64(s.w.txs.Load()-txs), "calls/tx")
+			// The tail is what a caller waits when a commit stalls (a
+			// checkpoint, an fsync behind one).
+			slices.Sort(lat)
+			if len(lat) > 0 {
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			}
 			if written >= 0 {
 				// What the disk is asked to take per write: the WAL frames
 				// and their checkpoints, most of it whole pages for a few

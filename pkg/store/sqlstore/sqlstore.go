@@ -9,6 +9,10 @@
 // of read-only connections and never wait behind the writer (WAL mode).
 //
 // Every Write call is atomic, however many writes it holds.
+//
+// A search reads its page off one index walk confined to its project and
+// stops there (stream.go), so its cost follows the page, not the number of
+// matches or what other projects hold.
 package sqlstore
 
 import (
@@ -48,6 +52,8 @@ type Store struct {
 	wdb *sql.DB // one connection, owned by the writer goroutine
 	rdb *sql.DB // read-only pool
 	w   *writer
+	// ckpt copies the WAL back into the database beside the writer.
+	ckpt *checkpointer
 	// queries holds the searches built per call, prepared on the pool.
 	queries *stmtCache
 	get     *sql.Stmt
@@ -90,12 +96,9 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	}
 	f.Close()
 	busy := fmt.Sprintf("busy_timeout(%d)", busyMillis)
-	// A checkpoint every 8,000 WAL pages (32 MiB) rather than SQLite's
-	// 1,000: the pages writes keep returning to (the ends of the indexes,
-	// the common values) are copied to the database once per checkpoint,
-	// so fewer checkpoints halve what each write costs the disk
-	// (BenchmarkWrite's disk-B/op).
-	wdb, err := sql.Open("sqlite", dsn(path, "journal_mode(WAL)", "wal_autocheckpoint(8000)", busy, "synchronous("+sync+")",
+	// The checkpointer (checkpoint.go) copies the WAL back; the writer's
+	// own threshold is only a bound.
+	wdb, err := sql.Open("sqlite", dsn(path, "journal_mode(WAL)", fmt.Sprintf("wal_autocheckpoint(%d)", writerAutoCheckpoint), busy, "synchronous("+sync+")",
 		"cache_size(-32000)", "temp_store(MEMORY)"))
 	if err != nil {
 		return nil, err
@@ -130,12 +133,16 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 		return fail(err)
 	}
 	s := &Store{log: log, wdb: wdb, w: w}
+	if s.ckpt, err = startCheckpointer(ctx, path, sync, log); err != nil {
+		s.w.close()
+		wdb.Close()
+		return nil, fmt.Errorf("sqlstore: open %s: %w", path, err)
+	}
 
 	// query_only keeps a bug from writing outside the writer's transactions.
 	rdb, err := sql.Open("sqlite", dsn(path, busy, "query_only(1)", "cache_size(-16000)", "temp_store(MEMORY)"))
 	if err != nil {
-		s.w.close()
-		wdb.Close()
+		s.Close()
 		return nil, err
 	}
 	n := o.Readers
@@ -190,10 +197,13 @@ func dsn(path string, pragmas ...string) string {
 
 // Close drains the queued writes, stops the writer and closes the database.
 func (s *Store) Close() error {
+	var errs []error
+	if s.ckpt != nil {
+		errs = append(errs, s.ckpt.close())
+	}
 	if s.w != nil {
 		s.w.close()
 	}
-	var errs []error
 	if s.queries != nil {
 		errs = append(errs, s.queries.close())
 	}
