@@ -55,6 +55,42 @@ func (r *Repo) publish(ctx context.Context, ev Event) {
 	r.clear(outboxID(ev))
 }
 
+// publishAfter is publish for a write's own path: the event is already in
+// the outbox with the version, so the answer does not wait for the
+// stream's ack (a round trip per write, issue 38). The ack clears the
+// record; a refusal, or no ack within outboxGrace, leaves it to the relay,
+// which publishes it again under the same Nats-Msg-Id.
+func (r *Repo) publishAfter(ev Event) {
+	if r.js == nil {
+		r.publish(context.Background(), ev)
+		return
+	}
+	b, _ := json.Marshal(ev)
+	f, err := r.js.PublishAsync(bus.EventSubject(ev.Type, ev.ID), b, jetstream.WithMsgID(outboxID(ev)))
+	if err != nil {
+		r.log.Warn("resource event left to the outbox relay", "type", ev.Type, "id", ev.ID, "err", err)
+		return
+	}
+	r.acks.Add(1)
+	go func() {
+		defer r.acks.Done()
+		t := time.NewTimer(outboxGrace)
+		defer t.Stop()
+		select {
+		case <-f.Ok():
+			r.clear(outboxID(ev))
+		case err := <-f.Err():
+			r.log.Warn("resource event left to the outbox relay", "type", ev.Type, "id", ev.ID, "err", err)
+		case <-t.C:
+			r.log.Warn("resource event left to the outbox relay", "type", ev.Type, "id", ev.ID, "err", "no ack")
+		}
+	}()
+}
+
+// settle waits for the acks of the events publishAfter sent (each waits
+// outboxGrace at most).
+func (r *Repo) settle() { r.acks.Wait() }
+
 // clear queues a published record for removal. Removals are batched off the
 // write path: a record left behind by a crash here is only published again,
 // and the stream's duplicate window drops it.

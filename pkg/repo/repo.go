@@ -118,7 +118,10 @@ type Repo struct {
 	// cleared are outbox records whose events are published, removed in batches.
 	clearMu sync.Mutex
 	cleared []string
-	sub     *nats.Subscription
+	// acks counts the events published without waiting (publishAfter)
+	// whose ack has not come yet.
+	acks sync.WaitGroup
+	sub  *nats.Subscription
 }
 
 // Options configures New.
@@ -155,6 +158,7 @@ func New(st store.Store, nc *nats.Conn, o Options) (*Repo, error) {
 
 // Close stops following events and removes the last published outbox records.
 func (r *Repo) Close() {
+	r.settle()
 	r.flushCleared()
 	if r.sub != nil {
 		_ = r.sub.Unsubscribe()
@@ -552,7 +556,7 @@ func (r *Repo) stored(v *version) {
 	r.stripe(key).Add(1)
 	r.remember(key, v.out)
 	if !v.quiet {
-		r.publish(context.Background(), v.ev)
+		r.publishAfter(v.ev)
 	}
 }
 
