@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/pinion-health/pinion/pkg/auth"
@@ -30,6 +31,7 @@ type bearerStack struct {
 	idSigner *auth.Signer // RS256: ID tokens
 	sessions *session.Store
 	view     *session.View
+	nc       *nats.Conn
 }
 
 func startBearerStack(t *testing.T) *bearerStack {
@@ -85,7 +87,7 @@ func startBearerStack(t *testing.T) *bearerStack {
 		url:      "http://" + ln.Addr().String() + "/",
 		signer:   &auth.Signer{Key: ec, Issuer: authTestBase},
 		idSigner: &auth.Signer{RSA: rk, Issuer: authTestBase},
-		sessions: c.Sessions, view: view,
+		sessions: c.Sessions, view: view, nc: c.NC,
 	}
 }
 

@@ -224,7 +224,7 @@ func (g *Gateway) forward(r bus.Route) fiber.Handler {
 				req.Header[h] = v
 			}
 		}
-		if r.Subject == bus.SubjToken {
+		if r.Subject == bus.SubjToken || r.Subject == bus.SubjExecute {
 			g.nameApplied(req)
 		}
 		if r.Auth == bus.Token || (r.Auth == bus.Optional && c.Get("Authorization") != "") {
@@ -259,10 +259,12 @@ func (g *Gateway) forward(r bus.Route) fiber.Handler {
 	}
 }
 
-// nameApplied tells the identity service how fresh this gateway's
+// nameApplied tells the identity and bot services how fresh this gateway's
 // membership entries are: a client it authenticates must be refused for
 // any removal or deactivation this gateway already answered (identity's
-// clientMemberships). Set here, never copied from the caller's headers.
+// clientMemberships), and a bot must run with the rights its membership
+// has in this gateway's view (botexec's botMemberships). Set here, never
+// copied from the caller's headers.
 func (g *Gateway) nameApplied(req *bus.Request) {
 	req.Header[session.AppliedHeader] = strconv.FormatUint(g.sessions.Applied(session.MembershipsBucket), 10)
 }

@@ -76,7 +76,10 @@ type Service struct {
 	// identifiers caches identifier lookups for identifierTTL, at most
 	// maxIdentifiers of them.
 	identifiers *expirable.LRU[string, identifierHit]
-	evSub       *nats.Subscription
+	// botMembers keeps bots' membership entries (nil without JetStream:
+	// the bucket is read on every run).
+	botMembers *botMemberships
+	evSub      *nats.Subscription
 	// audits queues AuditEvents for the writers, off the execution path.
 	audits chan auditEvent
 	// asyncSlots bounds the detached respond-async executions.
@@ -133,7 +136,13 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.evSub = sub
 	if s.cfg.JS != nil {
+		if s.botMembers, err = watchBotMemberships(ctx, s.cfg.JS, s.sessions); err != nil {
+			_ = s.evSub.Unsubscribe()
+			s.pool.Close()
+			return err
+		}
 		if err := s.startSubscriptions(ctx); err != nil {
+			s.botMembers.stop()
 			_ = s.evSub.Unsubscribe()
 			s.pool.Close()
 			return err
@@ -155,6 +164,9 @@ func (s *Service) Start(ctx context.Context) error {
 func (s *Service) Stop(ctx context.Context) error {
 	if s.evSub != nil {
 		_ = s.evSub.Unsubscribe()
+	}
+	if s.botMembers != nil {
+		s.botMembers.stop()
 	}
 	var err error
 	if s.svc != nil {

@@ -107,7 +107,7 @@ func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response
 	if err != nil {
 		return nil, err
 	}
-	runAs, err := s.runAs(ctx, b, r.Principal)
+	runAs, err := s.runAs(ctx, b, r.Principal, appliedRevision(r))
 	if err != nil {
 		return nil, err
 	}
@@ -462,8 +462,10 @@ func programSource(binary []byte) (string, error) {
 // back to the caller for a bot without one, as Medplum does). Whoever runs
 // it, a bot never reaches outside its own project: it never acts as a
 // super admin, and a caller from another project (only a super admin can
-// run another project's bot) lends it nothing — it runs as itself.
-func (s *Service) runAs(ctx context.Context, b *bot, caller *bus.Principal) (*bus.Principal, error) {
+// run another project's bot) lends it nothing — it runs as itself. The
+// bot's membership is as fresh as the forwarding gateway's view at
+// revision atLeast (0: read from the session bucket).
+func (s *Service) runAs(ctx context.Context, b *bot, caller *bus.Principal, atLeast uint64) (*bus.Principal, error) {
 	if runsAsCaller(b, caller) {
 		return confined(caller), nil
 	}
@@ -474,8 +476,8 @@ func (s *Service) runAs(ctx context.Context, b *bot, caller *bus.Principal) (*bu
 	if mid == "" {
 		return withoutMembership(b, caller)
 	}
-	// The rights come fresh from the session bucket on every run.
-	m, err := s.sessions.GetMembership(ctx, mid)
+	// The rights are read on every run, never older than the gateway's.
+	m, err := s.membership(ctx, mid, atLeast)
 	if errors.Is(err, session.ErrNotFound) || err == nil && !m.Active {
 		return nil, fhir.Forbidden()
 	}
@@ -483,6 +485,15 @@ func (s *Service) runAs(ctx context.Context, b *bot, caller *bus.Principal) (*bu
 		return nil, err
 	}
 	return memberPrincipal(mid, m), nil
+}
+
+// membership is a membership's session entry, from the kept copy when
+// there is one and the request names the gateway's revision.
+func (s *Service) membership(ctx context.Context, id string, atLeast uint64) (*session.Membership, error) {
+	if s.botMembers == nil {
+		return s.sessions.GetMembership(ctx, id)
+	}
+	return s.botMembers.get(ctx, id, atLeast)
 }
 
 // runsAsCaller reports a runAsUser bot run from its own project: it acts
@@ -593,6 +604,9 @@ func lowerHeaders(h map[string]string) map[string]string {
 	for k, v := range h {
 		if strings.EqualFold(k, "Authorization") || strings.EqualFold(k, "Cookie") {
 			continue // a bot never sees the caller's credentials
+		}
+		if strings.EqualFold(k, session.AppliedHeader) {
+			continue // the gateway's, not the caller's
 		}
 		out[strings.ToLower(k)] = v
 	}

@@ -308,7 +308,7 @@ func TestMemberPrincipal(t *testing.T) {
 // it up in).
 func TestRunAsCallerNeedsNoLookup(t *testing.T) {
 	caller := &bus.Principal{Profile: "Practitioner/1", Project: "p1", SuperAdmin: true, Admin: true}
-	p, err := (&Service{}).runAs(context.Background(), &bot{ID: "b1", Project: "p1", RunAsUser: true}, caller)
+	p, err := (&Service{}).runAs(context.Background(), &bot{ID: "b1", Project: "p1", RunAsUser: true}, caller, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,6 +384,8 @@ func TestLowerHeaders(t *testing.T) {
 	got := lowerHeaders(map[string]string{
 		"Content-Type": "text/plain", "X-Medplum": "extended", "Prefer": "respond-async",
 		"Authorization": "Bearer secret", "AUTHORIZATION": "Basic x", "cookie": "sid=1",
+		// The gateway's own, for the bot's membership entry: not the caller's.
+		session.AppliedHeader: "42",
 	})
 	want := map[string]string{"content-type": "text/plain", "x-medplum": "extended", "prefer": "respond-async"}
 	if !reflect.DeepEqual(got, want) {
