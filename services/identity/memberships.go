@@ -37,6 +37,7 @@ type clientMemberships struct {
 	entries *lru.Cache[string, *memberEntry]
 	applied uint64        // newest bucket revision the watcher has seen
 	changed chan struct{} // closed and replaced when applied moves
+	stopped bool          // the watcher ended: every request reads the bucket
 	cancel  context.CancelFunc
 }
 
@@ -89,7 +90,10 @@ func (cm *clientMemberships) watch(ctx context.Context, w jetstream.KeyWatcher, 
 			return
 		case e, ok := <-w.Updates():
 			if !ok {
-				return // applied stops: every request then reads the bucket
+				cm.mu.Lock()
+				cm.stopped = true
+				cm.mu.Unlock()
+				return
 			}
 			if e == nil { // the existing keys are seen (said once)
 				close(ready)
@@ -112,18 +116,24 @@ func (cm *clientMemberships) stop() { cm.cancel() }
 
 // waitApplied reports whether the watcher reached rev within appliedWait.
 func (cm *clientMemberships) waitApplied(ctx context.Context, rev uint64) bool {
-	timer := time.NewTimer(appliedWait)
-	defer timer.Stop()
+	var timeout <-chan time.Time
 	for {
 		cm.mu.Lock()
-		done, ch := cm.applied >= rev, cm.changed
+		done, stopped, ch := cm.applied >= rev, cm.stopped, cm.changed
 		cm.mu.Unlock()
-		if done {
+		switch {
+		case stopped:
+			return false
+		case done:
 			return true
+		case timeout == nil:
+			timer := time.NewTimer(appliedWait)
+			defer timer.Stop()
+			timeout = timer.C
 		}
 		select {
 		case <-ch:
-		case <-timer.C:
+		case <-timeout:
 			return false
 		case <-ctx.Done():
 			return false
