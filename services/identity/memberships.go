@@ -63,6 +63,17 @@ func watchMemberships(ctx context.Context, js jetstream.JetStream, sessions *ses
 	if err != nil {
 		return nil, err
 	}
+	// Every write up to the bucket's revision now is in the watch's first
+	// replay or superseded by one that is: the watch has applied that much
+	// once the replay is done, even if the newest message is gone since.
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var last uint64
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+		last = bs.StreamInfo().State.LastSeq
+	}
 	wctx, cancel := context.WithCancel(context.Background())
 	// Keys and revisions only: a write invalidates, it is never applied.
 	w, err := kv.WatchAll(wctx, jetstream.MetaOnly())
@@ -72,7 +83,7 @@ func watchMemberships(ctx context.Context, js jetstream.JetStream, sessions *ses
 	}
 	cm := &clientMemberships{sessions: sessions, entries: entries, changed: make(chan struct{}), cancel: cancel}
 	ready := make(chan struct{})
-	go cm.watch(wctx, w, ready)
+	go cm.watch(wctx, w, last, ready)
 	select {
 	case <-ready:
 		return cm, nil
@@ -82,7 +93,7 @@ func watchMemberships(ctx context.Context, js jetstream.JetStream, sessions *ses
 	}
 }
 
-func (cm *clientMemberships) watch(ctx context.Context, w jetstream.KeyWatcher, ready chan struct{}) {
+func (cm *clientMemberships) watch(ctx context.Context, w jetstream.KeyWatcher, last uint64, ready chan struct{}) {
 	defer w.Stop()
 	for {
 		select {
@@ -95,18 +106,23 @@ func (cm *clientMemberships) watch(ctx context.Context, w jetstream.KeyWatcher, 
 				cm.mu.Unlock()
 				return
 			}
-			if e == nil { // the existing keys are seen (said once)
-				close(ready)
-				continue
+			rev := last
+			if e != nil {
+				rev = e.Revision()
 			}
 			cm.mu.Lock()
-			cm.entries.Remove(e.Key())
-			if e.Revision() > cm.applied {
-				cm.applied = e.Revision()
+			if e != nil {
+				cm.entries.Remove(e.Key())
+			}
+			if rev > cm.applied {
+				cm.applied = rev
 				close(cm.changed)
 				cm.changed = make(chan struct{})
 			}
 			cm.mu.Unlock()
+			if e == nil { // the existing keys are seen (said once)
+				close(ready)
+			}
 		}
 	}
 }
