@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"time"
@@ -18,25 +19,31 @@ func (b *bench) bots(size string) {
 	ident := fmt.Sprintf("https://bench.example/bots|echo-%d", time.Now().UnixNano())
 	echo := b.newBot("echo", ident, `exports.handler = async (medplum, event) => event.input;`)
 	reader := b.newBot("reader", "", `exports.handler = async (medplum, event) => medplum.readResource('Patient', event.input.id);`)
-	execute := func(path, ct string, body []byte) bool {
-		st, _ := b.hc.do("POST", b.base+"fhir/R4/"+path, b.token, ct, body)
-		return st == 200
+	// A success is a 200 that carries want: a build answering fast but
+	// wrong must count errors, not speed.
+	execute := func(path, ct string, body, want []byte) bool {
+		st, out := b.hc.do("POST", b.base+"fhir/R4/"+path, b.token, ct, body)
+		return st == 200 && bytes.Contains(out, want)
 	}
+	// Labels as issue 38's table names the forms; each answers 200 with
+	// its input (the reader its Patient), POSTed to Bot/<id>/$execute or,
+	// by identifier, to Bot/$execute?identifier=.
 	forms := []struct {
 		name string
 		op   func(w, i int) bool
 	}{
-		{"POST Bot/<id>/$execute JSON echo", func(int, int) bool {
-			return execute("Bot/"+echo+"/$execute", "application/json", []byte(`{"hello":"world"}`))
+		{"$execute JSON", func(int, int) bool {
+			return execute("Bot/"+echo+"/$execute", "application/json", []byte(`{"hello":"world"}`), []byte("world"))
 		}},
-		{"POST Bot/<id>/$execute text echo", func(int, int) bool {
-			return execute("Bot/"+echo+"/$execute", "text/plain", []byte("hello"))
+		{"$execute text", func(int, int) bool {
+			return execute("Bot/"+echo+"/$execute", "text/plain", []byte("hello"), []byte("hello"))
 		}},
-		{"POST Bot/$execute?identifier=... JSON echo", func(int, int) bool {
-			return execute("Bot/$execute?identifier="+ident, "application/json", []byte(`{"hello":"world"}`))
+		{"$execute by identifier", func(int, int) bool {
+			return execute("Bot/$execute?identifier="+ident, "application/json", []byte(`{"hello":"world"}`), []byte("world"))
 		}},
-		{"$execute of a bot that reads a Patient", func(w, i int) bool {
-			return execute("Bot/"+reader+"/$execute", "application/json", []byte(`{"id":"`+b.patients[(w*31+i)%len(b.patients)]+`"}`))
+		{"$execute reading a Patient", func(w, i int) bool {
+			id := b.patients[(w*31+i)%len(b.patients)]
+			return execute("Bot/"+reader+"/$execute", "application/json", []byte(`{"id":"`+id+`"}`), []byte(`"`+id+`"`))
 		}},
 	}
 	for _, f := range forms {

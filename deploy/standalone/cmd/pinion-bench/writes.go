@@ -54,7 +54,7 @@ func (b *bench) creates(size string) {
 	}
 	if wanted("tx10") {
 		body := txBody()
-		drive(sized(fmt.Sprintf("POST transaction Bundle of %d Patients", txSize), *clients, size), *clients, func(int, int) bool {
+		drive(sized(fmt.Sprintf("transaction of %d Patient creates", txSize), *clients, size), *clients, func(int, int) bool {
 			return txCreated(b.hc.do("POST", b.base+"fhir/R4/", b.token, "application/fhir+json", body))
 		})
 	}
