@@ -68,6 +68,18 @@ func watchBotMemberships(ctx context.Context, js jetstream.JetStream, sessions *
 	if err != nil {
 		return nil, err
 	}
+	// Every write up to the bucket's revision now is in the watch's first
+	// replay or superseded by one that is: once the replay is done, the
+	// watch has applied that much, even when the newest message is gone
+	// (a gateway that watched before this service started may name it).
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var last uint64
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+		last = bs.StreamInfo().State.LastSeq
+	}
 	wctx, cancel := context.WithCancel(context.Background())
 	// Keys and revisions only: a write invalidates, it is never applied.
 	w, err := kv.WatchAll(wctx, jetstream.MetaOnly())
@@ -77,7 +89,7 @@ func watchBotMemberships(ctx context.Context, js jetstream.JetStream, sessions *
 	}
 	bm := &botMemberships{read: sessions.GetMembership, entries: entries, changed: make(chan struct{}), cancel: cancel}
 	ready := make(chan struct{})
-	go bm.watch(wctx, w, ready)
+	go bm.watch(wctx, w, last, ready)
 	select {
 	case <-ready:
 		return bm, nil
@@ -87,7 +99,7 @@ func watchBotMemberships(ctx context.Context, js jetstream.JetStream, sessions *
 	}
 }
 
-func (bm *botMemberships) watch(ctx context.Context, w jetstream.KeyWatcher, ready chan struct{}) {
+func (bm *botMemberships) watch(ctx context.Context, w jetstream.KeyWatcher, last uint64, ready chan struct{}) {
 	defer w.Stop()
 	for {
 		select {
@@ -97,21 +109,27 @@ func (bm *botMemberships) watch(ctx context.Context, w jetstream.KeyWatcher, rea
 			if !ok {
 				bm.mu.Lock()
 				bm.stopped = true
+				close(bm.changed) // waiters read the bucket now
 				bm.mu.Unlock()
 				return
 			}
-			if e == nil { // the existing keys are seen (said once)
-				close(ready)
-				continue
+			rev := last // nil: the existing keys are seen (said once)
+			if e != nil {
+				rev = e.Revision()
 			}
 			bm.mu.Lock()
-			bm.entries.Remove(e.Key())
-			if e.Revision() > bm.applied {
-				bm.applied = e.Revision()
+			if e != nil {
+				bm.entries.Remove(e.Key())
+			}
+			if rev > bm.applied {
+				bm.applied = rev
 				close(bm.changed)
 				bm.changed = make(chan struct{})
 			}
 			bm.mu.Unlock()
+			if e == nil {
+				close(ready)
+			}
 		}
 	}
 }

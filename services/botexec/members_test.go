@@ -6,8 +6,10 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
@@ -127,5 +129,51 @@ func TestRunAsKeepsTheBotsMembership(t *testing.T) {
 	var fe *fhir.Error
 	if _, err := s.runAs(ctx, b, caller, rev); !errors.As(err, &fe) || fe.Status != 403 {
 		t.Fatalf("a deactivated bot's run: %v, want 403", err)
+	}
+}
+
+// A watch that starts after the newest write's message is gone (a removed
+// membership's marker purged) still counts the bucket's revision as
+// applied: a gateway that saw that write names it, and runs must not wait
+// for a message that will never come.
+func TestBotMembershipsStartAtTheBucketsRevision(t *testing.T) {
+	env := testenv.New(t)
+	ctx := context.Background()
+	kept := uuid.NewString()
+	if _, err := env.Sessions.PutMembership(ctx, kept, session.Membership{Project: "p1", Profile: "Bot/b1", Active: true}); err != nil {
+		t.Fatal(err)
+	}
+	gone := uuid.NewString()
+	if _, err := env.Sessions.PutMembership(ctx, gone, session.Membership{Project: "p1", Active: true}); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := env.Sessions.DeleteMembership(ctx, gone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := env.JS.KeyValue(ctx, session.MembershipsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.PurgeDeletes(ctx, jetstream.DeleteMarkersOlderThan(-1)); err != nil {
+		t.Fatal(err)
+	}
+	bm, err := watchBotMemberships(ctx, env.JS, env.Sessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bm.stop)
+	reads := countReads(bm)
+	start := time.Now()
+	for range 3 {
+		if m, err := bm.get(ctx, kept, rev); err != nil || !m.Active {
+			t.Fatalf("%+v %v", m, err)
+		}
+	}
+	if d := time.Since(start); d >= appliedWait {
+		t.Errorf("three runs took %v: they waited for a revision the watch had already passed", d)
+	}
+	if n := reads.Load(); n != 1 {
+		t.Errorf("three runs read the bucket %d times, want once", n)
 	}
 }
