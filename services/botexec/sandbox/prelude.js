@@ -104,8 +104,10 @@
   const toNum = Number;
   const isArray = Array.isArray;
   const MapCtor = Map;
-  const mapGet = Map.prototype.get;
-  const mapSet = Map.prototype.set;
+  // Called as memoGet(memo, x): no argument array per call, as apply needs.
+  const memoGet = Function.prototype.call.bind(Map.prototype.get);
+  const memoSet = Function.prototype.call.bind(Map.prototype.set);
+  const objectKeys = Object.keys;
   function capString(name) {
     const orig = String.prototype[name];
     Object.defineProperty(String.prototype, name, {
@@ -156,26 +158,28 @@
   // (which can be interrupted), turns both into a RangeError. Shared
   // sub-objects are measured once and counted every time they appear.
   const maxDepth = native.maxJSONDepth;
-  const hasOwn = Object.prototype.hasOwnProperty;
   function jsonCost(x, depth, memo) {
     if (typeof x === 'string') return x.length + 2;
     if (x === null || typeof x !== 'object') return 8;
-    const known = apply(mapGet, memo, [x]);
+    const known = memoGet(memo, x);
     // -1 marks an object on the current path: a cycle, left for stringify to
     // report. toJSON runs bot code, which can be interrupted, and what it
     // returns is measured by the replacer hook.
     if (known !== undefined) return known < 0 ? 8 : known;
     if (typeof x.toJSON === 'function') return 8;
     if (depth > maxDepth) throw new RangeError('Object nested too deeply to serialize (over ' + maxDepth + ' levels)');
-    apply(mapSet, memo, [x, -1]);
+    memoSet(memo, x, -1);
     let n = 2;
     if (isArray(x)) {
       for (let i = 0; i < x.length; i++) n += jsonCost(x[i], depth + 1, memo) + 1;
     } else {
-      for (const k in x) if (apply(hasOwn, x, [k])) n += jsonCost(x[k], depth + 1, memo) + k.length + 4;
+      // Own enumerable keys, as JSON.stringify takes them; for...in walked
+      // the prototype chain too, building Object.prototype's every time.
+      const keys = objectKeys(x);
+      for (let i = 0; i < keys.length; i++) n += jsonCost(x[keys[i]], depth + 1, memo) + keys[i].length + 4;
     }
     if (n > maxString) throw new RangeError('Object too large to serialize');
-    apply(mapSet, memo, [x, n]);
+    memoSet(memo, x, n);
     return n;
   }
   function jsonStringify(value, replacer, space) {
