@@ -68,3 +68,52 @@ func TestDecodeRequestAllocations(t *testing.T) {
 		t.Fatalf("%v allocations to decode a read's request, want at most 12", allocs)
 	}
 }
+
+// Route parameters are written byte for byte as encoding/json writes them.
+func TestEncodeParamsAsJSON(t *testing.T) {
+	for _, m := range []map[string]string{
+		{"type": "Patient", "id": "123"},
+		{"id": ""},
+		{"b": "1", "a": "2", "c": "3", "A": "4"},
+		{"id": `a"b`},
+		{"id": "a<b>&c"},
+		{"id": "é"},
+		{"id": "\xff"},
+		{"id": "a\tb"},
+		{"id": "\u2028"},
+		{"a\\b": "c"},
+	} {
+		sameBytesAsJSON(t, m)
+	}
+}
+
+func FuzzEncodeParams(f *testing.F) {
+	f.Add("type", "Patient", "id", "123")
+	f.Add("a", "<", "b", "\\")
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
+		sameBytesAsJSON(t, map[string]string{k1: v1, k2: v2})
+	})
+}
+
+func sameBytesAsJSON(t *testing.T, m map[string]string) {
+	want, _ := json.Marshal(m)
+	if got := encodeParams(m); got != string(want) {
+		t.Fatalf("%q: %s, encoding/json writes %s", m, got, want)
+	}
+	sameAsJSON(t, string(want)) // and read back as encoding/json reads it
+}
+
+// A read's request is written with few allocations: the principal's
+// encoding comes from those already written.
+func TestEncodeRequestAllocations(t *testing.T) {
+	p := &Principal{LoginID: "l1", User: "User/u1", Profile: "Practitioner/p1", Project: "p1", Membership: "m1", Scope: "openid"}
+	r := &Request{Method: "GET", Path: "/fhir/R4/Patient/1", Params: map[string]string{"type": "Patient", "id": "1"}, Principal: p}
+	want, _ := json.Marshal(p)
+	if got := EncodeRequest("s", r).Header.Get(hPrincipal); got != string(want) {
+		t.Fatalf("principal %s, want %s", got, want)
+	}
+	allocs := testing.AllocsPerRun(100, func() { _ = EncodeRequest("s", r) })
+	if allocs > 10 {
+		t.Fatalf("%v allocations to encode a read's request, want at most 10", allocs)
+	}
+}

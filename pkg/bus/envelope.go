@@ -166,15 +166,13 @@ func EncodeRequest(subject string, r *Request) *nats.Msg {
 		h.Set(hQuery, r.RawQuery)
 	}
 	if len(r.Params) > 0 {
-		b, _ := json.Marshal(r.Params)
-		h.Set(hParams, string(b))
+		h.Set(hParams, encodeParams(r.Params))
 	}
 	for k, v := range r.Header {
 		h.Set(hHTTP+k, v)
 	}
 	if r.Principal != nil {
-		b, _ := json.Marshal(r.Principal)
-		h.Set(hPrincipal, string(b))
+		h.Set(hPrincipal, encodePrincipal(r.Principal))
 	}
 	if r.RequestID != "" {
 		h.Set(hRequestID, r.RequestID)
