@@ -40,6 +40,10 @@ func childMain(budget string) int {
 		fmt.Fprintln(os.Stderr, "bot worker: cannot set its limits:", err)
 		return 2
 	}
+	if err := pollable(3, 4); err != nil {
+		fmt.Fprintln(os.Stderr, "bot worker: started without its pipes:", err)
+		return 2
+	}
 	in, out := os.NewFile(3, "from-parent"), os.NewFile(4, "to-parent")
 	if in == nil || out == nil {
 		fmt.Fprintln(os.Stderr, "bot worker: started without its pipes")
