@@ -99,7 +99,7 @@ ROUNDS ?= 3
 ONLY   ?= token,read
 # BENCH_FLAGS adds pinion-bench flags, e.g. ONLY=shapes BENCH_FLAGS='-grow 20000'.
 # Issue 38's writes and bots at 1,000 Patients, then grown to 100,000, in
-# each run (lines end "(1k)" and "(100k)"; some eight minutes a run):
+# each run (lines end "(1k)" and "(100k)"; 9 to 15 minutes a run on 2 shared cores):
 #   make bench-compare BASE=main ONLY=create,update,tx10,bots BENCH_FLAGS='-grow 100000'
 BENCH_FLAGS ?=
 bench-compare:

@@ -21,7 +21,10 @@ ROUNDS=${ROUNDS:-3}
 ONLY=${ONLY:-token,read}
 PORT=${PORT:-18193}
 work=$(mktemp -d /tmp/pinion-compare-XXXX)
-trap 'git worktree remove --force "$work/base" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+# A bench that fails stops the script (set -e): its server must not
+# outlive it, holding the port for the next comparison.
+server=
+trap '[ -z "$server" ] || kill "$server" 2>/dev/null || true; git worktree remove --force "$work/base" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
 echo "compare: building this tree and $BASE (a minute or two)"
 go build -trimpath -o "$work/this" ./deploy/standalone/cmd/pinion
@@ -37,6 +40,7 @@ run() {
 		PINION_SUPERADMIN_CLIENT_ID=compare-super PINION_SUPERADMIN_CLIENT_SECRET=compare-super-secret-0123456789abcdefghij \
 		PINION_AUTH_RATE_LIMIT=0 PINION_LOG_LEVEL=warn "$1" >"$dir/log" 2>&1 &
 	local pid=$!
+	server=$pid
 	for _ in $(seq 600); do
 		curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
 		kill -0 $pid 2>/dev/null || { cat "$dir/log"; exit 1; }
@@ -46,6 +50,7 @@ run() {
 		"$work/bench" -url "http://127.0.0.1:$PORT/" -only "$ONLY" "${@:3}" | grep ' req/s ' | sed "s/^/$2|/" | tee -a "$work/results"
 	kill $pid
 	wait $pid 2>/dev/null || true
+	server=
 	rm -rf "$dir"
 }
 
