@@ -42,6 +42,11 @@ type Service struct {
 	// unbounded goroutines and memory.
 	slots chan struct{}
 	bytes atomic.Int64
+	// tasks hands a request to an idle request goroutine (workers.go);
+	// quit ends the idle ones when the service stops.
+	tasks    chan func()
+	quit     chan struct{}
+	quitOnce sync.Once
 }
 
 // In-flight bounds of one service instance. Requests are mostly small and
@@ -66,7 +71,8 @@ func Serve(nc *nats.Conn, name, version string, endpoints map[string]Handler, lo
 	if err != nil {
 		return nil, fmt.Errorf("service %s: %w", name, err)
 	}
-	s := &Service{svc: ms, nc: nc, log: log.With("service", name), slots: make(chan struct{}, MaxInFlight)}
+	s := &Service{svc: ms, nc: nc, log: log.With("service", name), slots: make(chan struct{}, MaxInFlight),
+		tasks: make(chan func()), quit: make(chan struct{})}
 	for subject, h := range endpoints {
 		h := h
 		subject := subject
@@ -79,11 +85,11 @@ func Serve(nc *nats.Conn, name, version string, endpoints map[string]Handler, lo
 				return
 			}
 			s.inflight.Add(1)
-			go func() {
+			s.spawn(func() {
 				defer s.inflight.Done()
 				defer s.release(size)
 				s.handle(subject, h, mr)
-			}()
+			})
 		}), micro.WithEndpointSubject(subject),
 			// Generous pending limits: bursts queue here instead of being dropped.
 			micro.WithEndpointPendingLimits(1<<16, 256<<20))
@@ -186,6 +192,7 @@ func (s *Service) run(ctx context.Context, subject string, h Handler, mr micro.R
 // Stop leaves the queue group, then waits (up to the context) for the
 // requests already taken to be answered.
 func (s *Service) Stop(ctx context.Context) error {
+	defer s.quitOnce.Do(func() { close(s.quit) })
 	err := s.svc.Stop()
 	done := make(chan struct{})
 	go func() { s.inflight.Wait(); close(done) }()
