@@ -10,6 +10,11 @@ import (
 // TraceParentOrNew keeps a valid W3C traceparent from the caller, or starts
 // a new trace. The gateway passes it to the services in the envelope, so
 // every log line of one request carries the same trace id.
+//
+// A trace started here is not marked sampled (flags 00): Pinion records no
+// spans, only the id in its logs, and a sampled traceparent makes the NATS
+// server copy every header of every bus message into a map to look for a
+// trace destination, most of a FHIR read's allocations (issue 39).
 func TraceParentOrNew(tp string) string {
 	if TraceID(tp) != "" {
 		return tp
@@ -17,7 +22,7 @@ func TraceParentOrNew(tp string) string {
 	b := make([]byte, 24)
 	_, _ = rand.Read(b)
 	h := hex.EncodeToString(b)
-	return "00-" + h[:32] + "-" + h[32:] + "-01"
+	return "00-" + h[:32] + "-" + h[32:] + "-00"
 }
 
 // TraceID is the trace id of a traceparent ("" if it is not valid).
