@@ -101,6 +101,7 @@ func watchBotMemberships(ctx context.Context, js jetstream.JetStream, sessions *
 
 func (bm *botMemberships) watch(ctx context.Context, w jetstream.KeyWatcher, last uint64, ready chan struct{}) {
 	defer w.Stop()
+	replayed := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -111,6 +112,9 @@ func (bm *botMemberships) watch(ctx context.Context, w jetstream.KeyWatcher, las
 				bm.stopped = true
 				close(bm.changed) // waiters read the bucket now
 				bm.mu.Unlock()
+				if !replayed {
+					close(ready) // the service starts; its runs read the bucket
+				}
 				return
 			}
 			rev := last // nil: the existing keys are seen (said once)
@@ -127,7 +131,8 @@ func (bm *botMemberships) watch(ctx context.Context, w jetstream.KeyWatcher, las
 				bm.changed = make(chan struct{})
 			}
 			bm.mu.Unlock()
-			if e == nil {
+			if e == nil && !replayed {
+				replayed = true
 				close(ready)
 			}
 		}
