@@ -95,6 +95,7 @@ func watchMemberships(ctx context.Context, js jetstream.JetStream, sessions *ses
 
 func (cm *clientMemberships) watch(ctx context.Context, w jetstream.KeyWatcher, last uint64, ready chan struct{}) {
 	defer w.Stop()
+	replayed := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -103,7 +104,11 @@ func (cm *clientMemberships) watch(ctx context.Context, w jetstream.KeyWatcher, 
 			if !ok {
 				cm.mu.Lock()
 				cm.stopped = true
+				close(cm.changed) // waiters read the bucket now
 				cm.mu.Unlock()
+				if !replayed {
+					close(ready) // the service starts; its tokens read the bucket
+				}
 				return
 			}
 			rev := last
@@ -120,7 +125,8 @@ func (cm *clientMemberships) watch(ctx context.Context, w jetstream.KeyWatcher, 
 				cm.changed = make(chan struct{})
 			}
 			cm.mu.Unlock()
-			if e == nil { // the existing keys are seen (said once)
+			if e == nil && !replayed { // the existing keys are seen
+				replayed = true
 				close(ready)
 			}
 		}
