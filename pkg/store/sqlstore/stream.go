@@ -154,10 +154,26 @@ func (s *Store) estimate(ctx context.Context, typ string, q *store.Query, d driv
 	return n
 }
 
+// crossProject are the search keys with an index of their own for
+// searches in every project (schema.go). SQLite uses a partial index only
+// when the query states its condition: the key is written into the SQL,
+// not bound.
+var crossProject = map[string]bool{"ProjectMembership.s_user": true, "ProjectMembership.s_profile": true}
+
+// key writes the test of a search row's key: bound, or for a search in
+// every project on a crossProject key, as the literal its index names.
+func (b *builder) key(col, key string) {
+	b.w(col, " = ")
+	if b.project == "" && crossProject[key] {
+		b.w("'", key, "'") // from the fixed list above: nothing to escape
+		return
+	}
+	b.arg(key)
+}
+
 // driverRange writes d's range of the search table s, in the project.
 func (b *builder) driverRange(d driver, flat []store.Cond) {
-	b.w("s.key = ")
-	b.arg(b.typ + "." + d.field)
+	b.key("s.key", b.typ+"."+d.field)
 	if b.project != "" {
 		b.w(" AND s.project = ")
 		b.arg(b.project)
