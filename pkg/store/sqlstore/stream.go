@@ -24,13 +24,16 @@ import (
 //   - sorted by _lastUpdated: the resources_list index.
 //
 // Every other condition is then a probe of the resource's own rows
-// (search_rid). A walk is the wrong plan when few resources match: it
-// meets many that fail. So a sorted search whose narrowest driver matches
-// fewer than manyMatches gathers and sorts those few instead.
+// (search_rid). A search with no driver (:contains, :missing, :not) walks
+// resources_list the same way (generalSQL). A walk is the wrong plan when
+// few resources match: it meets many that fail. So a sorted search whose
+// narrowest driver matches fewer than manyMatches gathers and sorts those
+// few instead.
 //
-// Every walk is confined to the project: the search table's key starts
-// with (key, project), and resources_list with (type, project), so
-// another project's rows are never read.
+// A search within a project walks that project's rows only: the search
+// table's key starts with (key, project), and resources_list with (type,
+// project). A search in every project walks a key's rows in every project,
+// except on the crossProject keys, which have indexes by value.
 
 // manyMatches is where a walk in order beats gathering and sorting: below
 // it, sorting the matches costs under a few milliseconds.
