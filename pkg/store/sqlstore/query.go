@@ -463,8 +463,8 @@ func (b *builder) searchField(c store.Cond) {
 	default:
 		b.w("r.rid IN ")
 	}
-	b.w("(SELECT rid FROM search WHERE ")
-	b.key("key", key)
+	b.w("(SELECT rid FROM search WHERE key = ")
+	b.arg(key)
 	if b.project != "" {
 		b.w(" AND project = ")
 		b.arg(b.project)

@@ -108,12 +108,6 @@ var migrations = [][]string{
 		`DROP TABLE search`,
 		`ALTER TABLE search3 RENAME TO search`,
 		`CREATE INDEX search_rid ON search(rid, key)`,
-		// The searches that must span every project (a person's
-		// memberships at sign-in, a client's at a token, a deleted
-		// profile's) find their few rows by value; a partial index per key
-		// keeps the cost off every other row's write (crossProject).
-		`CREATE INDEX search_member_user ON search(value) WHERE key = 'ProjectMembership.s_user'`,
-		`CREATE INDEX search_member_profile ON search(value) WHERE key = 'ProjectMembership.s_profile'`,
 	},
 }
 

@@ -273,22 +273,6 @@ func TestPlans(t *testing.T) {
 			}
 		}
 	}
-	// A person's memberships in every project, as sign-in finds them:
-	// through the partial index of their key, not a walk of the key's rows
-	// in every project.
-	for _, field := range []string{"s_user", "s_profile"} {
-		q := &store.Query{Filter: []store.Cond{store.Eq(field, "User/1")}, Limit: 101}
-		for _, st := range []func() (string, []any){
-			func() (string, []any) { return streamSQL("ProjectMembership", q, drivers(q)[0]) },
-			func() (string, []any) { return generalSQL("ProjectMembership", q, true) },
-		} {
-			text, args := st()
-			plan := explain(t, s, text, args...)
-			if !strings.Contains(plan, "search_member_"+strings.TrimPrefix(field, "s_")+" (value=?") {
-				t.Errorf("memberships by %s in every project:\n%s\nSQL: %s", field, plan, text)
-			}
-		}
-	}
 	for _, c := range []struct{ name, text, index string }{
 		{"Get", getSQL, "resources_type_id (type=? AND id=?)"},
 		{"GetVersion", versionSQL, "sqlite_autoindex_history_1 (rid=? AND version=?)"},

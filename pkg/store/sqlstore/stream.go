@@ -32,8 +32,8 @@ import (
 //
 // A search within a project walks that project's rows only: the search
 // table's key starts with (key, project), and resources_list with (type,
-// project). A search in every project walks a key's rows in every project,
-// except on the crossProject keys, which have indexes by value.
+// project). A search in every project (the memberships of a person at
+// sign-in) walks a key's rows in every project: see docs/decisions.md.
 
 // manyMatches is where a walk in order beats gathering and sorting: below
 // it, sorting the matches costs under a few milliseconds.
@@ -157,26 +157,10 @@ func (s *Store) estimate(ctx context.Context, typ string, q *store.Query, d driv
 	return n
 }
 
-// crossProject are the search keys with an index of their own for
-// searches in every project (schema.go). SQLite uses a partial index only
-// when the query states its condition: the key is written into the SQL,
-// not bound.
-var crossProject = map[string]bool{"ProjectMembership.s_user": true, "ProjectMembership.s_profile": true}
-
-// key writes the test of a search row's key: bound, or for a search in
-// every project on a crossProject key, as the literal its index names.
-func (b *builder) key(col, key string) {
-	b.w(col, " = ")
-	if b.project == "" && crossProject[key] {
-		b.w("'", key, "'") // from the fixed list above: nothing to escape
-		return
-	}
-	b.arg(key)
-}
-
 // driverRange writes d's range of the search table s, in the project.
 func (b *builder) driverRange(d driver, flat []store.Cond) {
-	b.key("s.key", b.typ+"."+d.field)
+	b.w("s.key = ")
+	b.arg(b.typ + "." + d.field)
 	if b.project != "" {
 		b.w(" AND s.project = ")
 		b.arg(b.project)
