@@ -333,22 +333,30 @@ func (b *builder) order(sorts []store.Sort, byRid bool) {
 	b.w("r.rid", dir)
 }
 
+// junction writes an AND or OR of c's members, each by write, and reports
+// whether c was one.
+func (b *builder) junction(c store.Cond, write func(store.Cond)) bool {
+	if c.Op != store.OpAnd && c.Op != store.OpOr {
+		return false
+	}
+	sep := " AND "
+	if c.Op == store.OpOr {
+		sep = " OR "
+	}
+	b.w("(")
+	for i, s := range c.Sub {
+		if i > 0 {
+			b.w(sep)
+		}
+		write(s)
+	}
+	b.w(")")
+	return true
+}
+
 // cond writes one condition as a predicate.
 func (b *builder) cond(c store.Cond) {
-	switch c.Op {
-	case store.OpAnd, store.OpOr:
-		sep := " AND "
-		if c.Op == store.OpOr {
-			sep = " OR "
-		}
-		b.w("(")
-		for i, s := range c.Sub {
-			if i > 0 {
-				b.w(sep)
-			}
-			b.cond(s)
-		}
-		b.w(")")
+	if b.junction(c, b.cond) {
 		return
 	}
 	switch c.Field {
@@ -485,20 +493,7 @@ func canEqual(c store.Cond) bool {
 // of resources in some order meets probes at a cost per resource, however
 // many other resources match.
 func (b *builder) probe(c store.Cond) {
-	switch c.Op {
-	case store.OpAnd, store.OpOr:
-		sep := " AND "
-		if c.Op == store.OpOr {
-			sep = " OR "
-		}
-		b.w("(")
-		for i, s := range c.Sub {
-			if i > 0 {
-				b.w(sep)
-			}
-			b.probe(s)
-		}
-		b.w(")")
+	if b.junction(c, b.probe) {
 		return
 	}
 	if recordField(c.Field) {
