@@ -99,6 +99,9 @@ const (
 	FieldTime    = "ts"
 )
 
+// Refields computes a resource's search fields from its JSON.
+type Refields func(json []byte) (map[string]any, error)
+
 // Store is the port. Every method is safe for concurrent use.
 type Store interface {
 	// Get returns the current version of a resource, deleted or not.
@@ -118,6 +121,15 @@ type Store interface {
 	Search(ctx context.Context, typ string, q *Query) ([]*Record, error)
 	// Count counts what Search would find without paging.
 	Count(ctx context.Context, typ string, q *Query) (int, error)
+
+	// Reindex brings the search fields of typ's current resources up to
+	// version: if the store's fields of typ were computed by an older
+	// version (a store that never recorded one holds version 1), it
+	// recomputes them with fields, from each resource's JSON, and rewrites
+	// the values that changed, in batches beside other writes; then it
+	// records version. It answers how many resources it read; progress,
+	// if not nil, hears the count after each batch.
+	Reindex(ctx context.Context, typ string, version int, fields Refields, progress func(done int)) (int, error)
 
 	// Claim reserves key for owner and returns the winner: the first claim
 	// wins, later ones get its owner, and claiming again as the winner is a

@@ -45,6 +45,7 @@ const (
 	claimsColl  = "unique_keys"
 	outboxColl  = "outbox"
 	secretsColl = "credentials"
+	metaColl    = "meta"
 )
 
 // Options configures Open.

@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Options) {
 		{"SearchHand", testSearchHand},
 		{"SearchKinds", testSearchKinds},
 		{"Sort", testSort},
+		{"Reindex", testReindex},
 		{"Outbox", testOutbox},
 		{"Secrets", testSecrets},
 		{"ConcurrentSwapSecret", testConcurrentSwapSecret},
