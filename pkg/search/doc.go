@@ -22,6 +22,8 @@
 //	string     s_c        values normalised (lower case, accents removed, spaces collapsed)
 //	           s_c_exact  the values as written, for :exact
 //	           s_c_sort   the first normalised value, for _sort
+//	           s_c_grams  for a parameter of HumanNames, the three-letter pieces of its
+//	                      values, which :contains on it and its parts looks up (grams.go)
 //	token      s_c        "code", and "system|code" and "system|", or "|code" without a system
 //	           s_c_text   normalised CodeableConcept.text, Coding.display, Identifier.type.text, for :text
 //	           s_c_sort   the first code

@@ -85,6 +85,11 @@ func stringFields(p *Param, vals []value, out map[string]any) {
 	out[p.field] = []string(norm)
 	out[p.f.exact] = []string(exact)
 	out[p.f.sort] = norm[0]
+	if gramsOwner(p) {
+		if g := gramsOf(norm); len(g) > 0 {
+			out[p.f.grams] = g
+		}
+	}
 }
 
 // stringsOf finds the text a string parameter matches in one value: a

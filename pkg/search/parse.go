@@ -58,7 +58,7 @@ func Parse(resourceType string, q url.Values) (*Query, error) {
 	}
 	reg := loadRegistry()
 	query := &Query{Count: DefaultCount, Canonical: url.Values{}}
-	var f filter
+	f := filter{grams: reg.grams[resourceType]}
 	var sortSpec []string
 	countGiven := false
 
@@ -317,6 +317,7 @@ func truncateRunes(s string, n int) string {
 type filter struct {
 	conds  []store.Cond
 	values int
+	grams  map[string]string // code → trigram field answering its :contains
 }
 
 // split is splitValues, counting the alternatives of the whole query.
@@ -502,6 +503,13 @@ func (f *filter) addString(p *Param, key, modifier string, hasModifier bool, val
 		op := store.OpPrefix
 		if hasModifier {
 			op = store.OpContains
+			if g := f.grams[p.Code]; g != "" && len(norm) == 1 {
+				// An index to walk (grams.go); with several values, an OR
+				// of them would be, which the store does not walk.
+				for _, c := range gramConds(g, norm[0].(string)) {
+					f.add(c)
+				}
+			}
 		}
 		f.add(store.Cond{Op: op, Field: p.field, Values: norm})
 	case modifier == "exact":

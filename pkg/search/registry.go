@@ -71,6 +71,7 @@ type registry struct {
 	byType map[string]map[string]*Param // resource type → code → parameter
 	common map[string]*Param            // parameters of every resource (base Resource)
 	lists  map[string][]*Param          // resource type → its parameters, by code
+	grams  map[string]map[string]string // resource type → code → trigram field answering its :contains
 }
 
 // builtins are implemented on the document's own fields, not on s_ fields.
@@ -114,6 +115,7 @@ func parseTable(text string) (*registry, error) {
 	for t := range r.byType {
 		r.lists[t] = r.collect(t)
 	}
+	r.linkGrams()
 	return r, nil
 }
 
@@ -159,7 +161,7 @@ func parseLine(line string) (*Param, []string, error) {
 	p := &Param{Code: f[0], Type: f[1], Definition: f[4]}
 	p.field = fieldName(p.Code)
 	p.f = suffixed{exact: p.field + "_exact", text: p.field + "_text", sort: p.field + "_sort",
-		lo: p.field + "_lo", hi: p.field + "_hi", unit: p.field + "_unit"}
+		lo: p.field + "_lo", hi: p.field + "_hi", unit: p.field + "_unit", grams: p.field + "_grams"}
 	if f[3] != "" && f[3] != "*" {
 		p.Targets = strings.Split(f[3], ",")
 	}
@@ -276,7 +278,7 @@ func unhex(a, b byte) (byte, bool) {
 // suffixed holds a parameter's other stored fields, named once rather than
 // concatenated on every write.
 type suffixed struct {
-	exact, text, sort, lo, hi, unit string
+	exact, text, sort, lo, hi, unit, grams string
 }
 
 // fieldName is the stored field of a parameter code.
@@ -306,6 +308,9 @@ func IndexKeys(resourceType string) []string {
 		switch p.Type {
 		case "token", "reference", "string":
 			out = append(out, p.field)
+		}
+		if gramsOwner(p) {
+			out = append(out, p.f.grams)
 		}
 	}
 	slices.Sort(out)

@@ -68,6 +68,10 @@ func (s *Service) replyBudget() int { return bus.ReplyBudget(s.nc) }
 // Start starts answering requests.
 func (s *Service) Start(ctx context.Context) error {
 	s.metadata = capabilityStatement(s.cfg.BaseURL)
+	// Before answering: a search must not miss what an older build stored.
+	if err := s.repo.Reindex(ctx); err != nil {
+		return err
+	}
 	var err error
 	if s.invites, err = invite.Open(ctx, s.js); err != nil {
 		return err

@@ -26,6 +26,7 @@ var shapes = []string{
 	"_sort=family",
 	"_sort=-family",
 	"name:contains=mit",
+	"family:contains=smit",
 	"_sort=-_lastUpdated",
 	"gender=female",
 	"_offset=1000",

@@ -24,7 +24,8 @@ import (
 //   - sorted by _lastUpdated: the resources_list index.
 //
 // Every other condition is then a probe of the resource's own rows
-// (search_rid). A search with no driver (:contains, :missing, :not) walks
+// (search_rid). A search with no driver (:missing, :not, a :contains with
+// no trigrams to look up: see search.gramConds) walks
 // resources_list the same way (generalSQL). A walk is the wrong plan when
 // few resources match: it meets many that fail. So a sorted search whose
 // narrowest driver matches fewer than manyMatches gathers and sorts those
