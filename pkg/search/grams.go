@@ -17,8 +17,8 @@ import (
 // normalised values in s_<code>_grams, and :contains=v adds, beside the
 // contains condition itself, "grams has g" for a few trigrams g of v: the
 // store walks the rarest of them, which every match has, and tests the
-// rest. Values of fewer than three letters have no trigram to look up and
-// are walked as before.
+// rest. Trigrams are taken within words; a value with no word of three
+// letters has none to look up and is walked as before.
 //
 // One set serves a resource's name, family and given: their values are
 // all among the name's (stringsOf), so a family containing v is a name
@@ -99,19 +99,23 @@ func (r *registry) linkGrams() {
 	}
 }
 
-// addGrams adds the trigrams of each value to set.
-func addGrams(set map[string]struct{}, values []string) {
-	for _, v := range values {
-		// starts holds the byte offsets of the last gramSize runes.
-		var starts [gramSize]int
-		n := 0
-		for i := range v {
-			copy(starts[:], starts[1:])
-			starts[gramSize-1] = i
-			if n++; n >= gramSize {
-				_, w := utf8.DecodeRuneInString(v[i:])
-				set[v[starts[0]:i+w]] = struct{}{}
-			}
+// grams calls f with each trigram of v that lies within a word: a name's
+// values include the full name, whose trigrams across a space would be
+// rows more for every name, looked up only by a :contains across a space.
+func grams(v string, f func(string)) {
+	// starts holds the byte offsets of the last gramSize runes.
+	var starts [gramSize]int
+	n := 0
+	for i, r := range v {
+		if r == ' ' {
+			n = 0
+			continue
+		}
+		copy(starts[:], starts[1:])
+		starts[gramSize-1] = i
+		if n++; n >= gramSize {
+			_, w := utf8.DecodeRuneInString(v[i:])
+			f(v[starts[0] : i+w])
 		}
 	}
 }
@@ -119,7 +123,9 @@ func addGrams(set map[string]struct{}, values []string) {
 // gramsOf lists the distinct trigrams of values, sorted.
 func gramsOf(values []string) []string {
 	set := make(map[string]struct{}, 16)
-	addGrams(set, values)
+	for _, v := range values {
+		grams(v, func(g string) { set[g] = struct{}{} })
+	}
 	out := make([]string, 0, len(set))
 	for g := range set {
 		out = append(out, g)
@@ -134,37 +140,25 @@ func gramsOf(values []string) []string {
 const maxGramConds = 3
 
 // gramConds are the conditions "field has g" for a few trigrams g of v
-// (normalised), none when v is shorter than a trigram.
+// (normalised), none when no word of v is as long as a trigram.
 func gramConds(field, v string) []store.Cond {
-	var seq []string
-	addSeq := func(g string) {
-		if !slices.Contains(seq, g) {
-			seq = append(seq, g)
+	var all []string
+	grams(v, func(g string) {
+		if !slices.Contains(all, g) {
+			all = append(all, g)
 		}
-	}
-	var starts []int
-	for i := range v {
-		starts = append(starts, i)
-	}
-	if len(starts) < gramSize {
+	})
+	if len(all) == 0 {
 		return nil
 	}
-	gram := func(k int) string { // the k-th trigram of v
-		end := len(v)
-		if k+gramSize < len(starts) {
-			end = starts[k+gramSize]
+	var out []store.Cond
+	for _, k := range []int{0, (len(all) - 1) / 2, len(all) - 1} {
+		c := store.Eq(field, all[k])
+		if !slices.ContainsFunc(out, func(o store.Cond) bool { return o.Values[0] == c.Values[0] }) {
+			out = append(out, c)
 		}
-		return v[starts[k]:end]
 	}
-	last := len(starts) - gramSize
-	for _, k := range []int{0, last / 2, last} {
-		addSeq(gram(k))
-	}
-	out := make([]store.Cond, 0, maxGramConds)
-	for _, g := range seq[:min(len(seq), maxGramConds)] {
-		out = append(out, store.Eq(field, g))
-	}
-	return out
+	return out[:min(len(out), maxGramConds)]
 }
 
 // FieldsVersion numbers what Fields stores for a resource type. Raise it
