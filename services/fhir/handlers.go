@@ -291,11 +291,21 @@ func (s *Service) strict(ctx context.Context, project string) bool {
 	if err != nil {
 		return true
 	}
+	// Decoded once per version of the Project: every write asks, and the
+	// Project (with its secrets and settings) cost more to decode than the
+	// rest of a create's checks.
+	strict, _ := repo.Memo(p, "fhir.strict", projectStrict)
+	return strict
+}
+
+// projectStrict reads a Project's strictMode: strict unless it says false
+// (an unreadable Project is strict too).
+func projectStrict(b []byte) (bool, error) {
 	var v struct {
 		StrictMode *bool `json:"strictMode"`
 	}
-	_ = json.Unmarshal(p.JSON, &v)
-	return v.StrictMode == nil || *v.StrictMode
+	_ = json.Unmarshal(b, &v)
+	return v.StrictMode == nil || *v.StrictMode, nil
 }
 
 func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, error) {
