@@ -59,13 +59,13 @@ func (r *Repo) publish(ctx context.Context, ev Event) {
 // the outbox with the version, so the answer does not wait for the
 // stream's ack (a round trip per write, issue 38). The ack clears the
 // record; a refusal, or no ack within outboxGrace, leaves it to the relay,
-// which publishes it again under the same Nats-Msg-Id.
-func (r *Repo) publishAfter(ev Event) {
-	if r.js == nil {
+// which publishes it again under the same Nats-Msg-Id. b is ev as the
+// outbox recorded it (outboxEvent), sent as is rather than encoded again.
+func (r *Repo) publishAfter(ev Event, b []byte) {
+	if r.js == nil || b == nil {
 		r.publish(context.Background(), ev)
 		return
 	}
-	b, _ := json.Marshal(ev)
 	f, err := r.js.PublishAsync(bus.EventSubject(ev.Type, ev.ID), b, jetstream.WithMsgID(outboxID(ev)))
 	if err != nil {
 		r.log.Warn("resource event left to the outbox relay", "type", ev.Type, "id", ev.ID, "err", err)

@@ -556,7 +556,7 @@ func (r *Repo) stored(v *version) {
 	r.stripe(key).Add(1)
 	r.remember(key, v.out)
 	if !v.quiet {
-		r.publishAfter(v.ev)
+		r.publishAfter(v.ev, v.w.Event)
 	}
 }
 
