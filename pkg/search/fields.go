@@ -150,7 +150,9 @@ func tokenFields(p *Param, vals []value, out map[string]any) {
 				first = code
 			}
 			keys.add(code)
-			keys.add(system + "|" + code) // "|code" when there is no system
+			if system != "" || !p.scalar {
+				keys.add(system + "|" + code) // "|code" when there is no system
+			}
 		}
 		if system != "" {
 			keys.add(system + "|")

@@ -225,6 +225,11 @@ func TestSearchPatients(t *testing.T) {
 		{"gender", "gender=female", []string{"p2", "p3"}},
 		{"gender OR", "gender=male,female", []string{"p1", "p2", "p3"}},
 		{"gender not", "gender:not=male", []string{"p2", "p3", "p4"}},
+		// A code has no system: "|female" is "female", and a system never matches.
+		{"gender without a system", "gender=%7Cfemale", []string{"p2", "p3"}},
+		{"gender not without a system", "gender:not=%7Cmale", []string{"p2", "p3", "p4"}},
+		{"gender with a system", "gender=http%3A%2F%2Fhl7.org%2Ffhir%2Fadministrative-gender%7Cfemale", nil},
+		{"active without a system", "active=%7Ctrue", []string{"p1"}},
 		{"gender missing", "gender:missing=true", []string{"p4"}},
 		{"gender present", "gender:missing=false", []string{"p1", "p2", "p3"}},
 		{"active", "active=true", []string{"p1"}},

@@ -557,6 +557,8 @@ func (f *filter) addToken(p *Param, key, modifier string, hasModifier bool, vals
 			keys[i] = code
 		case system == "" && code == "":
 			return badValue(key, "token", v)
+		case system == "" && p.scalar:
+			keys[i] = code // stored without the "|" (Param.scalar)
 		default:
 			keys[i] = system + "|" + code
 		}

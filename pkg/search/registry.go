@@ -45,6 +45,10 @@ type Param struct {
 	paths           []path
 	caseInsensitive bool // token values lower-cased, as Medplum does for ContactPoint
 	boolean         bool // token whose values are all booleans
+	// scalar: a token whose values are all primitives (a code, a boolean),
+	// which never have a system, so that "|code" means "code": only the
+	// code is stored, one row fewer per value on every write.
+	scalar bool
 }
 
 type opcode uint8
@@ -170,7 +174,7 @@ func parseLine(line string) (*Param, []string, error) {
 			p.Definition = long + strings.TrimPrefix(p.Definition, short)
 		}
 	}
-	boolean := true
+	boolean, scalar := true, true
 	for _, ps := range strings.Split(f[5], "|") {
 		var pa path
 		for _, s := range strings.Split(ps, ".") {
@@ -184,6 +188,7 @@ func parseLine(line string) (*Param, []string, error) {
 			return nil, nil, fmt.Errorf("%s: empty path", p.Code)
 		}
 		last := pa[len(pa)-1]
+		scalar = scalar && primitive(last)
 		switch last.op {
 		case opExists, opTruthy:
 		case opRefType:
@@ -206,7 +211,26 @@ func parseLine(line string) (*Param, []string, error) {
 		p.paths = append(p.paths, pa)
 	}
 	p.boolean = boolean && p.Type == "token"
+	p.scalar = scalar && p.Type == "token"
 	return p, strings.Split(f[2], ","), nil
+}
+
+// primitive reports whether a path ending in st selects primitive values
+// only: a computed boolean, a type name, or keys all of a FHIR primitive
+// type (their names start in lower case; "" is a type not known).
+func primitive(st step) bool {
+	switch st.op {
+	case opExists, opTruthy, opRefType:
+		return true
+	case opField:
+		for _, t := range st.types {
+			if t == "" || t[0] < 'a' || t[0] > 'z' {
+				return false
+			}
+		}
+		return len(st.types) > 0
+	}
+	return false
 }
 
 func parseStep(s string) (step, error) {
