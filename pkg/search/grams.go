@@ -2,6 +2,7 @@ package search
 
 import (
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/pinion-health/pinion/pkg/store"
@@ -118,6 +119,11 @@ func grams(v string, f func(string)) {
 			f(v[starts[0] : i+w])
 		}
 	}
+}
+
+// isGram reports whether v is one trigram: three letters of one word.
+func isGram(v string) bool {
+	return utf8.RuneCountInString(v) == gramSize && !strings.Contains(v, " ")
 }
 
 // gramsOf lists the distinct trigrams of values, sorted.

@@ -51,6 +51,7 @@ func TestParseContainsGrams(t *testing.T) {
 	}{
 		{"Patient", "name:contains=Mit", []string{"mit"}},
 		{"Patient", "family:contains=smith", []string{"smi", "mit", "ith"}},
+		{"Patient", "family:contains=mit", []string{"mit"}},
 		{"Practitioner", "given:contains=JOHANNA", []string{"joh", "han", "nna"}},
 		{"Patient", "name:contains=aaaa", []string{"aaa"}},
 		{"Patient", "name:contains=ia sm", nil},
@@ -79,6 +80,11 @@ func TestParseContainsGrams(t *testing.T) {
 		}
 		if !slices.Equal(grams, tc.grams) {
 			t.Errorf("%s?%s: trigram conditions %q, want %q", tc.typ, tc.query, grams, tc.grams)
+		}
+		// Only a name's own single trigram needs no test of the values.
+		contains := slices.ContainsFunc(q.Filter, func(c store.Cond) bool { return c.Op == store.OpContains })
+		if want := tc.query != "name:contains=Mit" && strings.Contains(tc.query, ":contains"); contains != want {
+			t.Errorf("%s?%s: a contains condition: %v, want %v", tc.typ, tc.query, contains, want)
 		}
 	}
 }

@@ -506,8 +506,14 @@ func (f *filter) addString(p *Param, key, modifier string, hasModifier bool, val
 			if g := f.grams[p.Code]; g != "" && len(norm) == 1 {
 				// An index to walk (grams.go); with several values, an OR
 				// of them would be, which the store does not walk.
-				for _, c := range gramConds(g, norm[0].(string)) {
+				v := norm[0].(string)
+				for _, c := range gramConds(g, v) {
 					f.add(c)
+				}
+				if g == p.f.grams && isGram(v) {
+					// The parameter's own trigrams, and v is one: having it
+					// is containing it, and there is nothing left to test.
+					return nil
 				}
 			}
 		}
