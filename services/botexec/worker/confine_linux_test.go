@@ -93,6 +93,9 @@ func TestWatchdogKillsAWorkerThatDoesNotAnswer(t *testing.T) {
 	if err := syscall.Kill(frozen.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// The stop takes effect when the worker is next scheduled: on a busy
+	// machine that can be after the run below is sent.
+	waitStopped(t, frozen.cmd.Process.Pid)
 	j := job(echo, "x")
 	j.Limits.Timeout = 50 * time.Millisecond
 	start := time.Now()
@@ -116,5 +119,26 @@ func TestWatchdogKillsAWorkerThatDoesNotAnswer(t *testing.T) {
 	}
 	if res := runJob(t, p, job(echo, "after")); res.Err != nil || res.Text != "after" {
 		t.Errorf("next run: %+v %v", res, res.Err)
+	}
+}
+
+// waitStopped waits until the process is in the stopped state ('T' in
+// /proc/<pid>/stat).
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The state follows the command name, which is in parentheses.
+		if i := strings.LastIndexByte(string(b), ')'); i > 0 && len(b) > i+2 && b[i+2] == 'T' {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d not stopped within 10 s: %s", pid, b)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
