@@ -47,6 +47,11 @@ type Service struct {
 	tasks    chan func()
 	quit     chan struct{}
 	quitOnce sync.Once
+	// locals are the endpoints Calls on nc reach in process (local.go);
+	// stopped, under mu, turns them back to the wire.
+	locals  []*localEndpoint
+	mu      sync.RWMutex
+	stopped bool
 }
 
 // In-flight bounds of one service instance. Requests are mostly small and
@@ -95,8 +100,10 @@ func Serve(nc *nats.Conn, name, version string, endpoints map[string]Handler, lo
 			micro.WithEndpointPendingLimits(1<<16, 256<<20))
 		if err != nil {
 			_ = ms.Stop()
+			s.stopLocal()
 			return nil, fmt.Errorf("service %s endpoint %s: %w", name, subject, err)
 		}
+		s.serveLocally(subject, h)
 	}
 	return s, nil
 }
@@ -121,30 +128,38 @@ func (s *Service) release(size int64) {
 }
 
 func (s *Service) handle(subject string, h Handler, mr micro.Request) {
-	ctx := context.Background()
-	var cancel context.CancelFunc
-	if d, err := strconv.ParseInt(mr.Headers().Get(hDeadline), 10, 64); err == nil {
-		ctx, cancel = context.WithDeadline(ctx, time.UnixMilli(d))
-	} else {
-		ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
-	}
+	hdr := nats.Header(mr.Headers())
+	ctx, cancel := handlerContext(hdr)
 	defer cancel()
-	s.reply(subject, mr, s.run(ctx, subject, h, mr))
+	s.reply(subject, mr, s.run(ctx, subject, h, hdr, mr.Data()))
 }
 
-// reply sends an answer. One too large for the bus (handlers bound what
-// they assemble, so this is a bug) is replaced at once by a 500, so the
-// caller is not left waiting for its deadline.
-func (s *Service) reply(subject string, mr micro.Request, resp *Response) {
-	h := EncodeResponse(resp)
-	if size := len(resp.Body) + headerSize(h); int64(size) > s.nc.MaxPayload() {
-		s.log.Error("answer too large for the bus", "subject", subject, "bytes", size, "max", s.nc.MaxPayload())
-		resp = Outcome(fhir.Internal())
-		h = EncodeResponse(resp)
+// handlerContext is a request's context: until the caller's deadline, or
+// a minute when it sent none.
+func handlerContext(h nats.Header) (context.Context, context.CancelFunc) {
+	if d, err := strconv.ParseInt(h.Get(hDeadline), 10, 64); err == nil {
+		return context.WithDeadline(context.Background(), time.UnixMilli(d))
 	}
-	if err := mr.Respond(resp.Body, micro.WithHeaders(micro.Headers(h))); err != nil {
+	return context.WithTimeout(context.Background(), 60*time.Second)
+}
+
+// reply sends an answer.
+func (s *Service) reply(subject string, mr micro.Request, resp *Response) {
+	resp = s.bounded(subject, resp)
+	if err := mr.Respond(resp.Body, micro.WithHeaders(micro.Headers(EncodeResponse(resp)))); err != nil {
 		s.log.Warn("respond failed", "subject", subject, "err", err)
 	}
+}
+
+// bounded replaces an answer too large for the bus (handlers bound what
+// they assemble, so this is a bug) by a 500 at once, so the caller is not
+// left waiting for its deadline.
+func (s *Service) bounded(subject string, resp *Response) *Response {
+	if size := len(resp.Body) + headerSize(EncodeResponse(resp)); int64(size) > s.nc.MaxPayload() {
+		s.log.Error("answer too large for the bus", "subject", subject, "bytes", size, "max", s.nc.MaxPayload())
+		return Outcome(fhir.Internal())
+	}
+	return resp
 }
 
 func headerSize(h nats.Header) int {
@@ -164,8 +179,8 @@ func ReplyBudget(nc *nats.Conn) int {
 	return int(nc.MaxPayload()) - 64<<10
 }
 
-func (s *Service) run(ctx context.Context, subject string, h Handler, mr micro.Request) (resp *Response) {
-	req, err := DecodeRequest(nats.Header(mr.Headers()), mr.Data())
+func (s *Service) run(ctx context.Context, subject string, h Handler, hdr nats.Header, data []byte) (resp *Response) {
+	req, err := DecodeRequest(hdr, data)
 	if err != nil {
 		return Outcome(fhir.AsError(err))
 	}
@@ -193,6 +208,7 @@ func (s *Service) run(ctx context.Context, subject string, h Handler, mr micro.R
 // requests already taken to be answered.
 func (s *Service) Stop(ctx context.Context) error {
 	defer s.quitOnce.Do(func() { close(s.quit) })
+	s.stopLocal()
 	err := s.svc.Stop()
 	done := make(chan struct{})
 	go func() { s.inflight.Wait(); close(done) }()
@@ -213,12 +229,23 @@ func Call(ctx context.Context, nc *nats.Conn, subject string, r *Request) (*Resp
 		m.Header.Set(hDeadline, strconv.FormatInt(d.UnixMilli(), 10))
 	}
 	start := time.Now()
-	reply, err := nc.RequestMsgWithContext(ctx, m)
+	var resp *Response
+	var err error
+	local := false
+	if e := localFor(nc, subject); e != nil {
+		resp, local, err = e.call(ctx, m)
+	}
+	if !local {
+		var reply *nats.Msg
+		if reply, err = nc.RequestMsgWithContext(ctx, m); err == nil {
+			resp = DecodeResponse(reply)
+		}
+	}
 	result := "ok"
 	defer func() { metrics.Since(metrics.BusDuration.WithLabelValues(subject, result), start) }()
 	switch {
 	case err == nil:
-		return DecodeResponse(reply), nil
+		return resp, nil
 	case errors.Is(err, nats.ErrNoResponders):
 		result = "no-responders"
 		return nil, fhir.Unavailable("Service unavailable")
