@@ -353,7 +353,7 @@ func (r *Repo) Create(ctx context.Context, sc Scope, res map[string]any, o Write
 	}
 	id := o.ID
 	if id == "" {
-		id = uuid.NewString()
+		id = NewID()
 	} else if !validID(id) {
 		return nil, fhir.BadRequest("Invalid id", "id")
 	}
@@ -581,7 +581,7 @@ func (r *Repo) CreateMany(ctx context.Context, sc Scope, typ string, list []map[
 		if err := Check(res, o.Strict); err != nil {
 			return err
 		}
-		v, err := r.prepare(ctx, "create", typ, uuid.NewString(), project, res, o.Author)
+		v, err := r.prepare(ctx, "create", typ, NewID(), project, res, o.Author)
 		if err != nil {
 			return err
 		}
@@ -640,6 +640,19 @@ func withoutMeta(res map[string]any) map[string]any {
 		}
 	}
 	return out
+}
+
+// NewID names a new resource: a UUID whose leading 48 bits are the time
+// of its making (version 7), the rest random. The store's index of
+// resources by type and id then grows at its end, in pages the previous
+// creates just wrote, where random (version 4) ids dirtied a page of it
+// chosen at random by each create (issue 38). It still holds 74 random
+// bits, and tells no more than the first version's meta.lastUpdated.
+func NewID() string {
+	if id, err := uuid.NewV7(); err == nil {
+		return id.String()
+	}
+	return uuid.NewString()
 }
 
 // validID checks the FHIR id syntax, which also keeps ids safe as keys.

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -253,7 +251,7 @@ func (b *bundleRun) run(ctx context.Context, exec entryRunner) error {
 		}
 		assigned := ""
 		if b.tx && e.isMethod("POST") {
-			assigned = uuid.NewString()
+			assigned = repo.NewID()
 		}
 		resp, err := b.exec(ctx, exec, e, assigned, read)
 		if err != nil {

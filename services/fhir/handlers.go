@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
@@ -319,7 +317,7 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 	// a create whose outcome its deadline cut off.
 	id := r.Param("id")
 	if id == "" {
-		id = uuid.NewString()
+		id = repo.NewID()
 	}
 	opts := repo.WriteOptions{ID: id, Author: r.Principal.Profile, Strict: s.strict(ctx, g.Project())}
 	in, err := decodeCreate(r, typ, id)
