@@ -31,7 +31,7 @@ func (s *Store) Search(ctx context.Context, typ string, q *store.Query) ([]*stor
 	switch {
 	case len(q.Sort) == 0 && len(ds) > 0:
 		text, args = streamSQL(typ, q, s.narrowest(ctx, typ, q, ds))
-	case ordered(q) && s.fewest(ctx, typ, q, ds) >= manyMatches:
+	case ordered(q) && s.walkPays(ctx, typ, q, s.fewest(ctx, typ, q, ds)):
 		if q.Sort[0].Field != store.FieldTime {
 			return s.sortedSearch(ctx, typ, q)
 		}
