@@ -14,6 +14,14 @@ import (
 
 func openStore(t *testing.T, cfg Config) *Store {
 	t.Helper()
+	_, s := openWithJS(t, cfg)
+	return s
+}
+
+// openWithJS opens a store on a NATS server of the test's own, and
+// answers the JetStream context beside it.
+func openWithJS(t *testing.T, cfg Config) (jetstream.JetStream, *Store) {
+	t.Helper()
 	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir(), NoListen: true})
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +40,7 @@ func openStore(t *testing.T, cfg Config) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return js, s
 }
 
 // A login the bucket's TTL removed is forgotten by every view too, so a

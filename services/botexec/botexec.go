@@ -78,7 +78,7 @@ type Service struct {
 	identifiers *expirable.LRU[string, identifierHit]
 	// botMembers keeps bots' membership entries (nil without JetStream:
 	// the bucket is read on every run).
-	botMembers *botMemberships
+	botMembers *session.MemberCache
 	evSub      *nats.Subscription
 	// audits queues AuditEvents for the writers, off the execution path.
 	audits chan auditEvent
@@ -136,13 +136,13 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.evSub = sub
 	if s.cfg.JS != nil {
-		if s.botMembers, err = watchBotMemberships(ctx, s.cfg.JS, s.sessions); err != nil {
+		if s.botMembers, err = session.WatchMembers(ctx, s.cfg.JS, s.sessions, maxBotMemberships); err != nil {
 			_ = s.evSub.Unsubscribe()
 			s.pool.Close()
 			return err
 		}
 		if err := s.startSubscriptions(ctx); err != nil {
-			s.botMembers.stop()
+			s.botMembers.Stop()
 			_ = s.evSub.Unsubscribe()
 			s.pool.Close()
 			return err
@@ -166,7 +166,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		_ = s.evSub.Unsubscribe()
 	}
 	if s.botMembers != nil {
-		s.botMembers.stop()
+		s.botMembers.Stop()
 	}
 	var err error
 	if s.svc != nil {

@@ -107,7 +107,7 @@ func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response
 	if err != nil {
 		return nil, err
 	}
-	runAs, err := s.runAs(ctx, b, r.Principal, appliedRevision(r))
+	runAs, err := s.runAs(ctx, b, r.Principal, session.AppliedRevision(r.Get(session.AppliedHeader)))
 	if err != nil {
 		return nil, err
 	}
@@ -295,6 +295,10 @@ func (h identifierHit) answer() (string, error) {
 // maxIdentifiers bounds the identifier answers kept: the key is the
 // caller's to choose, so unbounded it would grow with every new one sent.
 const maxIdentifiers = 10_000
+
+// maxBotMemberships bounds the membership entries kept (one per bot that
+// runs).
+const maxBotMemberships = 10_000
 
 // botByIdentifier finds the one bot with the identifier in the caller's
 // project — even for super admins: the same identifier in another project
@@ -493,7 +497,7 @@ func (s *Service) membership(ctx context.Context, id string, atLeast uint64) (*s
 	if s.botMembers == nil {
 		return s.sessions.GetMembership(ctx, id)
 	}
-	return s.botMembers.get(ctx, id, atLeast)
+	return s.botMembers.Get(ctx, id, atLeast)
 }
 
 // runsAsCaller reports a runAsUser bot run from its own project: it acts

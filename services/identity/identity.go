@@ -59,7 +59,7 @@ type Service struct {
 	assertions *assertions // client assertions (private_key_jwt)
 
 	clients   *expirable.LRU[string, *clientEntry]
-	members   *clientMemberships // the entries of clients' memberships
+	members   *session.MemberCache // the entries of clients' memberships
 	evSubs    []*nats.Subscription
 	credSub   *nats.Subscription
 	credLocks [64]sync.Mutex
@@ -142,7 +142,7 @@ func (s *Service) Start(ctx context.Context) error {
 		}
 		s.evSubs = append(s.evSubs, sub)
 	}
-	if s.members, err = watchMemberships(ctx, s.js, s.sessions, maxClients); err != nil {
+	if s.members, err = session.WatchMembers(ctx, s.js, s.sessions, maxClients); err != nil {
 		return fmt.Errorf("client memberships: %w", err)
 	}
 	if s.credSub, err = s.nc.Subscribe(bus.ClientChangedSubject, func(m *nats.Msg) { s.forgetClient(string(m.Data)) }); err != nil {
@@ -189,7 +189,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		s.stopSaga()
 	}
 	if s.members != nil {
-		s.members.stop()
+		s.members.Stop()
 	}
 	if s.svc == nil {
 		return nil

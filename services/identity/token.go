@@ -128,14 +128,14 @@ func (s *Service) clientCredentials(ctx context.Context, r *bus.Request, form ur
 	if form.Has("client_assertion_type") || form.Has("client_assertion") {
 		// private_key_jwt: the assertion stands in for the secret.
 		if id, no, err = s.clientAssertion(ctx, form.Get("client_assertion_type"), form.Get("client_assertion")); err == nil && no == nil {
-			c, member, no, err = s.authenticateClient(ctx, id, r.Remote, appliedRevision(r), func(*clientEntry) bool { return true })
+			c, member, no, err = s.authenticateClient(ctx, id, r.Remote, session.AppliedRevision(r.Get(session.AppliedHeader)), func(*clientEntry) bool { return true })
 		}
 	} else {
 		var secret string
 		if id, secret, no = clientAuth(r.Get("Authorization"), form); no != nil {
 			return nil, no
 		}
-		c, member, no, err = s.authenticateClient(ctx, id, r.Remote, appliedRevision(r), s.secretProof(ctx, id, secret))
+		c, member, no, err = s.authenticateClient(ctx, id, r.Remote, session.AppliedRevision(r.Get(session.AppliedHeader)), s.secretProof(ctx, id, secret))
 	}
 	if err != nil {
 		return nil, err
@@ -254,7 +254,7 @@ func (s *Service) clientMembership(ctx context.Context, id string, applied uint6
 	if s.members == nil {
 		return s.sessions.GetMembership(ctx, id)
 	}
-	return s.members.get(ctx, id, applied)
+	return s.members.Get(ctx, id, applied)
 }
 
 // secretProof checks a presented secret against the client's current and
@@ -282,7 +282,7 @@ func (s *Service) basic(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err := s.limiter.allow(r.Remote, key); err != nil {
 		return nil, err
 	}
-	c, _, no, err := s.authenticateClient(ctx, in.ID, r.Remote, appliedRevision(r), s.secretProof(ctx, in.ID, in.Secret))
+	c, _, no, err := s.authenticateClient(ctx, in.ID, r.Remote, session.AppliedRevision(r.Get(session.AppliedHeader)), s.secretProof(ctx, in.ID, in.Secret))
 	if err != nil {
 		s.limiter.released(r.Remote, key)
 		return nil, err
