@@ -150,6 +150,8 @@ func Run(ctx context.Context, p *Program, ev Event, host Host, lim Limits) (res 
 		case out = <-finished:
 		case <-time.After(stuckGrace):
 			stuckRuns.Add(1)
+			stuckLive.Add(1)
+			go func() { <-finished; stuckLive.Add(-1) }()
 			reason := *st.reason.Load()
 			reason.Message += " (the bot was stuck in a built-in function and was abandoned)"
 			out.res = &Result{Err: &reason}
@@ -173,6 +175,9 @@ func Run(ctx context.Context, p *Program, ev Event, host Host, lim Limits) (res 
 var stuckGrace = time.Second
 
 var stuckRuns atomic.Int64
+
+// stuckLive counts the abandoned runs whose built-in has not returned yet.
+var stuckLive atomic.Int64
 
 // StuckRuns is how many runs have been abandoned because a built-in function
 // ignored the interrupt; each may still hold a goroutine (and a CPU) until
