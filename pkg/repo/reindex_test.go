@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/store"
@@ -38,16 +36,7 @@ func TestReindexOlderFields(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nc, err := nats.Connect("", nats.InProcessServer(natsServer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	r, err := New(old, nc, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Close)
+	r := instanceOn(t, old)
 
 	found := func() int {
 		q, err := search.Parse("Patient", url.Values{"name:contains": {"smith"}})

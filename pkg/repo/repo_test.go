@@ -49,12 +49,18 @@ func TestMain(m *testing.M) {
 // instance is one repository as one service process would have it.
 func instance(t *testing.T) *Repo {
 	t.Helper()
+	return instanceOn(t, st)
+}
+
+// instanceOn is a repository over the store s.
+func instanceOn(t *testing.T, s store.Store) *Repo {
+	t.Helper()
 	nc, err := nats.Connect("", nats.InProcessServer(natsServer))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	r, err := New(st, nc, Options{})
+	r, err := New(s, nc, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
