@@ -82,7 +82,10 @@ func (s *Store) refield(ctx context.Context, typ string, d bson.D, fields store.
 	j, _ := lookup(d, fJSON).(string)
 	f, err := fields([]byte(j))
 	if err != nil {
-		return fmt.Errorf("reindex %s/%v: %w", typ, id, err)
+		// One resource's fields must not keep the store from starting: it
+		// keeps the fields it had.
+		s.o.Log.Warn("mongostore: reindex skipped a resource", "type", typ, "id", id, "err", err)
+		return nil
 	}
 	set, unset := bson.D{}, bson.D{}
 	for k, v := range f {

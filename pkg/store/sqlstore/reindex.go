@@ -66,12 +66,15 @@ func (s *Store) Reindex(ctx context.Context, typ string, version int, fields sto
 			}
 			for _, d := range docs {
 				f, err := fields(d.json)
-				if err != nil {
-					return fmt.Errorf("sqlstore: reindexing %s rid %d: %w", typ, d.rid, err)
-				}
 				w := &store.Write{Record: store.Record{Type: typ, ID: d.id, Version: d.version, Project: d.project}, Fields: f}
-				if err := check(w); err != nil {
-					return err
+				if err == nil {
+					err = check(w)
+				}
+				if err != nil {
+					// One resource's fields must not keep the store from
+					// starting: it keeps the rows it had.
+					s.log.Warn("sqlstore: reindex skipped a resource", "type", typ, "id", d.id, "err", err)
+					continue
 				}
 				old, err := c.searchRows(d.rid)
 				if err != nil {
