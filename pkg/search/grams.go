@@ -140,13 +140,10 @@ func gramsOf(values []string) []string {
 	return out
 }
 
-// maxGramConds bounds the trigram conditions one :contains value adds:
-// the store counts each as a candidate to walk, and three (the first, the
-// middle and the last) are as likely as all of them to hold a rare one.
-const maxGramConds = 3
-
 // gramConds are the conditions "field has g" for a few trigrams g of v
-// (normalised), none when no word of v is as long as a trigram.
+// (normalised), none when no word of v is as long as a trigram. The store
+// counts each as a candidate to walk; the first, the middle and the last
+// are as likely as all of them to hold a rare one.
 func gramConds(field, v string) []store.Cond {
 	var all []string
 	grams(v, func(g string) {
@@ -164,7 +161,7 @@ func gramConds(field, v string) []store.Cond {
 			out = append(out, c)
 		}
 	}
-	return out[:min(len(out), maxGramConds)]
+	return out
 }
 
 // FieldsVersion numbers what Fields stores for a resource type. Raise it

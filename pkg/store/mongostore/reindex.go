@@ -15,9 +15,9 @@ import (
 
 const reindexBatch = 200
 
-// Reindex implements store.Store. Each document is replaced on the
-// condition that its version is still the one read: a write racing the
-// reindex wrote current fields of its own. The version is kept in the meta
+// Reindex implements store.Store. Each document's search fields are
+// updated on the condition that its version is still the one read: a write
+// racing the reindex wrote current fields of its own. The version is kept in the meta
 // collection under "fields:" + typ. Two processes reindexing at once do
 // the same work twice, harmlessly.
 func (s *Store) Reindex(ctx context.Context, typ string, version int, fields store.Refields, progress func(done int)) (int, error) {
