@@ -232,28 +232,16 @@ func (g *Gate) Update(ctx context.Context, i Interaction, res map[string]any, o 
 		return g.repo.Update(ctx, g.sc, res, o)
 	}
 	id, _ := res["id"].(string)
-	for attempt := 0; ; attempt++ {
-		cur, err := g.repo.Read(ctx, g.sc, g.typ, id)
-		if err != nil {
-			return nil, err
-		}
-		if o.IfMatch != "" && o.IfMatch != cur.VersionID {
-			return nil, fhir.PreconditionFailed()
-		}
+	out, err := g.repo.Modify(ctx, g.sc, g.typ, id, o, func(cur *repo.Resource) (map[string]any, error) {
 		if err := g.policy.Write(i, g.typ, cur, res, cur.Project); err != nil {
 			return nil, err
 		}
-		pinned := o
-		pinned.IfMatch = cur.VersionID
-		out, err := g.repo.Update(ctx, g.sc, res, pinned)
-		if err != nil && o.IfMatch == "" && attempt < 3 && errors.Is(err, fhir.ErrPreconditionFailed) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return g.policy.Redact(out)
+		return res, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return g.policy.Redact(out)
 }
 
 // Delete removes a resource after current has checked it. Between the

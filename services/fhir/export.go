@@ -768,22 +768,18 @@ func exportQuery(spec *exportSpec, typ string) (*search.Query, error) {
 func (s *Service) failExport(ctx context.Context, spec *exportSpec, cause error) {
 	sc := repo.Scope{Project: spec.Project}
 	msg := failureMessage(cause)
-	for range 3 {
-		cur, err := s.repo.Read(ctx, sc, "AsyncJob", spec.Job)
-		if err != nil {
-			s.log.Error("export failure not recorded", "job", spec.Job, "err", err)
-			return
-		}
+	_, err := s.repo.Modify(ctx, sc, "AsyncJob", spec.Job, repo.WriteOptions{}, func(cur *repo.Resource) (map[string]any, error) {
 		job, err := cur.Decode()
 		if err != nil || job["status"] != "active" {
-			return
+			return nil, nil // finished or cancelled meanwhile: nothing to record
 		}
 		s.deleteFiles(ctx, sc, stateOf(job).Files)
 		job["status"] = "error"
 		job["output"] = failedOutput(msg)
-		if _, err := s.repo.Update(ctx, sc, job, repo.WriteOptions{IfMatch: cur.VersionID}); !changed(err) {
-			return
-		}
+		return job, nil
+	})
+	if err != nil && !changed(err) {
+		s.log.Error("export failure not recorded", "job", spec.Job, "err", err)
 	}
 }
 
@@ -880,40 +876,43 @@ func exportStatusAnswer(base string, job map[string]any) (*bus.Response, error) 
 // exportCancel is DELETE /fhir/R4/bulkdata/export/<job>: the job stops at
 // its next file and its files are deleted.
 func (s *Service) exportCancel(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	for range 3 {
-		job, cur, err := s.readExportJob(ctx, r)
-		if err != nil {
-			return nil, err
-		}
-		pol, err := s.policies.For(ctx, r.Principal)
-		if err != nil {
-			return nil, err
-		}
-		if err := pol.AllowResource("AsyncJob", cur.ID, access.Update); err != nil {
-			return nil, err
-		}
-		done, err := cancelled(job)
-		if err != nil {
-			return nil, err
-		}
-		if done {
-			return &bus.Response{Status: 202, Header: map[string]string{}}, nil
-		}
-		sc := repo.Scope{Project: cur.Project}
-		files := stateOf(job).Files
-		job["status"] = "cancelled"
-		job["output"] = exportState{}.output(true)
-		_, err = s.repo.Update(ctx, sc, job, repo.WriteOptions{IfMatch: cur.VersionID, Author: r.Principal.Profile})
-		if changed(err) {
-			continue // the job wrote a file meanwhile: look again
-		}
-		if err != nil {
-			return nil, err
-		}
-		s.deleteFiles(ctx, sc, files)
-		return &bus.Response{Status: 202, Header: map[string]string{}}, nil
+	_, cur, err := s.readExportJob(ctx, r)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fhir.Conflict("The export is changing too fast to cancel; try again")
+	pol, err := s.policies.For(ctx, r.Principal)
+	if err != nil {
+		return nil, err
+	}
+	if err := pol.AllowResource("AsyncJob", cur.ID, access.Update); err != nil {
+		return nil, err
+	}
+	sc := repo.Scope{Project: cur.Project}
+	var files []exportFile
+	// A job that wrote a file meanwhile is looked at again (Modify retries).
+	_, err = s.repo.Modify(ctx, sc, "AsyncJob", cur.ID, repo.WriteOptions{Author: r.Principal.Profile},
+		func(cur *repo.Resource) (map[string]any, error) {
+			job, err := cur.Decode()
+			if err != nil {
+				return nil, err
+			}
+			if done, err := cancelled(job); err != nil || done {
+				files = nil
+				return nil, err
+			}
+			files = stateOf(job).Files
+			job["status"] = "cancelled"
+			job["output"] = exportState{}.output(true)
+			return job, nil
+		})
+	if changed(err) {
+		return nil, fhir.Conflict("The export is changing too fast to cancel; try again")
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.deleteFiles(ctx, sc, files)
+	return &bus.Response{Status: 202, Header: map[string]string{}}, nil
 }
 
 // cancelled says whether a cancel finds the job cancelled already (and

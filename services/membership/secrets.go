@@ -13,7 +13,6 @@ import (
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 )
 
@@ -32,7 +31,7 @@ func (s *Service) setSites(ctx context.Context, r *bus.Request) (*bus.Response, 
 
 // replaceList replaces one list field of the project with the parsed body,
 // for the project's admins. A write between the read and this one is not
-// lost: the update is conditional on the version read, and retried.
+// lost: repo.Modify writes conditional on the version read, and retries.
 func (s *Service) replaceList(ctx context.Context, r *bus.Request, field string, parse func([]byte) ([]any, error)) (*bus.Response, error) {
 	projectID := r.Param("projectId")
 	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
@@ -45,29 +44,26 @@ func (s *Service) replaceList(ctx context.Context, r *bus.Request, field string,
 	if err != nil {
 		return nil, err
 	}
-	for attempt := 0; ; attempt++ {
-		cur, err := projects.Read(ctx, s.repo, projectID)
-		if err != nil {
-			return nil, err
-		}
-		p, err := cur.Decode()
-		if err != nil {
-			return nil, err
-		}
-		if len(list) == 0 {
-			delete(p, field)
-		} else {
-			p[field] = list
-		}
-		out, err := s.repo.Update(ctx, repo.AllProjects, p, repo.WriteOptions{IfMatch: cur.VersionID, Author: r.Principal.Profile})
-		if errors.Is(err, fhir.ErrPreconditionFailed) && attempt < 3 {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return bus.FHIR(200, out.JSON), nil
+	out, err := s.repo.Modify(ctx, repo.AllProjects, "Project", projectID, repo.WriteOptions{Author: r.Principal.Profile},
+		func(cur *repo.Resource) (map[string]any, error) {
+			p, err := cur.Decode()
+			if err != nil {
+				return nil, err
+			}
+			if len(list) == 0 {
+				delete(p, field)
+			} else {
+				p[field] = list
+			}
+			return p, nil
+		})
+	if errors.Is(err, fhir.ErrGone) {
+		err = fhir.NotFound() // a deleted project is no project (projects.Read)
 	}
+	if err != nil {
+		return nil, err
+	}
+	return bus.FHIR(200, out.JSON), nil
 }
 
 // readList reads a body that replaces a project's list: only an array
