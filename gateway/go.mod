@@ -9,6 +9,7 @@ require (
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/nats-io/nats.go v1.55.0
 	github.com/pinion-health/pinion/pkg v0.0.0
+	github.com/pinion-health/pinion/services/membership v0.0.0
 )
 
 require (
@@ -96,3 +97,6 @@ require (
 )
 
 replace github.com/pinion-health/pinion/pkg => ../pkg
+
+// The console's component tests run the membership service.
+replace github.com/pinion-health/pinion/services/membership => ../services/membership
