@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/subscription"
-	"github.com/pinion-health/pinion/services/botexec"
+	"github.com/pinion-health/pinion/services/botexec/subscriptions"
 )
 
 // hook is a rest-hook endpoint on loopback that records what it is sent
@@ -85,7 +85,7 @@ func deliveryMessages(t *testing.T, pid string, want map[string]uint64) {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := js.Stream(ctx, botexec.DeliveryStream)
+	st, err := js.Stream(ctx, subscriptions.DeliveryStream)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/services/botexec/sandbox"
+	"github.com/pinion-health/pinion/services/botexec/subscriptions"
 )
 
 // maxAuditLog bounds the console text kept in an AuditEvent (Medplum's 10 KiB).
@@ -28,7 +29,7 @@ func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time
 	}
 	if subscription != "" {
 		// As Medplum: the subscription that ran the bot is an entity too.
-		ev["entity"] = append(ev["entity"].([]any), subscriberEntity(subscription))
+		ev["entity"] = append(ev["entity"].([]any), subscriptions.SubscriberEntity(subscription))
 	}
 	for _, dest := range b.destinations() {
 		switch dest {

@@ -1,12 +1,20 @@
-// Package botexec is the bot executor service: Bot/$execute (by id or by
-// identifier, POST or GET), Bot/$deploy, and creating bots with their
-// memberships. Bots run in the sandbox package's JavaScript runtime.
+// Package botexec is the bot executor service. It serves Bot/$execute (by
+// id or by identifier, POST or GET, at once or with Prefer: respond-async
+// on an AsyncJob), Bot/$deploy, and creating bots with their memberships.
+// Each run acts as the bot's membership (or its caller, for a runAsUser
+// bot), waits for its project's turn (slots.go), runs on a pool of worker
+// processes (worker) in the sandbox package's JavaScript runtime, reaches
+// the other services over NATS with the rights it runs as (host.go), and
+// is recorded as an AuditEvent off the answer's path (audit.go).
+//
+// With JetStream it also starts the projects' Subscriptions (the
+// subscriptions package: matching, rest-hook and bot deliveries,
+// WebSocket notifications, $resend), whose bot deliveries it runs.
 package botexec
 
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
@@ -20,6 +28,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/botexec/subscriptions"
 	"github.com/pinion-health/pinion/services/botexec/worker"
 )
 
@@ -87,19 +96,8 @@ type Service struct {
 	auditQuit  chan struct{}
 	auditWG    sync.WaitGroup
 
-	// Subscriptions (subscriptions.go, delivery.go).
-	hooks          *http.Client
-	deliveryStream jetstream.Stream
-	events         chan jetstream.Msg
-	matchCC        jetstream.ConsumeContext
-	deliverCC      jetstream.ConsumeContext
-	unboundSub     *nats.Subscription
-	deliveries     *keyedRunner
-	shares         *shares
-	subsQuit       chan struct{}
-	subsCtx        context.Context
-	subsCancel     context.CancelFunc
-	subsWG         sync.WaitGroup
+	// subs runs the projects' subscriptions (with JetStream only).
+	subs *subscriptions.Deliverer
 }
 
 // New wires the service.
@@ -108,11 +106,18 @@ func New(cfg Config, nc *nats.Conn, r *repo.Repo, sessions *session.Store, log *
 		log = slog.Default()
 	}
 	log = log.With("service", "botexec")
-	return &Service{cfg: cfg, nc: nc, repo: r, sessions: sessions, policies: access.NewPolicies(r, log), log: log,
+	s := &Service{cfg: cfg, nc: nc, repo: r, sessions: sessions, policies: access.NewPolicies(r, log), log: log,
 		asyncSlots: make(chan struct{}, maxAsync), slots: newProjectSlots(cfg.ProjectConcurrency),
 		identifiers: expirable.NewLRU[string, identifierHit](maxIdentifiers, nil, identifierTTL),
-		members:     expirable.NewLRU[string, string](maxMembers, nil, memberTTL),
-		hooks:       hookClient(cfg.RestHookPrivate)}
+		members:     expirable.NewLRU[string, string](maxMembers, nil, memberTTL)}
+	s.subs = subscriptions.New(subscriptions.Config{
+		BaseURL: cfg.BaseURL, JS: cfg.JS, EventStream: cfg.EventStream, RestHookPrivate: cfg.RestHookPrivate,
+		BotTimeout: maxTimeout * time.Second, NC: nc, Repo: r, Policies: s.policies,
+		Bots:  deliveryBots{s},
+		Audit: func(project string, ev map[string]any) { s.queueAudit(auditEvent{project: project, ev: ev}) },
+		Log:   log,
+	})
+	return s
 }
 
 // Start starts the bot workers and answering requests.
@@ -141,7 +146,7 @@ func (s *Service) Start(ctx context.Context) error {
 			s.pool.Close()
 			return err
 		}
-		if err := s.startSubscriptions(ctx); err != nil {
+		if err := s.subs.Start(ctx); err != nil {
 			s.botMembers.Stop()
 			_ = s.evSub.Unsubscribe()
 			s.pool.Close()
@@ -151,7 +156,7 @@ func (s *Service) Start(ctx context.Context) error {
 	s.svc, err = bus.Serve(s.nc, "botexec", "1.0.0", map[string]bus.Handler{
 		bus.SubjExecute:   s.execute,
 		bus.SubjDeploy:    s.deploy,
-		bus.SubjResend:    s.resend,
+		bus.SubjResend:    s.subs.Resend,
 		bus.SubjBotCreate: s.createBot,
 	}, s.log)
 	if err != nil {
@@ -172,7 +177,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	if s.svc != nil {
 		err = s.svc.Stop(ctx)
 	}
-	s.stopSubscriptions()
+	s.subs.Stop()
 	if s.pool != nil {
 		s.pool.Close()
 	}

@@ -1,4 +1,4 @@
-package botexec
+package subscriptions
 
 import (
 	"context"
@@ -20,7 +20,6 @@ import (
 	"github.com/pinion-health/pinion/pkg/metrics"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/subscription"
-	"github.com/pinion-health/pinion/services/botexec/worker"
 )
 
 // Delivery bounds.
@@ -53,7 +52,7 @@ type errPreamble struct{ error }
 // the same subscription and resource: deliveries of one resource reach an
 // endpoint in the order of its versions. A project that holds its share
 // of the workers has the delivery put off instead.
-func (s *Service) onDelivery(m jetstream.Msg) {
+func (s *Deliverer) onDelivery(m jetstream.Msg) {
 	d := delivery{retries: subscription.DefaultRetries}
 	if err := json.Unmarshal(m.Data(), &d); err != nil {
 		_ = m.Term()
@@ -82,11 +81,11 @@ func (s *Service) onDelivery(m jetstream.Msg) {
 // deliver makes one attempt of a delivery and settles its message: ack
 // when done (or when there is nothing left to do), a retry scheduled for
 // later, a dead letter after the last attempt.
-func (s *Service) deliver(m jetstream.Msg, seq uint64, d *delivery, attempt int) {
-	ctx, cancel := context.WithTimeout(s.subsCtx, hookTimeout+time.Duration(maxTimeout)*time.Second)
+func (s *Deliverer) deliver(m jetstream.Msg, seq uint64, d *delivery, attempt int) {
+	ctx, cancel := context.WithTimeout(s.ctx, hookTimeout+s.cfg.BotTimeout)
 	err := s.attempt(ctx, d, attempt)
 	cancel()
-	if s.subsCtx.Err() != nil {
+	if s.ctx.Err() != nil {
 		_ = m.Nak() // stopped: another instance makes it (JetStream counts it as an attempt)
 		return
 	}
@@ -123,13 +122,13 @@ func (s *Service) deliver(m jetstream.Msg, seq uint64, d *delivery, attempt int)
 // week (deliveryMaxAge), a disk that grows with the write rate. The ack
 // is confirmed first, so a crash right after cannot make the delivery
 // again; a message not removed expires with the week.
-func (s *Service) settle(m jetstream.Msg, seq uint64) {
+func (s *Deliverer) settle(m jetstream.Msg, seq uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := m.DoubleAck(ctx); err != nil {
 		return
 	}
-	if err := s.deliveryStream.DeleteMsg(ctx, seq); err != nil {
+	if err := s.stream.DeleteMsg(ctx, seq); err != nil {
 		s.log.Debug("settled delivery not removed from the stream", "seq", seq, "err", err)
 	}
 }
@@ -138,7 +137,7 @@ func (s *Service) settle(m jetstream.Msg, seq uint64) {
 // its place among the deliveries in progress (MaxAckPending) for the
 // whole wait, up to 36 hours: one project's failing endpoint could fill
 // them and stop every other project's deliveries.
-func (s *Service) retryLater(m jetstream.Msg, seq uint64, d *delivery, attempt int) {
+func (s *Deliverer) retryLater(m jetstream.Msg, seq uint64, d *delivery, attempt int) {
 	next := *d
 	next.Attempt = attempt + 1
 	s.reschedule(m, seq, &next, "r", retryDelay(attempt))
@@ -147,7 +146,7 @@ func (s *Service) retryLater(m jetstream.Msg, seq uint64, d *delivery, attempt i
 // putOff schedules a delivery whose project holds its share of the
 // workers for a little later, each time twice as late up to maxDeferral.
 // It is not an attempt.
-func (s *Service) putOff(m jetstream.Msg, seq uint64, d *delivery, attempts int) {
+func (s *Deliverer) putOff(m jetstream.Msg, seq uint64, d *delivery, attempts int) {
 	next := *d
 	next.Attempt = attempts
 	next.Deferred++
@@ -158,7 +157,7 @@ func (s *Service) putOff(m jetstream.Msg, seq uint64, d *delivery, attempts int)
 // pending after delay, and settles m. The schedule's id is m's sequence
 // and kind, so a redelivery of m schedules nothing twice. If the schedule
 // cannot be stored, m is redelivered after the delay instead.
-func (s *Service) reschedule(m jetstream.Msg, seq uint64, next *delivery, kind string, delay time.Duration) {
+func (s *Deliverer) reschedule(m jetstream.Msg, seq uint64, next *delivery, kind string, delay time.Duration) {
 	id := kind + strconv.FormatUint(seq, 10)
 	msg := nats.NewMsg(retryPrefix + next.Project + "." + next.Subscription + "." + id)
 	msg.Data, _ = json.Marshal(next)
@@ -236,7 +235,7 @@ func beat(m jetstream.Msg) (stop func()) {
 // attempt makes one delivery attempt. It answers nil when the delivery is
 // done or has become pointless (the subscription was deleted or turned
 // off; a retry's version is no longer current), as Medplum does.
-func (s *Service) attempt(ctx context.Context, d *delivery, attempt int) error {
+func (s *Deliverer) attempt(ctx context.Context, d *delivery, attempt int) error {
 	sc := repo.Scope{Project: d.Project}
 	res, err := s.repo.Read(ctx, sc, "Subscription", d.Subscription)
 	if fhir.Missing(err) {
@@ -329,7 +328,7 @@ func hookHeaders(d *delivery, sub *subscription.Subscription, body []byte) http.
 }
 
 // deliverToHook posts the change and records the attempt.
-func (s *Service) deliverToHook(ctx context.Context, d *delivery, sub *subscription.Subscription, res *repo.Resource, attempt int) error {
+func (s *Deliverer) deliverToHook(ctx context.Context, d *delivery, sub *subscription.Subscription, res *repo.Resource, attempt int) error {
 	body := hookBody(d.Event.Op, res, false)
 	start := time.Now()
 	if attempt == 0 { // a retry's wait is the backoff's, not delivery's
@@ -359,56 +358,12 @@ func hookError(err error) string {
 	return err.Error()
 }
 
-// deliverToBot runs the subscription's bot with the change as input: as
-// the change's author when the bot says runAsUser, else as the bot's own
-// membership (Medplum's rules). A bot that runs and fails is recorded in
-// its own AuditEvent and not run again, as in Medplum; a bot that cannot
-// be run (no membership, no code) is retried.
-func (s *Service) deliverToBot(ctx context.Context, d *delivery, sub *subscription.Subscription, botID string, res *repo.Resource, attempt int) error {
-	start := time.Now()
-	bres, err := s.repo.Read(ctx, repo.Scope{Project: sub.Project}, "Bot", botID)
-	if err != nil {
-		if fhir.Missing(err) {
-			return fmt.Errorf("bot %s not found in the subscription's project", botID)
-		}
-		return errPreamble{err}
-	}
-	b, err := botOf(bres)
-	if err != nil {
-		return err
-	}
-	author := metaAuthor(res.JSON)
-	requester := &bus.Principal{Profile: author, Project: b.Project}
-	var runAs *bus.Principal
-	if b.RunAsUser {
-		runAs, err = s.memberAs(ctx, b.Project, author)
-	} else {
-		runAs, err = s.memberAs(ctx, b.Project, "Bot/"+b.ID)
-	}
-	if errors.Is(err, errNoMembership) {
-		return errors.New("could not find project membership for bot")
-	}
-	if err != nil {
-		return errPreamble{err}
-	}
-	// The bot reads with runAs's rights, so its input is the change as
-	// runAs may read it: without the fields runAs's policy hides, and no
-	// run at all when runAs may not read the change (the bot could not
-	// have read it itself).
-	seen, err := s.viewAs(ctx, runAs, res)
-	if err != nil {
-		return errPreamble{err}
-	}
-	if seen == nil {
-		s.log.Warn("subscriptions: the bot's membership may not read the change; the bot is not run",
-			"subscription", sub.ID, "bot", b.ID, "resource", d.Event.Type+"/"+d.Event.ID)
-		return nil
-	}
-	body := hookBody(d.Event.Op, seen, true)
-	headers := map[string]string{}
-	for k, v := range hookHeaders(d, sub, body) {
-		headers[k] = v[0]
-	}
+// deliverToBot has the bot executor run the subscription's bot with the
+// change as input: as the change's author when the bot says runAsUser,
+// else as the bot's own membership (Medplum's rules). A bot that runs and
+// fails is recorded in its own AuditEvent and not run again, as in
+// Medplum; a bot that cannot be run (no membership, no code) is retried.
+func (s *Deliverer) deliverToBot(ctx context.Context, d *delivery, sub *subscription.Subscription, botID string, res *repo.Resource, attempt int) error {
 	var committed time.Time // the latency is measured on first attempts
 	if attempt == 0 {
 		committed = d.Committed
@@ -419,20 +374,29 @@ func (s *Service) deliverToBot(ctx context.Context, d *delivery, sub *subscripti
 	if bus.TraceID(traceID) == "" {
 		traceID = uuid.NewString()
 	}
-	_, err = s.run(ctx, &run{
-		bot: b, in: &input{kind: worker.InputJSON, body: body, mediaType: "application/fhir+json"},
-		requester: requester, runAs: runAs, start: start,
-		requestID: uuid.NewString(), contentType: "application/fhir+json", traceID: traceID,
-		headers: lowerHeaders(headers), subscription: "Subscription/" + sub.ID, committed: committed,
+	return s.cfg.Bots.RunBot(ctx, &BotRun{
+		Subscription: sub, Bot: botID, Resource: d.Event.Type + "/" + d.Event.ID, Author: metaAuthor(res.JSON), Committed: committed, TraceID: traceID,
+		Input: func(ctx context.Context, runAs *bus.Principal) (*BotInput, error) {
+			return s.botInput(ctx, d, sub, runAs, res)
+		},
 	})
-	if err != nil {
-		var fe *fhir.Error
-		if errors.As(err, &fe) && fe.Status < 500 && fe.Status != 429 {
-			return err // the bot cannot run as it is: retried, then a dead letter
-		}
-		return errPreamble{err}
+}
+
+// botInput is a bot's input for the change, as runAs may read it: the bot
+// reads with runAs's rights, so without the fields runAs's policy hides,
+// and nil when runAs may not read the change (the bot could not have read
+// it itself).
+func (s *Deliverer) botInput(ctx context.Context, d *delivery, sub *subscription.Subscription, runAs *bus.Principal, res *repo.Resource) (*BotInput, error) {
+	seen, err := s.viewAs(ctx, runAs, res)
+	if err != nil || seen == nil {
+		return nil, err
 	}
-	return nil
+	body := hookBody(d.Event.Op, seen, true)
+	headers := map[string]string{}
+	for k, v := range hookHeaders(d, sub, body) {
+		headers[k] = v[0]
+	}
+	return &BotInput{Body: body, Headers: headers}, nil
 }
 
 // metaAuthor is a stored resource's meta.author reference.
@@ -450,13 +414,13 @@ func metaAuthor(j []byte) string {
 
 // auditDelivery records a rest-hook attempt as Medplum's
 // createSubscriptionAuditEvent does, with its duration.
-func (s *Service) auditDelivery(d *delivery, sub *subscription.Subscription, res *repo.Resource, outcome, desc string, start time.Time) {
+func (s *Deliverer) auditDelivery(d *delivery, sub *subscription.Subscription, res *repo.Resource, outcome, desc string, start time.Time) {
 	ev := transmitAudit(d, outcome, desc)
 	ev["period"] = map[string]any{"start": d.Committed.UTC().Format(time.RFC3339Nano), "end": ev["recorded"]}
 	ev["extension"] = []any{map[string]any{
 		"url": "https://medplum.com/fhir/StructureDefinition/durationMs", "valueInteger": time.Since(start).Milliseconds(),
 	}}
-	s.queueAudit(auditEvent{project: sub.Project, ev: ev})
+	s.cfg.Audit(sub.Project, ev)
 }
 
 // transmitAudit is the AuditEvent of a delivery's attempt or end: the
@@ -470,15 +434,15 @@ func transmitAudit(d *delivery, outcome, desc string) map[string]any {
 		"source":       map[string]any{"observer": map[string]any{"reference": "Subscription/" + d.Subscription}},
 		"entity": []any{
 			map[string]any{"what": map[string]any{"reference": d.Event.Type + "/" + d.Event.ID}, "role": entityRole(d.Event.Type)},
-			subscriberEntity("Subscription/" + d.Subscription),
+			SubscriberEntity("Subscription/" + d.Subscription),
 		},
 		"outcome":     outcome,
 		"outcomeDesc": desc,
 	}
 }
 
-// subscriberEntity names the subscription in an AuditEvent.
-func subscriberEntity(ref string) map[string]any {
+// SubscriberEntity names the subscription in an AuditEvent.
+func SubscriberEntity(ref string) map[string]any {
 	return map[string]any{"what": map[string]any{"reference": ref}, "role": entityRole("Subscription")}
 }
 
@@ -496,7 +460,7 @@ func entityRole(typ string) map[string]any {
 // deadLetter keeps a delivery that failed its last attempt on the stream
 // (pinion.deliveries.dead.<project>.<subscription>, for an operator to
 // replay) and records it as an AuditEvent (outcome 8) in the project.
-func (s *Service) deadLetter(d *delivery, attempt int, cause error) {
+func (s *Deliverer) deadLetter(d *delivery, attempt int, cause error) {
 	s.log.Warn("subscription delivery failed its last attempt: dead letter",
 		"subscription", d.Subscription, "resource", d.Event.Type+"/"+d.Event.ID, "attempts", attempt+1, "err", errorForLog(cause))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -511,7 +475,7 @@ func (s *Service) deadLetter(d *delivery, attempt int, cause error) {
 		s.log.Error("subscription dead letter not kept", "subscription", d.Subscription, "err", err)
 	}
 	desc := fmt.Sprintf("Dead letter after %d attempts: %s", attempt+1, hookError(cause))
-	s.queueAudit(auditEvent{project: d.Project, ev: transmitAudit(d, "8", desc)})
+	s.cfg.Audit(d.Project, transmitAudit(d, "8", desc))
 }
 
 // keyedRunner runs functions on at most n goroutines, those of one key one

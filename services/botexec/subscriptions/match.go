@@ -1,4 +1,4 @@
-package botexec
+package subscriptions
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
-	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/pkg/subscription"
 )
 
@@ -87,100 +86,18 @@ type delivery struct {
 
 func (d *delivery) key() string { return d.Subscription + "/" + d.Event.Type + "/" + d.Event.ID }
 
-// startSubscriptions creates the delivery stream and both consumers.
-func (s *Service) startSubscriptions(ctx context.Context) error {
-	js := s.cfg.JS
-	var err error
-	if s.deliveryStream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:       DeliveryStream,
-		Subjects:   []string{"pinion.deliveries.>"},
-		Storage:    jetstream.FileStorage,
-		MaxAge:     deliveryMaxAge,
-		Duplicates: 10 * time.Minute,
-		// Retries are scheduled messages (nats-server 2.12 and later),
-		// which need roll-ups allowed.
-		AllowMsgSchedules: true,
-		AllowRollup:       true,
-	}); err != nil {
-		return fmt.Errorf("stream %s: %w", DeliveryStream, err)
-	}
-	matcher, err := js.CreateOrUpdateConsumer(ctx, s.cfg.EventStream, jetstream.ConsumerConfig{
-		Durable:       MatcherConsumer,
-		FilterSubject: bus.EventPrefix + ">",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       30 * time.Second,
-		MaxAckPending: 4 * matchBatch,
-	})
-	if err != nil {
-		return fmt.Errorf("subscription matcher: %w", err)
-	}
-	deliverer, err := js.CreateOrUpdateConsumer(ctx, DeliveryStream, jetstream.ConsumerConfig{
-		Durable:       deliverConsumer,
-		FilterSubject: pendingPrefix + ">",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		// A delivery in progress says so every deliveryBeat; one whose
-		// instance died is taken up again after AckWait.
-		AckWait:       3 * deliveryBeat,
-		MaxAckPending: 4 * deliverWorkers,
-	})
-	if err != nil {
-		return fmt.Errorf("subscription deliverer: %w", err)
-	}
-	s.events = make(chan jetstream.Msg, 2*matchBatch)
-	s.subsQuit = make(chan struct{})
-	s.subsCtx, s.subsCancel = context.WithCancel(context.Background())
-	if s.matchCC, err = matcher.Consume(func(m jetstream.Msg) {
-		select {
-		case s.events <- m:
-		case <-s.subsQuit: // stopping: it is delivered again
-		}
-	}); err != nil {
-		return err
-	}
-	s.deliveries = newKeyedRunner(deliverWorkers)
-	s.shares = newShares(deliverWorkers, projectDeliveries)
-	if s.deliverCC, err = deliverer.Consume(s.onDelivery); err != nil {
-		s.matchCC.Stop()
-		return err
-	}
-	if s.unboundSub, err = s.nc.QueueSubscribe(bus.SubjWSUnbound, "botexec", s.onUnbound); err != nil {
-		s.matchCC.Stop()
-		s.deliverCC.Stop()
-		return err
-	}
-	s.subsWG.Add(1)
-	go s.matchLoop()
-	return nil
-}
-
-// stopSubscriptions stops taking events and deliveries; what is in flight
-// and not acknowledged is delivered again to another instance (or this
-// one, restarted).
-func (s *Service) stopSubscriptions() {
-	if s.matchCC == nil {
-		return
-	}
-	_ = s.unboundSub.Unsubscribe()
-	s.matchCC.Stop()
-	s.deliverCC.Stop()
-	close(s.subsQuit)
-	s.subsCancel() // deliveries in flight end, unacknowledged
-	s.subsWG.Wait()
-	s.deliveries.wait()
-}
-
 // matchLoop takes events in batches: one event, then every event already
 // received. The subscriptions of a project are read once per batch, after
 // every event in it was stored, so no subscription committed before a
 // change is missed.
-func (s *Service) matchLoop() {
-	defer s.subsWG.Done()
+func (s *Deliverer) matchLoop() {
+	defer s.wg.Done()
 	for {
 		var batch []jetstream.Msg
 		select {
 		case m := <-s.events:
 			batch = append(batch, m)
-		case <-s.subsQuit:
+		case <-s.quit:
 			return
 		}
 	more:
@@ -212,7 +129,7 @@ const (
 )
 
 // match finds and publishes the deliveries of a batch of events.
-func (s *Service) match(batch []jetstream.Msg) {
+func (s *Deliverer) match(batch []jetstream.Msg) {
 	subs := map[string][]*subscription.Subscription{}
 	shares := map[string]*time.Duration{} // each project's FHIRPath time left in this batch
 	for _, m := range batch {
@@ -263,7 +180,7 @@ func (s *Service) match(batch []jetstream.Msg) {
 // acknowledged, logged, and recorded by an AuditEvent for each of its
 // project's subscriptions to its type, so one event is never retried for
 // ever ahead of the others.
-func (s *Service) unmatched(m jetstream.Msg, md *jetstream.MsgMetadata, ev repo.Event, subs []*subscription.Subscription, cause error) {
+func (s *Deliverer) unmatched(m jetstream.Msg, md *jetstream.MsgMetadata, ev repo.Event, subs []*subscription.Subscription, cause error) {
 	tries := int(md.NumDelivered)
 	if tries < maxMatchTries {
 		s.log.Warn("subscriptions: matching a change, retried", "project", ev.Project, "type", ev.Type, "id", ev.ID, "try", tries, "err", cause)
@@ -275,7 +192,7 @@ func (s *Service) unmatched(m jetstream.Msg, md *jetstream.MsgMetadata, ev repo.
 	recorded := false
 	for _, sub := range subs {
 		if sub.Type == ev.Type {
-			s.queueAudit(auditEvent{project: ev.Project, ev: transmitAudit(&delivery{Subscription: sub.ID, Project: ev.Project, Event: ev}, "8", desc)})
+			s.cfg.Audit(ev.Project, transmitAudit(&delivery{Subscription: sub.ID, Project: ev.Project, Event: ev}, "8", desc))
 			recorded = true
 		}
 	}
@@ -285,13 +202,13 @@ func (s *Service) unmatched(m jetstream.Msg, md *jetstream.MsgMetadata, ev repo.
 		a := transmitAudit(&delivery{Project: ev.Project, Event: ev}, "8", desc)
 		a["entity"] = a["entity"].([]any)[:1]
 		delete(a, "source")
-		s.queueAudit(auditEvent{project: ev.Project, ev: a})
+		s.cfg.Audit(ev.Project, a)
 	}
 	_ = m.Ack()
 }
 
 // activeSubscriptions reads a project's active subscriptions.
-func (s *Service) activeSubscriptions(ctx context.Context, project string) ([]*subscription.Subscription, error) {
+func (s *Deliverer) activeSubscriptions(ctx context.Context, project string) ([]*subscription.Subscription, error) {
 	q, err := search.Parse("Subscription", url.Values{"status": {"active"}, "_count": {fmt.Sprint(maxSubscriptions)}})
 	if err != nil {
 		return nil, err
@@ -330,7 +247,7 @@ type change struct {
 
 // matchChange publishes a delivery for each subscription the change
 // meets.
-func (s *Service) matchChange(ctx context.Context, c change, subs []*subscription.Subscription) error {
+func (s *Deliverer) matchChange(ctx context.Context, c change, subs []*subscription.Subscription) error {
 	ev := c.ev
 	var changed *repo.Resource
 	var doc *search.Doc
@@ -357,8 +274,8 @@ func (s *Service) matchChange(ctx context.Context, c change, subs []*subscriptio
 			// misses this change, says so, and the others go on.
 			s.log.Warn("subscriptions: FHIRPath criteria spent their budget; counted as no match",
 				"project", sub.Project, "subscription", sub.ID, "type", ev.Type, "err", err)
-			s.queueAudit(auditEvent{project: sub.Project, ev: transmitAudit(&delivery{Subscription: sub.ID, Project: sub.Project, Event: ev},
-				"4", "FHIRPath criteria not evaluated, counted as no match: "+err.Error())})
+			s.cfg.Audit(sub.Project, transmitAudit(&delivery{Subscription: sub.ID, Project: sub.Project, Event: ev},
+				"4", "FHIRPath criteria not evaluated, counted as no match: "+err.Error()))
 			continue
 		}
 		if route == subscription.NotRouted {
@@ -399,7 +316,7 @@ func (s *Service) matchChange(ctx context.Context, c change, subs []*subscriptio
 // route is how the change reaches sub. FHIRPath criteria are evaluated
 // within what is left of the event's share (*left) and of the project's
 // (c.share), each reduced by the time they take.
-func (s *Service) route(ctx context.Context, c change, sub *subscription.Subscription, doc *search.Doc, previous func() map[string]any, left *time.Duration) (subscription.Routing, error) {
+func (s *Deliverer) route(ctx context.Context, c change, sub *subscription.Subscription, doc *search.Doc, previous func() map[string]any, left *time.Duration) (subscription.Routing, error) {
 	if !sub.HasFHIRPath() {
 		return sub.Route(ctx, c.ev.Op, doc, previous)
 	}
@@ -430,7 +347,7 @@ var (
 // changedVersion is the resource as the change left it; for a delete, the
 // last version before it (what Medplum sends as the deleted resource). A
 // resent change is the version named, whatever the interaction.
-func (s *Service) changedVersion(ctx context.Context, ev repo.Event, resent bool) (*repo.Resource, error) {
+func (s *Deliverer) changedVersion(ctx context.Context, ev repo.Event, resent bool) (*repo.Resource, error) {
 	if ev.Op != subscription.Delete || resent {
 		return s.repo.VRead(ctx, repo.Scope{Project: ev.Project}, ev.Type, ev.ID, ev.VersionID)
 	}
@@ -439,7 +356,7 @@ func (s *Service) changedVersion(ctx context.Context, ev repo.Event, resent bool
 
 // versionBefore is the newest stored (not deleted) version older than
 // version vid; NotFound when there is none.
-func (s *Service) versionBefore(ctx context.Context, project, typ, id, vid string) (*repo.Resource, error) {
+func (s *Deliverer) versionBefore(ctx context.Context, project, typ, id, vid string) (*repo.Resource, error) {
 	versions, err := s.repo.History(ctx, repo.Scope{Project: project}, typ, id)
 	if err != nil {
 		return nil, err
@@ -460,7 +377,7 @@ func (s *Service) versionBefore(ctx context.Context, project, typ, id, vid strin
 
 // previousVersion gives, when first asked, the version before res as
 // FHIRPath criteria see it: {} when there is none (a create), as Medplum.
-func (s *Service) previousVersion(ctx context.Context, res *repo.Resource) func() map[string]any {
+func (s *Deliverer) previousVersion(ctx context.Context, res *repo.Resource) func() map[string]any {
 	var prev map[string]any
 	return func() map[string]any {
 		if prev != nil {
@@ -494,12 +411,12 @@ func subscriptionOf(res *repo.Resource) (*subscription.Subscription, error) {
 // access policy hides, as a read would answer it. Every notification and
 // rest-hook body is this view, so a subscription reveals no more than a
 // read by its author.
-func (s *Service) authorView(ctx context.Context, sub *subscription.Subscription, res *repo.Resource) (*repo.Resource, error) {
+func (s *Deliverer) authorView(ctx context.Context, sub *subscription.Subscription, res *repo.Resource) (*repo.Resource, error) {
 	if sub.Author == "" || res.Project != sub.Project {
 		return nil, nil
 	}
-	p, err := s.memberAs(ctx, sub.Project, sub.Author)
-	if errors.Is(err, errNoMembership) {
+	p, err := s.cfg.Bots.MemberAs(ctx, sub.Project, sub.Author)
+	if errors.Is(err, ErrNoMembership) {
 		return nil, nil
 	}
 	if err != nil {
@@ -509,7 +426,7 @@ func (s *Service) authorView(ctx context.Context, sub *subscription.Subscription
 }
 
 // viewAs is res as principal p may read it: nil when it may not.
-func (s *Service) viewAs(ctx context.Context, p *bus.Principal, res *repo.Resource) (*repo.Resource, error) {
+func (s *Deliverer) viewAs(ctx context.Context, p *bus.Principal, res *repo.Resource) (*repo.Resource, error) {
 	pol, err := s.policies.For(ctx, p)
 	if err != nil {
 		if fe := fhir.AsError(err); fe.Status < 500 {
@@ -524,32 +441,9 @@ func (s *Service) viewAs(ctx context.Context, p *bus.Principal, res *repo.Resour
 	return pol.Redact(res)
 }
 
-// errNoMembership: a profile is not an active member of the project.
-var errNoMembership = errors.New("no active membership")
-
-// memberAs is the principal of a profile's membership of a project,
-// with its rights as they stand now.
-func (s *Service) memberAs(ctx context.Context, project, profile string) (*bus.Principal, error) {
-	mid, err := s.membershipID(ctx, project, profile)
-	if err != nil {
-		return nil, err
-	}
-	if mid == "" {
-		return nil, errNoMembership
-	}
-	m, err := s.sessions.GetMembership(ctx, mid)
-	if errors.Is(err, session.ErrNotFound) || err == nil && !m.Active {
-		return nil, errNoMembership
-	}
-	if err != nil {
-		return nil, err
-	}
-	return memberPrincipal(mid, m), nil
-}
-
 // notification is Medplum's event-notification Bundle for a WebSocket
 // subscription, the changed resource included.
-func (s *Service) notification(subID string, res *repo.Resource) []byte {
+func (s *Deliverer) notification(subID string, res *repo.Resource) []byte {
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	b, _ := json.Marshal(map[string]any{
 		"resourceType": "Bundle", "id": uuid.NewString(), "type": "history", "timestamp": now,
@@ -568,7 +462,7 @@ func (s *Service) notification(subID string, res *repo.Resource) []byte {
 // onUnbound ends a WebSocket subscription no socket is bound to any more,
 // as Medplum drops it from Redis on disconnect. Only a websocket
 // subscription is removed, whatever the message names.
-func (s *Service) onUnbound(m *nats.Msg) {
+func (s *Deliverer) onUnbound(m *nats.Msg) {
 	id := string(m.Data)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -1,4 +1,4 @@
-package botexec
+package subscriptions
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func TestRouteWithinShares(t *testing.T) {
 		"resourceType": "Patient", "name": []any{map[string]any{"family": "Ali"}},
 	})
 	previous := func() map[string]any { return map[string]any{} }
-	s := &Service{}
+	s := &Deliverer{}
 	ev := repo.Event{Project: "p1", Type: "Patient", ID: "pat1", Op: subscription.Create}
 
 	share, left := time.Second, eventFHIRPathTime

@@ -1,4 +1,4 @@
-package botexec
+package subscriptions
 
 import (
 	"bytes"
@@ -44,8 +44,8 @@ func TestEndpointForLog(t *testing.T) {
 func TestDeadLetterLogRedactsEndpoint(t *testing.T) {
 	env := testenv.New(t)
 	var logs bytes.Buffer
-	s := &Service{cfg: Config{JS: env.JS}, audits: make(chan auditEvent, 4),
-		log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	s := New(Config{JS: env.JS, Audit: func(string, map[string]any) {},
+		Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	// A real failed post: nothing listens on port 1.
 	endpoint := "http://hook-user:hook-pass@127.0.0.1:1/hook/in?token=s3cret-token#frag-part"
 	_, err := post(context.Background(), hookClient(true), endpoint, http.Header{}, []byte("{}"))

@@ -1,4 +1,4 @@
-package botexec
+package subscriptions
 
 import (
 	"context"
@@ -21,13 +21,13 @@ type resendInput struct {
 	Verbose      bool   `json:"verbose"`
 }
 
-// resend is POST <type>/<id>/$resend, Medplum's resendSubscriptions: a
+// Resend is POST <type>/<id>/$resend, Medplum's resendSubscriptions: a
 // project admin has the resource sent again to the subscriptions it
 // meets, as if it had just been written with the interaction given
 // (update unless said), or only to the one subscription named. The
 // resource and its history are not changed; each delivery is a new one,
 // made and retried as a write's would be.
-func (s *Service) resend(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Deliverer) Resend(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	p := r.Principal
 	if err := access.Admin(p); err != nil {
 		return nil, err

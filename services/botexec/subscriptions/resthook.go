@@ -1,4 +1,4 @@
-package botexec
+package subscriptions
 
 import (
 	"bytes"

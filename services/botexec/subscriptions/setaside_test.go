@@ -1,4 +1,4 @@
-package botexec
+package subscriptions
 
 import (
 	"bytes"
@@ -26,8 +26,9 @@ func TestUnmatchableEventIsSetAside(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var logs bytes.Buffer
-	s := &Service{cfg: Config{JS: env.JS}, audits: make(chan auditEvent, 8),
-		log: slog.New(slog.NewTextHandler(&logs, nil))}
+	audits := make(chan map[string]any, 8)
+	s := New(Config{JS: env.JS, Audit: func(_ string, ev map[string]any) { audits <- ev },
+		Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	cons, err := env.JS.CreateOrUpdateConsumer(ctx, testenv.ResourceStream, jetstream.ConsumerConfig{
 		Durable: "set-aside", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute,
 	})
@@ -80,7 +81,7 @@ func TestUnmatchableEventIsSetAside(t *testing.T) {
 	if m == nil || md.NumDelivered != 2 {
 		t.Fatalf("not tried again: %v", md)
 	}
-	if len(s.audits) != 0 {
+	if len(audits) != 0 {
 		t.Fatal("a failure before the last try is recorded")
 	}
 	// Up to the last try, quickly (as if each had failed and waited).
@@ -94,10 +95,10 @@ func TestUnmatchableEventIsSetAside(t *testing.T) {
 	if m, _ := next(2 * time.Second); m != nil {
 		t.Fatal("delivered again after it was set aside")
 	}
-	if len(s.audits) != 1 {
-		t.Fatalf("%d AuditEvents, want one for the Patient subscription", len(s.audits))
+	if len(audits) != 1 {
+		t.Fatalf("%d AuditEvents, want one for the Patient subscription", len(audits))
 	}
-	a := (<-s.audits).ev
+	a := <-audits
 	desc, _ := a["outcomeDesc"].(string)
 	refs, _ := json.Marshal(a["entity"])
 	if a["outcome"] != "8" || !strings.Contains(desc, "Set aside after 5 tries") || !strings.Contains(desc, "store unavailable") ||

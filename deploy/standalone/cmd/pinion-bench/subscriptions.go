@@ -15,7 +15,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/metrics"
-	"github.com/pinion-health/pinion/services/botexec"
+	"github.com/pinion-health/pinion/services/botexec/subscriptions"
 )
 
 // subscriptions measures what Subscriptions cost and how fast they deliver
@@ -114,14 +114,14 @@ func (b *bench) holdDeliveries() (resume func()) {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := js.PauseConsumer(ctx, infra.ResourceStream, botexec.MatcherConsumer, time.Now().Add(time.Hour)); err != nil {
+	if _, err := js.PauseConsumer(ctx, infra.ResourceStream, subscriptions.MatcherConsumer, time.Now().Add(time.Hour)); err != nil {
 		fail(fmt.Errorf("pausing the matcher: %w", err))
 	}
 	return func() {
 		defer nc.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := js.ResumeConsumer(ctx, infra.ResourceStream, botexec.MatcherConsumer); err != nil {
+		if _, err := js.ResumeConsumer(ctx, infra.ResourceStream, subscriptions.MatcherConsumer); err != nil {
 			fail(fmt.Errorf("resuming the matcher: %w", err))
 		}
 	}
