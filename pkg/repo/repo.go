@@ -195,10 +195,6 @@ func (r *Repo) onEvent(m *nats.Msg) {
 	r.cache.Remove(key)
 }
 
-// Store is the storage port under the repository, for the services'
-// credentials.
-func (r *Repo) Store() store.Store { return r.st }
-
 // Read returns the current version of a resource: 404 if absent or in
 // another project, 410 if deleted.
 func (r *Repo) Read(ctx context.Context, sc Scope, typ, id string) (*Resource, error) {

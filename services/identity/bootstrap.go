@@ -172,7 +172,7 @@ func (s *Service) putClientCred(ctx context.Context, c clientCred, prev *clientC
 
 // dropClientSecret removes the credentials of a client that was not created.
 func (s *Service) dropClientSecret(ctx context.Context, clientID string) {
-	if err := s.repo.Store().SetSecret(ctx, credID(clientID), nil); err != nil {
+	if err := s.repo.SetSecret(ctx, credID(clientID), nil); err != nil {
 		s.log.Warn("credentials of an uncreated client left behind", "client", clientID, "err", err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -118,8 +117,7 @@ func (s *Service) csrfKey(ctx context.Context) ([]byte, error) {
 		}
 		key = make([]byte, 32)
 		_, _ = rand.Read(key)
-		b, _ := json.Marshal(key)
-		err = s.repo.Store().SwapSecret(ctx, csrfKeyName, nil, b)
+		err = s.swapSecret(ctx, csrfKeyName, nil, key)
 		if err == nil {
 			s.csrf = key
 			return key, nil

@@ -8,13 +8,14 @@ import (
 	"github.com/pinion-health/pinion/pkg/store"
 )
 
-// Credentials live in the store's secrets, as JSON: never searched, never
-// in an event, never a FHIR resource a policy could expose.
+// Credentials live in the repository's secrets (repo.Secret), as JSON:
+// never searched, never in an event, never a FHIR resource a policy could
+// expose.
 
 // loadSecret reads a credential into v and returns its stored bytes, the
 // condition of a later swap; found is false when there is none.
 func (s *Service) loadSecret(ctx context.Context, key string, v any) (raw []byte, found bool, err error) {
-	raw, err = s.repo.Store().Secret(ctx, key)
+	raw, err = s.repo.Secret(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, false, nil
 	}
@@ -30,7 +31,7 @@ func (s *Service) saveSecret(ctx context.Context, key string, v any) error {
 	if err != nil {
 		return err
 	}
-	return s.repo.Store().SetSecret(ctx, key, b)
+	return s.repo.SetSecret(ctx, key, b)
 }
 
 // swapSecret stores v under key if it still holds old (nil: if absent).
@@ -39,5 +40,5 @@ func (s *Service) swapSecret(ctx context.Context, key string, old []byte, v any)
 	if err != nil {
 		return err
 	}
-	return s.repo.Store().SwapSecret(ctx, key, old, b)
+	return s.repo.SwapSecret(ctx, key, old, b)
 }

@@ -154,7 +154,7 @@ func TestSigningKeyIsShared(t *testing.T) {
 func TestSigningKeyUnreadable(t *testing.T) {
 	s := storeOnly(t)
 	ctx := context.Background()
-	if err := s.repo.Store().SetSecret(ctx, signingKeyDoc, []byte(`{"kid":`)); err != nil {
+	if err := s.repo.SetSecret(ctx, signingKeyDoc, []byte(`{"kid":`)); err != nil {
 		t.Fatal(err)
 	}
 	if k, err := s.signingKey(ctx); err == nil || !strings.Contains(err.Error(), "load signing key") {

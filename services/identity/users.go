@@ -158,11 +158,11 @@ func (s *Service) newPasswordRequest(ctx context.Context, userID, typ, key strin
 	if err != nil {
 		return "", "", fmt.Errorf("password request: %w", err)
 	}
-	if err := s.repo.Store().SetSecret(ctx, latestRequestKey(userID), []byte(id)); err != nil {
+	if err := s.repo.SetSecret(ctx, latestRequestKey(userID), []byte(id)); err != nil {
 		return "", "", fmt.Errorf("password request: %w", err)
 	}
 	if typ == "invite" {
-		if err := s.repo.Store().SetSecret(ctx, inviteRequestKey(userID), []byte(id)); err != nil {
+		if err := s.repo.SetSecret(ctx, inviteRequestKey(userID), []byte(id)); err != nil {
 			return "", "", fmt.Errorf("password request: %w", err)
 		}
 	}
@@ -186,11 +186,11 @@ func (s *Service) checkPasswordLink(ctx context.Context, id, secret string) (pr 
 	if !found {
 		return pr, nil, fhir.NotFound()
 	}
-	latest, err := s.repo.Store().Secret(ctx, latestRequestKey(pr.User))
+	latest, err := s.repo.Secret(ctx, latestRequestKey(pr.User))
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return pr, nil, err
 	}
-	invited, err := s.repo.Store().Secret(ctx, inviteRequestKey(pr.User))
+	invited, err := s.repo.Secret(ctx, inviteRequestKey(pr.User))
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return pr, nil, err
 	}
@@ -242,10 +242,10 @@ func (s *Service) usePasswordLink(ctx context.Context, id, secret, password stri
 	}
 	// A used link spends every other: the newest points at it, and no
 	// invitation is pending any more.
-	if err := s.repo.Store().SetSecret(ctx, latestRequestKey(pr.User), []byte(id)); err != nil {
+	if err := s.repo.SetSecret(ctx, latestRequestKey(pr.User), []byte(id)); err != nil {
 		return 0, err
 	}
-	if err := s.repo.Store().SetSecret(ctx, inviteRequestKey(pr.User), nil); err != nil {
+	if err := s.repo.SetSecret(ctx, inviteRequestKey(pr.User), nil); err != nil {
 		return 0, err
 	}
 	if err := s.setPasswordHash(ctx, pr.User, hash); err != nil {
