@@ -8,14 +8,32 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/metrics"
 )
 
-// Service is what a separately run service offers its main.
+// Service is a service's lifecycle, the same in its own process and in
+// the standalone stack: Start subscribes and serves, Stop drains what is
+// in flight within its context's deadline.
 type Service interface {
-	Run(ctx context.Context) error
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// StopTimeout bounds a service's drain once it is told to stop.
+const StopTimeout = 10 * time.Second
+
+// Run starts s, serves until ctx ends, and stops it within StopTimeout.
+func Run(ctx context.Context, s Service) error {
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
+	defer cancel()
+	return s.Stop(sctx)
 }
 
 // RunService is the whole main of a service run as its own process: read
@@ -47,7 +65,7 @@ func RunService(name string, build func(cfg *config.Config, c *Conns, log *slog.
 		fail(1, fmt.Errorf("PINION_ADMIN_ADDR: %w", err))
 	}
 	log.Info("started")
-	if err := s.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	if err := Run(ctx, s); err != nil && !errors.Is(err, context.Canceled) {
 		fail(1, err)
 	}
 }

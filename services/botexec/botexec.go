@@ -195,16 +195,5 @@ func (s *Service) Stop(ctx context.Context) error {
 	return err
 }
 
-// Run starts the service and serves until ctx ends.
-func (s *Service) Run(ctx context.Context) error {
-	if err := s.Start(ctx); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return s.Stop(sctx)
-}
-
 // forgetIdentifiers drops every cached identifier lookup.
 func (s *Service) forgetIdentifiers() { s.identifiers.Purge() }

@@ -197,17 +197,6 @@ func (s *Service) Stop(ctx context.Context) error {
 	return s.svc.Stop(ctx)
 }
 
-// Run starts the service and serves until ctx ends.
-func (s *Service) Run(ctx context.Context) error {
-	if err := s.Start(ctx); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return s.Stop(sctx)
-}
-
 // inviteFailed marks an invite failed when its user step cannot succeed.
 func (s *Service) inviteFailed(ctx context.Context, data []byte, err error) {
 	invite.Fail(ctx, s.invites, s.nc, data, invite.StepUser, err, s.log)
