@@ -26,7 +26,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/metrics"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/botexec"
-	"github.com/pinion-health/pinion/services/fhir"
+	fhirsvc "github.com/pinion-health/pinion/services/fhir"
 	"github.com/pinion-health/pinion/services/identity"
 	"github.com/pinion-health/pinion/services/membership"
 )
@@ -117,7 +117,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 
 	var id *identity.Service
 	st.services = map[string]*service{
-		"fhir": {build: func() (lifecycle, error) { return fhir.FromConfig(cfg, c, log) }},
+		"fhir": {build: func() (lifecycle, error) { return fhirsvc.FromConfig(cfg, c, log) }},
 		"identity": {build: func() (lifecycle, error) {
 			var err error
 			id, err = identity.FromConfig(cfg, c, log)

@@ -1,7 +1,8 @@
-// Package fhir is the FHIR service: create, read, vread, update, patch,
-// delete, history and search of every resource type over the shared
-// repository, confined to the caller's project.
-package fhir
+// Package fhirsvc (in services/fhir; pkg/fhir is package fhir) is the
+// FHIR service: create, read, vread, update, patch, delete, history and
+// search of every resource type over the shared repository, confined to
+// the caller's project.
+package fhirsvc
 
 import (
 	"context"

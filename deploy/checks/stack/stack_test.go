@@ -23,7 +23,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/mail"
 	"github.com/pinion-health/pinion/services/botexec"
-	"github.com/pinion-health/pinion/services/fhir"
+	fhirsvc "github.com/pinion-health/pinion/services/fhir"
 	"github.com/pinion-health/pinion/services/identity"
 	"github.com/pinion-health/pinion/services/membership"
 )
@@ -167,7 +167,7 @@ func startProcess(t *testing.T, name string, env map[string]string) (*process, s
 		}
 		svc = membership.New(membership.Config{BaseURL: cfg.BaseURL, Mailer: mailer}, c.NC, c.JS, c.Repo, c.Sessions, log)
 	case "fhir":
-		svc = fhir.New(fhir.Config{BaseURL: cfg.BaseURL}, c.NC, c.JS, c.Repo, c.Sessions, log)
+		svc = fhirsvc.New(fhirsvc.Config{BaseURL: cfg.BaseURL}, c.NC, c.JS, c.Repo, c.Sessions, log)
 	case "botexec":
 		svc = botexec.New(botexec.ConfigFrom(cfg), c.NC, c.Repo, c.Sessions, log)
 	default:

@@ -6,11 +6,11 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/infra"
-	"github.com/pinion-health/pinion/services/fhir"
+	fhirsvc "github.com/pinion-health/pinion/services/fhir"
 )
 
 func main() {
 	infra.RunService("fhir", func(cfg *config.Config, c *infra.Conns, log *slog.Logger) (infra.Service, error) {
-		return fhir.FromConfig(cfg, c, log)
+		return fhirsvc.FromConfig(cfg, c, log)
 	})
 }
