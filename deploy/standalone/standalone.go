@@ -117,14 +117,14 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 
 	var id *identity.Service
 	st.services = map[string]*service{
-		"fhir": {build: func() (lifecycle, error) { return fhirsvc.FromConfig(cfg, c, log) }},
-		"identity": {build: func() (lifecycle, error) {
+		"fhir": {build: func() (infra.Service, error) { return fhirsvc.FromConfig(cfg, c, log) }},
+		"identity": {build: func() (infra.Service, error) {
 			var err error
 			id, err = identity.FromConfig(cfg, c, log)
 			return id, err
 		}},
-		"membership": {build: func() (lifecycle, error) { return membership.FromConfig(cfg, c, log) }},
-		"botexec":    {build: func() (lifecycle, error) { return botexec.FromConfig(cfg, c, log) }},
+		"membership": {build: func() (infra.Service, error) { return membership.FromConfig(cfg, c, log) }},
+		"botexec":    {build: func() (infra.Service, error) { return botexec.FromConfig(cfg, c, log) }},
 	}
 	for _, name := range serviceOrder {
 		if err := st.StartService(ctx, name); err != nil {
@@ -217,17 +217,11 @@ func (st *Stack) shutdown() {
 	}
 }
 
-// lifecycle is what the stack needs of a service.
-type lifecycle interface {
-	Start(context.Context) error
-	Stop(context.Context) error
-}
-
 // service is one of the stack's services: how to build it, and the running
 // instance if any.
 type service struct {
-	build   func() (lifecycle, error)
-	running lifecycle
+	build   func() (infra.Service, error)
+	running infra.Service
 }
 
 // serviceOrder starts fhir first: the others' bootstrap writes resources
@@ -259,7 +253,7 @@ func (st *Stack) StopService(name string) error {
 	if s == nil || s.running == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), infra.StopTimeout)
 	defer cancel()
 	err := s.running.Stop(ctx)
 	s.running = nil

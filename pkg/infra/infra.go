@@ -17,7 +17,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
-	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/process"
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
@@ -47,7 +47,7 @@ type Options struct {
 	Name      string
 	// SQLitePath opens the embedded SQLite store there; otherwise MongoURI
 	// and Database name the MongoDB (or FerretDB) to use. With neither the
-	// process has no store (the gateway).
+	// process has no store.
 	SQLitePath string
 	SQLiteSync string
 	MongoURI   string
@@ -58,72 +58,18 @@ type Options struct {
 }
 
 // ResourceStream keeps resource-change events for consumers that must not
-// miss one (bots triggered by subscriptions).
-const ResourceStream = "PINION_RESOURCES"
+// miss one (bots triggered by subscriptions); process.Connect opens it.
+const ResourceStream = process.ResourceStream
 
-// waitJetStream waits until JetStream answers: a cluster's servers that
-// start together elect their meta leader a few seconds after they take
-// connections, and a service started with them should wait, not exit.
-func waitJetStream(ctx context.Context, js jetstream.JetStream, log *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if log == nil {
-		log = slog.Default()
-	}
-	for warned := false; ; {
-		try, cancelTry := context.WithTimeout(ctx, 2*time.Second)
-		_, err := js.AccountInfo(try)
-		cancelTry()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("jetstream not available after a minute: %w", err)
-		}
-		if !warned {
-			log.Warn("waiting for JetStream", "err", err)
-			warned = true
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
-
-// Open connects to NATS and MongoDB and opens the shared handles.
+// Open connects to NATS (process.Connect) and to the store, SQLite or
+// MongoDB, and opens the shared handles.
 func Open(ctx context.Context, o Options) (*Conns, error) {
-	nc, err := bus.Connect(o.NATSURL, o.Name, o.InProcess, o.Log)
+	b, err := process.Connect(ctx, process.Options{NATSURL: o.NATSURL, InProcess: o.InProcess, Name: o.Name, Replicas: o.Replicas, Log: o.Log})
 	if err != nil {
 		return nil, err
 	}
-	c := &Conns{NC: nc}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("jetstream: %w", err)
-	}
-	// Every stream and bucket any package opens through c.JS gets the
-	// replicas asked for.
-	c.JS = bus.Replicated(js, o.Replicas, o.Log)
-	if err := waitJetStream(ctx, c.JS, o.Log); err != nil {
-		c.Close()
-		return nil, err
-	}
-	if _, err = c.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:       ResourceStream,
-		Subjects:   []string{bus.EventPrefix + ">"},
-		Storage:    jetstream.FileStorage,
-		MaxAge:     7 * 24 * time.Hour,
-		Duplicates: 10 * time.Minute,
-	}); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("stream %s: %w", ResourceStream, err)
-	}
-	if c.Sessions, err = session.Open(ctx, c.JS, session.Config{}); err != nil {
-		c.Close()
-		return nil, err
-	}
+	nc := b.NC
+	c := &Conns{NC: nc, JS: b.JS, Sessions: b.Sessions}
 	switch {
 	case o.SQLitePath != "":
 		c.Store, err = sqlstore.Open(ctx, o.SQLitePath, sqlstore.Options{Sync: o.SQLiteSync, Log: o.Log})

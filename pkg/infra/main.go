@@ -12,6 +12,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/metrics"
+	"github.com/pinion-health/pinion/pkg/process"
 )
 
 // Service is a service's lifecycle, the same in its own process and in
@@ -41,7 +42,7 @@ func Run(ctx context.Context, s Service) error {
 // with build, and run it until SIGINT or SIGTERM. It exits the process.
 func RunService(name string, build func(cfg *config.Config, c *Conns, log *slog.Logger) (Service, error)) {
 	var log *slog.Logger
-	fail := func(code int, err error) { Exit(name, log, code, err) }
+	fail := func(code int, err error) { process.Exit(name, log, code, err) }
 	cfg, err := config.Load()
 	if err != nil {
 		fail(2, err)
@@ -68,16 +69,4 @@ func RunService(name string, build func(cfg *config.Config, c *Conns, log *slog.
 	if err := Run(ctx, s); err != nil && !errors.Is(err, context.Canceled) {
 		fail(1, err)
 	}
-}
-
-// Exit ends a process that cannot go on, with code: through its logger
-// once it has one, so that a JSON log stays all JSON, and as a plain line
-// on standard error before (a bad setting).
-func Exit(name string, log *slog.Logger, code int, err error) {
-	if log != nil {
-		log.Error("exiting", "err", err.Error())
-	} else {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-	}
-	os.Exit(code)
 }

@@ -11,37 +11,37 @@ import (
 
 	"github.com/pinion-health/pinion/gateway"
 	"github.com/pinion-health/pinion/pkg/config"
-	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/metrics"
+	"github.com/pinion-health/pinion/pkg/process"
 )
 
 func main() {
 	cfg, err := config.Load()
 	if err != nil {
-		infra.Exit("gateway", nil, 2, err)
+		process.Exit("gateway", nil, 2, err)
 	}
 	if cfg.NATSURL == "" {
-		infra.Exit("gateway", nil, 2, errors.New("PINION_NATS_URL must be set (use the pinion command for the standalone stack)"))
+		process.Exit("gateway", nil, 2, errors.New("PINION_NATS_URL must be set (use the pinion command for the standalone stack)"))
 	}
 	log := cfg.Logger().With("process", "gateway")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// The gateway needs no database: only the bus and the session buckets.
-	c, err := infra.Open(ctx, infra.Options{NATSURL: cfg.NATSURL, Name: "gateway", Replicas: cfg.NATSReplicas, Log: log})
+	c, err := process.Connect(ctx, process.Options{NATSURL: cfg.NATSURL, Name: "gateway", Replicas: cfg.NATSReplicas, Log: log})
 	if err != nil {
-		infra.Exit("gateway", log, 1, err)
+		process.Exit("gateway", log, 1, err)
 	}
 	defer c.Close()
 	view, err := c.Sessions.Watch(ctx)
 	if err != nil {
-		infra.Exit("gateway", log, 1, err)
+		process.Exit("gateway", log, 1, err)
 	}
 	defer view.Close()
 	if err := metrics.Serve(ctx, cfg.AdminAddr, log); err != nil {
-		infra.Exit("gateway", log, 1, fmt.Errorf("PINION_ADMIN_ADDR: %w", err))
+		process.Exit("gateway", log, 1, fmt.Errorf("PINION_ADMIN_ADDR: %w", err))
 	}
 	gw := gateway.New(gateway.ConfigFrom(cfg), c.NC, view, log)
 	if err := gw.Listen(ctx, nil); err != nil && !errors.Is(err, context.Canceled) {
-		infra.Exit("gateway", log, 1, err)
+		process.Exit("gateway", log, 1, err)
 	}
 }
