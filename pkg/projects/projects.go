@@ -55,9 +55,9 @@ func Get(ctx context.Context, r *repo.Repo, id string) (*Info, error) {
 	return p, nil
 }
 
-// CheckPolicy checks that ref names an AccessPolicy of the project; a 400
+// CheckPolicyRef checks that ref names an AccessPolicy of the project; a 400
 // naming expr otherwise.
-func CheckPolicy(ctx context.Context, r *repo.Repo, projectID, ref, expr string) error {
+func CheckPolicyRef(ctx context.Context, r *repo.Repo, projectID, ref, expr string) error {
 	typ, id, ok := fhir.SplitReference(ref)
 	if !ok || typ != "AccessPolicy" {
 		return fhir.BadRequest("Invalid access policy reference", expr)
@@ -167,7 +167,7 @@ func ReadAgentRequest(ctx context.Context, rp *repo.Repo, in AgentInput, typ, la
 		return nil, err
 	}
 	if policy != nil {
-		if err := CheckPolicy(ctx, rp, projectID, policy.Reference, "accessPolicy"); err != nil {
+		if err := CheckPolicyRef(ctx, rp, projectID, policy.Reference, "accessPolicy"); err != nil {
 			return nil, err
 		}
 	}

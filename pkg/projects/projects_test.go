@@ -15,7 +15,7 @@ import (
 // is the caller's 400, but a store that fails is not, and must reach the
 // caller as the failure it is (a 5xx), not as "does not exist". Both were
 // once the same 400.
-func TestCheckPolicyTellsMissingFromFailing(t *testing.T) {
+func TestCheckPolicyRefTellsMissingFromFailing(t *testing.T) {
 	ctx := context.Background()
 	st, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "pinion.db"), sqlstore.Options{})
 	if err != nil {
@@ -40,7 +40,7 @@ func TestCheckPolicyTellsMissingFromFailing(t *testing.T) {
 		{"not a reference", "p1", "Invalid access policy reference"},
 	}
 	for _, c := range cases {
-		err := CheckPolicy(ctx, r, c.project, c.ref, "accessPolicy")
+		err := CheckPolicyRef(ctx, r, c.project, c.ref, "accessPolicy")
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s in %s: %v", c.ref, c.project, err)
@@ -49,7 +49,7 @@ func TestCheckPolicyTellsMissingFromFailing(t *testing.T) {
 		}
 	}
 	st.Close()
-	err = CheckPolicy(ctx, r, "p1", "AccessPolicy/uncached", "accessPolicy")
+	err = CheckPolicyRef(ctx, r, "p1", "AccessPolicy/uncached", "accessPolicy")
 	if err == nil || errors.Is(err, fhir.ErrBadRequest) || errors.Is(err, fhir.ErrNotFound) {
 		t.Fatalf("with the store closed: %v, want a failure that is no 4xx", err)
 	}

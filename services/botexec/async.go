@@ -96,7 +96,7 @@ func takeAsyncSlot(slots chan struct{}) error {
 func newAsyncJob(baseURL string, r *bus.Request, now time.Time) map[string]any {
 	job := map[string]any{
 		"resourceType": "AsyncJob", "status": "accepted", "requestTime": now.UTC().Format(time.RFC3339Nano),
-		"request": baseURL + strings.TrimPrefix(r.Path, "/") + query(r),
+		"request": baseURL + strings.TrimPrefix(r.Path, "/") + querySuffix(r),
 	}
 	if r.Principal != nil && r.Principal.Profile != "" {
 		job["meta"] = map[string]any{"security": []any{access.OwnerTag(r.Principal.Profile)}}
@@ -130,8 +130,8 @@ func completeJob(j map[string]any, resp *bus.Response, now time.Time) {
 	j["output"] = map[string]any{"resourceType": "Parameters", "parameter": []any{param}}
 }
 
-// query is the request's query as sent, with its "?".
-func query(r *bus.Request) string {
+// querySuffix is the request's query as sent, with its "?" ("" for none).
+func querySuffix(r *bus.Request) string {
 	if r.RawQuery == "" {
 		return ""
 	}

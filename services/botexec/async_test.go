@@ -157,11 +157,11 @@ func TestCompleteJob(t *testing.T) {
 	}
 }
 
-func TestQuery(t *testing.T) {
-	if got := query(&bus.Request{}); got != "" {
+func TestQuerySuffix(t *testing.T) {
+	if got := querySuffix(&bus.Request{}); got != "" {
 		t.Errorf("no query: %q", got)
 	}
-	if got := query(&bus.Request{RawQuery: "a=1"}); got != "?a=1" {
+	if got := querySuffix(&bus.Request{RawQuery: "a=1"}); got != "?a=1" {
 		t.Errorf("%q", got)
 	}
 }

@@ -221,7 +221,7 @@ func newExportJob(base, path, rawQuery string, now time.Time) map[string]any {
 	return map[string]any{
 		"resourceType": "AsyncJob", "status": "active",
 		"requestTime": now.UTC().Format(time.RFC3339Nano),
-		"request":     base + strings.TrimPrefix(path, "/") + query(rawQuery),
+		"request":     base + strings.TrimPrefix(path, "/") + querySuffix(rawQuery),
 	}
 }
 
@@ -390,7 +390,9 @@ func activeExportsLimit(active int) error {
 	return e
 }
 
-func query(raw string) string {
+// querySuffix is a request's query as it follows the path: "?" and the
+// query, or "" for none.
+func querySuffix(raw string) string {
 	if raw == "" {
 		return ""
 	}

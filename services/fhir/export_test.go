@@ -352,9 +352,9 @@ func TestActiveExportsLimit(t *testing.T) {
 	}
 }
 
-func TestQuery(t *testing.T) {
-	if query("") != "" || query("a=b") != "?a=b" || query("?a") != "??a" {
-		t.Fatalf("query: %q %q %q", query(""), query("a=b"), query("?a"))
+func TestQuerySuffix(t *testing.T) {
+	if querySuffix("") != "" || querySuffix("a=b") != "?a=b" || querySuffix("?a") != "??a" {
+		t.Fatalf("querySuffix: %q %q %q", querySuffix(""), querySuffix("a=b"), querySuffix("?a"))
 	}
 }
 

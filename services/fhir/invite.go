@@ -16,7 +16,9 @@ import (
 	"github.com/pinion-health/pinion/pkg/search"
 )
 
-var idNamespace = uuid.MustParse("3c6b2a51-0f9d-4e27-9b1e-7d2e4f8a6c13")
+// inviteProfileIDNamespace derives the id of the profile an invite
+// creates. Never change it: those ids are stored.
+var inviteProfileIDNamespace = uuid.MustParse("3c6b2a51-0f9d-4e27-9b1e-7d2e4f8a6c13")
 
 // inviteProfile is the saga's second step: reuse the project's profile of
 // that type with the invitee's e-mail, or create one.
@@ -91,7 +93,7 @@ func (s *Service) inviteeProfile(ctx context.Context, inviteID string, req invit
 // profileID is the id of the profile an invite creates: the same on every
 // delivery of the step, so a retry finds what an earlier attempt made.
 func profileID(inviteID string) string {
-	return uuid.NewSHA1(idNamespace, []byte("invite-profile:"+inviteID)).String()
+	return uuid.NewSHA1(inviteProfileIDNamespace, []byte("invite-profile:"+inviteID)).String()
 }
 
 // newProfile is the profile an invite creates for its invitee: the name,

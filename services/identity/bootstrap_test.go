@@ -100,7 +100,7 @@ func TestBootstrapFirstStart(t *testing.T) {
 	}
 	resp, err := live.svc.basic(ctx, &bus.Request{Body: []byte(`{"id":"` + b.ClientID + `","secret":"` + b.Secret + `"}`)})
 	// One login per client and membership, the same at every start.
-	login := uuid.NewSHA1(idNamespace, []byte("client-login:"+b.ClientID+":"+membershipIDFor("ClientApplication/"+b.ClientID))).String()
+	login := uuid.NewSHA1(identityIDNamespace, []byte("client-login:"+b.ClientID+":"+membershipIDFor("ClientApplication/"+b.ClientID))).String()
 	if body := decoded(t, resp, err, 200); body["loginId"] != login {
 		t.Fatalf("basic %v, want login %s", body, login)
 	}

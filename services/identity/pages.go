@@ -3,9 +3,7 @@ package identity
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"embed"
-	"encoding/base64"
 	"errors"
 	"html/template"
 	"net/url"
@@ -30,7 +28,7 @@ var (
 	pageTmpl  = map[string]*template.Template{}
 	// pageCSP allows the style sheet (by hash) and forms posting back here;
 	// no script, no frame, no other origin.
-	pageCSP = "default-src 'none'; style-src 'sha256-" + hashOf(pageStyle) + "'; img-src 'self'; " +
+	pageCSP = "default-src 'none'; style-src 'sha256-" + webstyle.CSPHash(pageStyle) + "'; img-src 'self'; " +
 		"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 
@@ -39,11 +37,6 @@ func init() {
 		t := template.New("layout").Funcs(template.FuncMap{"style": func() template.CSS { return template.CSS(pageStyle) }})
 		pageTmpl[name] = template.Must(t.ParseFS(pageFiles, "pages/layout.html", "pages/"+name+".html"))
 	}
-}
-
-func hashOf(s string) string {
-	d := sha256.Sum256([]byte(s))
-	return base64.StdEncoding.EncodeToString(d[:])
 }
 
 // pageData is what every page shows; each page uses the fields it needs.

@@ -348,7 +348,7 @@ func (s *Service) client(ctx context.Context, id string) (*clientEntry, error) {
 		c.membership = pm.ID
 		// One login per client: client tokens are cheap to issue and all of
 		// them stop together when the client or its membership goes.
-		c.loginID = uuid.NewSHA1(idNamespace, []byte("client-login:"+id+":"+pm.ID)).String()
+		c.loginID = uuid.NewSHA1(identityIDNamespace, []byte("client-login:"+id+":"+pm.ID)).String()
 		c.displays = displaysOf(pm.JSON)
 		if _, err := s.sessions.PutLogin(ctx, c.loginID, session.Login{Membership: pm.ID, User: ref, Client: id}); err != nil {
 			return nil, fmt.Errorf("session login: %w", err)

@@ -34,7 +34,7 @@ func (s *Service) inviteUser(ctx context.Context, data []byte) error {
 	if req.ProjectScoped {
 		scope = req.ProjectID
 	}
-	candidate := uuid.NewSHA1(idNamespace, []byte("invite-user:"+rec.ID)).String()
+	candidate := uuid.NewSHA1(identityIDNamespace, []byte("invite-user:"+rec.ID)).String()
 	userID, isNew := candidate, true
 	if req.Email != "" {
 		// An existing user with this e-mail in this scope is reused.
@@ -146,7 +146,7 @@ const passwordRequestTTL = 7 * 24 * time.Hour
 // key makes it idempotent: a retried step gets a fresh secret for the same
 // request id, and only the last link sent works.
 func (s *Service) newPasswordRequest(ctx context.Context, userID, typ, key string) (id, link string, err error) {
-	id = uuid.NewSHA1(idNamespace, []byte("pwreq:"+typ+":"+key)).String()
+	id = uuid.NewSHA1(identityIDNamespace, []byte("pwreq:"+typ+":"+key)).String()
 	if key == "" {
 		id = uuid.NewString()
 	}

@@ -103,7 +103,7 @@ func TestInviteUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	userID := uuid.NewSHA1(idNamespace, []byte("invite-user:"+id)).String()
+	userID := uuid.NewSHA1(identityIDNamespace, []byte("invite-user:"+id)).String()
 	if rec.UserID != userID || !rec.NewUser || rec.Steps[invite.StepUser].State != "done" {
 		t.Fatalf("record %+v", rec)
 	}
@@ -147,7 +147,7 @@ func TestInviteUser(t *testing.T) {
 	if next := nextStep(t, id2); next.SetPasswordURL != "" {
 		t.Fatalf("a link for an existing user: %+v", next)
 	}
-	if _, err := live.conns.Repo.Read(ctx, repo.AllProjects, "User", uuid.NewSHA1(idNamespace, []byte("invite-user:"+id2)).String()); fhir.AsError(err).Status != 404 {
+	if _, err := live.conns.Repo.Read(ctx, repo.AllProjects, "User", uuid.NewSHA1(identityIDNamespace, []byte("invite-user:"+id2)).String()); fhir.AsError(err).Status != 404 {
 		t.Fatalf("a second user was made: %v", err)
 	}
 	if got, _ := live.svc.checkPassword(ctx, email, "initial password", ""); got != userID {

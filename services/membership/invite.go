@@ -283,7 +283,7 @@ func (s *Service) checkPolicies(ctx context.Context, projectID string, m map[str
 		return err
 	}
 	for _, r := range refs {
-		if err := projects.CheckPolicy(ctx, s.repo, projectID, r.ref, r.expr); err != nil {
+		if err := projects.CheckPolicyRef(ctx, s.repo, projectID, r.ref, r.expr); err != nil {
 			return err
 		}
 	}

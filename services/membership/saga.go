@@ -18,7 +18,9 @@ import (
 	"github.com/pinion-health/pinion/pkg/search"
 )
 
-var idNamespace = uuid.MustParse("0b8c5f6e-2f57-4c1e-8d0a-5a7d1c3e9f42")
+// membershipIDNamespace derives the id of the membership an invite
+// creates. Never change it: those ids are stored.
+var membershipIDNamespace = uuid.MustParse("0b8c5f6e-2f57-4c1e-8d0a-5a7d1c3e9f42")
 
 // inviteMembership is the saga's third step: create the membership, unless
 // the invitee already is a member (409, or an update with upsert).
@@ -45,7 +47,7 @@ func (s *Service) inviteMembership(ctx context.Context, data []byte) error {
 			}
 		}
 	}
-	candidate := uuid.NewSHA1(idNamespace, []byte("invite-membership:"+rec.ID)).String()
+	candidate := uuid.NewSHA1(membershipIDNamespace, []byte("invite-membership:"+rec.ID)).String()
 	memberID := candidate
 	if !req.ForceNewMembership {
 		owner, err := s.repo.Claim(ctx, repo.MembershipKey(req.ProjectID, userRef), candidate)
