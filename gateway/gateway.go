@@ -46,8 +46,8 @@ type Config struct {
 	TrustedProxies Proxies
 }
 
-// ConfigFrom takes the gateway's settings from the process's.
-func ConfigFrom(c *config.Config) Config {
+// NewConfig is the gateway's Config from the process's settings.
+func NewConfig(c *config.Config) Config {
 	return Config{
 		Addr: c.Addr, BaseURL: c.BaseURL, MaxBodyBytes: c.MaxBodyBytes,
 		RequestTimeout: c.RequestTimeout, AuthRateLimit: c.AuthRateLimit, TrustedProxies: c.TrustedProxies,

@@ -138,7 +138,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Stack,
 		ln.Close()
 		return nil, fmt.Errorf("session view: %w", err)
 	}
-	gw := gateway.New(gateway.ConfigFrom(cfg), c.NC, st.view, log)
+	gw := gateway.New(gateway.NewConfig(cfg), c.NC, st.view, log)
 	gctx, cancel := context.WithCancel(context.Background())
 	st.cancel = cancel
 	if err := metrics.Serve(gctx, cfg.AdminAddr, log); err != nil {

@@ -52,8 +52,8 @@ type Config struct {
 	RestHookPrivate bool
 }
 
-// ConfigFrom takes the bot executor's settings from the process's.
-func ConfigFrom(c *config.Config) Config {
+// NewConfig is the bot executor's Config from the process's settings.
+func NewConfig(c *config.Config) Config {
 	return Config{BaseURL: c.BaseURL, Workers: c.BotWorkers, WorkerMemoryBytes: c.BotWorkerMemory,
 		ProjectConcurrency: c.BotProjectRuns, RestHookPrivate: c.RestHookPrivate}
 }
@@ -61,7 +61,7 @@ func ConfigFrom(c *config.Config) Config {
 // FromConfig builds the service from the settings, as both the standalone
 // stack and the service's own process do.
 func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service, error) {
-	bc := ConfigFrom(cfg)
+	bc := NewConfig(cfg)
 	bc.JS, bc.EventStream = c.JS, infra.ResourceStream
 	return New(bc, c.NC, c.Repo, c.Sessions, log), nil
 }

@@ -7,10 +7,10 @@ import (
 	"github.com/pinion-health/pinion/pkg/config"
 )
 
-func TestConfigFrom(t *testing.T) {
+func TestNewConfig(t *testing.T) {
 	c := &config.Config{BaseURL: "https://pinion.example/", BotWorkers: 3, BotWorkerMemory: 512 << 20, BotProjectRuns: 5, MaxBodyBytes: 1}
 	want := Config{BaseURL: "https://pinion.example/", Workers: 3, WorkerMemoryBytes: 512 << 20, ProjectConcurrency: 5}
-	if got := ConfigFrom(c); got != want {
+	if got := NewConfig(c); got != want {
 		t.Fatalf("%+v, want %+v", got, want)
 	}
 }

@@ -144,7 +144,7 @@ func startProcess(t *testing.T, name string, env map[string]string) (*process, s
 		if err != nil {
 			t.Fatalf("gateway: %v", err)
 		}
-		gw := gateway.New(gateway.ConfigFrom(cfg), c.NC, view, log)
+		gw := gateway.New(gateway.NewConfig(cfg), c.NC, view, log)
 		ln, err := net.Listen("tcp", cfg.Addr)
 		if err != nil {
 			t.Fatal(err)
@@ -169,7 +169,7 @@ func startProcess(t *testing.T, name string, env map[string]string) (*process, s
 	case "fhir":
 		svc = fhirsvc.New(fhirsvc.Config{BaseURL: cfg.BaseURL}, c.NC, c.JS, c.Repo, c.Sessions, log)
 	case "botexec":
-		svc = botexec.New(botexec.ConfigFrom(cfg), c.NC, c.Repo, c.Sessions, log)
+		svc = botexec.New(botexec.NewConfig(cfg), c.NC, c.Repo, c.Sessions, log)
 	default:
 		t.Fatalf("unknown process %s", name)
 	}

@@ -40,7 +40,7 @@ func main() {
 	if err := metrics.Serve(ctx, cfg.AdminAddr, log); err != nil {
 		process.Exit("gateway", log, 1, fmt.Errorf("PINION_ADMIN_ADDR: %w", err))
 	}
-	gw := gateway.New(gateway.ConfigFrom(cfg), c.NC, view, log)
+	gw := gateway.New(gateway.NewConfig(cfg), c.NC, view, log)
 	if err := gw.Listen(ctx, nil); err != nil && !errors.Is(err, context.Canceled) {
 		process.Exit("gateway", log, 1, err)
 	}
