@@ -1,7 +1,10 @@
 // Package mail sends Pinion's e-mails (invitations, password resets) from
-// a durable queue: a real SMTP client (github.com/wneessen/go-mail, chosen
-// for being maintained, dependency-free and context-aware), or, with no SMTP
-// server configured, .eml files under the data directory.
+// a durable queue. Any service puts an e-mail on it with Queue; a Courier,
+// run by the membership service, sends each one and records on its invite
+// how an invitation's went. It sends through a real SMTP client
+// (github.com/wneessen/go-mail, chosen for being maintained,
+// dependency-free and context-aware), or, with no SMTP server configured,
+// writes .eml files under the data directory.
 package mail
 
 import (

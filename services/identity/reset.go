@@ -59,7 +59,7 @@ func (s *Service) sendReset(ctx context.Context, email, projectID string) error 
 	if err != nil {
 		return err
 	}
-	return s.queueMail(ctx, mail.Message{
+	return mail.Queue(ctx, s.js, mail.Message{
 		ID: "reset-" + id, To: email, Subject: "Pinion password reset",
 		Text: "Someone asked to reset the password of this account.\n\nSet a new password here:\n" + link + "\n\nIf it was not you, ignore this message.\n",
 	})

@@ -2,7 +2,6 @@ package identity
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -12,9 +11,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/invite"
-	"github.com/pinion-health/pinion/pkg/mail"
 	"github.com/pinion-health/pinion/pkg/repo"
-	"github.com/pinion-health/pinion/pkg/saga"
 	"github.com/pinion-health/pinion/pkg/store"
 )
 
@@ -167,12 +164,6 @@ func (s *Service) newPasswordRequest(ctx context.Context, userID, typ, key strin
 		}
 	}
 	return id, s.cfg.BaseURL + "setpassword/" + id + "/" + secret, nil
-}
-
-// queueMail puts an e-mail on the durable queue; membership sends it.
-func (s *Service) queueMail(ctx context.Context, m mail.Message) error {
-	b, _ := json.Marshal(m)
-	return saga.Publish(ctx, s.js, mail.Subject, b, "mail:"+m.ID)
 }
 
 // checkPasswordLink finds the request a set-password link names and checks

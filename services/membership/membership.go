@@ -64,20 +64,18 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.invites, err = invite.Open(ctx, s.js); err != nil {
 		return err
 	}
-	for _, c := range []struct {
-		name, subject string
-		h             saga.Handler
-		dead          saga.DeadLetter
-	}{
-		{"membership-invite-membership", invite.SubjMembership, s.inviteMembership, s.membershipFailed},
-		{"membership-mail", mail.Subject, s.sendMail, s.mailFailed},
-	} {
-		stop, err := saga.Consume(ctx, s.js, c.name, c.subject, c.h, c.dead, s.log)
-		if err != nil {
-			return err
-		}
-		s.stops = append(s.stops, stop)
+	stop, err := saga.Consume(ctx, s.js, "membership-invite-membership", invite.SubjMembership, s.inviteMembership, s.membershipFailed, s.log)
+	if err != nil {
+		return err
 	}
+	s.stops = append(s.stops, stop)
+	// This service sends the e-mail queue's messages, its own and
+	// identity's; pkg/mail does the sending.
+	stop, err = mail.NewCourier(s.mailer, s.invites, s.log).Consume(ctx, s.js)
+	if err != nil {
+		return err
+	}
+	s.stops = append(s.stops, stop)
 	s.svc, err = bus.Serve(s.nc, "membership", "1.0.0", map[string]bus.Handler{
 		bus.SubjProjectCreate: s.createProject,
 		bus.SubjProjectInit:   s.initProject,

@@ -2,7 +2,6 @@ package membership
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -164,9 +163,7 @@ func (s *Service) publishMembership(ctx context.Context, id string) error {
 
 // queueInviteMail puts the invitation e-mail on the durable mail queue.
 func (s *Service) queueInviteMail(ctx context.Context, rec *invite.Record, setPasswordURL string) error {
-	msg := inviteMail(rec, setPasswordURL, s.cfg.BaseURL)
-	b, _ := json.Marshal(msg)
-	return saga.Publish(ctx, s.js, mail.Subject, b, "mail:"+msg.ID)
+	return mail.Queue(ctx, s.js, inviteMail(rec, setPasswordURL, s.cfg.BaseURL))
 }
 
 // inviteMail is the invitation e-mail: a new user gets the link that sets
@@ -185,51 +182,6 @@ func inviteMail(rec *invite.Record, setPasswordURL, baseURL string) mail.Message
 			req.FirstName, req.ProjectName, baseURL)
 	}
 	return msg
-}
-
-// sendMail is the e-mail queue's consumer. A failure is retried from the
-// queue; it never fails the invite, whose record shows the e-mail's state.
-func (s *Service) sendMail(ctx context.Context, data []byte) error {
-	var m mail.Message
-	if err := json.Unmarshal(data, &m); err != nil {
-		return saga.Permanent(err)
-	}
-	where, err := s.mailer.Send(ctx, m)
-	if err != nil {
-		if m.InviteID != "" {
-			_, _ = s.invites.Update(ctx, m.InviteID, func(r *invite.Record) error {
-				st := r.Steps[invite.StepEmail]
-				st.Attempts++
-				st.Error = err.Error()
-				r.Steps[invite.StepEmail] = st
-				return nil
-			})
-		}
-		return err
-	}
-	s.log.Info("e-mail sent", "to", m.To, "subject", m.Subject, "where", where)
-	if m.InviteID != "" {
-		if _, err := s.invites.Update(ctx, m.InviteID, func(r *invite.Record) error {
-			invite.MarkStep(r, invite.StepEmail, "done", "")
-			return nil
-		}); err != nil {
-			s.log.Warn("record e-mail sent", "invite", m.InviteID, "err", err)
-		}
-	}
-	return nil
-}
-
-// mailFailed records an e-mail that could not be sent after every retry.
-func (s *Service) mailFailed(ctx context.Context, data []byte, err error) {
-	var m mail.Message
-	if json.Unmarshal(data, &m) != nil || m.InviteID == "" {
-		s.log.Error("e-mail dropped after retries", "err", err)
-		return
-	}
-	_, _ = s.invites.Update(ctx, m.InviteID, func(r *invite.Record) error {
-		invite.MarkStep(r, invite.StepEmail, "failed", err.Error())
-		return nil
-	})
 }
 
 // membershipFailed marks an invite failed when its membership step cannot succeed.

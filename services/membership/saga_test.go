@@ -2,10 +2,7 @@ package membership
 
 import (
 	"encoding/json"
-	"errors"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -101,80 +98,6 @@ func TestInviteMail(t *testing.T) {
 			}
 		})
 	}
-}
-
-// pendingInvite records an invite whose user and profile steps are done.
-func pendingInvite(t *testing.T, email string) *invite.Record {
-	t.Helper()
-	rec := newInviteRecord(uuid.NewString(), invite.Request{ProjectID: "p-1", ProjectName: "Clinic", Email: email, SendEmail: true}, time.Now().UTC())
-	if err := stack.invites.Create(testCtx(t), rec); err != nil {
-		t.Fatal(err)
-	}
-	return rec
-}
-
-func TestSendMail(t *testing.T) {
-	ctx := testCtx(t)
-	t.Run("an invitation", func(t *testing.T) {
-		rec := pendingInvite(t, "mail@example.com")
-		m := mail.Message{ID: "invite-" + rec.ID, To: "mail@example.com", Subject: "Hello", Text: "Body text\n", InviteID: rec.ID}
-		b, _ := json.Marshal(m)
-		if err := stack.svc.sendMail(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-		if eml := readMail(t, m.ID); !strings.Contains(eml, "Subject: Hello") || !strings.Contains(eml, "Body text") {
-			t.Errorf("e-mail:\n%s", eml)
-		}
-		got, _ := stack.invites.Get(ctx, rec.ID)
-		if st := got.Steps[invite.StepEmail]; st.State != "done" || st.Attempts != 1 || st.Error != "" {
-			t.Errorf("e-mail step %+v", st)
-		}
-	})
-
-	t.Run("a failure is recorded and retried", func(t *testing.T) {
-		rec := pendingInvite(t, "not an address")
-		m := mail.Message{ID: "invite-" + rec.ID, To: "not an address", Subject: "Hello", Text: "x", InviteID: rec.ID}
-		b, _ := json.Marshal(m)
-		for attempt := 1; attempt <= 2; attempt++ {
-			err := stack.svc.sendMail(ctx, b)
-			if err == nil || !strings.Contains(err.Error(), `recipient "not an address"`) {
-				t.Fatalf("attempt %d: %v", attempt, err)
-			}
-			got, _ := stack.invites.Get(ctx, rec.ID)
-			if st := got.Steps[invite.StepEmail]; st.State != "pending" || st.Attempts != attempt || st.Error != err.Error() {
-				t.Errorf("attempt %d: e-mail step %+v", attempt, st)
-			}
-		}
-		if _, err := os.Stat(filepath.Join(stack.mailDir, m.ID+".eml")); !os.IsNotExist(err) {
-			t.Errorf("a file for a message that failed: %v", err)
-		}
-		// After the last retry.
-		stack.svc.mailFailed(ctx, b, errors.New("gave up"))
-		got, _ := stack.invites.Get(ctx, rec.ID)
-		if st := got.Steps[invite.StepEmail]; st.State != "failed" || st.Attempts != 3 || st.Error != "gave up" {
-			t.Errorf("e-mail step %+v", st)
-		}
-		if got.Status != "pending" {
-			t.Errorf("a lost e-mail failed the invite: %s", got.Status)
-		}
-	})
-
-	t.Run("not of an invite", func(t *testing.T) {
-		m := mail.Message{ID: "reset-" + uuid.NewString(), To: "reset@example.com", Subject: "Reset", Text: "x"}
-		b, _ := json.Marshal(m)
-		if err := stack.svc.sendMail(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-		readMail(t, m.ID)
-		stack.svc.mailFailed(ctx, b, errors.New("gave up")) // nothing to record
-	})
-
-	t.Run("not a message", func(t *testing.T) {
-		if err := stack.svc.sendMail(ctx, []byte(`{"to":`)); err == nil {
-			t.Error("a message that cannot be read was sent")
-		}
-		stack.svc.mailFailed(ctx, []byte(`{"to":`), errors.New("gave up"))
-	})
 }
 
 // A membership step delivered again after its invite ended does nothing.
