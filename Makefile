@@ -116,7 +116,7 @@ BENCH_FLAGS ?=
 bench-compare:
 	BASE=$(BASE) ROUNDS=$(ROUNDS) ONLY=$(ONLY) deploy/standalone/cmd/pinion-bench/compare.sh -d 8s -warmup 2s -patients 1000 -members 10 $(BENCH_FLAGS)
 
-# The same after loading 100,000 Patients: PERFORMANCE.md's grown store
+# The same after loading 100,000 Patients: docs/PERFORMANCE.md's grown store
 # (the writes and bots are measured at 1,000 first, then again).
 bench-grow:
 	$(GO) run ./deploy/standalone/cmd/pinion-bench -grow 100000

@@ -592,7 +592,7 @@ func TestProjectDetailsAndSecrets(t *testing.T) {
 	}
 }
 
-// TestSuperAdminUnderPolicy: interface.md advises an access policy on the
+// TestSuperAdminUnderPolicy: docs/interface.md advises an access policy on the
 // client that creates projects, to reduce what else it can do. It keeps
 // the super-admin routes and every project; the policy decides the rest.
 func TestSuperAdminUnderPolicy(t *testing.T) {

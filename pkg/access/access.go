@@ -1,9 +1,10 @@
 // Package access decides who may do what to which resources: a
 // membership's AccessPolicy resources, instantiated with its parameters and
-// compiled to search filters (Policy, Policies), and the rules of the
-// interface and of API.md that hold whatever a policy says (fixed entries
-// for project-admin types, ProjectAdmin for the /admin routes). The fhir
-// service applies a Policy to every interaction, in one place.
+// compiled to search filters (Policy, Policies), and the rules of
+// docs/interface.md and docs/API.md that hold whatever a policy says
+// (fixed entries for project-admin types, ProjectAdmin for the /admin
+// routes). The fhir service applies a Policy to every interaction, in one
+// place.
 package access
 
 import (

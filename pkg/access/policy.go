@@ -20,7 +20,7 @@ import (
 type Policy struct {
 	// allProjects: a super admin reaches every project. unrestricted: a
 	// super admin without an access policy; one with a policy is held to
-	// it, as interface.md advises for the client that creates projects.
+	// it, as docs/interface.md advises for the client that creates projects.
 	allProjects  bool
 	unrestricted bool
 	admin        bool
@@ -246,7 +246,9 @@ func Compile(p *bus.Principal, membership []byte, policies map[string][]byte) (*
 }
 
 // fixedEntries are the rules that hold whatever the membership's policy
-// says (medplum-reference §8.1, §8.2): a user reads and updates its own User
+// says, as Medplum's server adds them to every policy (its synthetic
+// project-admin policy, and its project-admin resource types that no
+// policy entry opens to a non-admin): a user reads and updates its own User
 // (email, project and the like read-only); an admin reads the project's
 // Project, memberships, project-scoped users and security requests, with
 // secrets hidden. Changes to those go through the /admin routes.

@@ -1,6 +1,7 @@
-// Package invite is the shared model of the invite saga (endpoint E2): the
-// request, the record of its progress kept in a NATS key-value bucket, and
-// the step subjects. Membership orchestrates; identity creates the User,
+// Package invite is the shared model of the invite saga (POST
+// /admin/projects/{projectId}/invite, E2 in docs/API.md): the request, the
+// record of its progress kept in a NATS key-value bucket, and the step
+// subjects. Membership orchestrates; identity creates the User,
 // fhir the profile, membership the ProjectMembership and the e-mail.
 package invite
 

@@ -299,7 +299,7 @@ func TestSearchMemberships(t *testing.T) {
 		{"m7", "2024-01-07T00:00:00Z", m("https://example.com/fhir/R4/Patient/p2", "User/u7", "")},
 	})
 	runCases(t, ctx, bs, "ProjectMembership", []searchCase{
-		// The four use cases of E4.
+		// The four use cases of E4 (docs/API.md): GET ProjectMembership by profile type.
 		{"all members", "", []string{"m1", "m2", "m3", "m4", "m5", "m6", "m7"}},
 		{"human members", "profile-type:not=ClientApplication,Bot", []string{"m1", "m2", "m5", "m6", "m7"}},
 		{"patients", "profile-type=Patient", []string{"m1", "m7"}},

@@ -48,8 +48,8 @@ type bot struct {
 	} `json:"executableCode"`
 }
 
-// execute is E5 and E6: POST or GET Bot/<id>/$execute and
-// Bot/$execute?identifier=<system>|<code>.
+// execute is POST or GET /fhir/R4/Bot/{id}/$execute and
+// /fhir/R4/Bot/$execute?identifier=<system>|<code> (E5 and E6 in docs/API.md).
 func (s *Service) execute(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	if err := access.Check(r.Principal, "Bot", access.Read); err != nil {
 		return nil, err
@@ -617,7 +617,8 @@ func lowerHeaders(h map[string]string) map[string]string {
 	return out
 }
 
-// botResponse turns a bot's result into the HTTP answer (API.md, E5/E6).
+// botResponse turns a bot's result into the HTTP answer (docs/API.md,
+// "E5, E6 — bots").
 func botResponse(res *sandbox.Result, requestType string) *bus.Response {
 	if res.Err != nil {
 		o := res.Err.OperationOutcome()

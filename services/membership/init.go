@@ -13,9 +13,9 @@ import (
 
 // initProject is Medplum's POST /fhir/R4/Project/$init: Parameters with
 // name and, optionally, owner (a User reference) or ownerEmail. It follows
-// E1's rules (super admins only). An ownerEmail with no user yet is invited
-// as the project's admin: the saga creates the user and e-mails a
-// set-password link.
+// the rules of POST /admin/Project (super admins only). An ownerEmail with
+// no user yet is invited as the project's admin: the saga creates the user
+// and e-mails a set-password link.
 func (s *Service) initProject(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	if err := access.SuperAdmin(r.Principal); err != nil {
 		return nil, err

@@ -43,7 +43,7 @@ func inviteBody(r *bus.Request) (map[string]any, error) {
 	return nil, fhir.UnsupportedMediaType()
 }
 
-// invite is E2, POST /admin/projects/:projectId/invite.
+// invite is POST /admin/projects/{projectId}/invite (E2 in docs/API.md).
 func (s *Service) invite(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	projectID := r.Param("projectId")
 	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {

@@ -209,7 +209,8 @@ func checkInvite(in inviteInput) (*inviteDraft, []fhir.Issue) {
 			bad("membership.admin", "admin must be a boolean")
 		}
 	} else {
-		// Stored explicitly, so E3's documented patch (replace /admin) applies:
+		// Stored explicitly, so the documented promotion patch (replace
+		// /admin; E3 in docs/API.md) applies:
 		// RFC 6902 replace needs the member to exist.
 		tmpl["admin"] = false
 	}

@@ -34,10 +34,12 @@ func (s *Service) getMember(ctx context.Context, r *bus.Request) (*bus.Response,
 	return bus.FHIR(200, res.JSON), nil
 }
 
-// changeableFields are what an admin may change on a membership (API.md).
+// changeableFields are what an admin may change on a membership
+// (docs/API.md, "E3 — promote (and update) a member").
 var changeableFields = map[string]bool{"admin": true, "accessPolicy": true, "access": true, "active": true, "meta": true}
 
-// updateMember is E3's replace form: POST the complete membership.
+// updateMember is POST /admin/projects/{projectId}/members/{membershipId}
+// with the complete membership: E3's replace form (docs/API.md).
 func (s *Service) updateMember(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	cur, err := s.member(ctx, r)
 	if err != nil {
@@ -53,7 +55,8 @@ func (s *Service) updateMember(ctx context.Context, r *bus.Request) (*bus.Respon
 	return s.saveMember(ctx, r, cur, next)
 }
 
-// patchMember is E3's patch form: a JSON Patch such as replace /admin.
+// patchMember is PATCH /admin/projects/{projectId}/members/{membershipId}
+// with a JSON Patch such as replace /admin: E3's patch form (docs/API.md).
 func (s *Service) patchMember(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	cur, err := s.member(ctx, r)
 	if err != nil {

@@ -14,7 +14,8 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 )
 
-// createProject is E1, POST /admin/Project: super admins create projects.
+// createProject is POST /admin/Project (E1 in docs/API.md): super admins
+// create projects.
 func (s *Service) createProject(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	if err := access.SuperAdmin(r.Principal); err != nil {
 		return nil, err

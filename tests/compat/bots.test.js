@@ -121,7 +121,7 @@ test("post('admin/projects/<id>/bot') creates the Bot (201) and its membership; 
   });
 });
 
-// The five input types of API.md, as an app passes them to executeBot. The
+// The five input types of docs/API.md, as an app passes them to executeBot. The
 // client sends strings as they are and JSON.stringify()s every other object:
 // form input must be a string (a URLSearchParams object would go as "{}"),
 // and an Hl7Message must be sent as msg.toString() (it has no toJSON, so the

@@ -213,7 +213,7 @@ func (st *runState) runToResult(pre *goja.Program, p *Program, ev Event, msg *hl
 }
 
 // isHL7 reports whether a Content-Type names HL7 v2 ER7, whatever its
-// parameters (API.md: "; charset=utf-8" and the like are ignored).
+// parameters (docs/API.md: "; charset=utf-8" and the like are ignored).
 func isHL7(contentType string) bool {
 	mt, _, _ := strings.Cut(contentType, ";")
 	return strings.EqualFold(strings.TrimSpace(mt), HL7ContentType)

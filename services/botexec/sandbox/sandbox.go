@@ -90,8 +90,8 @@ type Limits struct {
 	MaxCallDepth int
 }
 
-// DefaultLimits are Medplum's defaults where it has one (10 s), and API.md's
-// (8 MiB output, 10 KiB log) otherwise.
+// DefaultLimits are Medplum's defaults where it has one (10 s), and
+// docs/API.md's (8 MiB output, 10 KiB log) otherwise.
 var DefaultLimits = Limits{
 	Timeout:        10 * time.Second,
 	MemoryBytes:    256 << 20,

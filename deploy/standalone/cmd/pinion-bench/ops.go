@@ -75,7 +75,7 @@ func (b *bench) login() {
 	}
 }
 
-// seed creates a project, a client in it, and n patients, as PERFORMANCE.md's workload.
+// seed creates a project, a client in it, and n patients, as docs/PERFORMANCE.md's workload.
 func (b *bench) seed(n int) {
 	p := b.mustJSON("POST", "admin/Project", b.super, "application/json", map[string]any{"resourceType": "Project", "name": "bench"}, 201)
 	c := b.mustJSON("POST", "admin/projects/"+p["id"].(string)+"/client", b.super, "application/json", map[string]any{"name": "bench client"}, 201)
@@ -143,7 +143,7 @@ func (b *bench) run() {
 		})
 	}
 	// The ops that grow the store come first: searches and updates are
-	// measured after the creates, never before (PERFORMANCE.md), on a
+	// measured after the creates, never before (docs/PERFORMANCE.md), on a
 	// store that only grows, as users' do.
 	size := storeSize(len(b.patients))
 	b.creates(size)
