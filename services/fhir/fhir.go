@@ -1,7 +1,14 @@
 // Package fhirsvc (in services/fhir; pkg/fhir is package fhir) is the
-// FHIR service: create, read, vread, update, patch, delete, history and
-// search of every resource type over the shared repository, confined to
-// the caller's project.
+// FHIR service, the FHIR R4 API under /fhir/R4 over the shared
+// repository, each request confined to the caller's project and its
+// access policy (target.go): create, read, vread, update, patch, delete,
+// history and search of every resource type, conditional writes
+// (conditional.go), $validate, batch and transaction Bundles (batch.go),
+// the CapabilityStatement (metadata.go), and bulk $export run as an
+// AsyncJob with its status and cancel (export.go). Writes that change
+// what a token may do (memberships, access policies, client
+// applications) reach the session bucket before they are answered
+// (sessions.go). It also runs the invite saga's profile step (invite.go).
 package fhirsvc
 
 import (

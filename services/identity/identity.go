@@ -1,6 +1,23 @@
-// Package identity is the identity service: signing keys and JWKS, the
-// OAuth2 token endpoint, /auth/me, discovery documents, client credentials
-// and the super-admin bootstrap.
+// Package identity is the identity service, Pinion's OAuth 2.0 / OpenID
+// Connect authorization server and its users:
+//
+//   - tokens: the token endpoint's grants (client credentials, code with
+//     PKCE, refresh; token.go, grant.go), client authentication by secret
+//     or private_key_jwt (clientauth.go, assertion.go), ID tokens,
+//     userinfo, /auth/me, introspection and revocation, signing keys with
+//     JWKS, discovery, and the HTTP Basic check of API requests the
+//     gateway asks for;
+//   - sign-in: /auth/login and the choice of profile, the authorize
+//     endpoint with its sign-in and consent pages (authorize.go,
+//     browser.go, pages.go, consent.go), logout, and WebSocket binding
+//     tokens;
+//   - users: setting and resetting passwords by e-mailed link (reset.go,
+//     users.go; the e-mail goes through pkg/mail's queue), the invite
+//     saga's user step, client applications and their secret rotation;
+//   - the super-admin bootstrap (bootstrap.go).
+//
+// It keeps clients and their memberships cached, dropping an entry when
+// its resource changes.
 package identity
 
 import (
