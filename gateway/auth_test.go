@@ -18,6 +18,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/embedded"
 	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/pkg/testenv"
 )
 
 const authTestBase = "http://localhost:8103/"
@@ -76,13 +77,7 @@ func startBearerStack(t *testing.T) *bearerStack {
 	gctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	go g.Listen(gctx, ln)
-	deadline := time.Now().Add(10 * time.Second)
-	for !g.ready.Load() {
-		if time.Now().After(deadline) {
-			t.Fatal("the gateway never loaded its keys")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, "the gateway to load its keys", g.ready.Load)
 	return &bearerStack{
 		url:      "http://" + ln.Addr().String() + "/",
 		signer:   &auth.Signer{Key: ec, Issuer: authTestBase},

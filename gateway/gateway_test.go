@@ -19,6 +19,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/embedded"
 	"github.com/pinion-health/pinion/pkg/infra"
+	"github.com/pinion-health/pinion/pkg/testenv"
 )
 
 // startGateway runs a gateway on a real NATS server, with a JWKS responder
@@ -66,9 +67,7 @@ func startGatewayWith(t *testing.T, cfg Config) (string, *nats.Conn) {
 	t.Cleanup(cancel)
 	go g.Listen(gctx, ln)
 	base := "http://" + ln.Addr().String() + "/"
-	for i := 0; i < 200 && !g.ready.Load(); i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, "the gateway to load its keys", g.ready.Load)
 	return base, c.NC
 }
 
@@ -116,8 +115,12 @@ func TestGatewayErrors(t *testing.T) {
 		{"unknown method on a route", nil, "DELETE", "oauth2/token", "", 404},
 		{"no service answers", nil, "GET", "fhir/R4/metadata", "", 503},
 		{"service too slow", func() {
+			// The service answers only after the test, long past the
+			// gateway's 300 ms.
+			answer := make(chan struct{})
+			t.Cleanup(func() { close(answer) })
 			_, _ = nc.Subscribe(bus.SubjMetadata, func(m *nats.Msg) {
-				time.Sleep(time.Second)
+				<-answer
 				_ = m.Respond(nil)
 			})
 			_ = nc.Flush()

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/fasthttp/websocket"
+
+	"github.com/pinion-health/pinion/pkg/testenv"
 )
 
 // dialWS opens a subscription socket on the gateway at base.
@@ -78,16 +80,10 @@ func TestSubscriptionSocketsAreBounded(t *testing.T) {
 				t.Fatalf("second socket: %v %v", err, resp)
 			}
 			c.Close()
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				if _, _, err := dialWS(t, base); err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("a closed socket still counts")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			testenv.Eventually(t, "a closed socket to stop counting", func() bool {
+				_, _, err := dialWS(t, base)
+				return err == nil
+			})
 		})
 	}
 }

@@ -46,6 +46,7 @@ func pendingRecord(id string) *Record {
 
 // A record is read back as it was stored, and an id is taken once.
 func TestRecordRoundTrip(t *testing.T) {
+	t.Parallel() // each test has its own NATS server
 	s, _ := openStore(t)
 	ctx := context.Background()
 	want := pendingRecord("inv-1")
@@ -70,6 +71,7 @@ func TestRecordRoundTrip(t *testing.T) {
 // Update applies its change to the record as it is at the time, so
 // concurrent updates are all kept; a change that fails is not stored.
 func TestUpdate(t *testing.T) {
+	t.Parallel() // each test has its own NATS server
 	s, _ := openStore(t)
 	ctx := context.Background()
 	if err := s.Create(ctx, pendingRecord("inv-2")); err != nil {
@@ -121,6 +123,7 @@ func TestUpdate(t *testing.T) {
 
 // MarkStep counts the attempts that ended (not a step marked pending again).
 func TestMarkStep(t *testing.T) {
+	t.Parallel() // no server, no global
 	r := pendingRecord("inv-3")
 	MarkStep(r, StepUser, "failed", "timeout")
 	MarkStep(r, StepUser, "pending", "")
@@ -134,6 +137,7 @@ func TestMarkStep(t *testing.T) {
 // Next publishes a step once per invite and subject, however often it is
 // called (a step redelivered after a crash calls it again).
 func TestNextIsIdempotent(t *testing.T) {
+	t.Parallel() // each test has its own NATS server
 	s, env := openStore(t)
 	ctx := context.Background()
 	for range 3 {
@@ -175,6 +179,7 @@ const anyStep = saga.SubjectPrefix + "invite.>"
 // Load reads a step's invite, says whether it has ended, and refuses a
 // message it cannot read as a permanent failure.
 func TestLoad(t *testing.T) {
+	t.Parallel() // each test has its own NATS server
 	s, _ := openStore(t)
 	ctx := context.Background()
 	for id, status := range map[string]string{"inv-p": "pending", "inv-d": "done", "inv-f": "failed"} {
@@ -206,6 +211,7 @@ func TestLoad(t *testing.T) {
 // status and text, anything else is a 500) and tells whoever waits; an
 // invite that has already ended keeps its outcome.
 func TestFail(t *testing.T) {
+	t.Parallel() // each test has its own NATS server
 	s, env := openStore(t)
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

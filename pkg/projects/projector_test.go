@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -52,17 +51,10 @@ func TestProjector(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testenv.Eventually(t, "the entry from the event", func() bool {
 			m, err := sessions.GetMembership(ctx, pm.ID)
-			if err == nil && m.Active && m.Project == "p1" && m.User == "User/u1" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no entry from the event: %v %v", m, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return err == nil && m.Active && m.Project == "p1" && m.User == "User/u1"
+		})
 	})
 
 	t.Run("a handler's request answers once the entry holds", func(t *testing.T) {

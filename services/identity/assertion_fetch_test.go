@@ -19,6 +19,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/pinion-health/pinion/pkg/egress"
+	"github.com/pinion-health/pinion/pkg/testenv"
 )
 
 // hangingServer accepts a key set request and answers nothing until the
@@ -37,18 +38,6 @@ func hangingServer(t *testing.T) (string, *atomic.Int32) {
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) }) // runs first: the handlers return
 	return srv.URL + "/jwks.json", &hits
-}
-
-// waitFor waits until cond holds, for at most 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 5 s for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // A key set is never fetched from loopback or private addresses unless
@@ -144,7 +133,7 @@ func TestHangingKeySetDelaysNoOne(t *testing.T) {
 
 	slow, slowHits := hangingServer(t)
 	hang(slow, 3*jwksFetchers)
-	waitFor(t, "the hanging server's request", func() bool { return slowHits.Load() > 0 })
+	testenv.Eventually(t, "the hanging server's request", func() bool { return slowHits.Load() > 0 })
 	if d, err := quick(t, cachedURI); err != nil || d > bound {
 		t.Errorf("a cached key set took %s (%v)", d, err)
 	}
@@ -163,7 +152,7 @@ func TestHangingKeySetDelaysNoOne(t *testing.T) {
 		hang(uri, 1)
 		held = append(held, hits)
 	}
-	waitFor(t, "every slot held", func() bool {
+	testenv.Eventually(t, "every slot held", func() bool {
 		for _, h := range held {
 			if h.Load() == 0 {
 				return false
