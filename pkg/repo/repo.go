@@ -444,7 +444,7 @@ func (r *Repo) delete(ctx context.Context, sc Scope, typ, id string) error {
 	vid := uuid.NewString()
 	ev := Event{Op: "delete", Type: typ, ID: id, VersionID: vid, Project: cur.Project, Trace: bus.TraceFrom(ctx)}
 	w := &store.Write{Record: store.Record{Type: typ, ID: id, Version: vid, Time: now, Project: cur.Project, Deleted: true},
-		Prev: cur.VersionID, Event: r.outboxEvent(ev)}
+		Prev: cur.VersionID, Event: r.outboxEvent(ev), Strict: strictTypes[typ]}
 	return r.commit(ctx, &version{ev: ev, w: w, out: fromRecord(&w.Record)})
 }
 
@@ -539,7 +539,7 @@ func (r *Repo) prepare(ctx context.Context, op, typ, id, project string, res map
 		quiet: eventless(op, typ),
 	}
 	v.w = &store.Write{Record: store.Record{Type: typ, ID: id, Version: vid, Time: now, Project: project, JSON: body},
-		Fields: search.Fields(typ, res)}
+		Fields: search.Fields(typ, res), Strict: strictTypes[typ]}
 	if !v.quiet {
 		v.w.Event = r.outboxEvent(v.ev)
 	}

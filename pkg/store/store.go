@@ -56,6 +56,12 @@ type Write struct {
 	// Event is recorded in the outbox with the write, under OutboxID; nil
 	// records none.
 	Event []byte
+	// Strict asks that no reader see the write before it is durable. Every
+	// write is durable when Write returns; an adapter may let others read
+	// it a moment sooner (the SQLite store, while it syncs), which a write
+	// that grants or revokes access must not allow: a reader could act on
+	// a grant that a power loss then undoes.
+	Strict bool
 }
 
 // OutboxID names a version's event: the stream drops a second publish of it.

@@ -39,7 +39,7 @@ func (s *Store) Reindex(ctx context.Context, typ string, version int, fields sto
 	for after := int64(0); ; {
 		var n int
 		var last int64
-		err := s.w.do(ctx, "", reindexBatch*1024, func(c *wconn) error {
+		err := s.w.do(ctx, "", reindexBatch*1024, false, func(c *wconn) error {
 			// Runs again if the shared transaction is retried: it only
 			// reads after and sets n and last.
 			rows, err := c.conn.QueryContext(c.ctx, `SELECT rid, id, version, project, json FROM resources
@@ -103,7 +103,7 @@ func (s *Store) Reindex(ctx context.Context, typ string, version int, fields sto
 			progress(done)
 		}
 	}
-	err := s.w.do(ctx, "", 64, func(c *wconn) error {
+	err := s.w.do(ctx, "", 64, false, func(c *wconn) error {
 		_, err := c.conn.ExecContext(c.ctx, `INSERT INTO meta(key, value) VALUES(?, ?)
 			ON CONFLICT(key) DO UPDATE SET value = excluded.value`, key, strconv.Itoa(version))
 		return err

@@ -27,7 +27,7 @@ func (s *Store) Secret(ctx context.Context, key string) ([]byte, error) {
 // happen in the writer's transaction, so two swaps from the same old value
 // cannot both succeed.
 func (s *Store) SwapSecret(ctx context.Context, key string, old, new []byte) error {
-	return s.w.do(ctx, "", len(key)+len(new), func(c *wconn) error {
+	return s.w.do(ctx, "", len(key)+len(new), true, func(c *wconn) error {
 		var cur []byte
 		err := c.secret.QueryRowContext(c.ctx, key).Scan(&cur)
 		exists := err == nil
@@ -58,7 +58,7 @@ func (s *Store) SwapSecret(ctx context.Context, key string, old, new []byte) err
 
 // SetSecret stores a credential whatever it held; nil deletes it.
 func (s *Store) SetSecret(ctx context.Context, key string, value []byte) error {
-	return s.w.do(ctx, "", len(key)+len(value), func(c *wconn) error {
+	return s.w.do(ctx, "", len(key)+len(value), true, func(c *wconn) error {
 		var err error
 		if value == nil {
 			_, err = c.delSecret.ExecContext(c.ctx, key)

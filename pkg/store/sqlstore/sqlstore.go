@@ -98,7 +98,13 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	busy := fmt.Sprintf("busy_timeout(%d)", busyMillis)
 	// The checkpointer (checkpoint.go) copies the WAL back; the writer's
 	// own threshold is only a bound.
-	wdb, err := sql.Open("sqlite", dsn(path, "journal_mode(WAL)", fmt.Sprintf("wal_autocheckpoint(%d)", writerAutoCheckpoint), busy, "synchronous("+sync+")",
+	// In full mode the store syncs the WAL itself, off the writer's path
+	// (durable.go); SQLite's normal still syncs around checkpoints.
+	wsync := sync
+	if sync == "full" {
+		wsync = "normal"
+	}
+	wdb, err := sql.Open("sqlite", dsn(path, "journal_mode(WAL)", fmt.Sprintf("wal_autocheckpoint(%d)", writerAutoCheckpoint), busy, "synchronous("+wsync+")",
 		"cache_size(-32000)", "temp_store(MEMORY)"))
 	if err != nil {
 		return nil, err
@@ -128,8 +134,21 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	if err := migrate(ctx, conn, log); err != nil {
 		return fail(err)
 	}
-	w, err := newWriter(ctx, conn, log)
+	var durable *syncer
+	if sync == "full" {
+		if durable, err = startSyncer(path, log); err != nil {
+			return fail(err)
+		}
+		if err := durable.sync(); err != nil { // the migration's commit
+			durable.close()
+			return fail(err)
+		}
+	}
+	w, err := newWriter(ctx, conn, durable, log)
 	if err != nil {
+		if durable != nil {
+			durable.close()
+		}
 		return fail(err)
 	}
 	s := &Store{log: log, wdb: wdb, w: w}
@@ -286,7 +305,7 @@ func collect(rows *sql.Rows) ([]*store.Record, error) {
 // Claim reserves key for owner and returns the winner.
 func (s *Store) Claim(ctx context.Context, key, owner string) (string, error) {
 	var winner string
-	err := s.w.do(ctx, "", len(key)+len(owner), func(c *wconn) error {
+	err := s.w.do(ctx, "", len(key)+len(owner), true, func(c *wconn) error {
 		if _, err := c.claimIns.ExecContext(c.ctx, key, owner); err != nil {
 			return err
 		}
@@ -307,7 +326,7 @@ func (s *Store) ClaimOwner(ctx context.Context, key string) (string, error) {
 
 // Release frees key if owner still holds it.
 func (s *Store) Release(ctx context.Context, key, owner string) error {
-	return s.w.do(ctx, "", len(key)+len(owner), func(c *wconn) error {
+	return s.w.do(ctx, "", len(key)+len(owner), true, func(c *wconn) error {
 		_, err := c.claimDel.ExecContext(c.ctx, key, owner)
 		return err
 	})
@@ -348,7 +367,7 @@ func (s *Store) ClearOutbox(ctx context.Context, ids []string) error {
 	for _, id := range ids {
 		size += len(id)
 	}
-	return s.w.do(ctx, "", size, func(c *wconn) error {
+	return s.w.do(ctx, "", size, false, func(c *wconn) error {
 		for _, id := range ids {
 			typ, rest, _ := strings.Cut(id, "/")
 			rid, version, ok := strings.Cut(rest, "/")

@@ -21,14 +21,15 @@ func (s *Store) Write(ctx context.Context, ws ...*store.Write) error {
 	if len(ws) == 0 {
 		return nil
 	}
-	size := 0
+	size, strict := 0, false
 	for _, w := range ws {
 		if err := check(w); err != nil {
 			return err
 		}
 		size += len(w.JSON) + len(w.Event) + 64*len(w.Fields)
+		strict = strict || w.Strict
 	}
-	return s.w.do(ctx, ws[0].Project, size, func(c *wconn) error {
+	return s.w.do(ctx, ws[0].Project, size, strict, func(c *wconn) error {
 		at := time.Now().UnixMilli()
 		for _, w := range ws {
 			if err := c.put(w, at); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,12 +36,15 @@ const (
 // perhaps more than once (when another call of the transaction fails, the
 // others run again), so it must not consume what it captured.
 type op struct {
-	ctx   context.Context
-	key   string // whose write it is (the project): turns are taken per key
-	size  int
-	run   func(*wconn) error
-	state atomic.Int32
-	done  chan error // buffered: the writer never waits for the caller
+	ctx  context.Context
+	key  string // whose write it is (the project): turns are taken per key
+	size int
+	// strict: readable only once durable (durable.go), for writes that
+	// grant or revoke access.
+	strict bool
+	run    func(*wconn) error
+	state  atomic.Int32
+	done   chan error // buffered: the writer never waits for the caller
 }
 
 // wconn is the writer's connection and its statements. (This driver
@@ -107,6 +111,13 @@ func (c *wconn) close() {
 	c.conn.Close()
 }
 
+// pragma sets a pragma. It is not prepared once: SQLite applies a
+// pragma's setting when it compiles the statement, not when it runs it.
+func (c *wconn) pragma(setting string) error {
+	_, err := c.conn.ExecContext(c.ctx, "PRAGMA "+setting)
+	return err
+}
+
 // execText runs SQL built for this call, prepared once per shape.
 func (c *wconn) execText(text string, args []any) error {
 	var err error
@@ -127,6 +138,7 @@ func (c *wconn) exec(st *sql.Stmt) error {
 type writer struct {
 	c       *wconn
 	log     *slog.Logger
+	durable *syncer // answers commits once synced; nil unless sync is full
 	queue   *fairQueue
 	quit    chan struct{}
 	stopped chan struct{}
@@ -137,9 +149,14 @@ type writer struct {
 	closed bool
 	once   sync.Once
 	txs    atomic.Int64 // transactions begun, for tests and metrics
+	taken  atomic.Int64 // calls taken into transactions, likewise
+	// carry is a strict call grow took from the queue but may not run in
+	// a pipelined transaction: the next transaction starts with it.
+	// Only the writer's goroutine touches it.
+	carry *op
 }
 
-func newWriter(ctx context.Context, conn *sql.Conn, log *slog.Logger) (*writer, error) {
+func newWriter(ctx context.Context, conn *sql.Conn, durable *syncer, log *slog.Logger) (*writer, error) {
 	c, err := newWconn(ctx, conn)
 	if err != nil {
 		return nil, err
@@ -147,6 +164,7 @@ func newWriter(ctx context.Context, conn *sql.Conn, log *slog.Logger) (*writer, 
 	w := &writer{
 		c:       c,
 		log:     log,
+		durable: durable,
 		queue:   newFairQueue(queueLen),
 		quit:    make(chan struct{}),
 		stopped: make(chan struct{}),
@@ -156,15 +174,16 @@ func newWriter(ctx context.Context, conn *sql.Conn, log *slog.Logger) (*writer, 
 }
 
 // do queues run, a write of key's (a project, "" for the store's own),
-// and waits for its transaction to commit. A caller whose ctx ends before
+// and waits for its transaction to commit and be durable; a strict write
+// is also readable only once durable. A caller whose ctx ends before
 // the writer takes its call gets ctx.Err() and nothing of it is stored;
 // once taken, the call is committed or failed as a whole and the caller
 // learns which.
-func (w *writer) do(ctx context.Context, key string, size int, run func(*wconn) error) error {
+func (w *writer) do(ctx context.Context, key string, size int, strict bool, run func(*wconn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	o := &op{ctx: ctx, key: key, size: size, run: run, done: make(chan error, 1)}
+	o := &op{ctx: ctx, key: key, size: size, strict: strict, run: run, done: make(chan error, 1)}
 	w.mu.RLock()
 	if w.closed {
 		w.mu.RUnlock()
@@ -195,6 +214,9 @@ func (w *writer) close() {
 		close(w.quit)
 		<-w.stopped
 		w.c.close()
+		if w.durable != nil {
+			w.durable.close() // after the writer: it answers what the writer handed it
+		}
 	})
 }
 
@@ -206,12 +228,12 @@ func (w *writer) loop() {
 		case <-w.queue.ready:
 		case <-w.quit:
 			// No sender remains (see mu): drain what is queued.
-			for w.queue.len() > 0 {
+			for w.queue.len() > 0 || w.carry != nil {
 				w.commit(w.gather(batch[:0]))
 			}
 			return
 		}
-		for w.queue.len() > 0 {
+		for w.queue.len() > 0 || w.carry != nil {
 			w.commit(w.gather(batch[:0]))
 		}
 	}
@@ -224,6 +246,13 @@ func (w *writer) loop() {
 // for at most one call of each busy project, not for all they queued.
 func (w *writer) gather(batch []*op) []*op {
 	size := 0
+	if o := w.carry; o != nil {
+		w.carry = nil
+		batch = append(batch, o)
+		if size = o.size; size > heavyBytes {
+			return batch
+		}
+	}
 	for len(batch) < maxBatch && size < maxBatchBytes {
 		o := w.queue.pop(len(batch) == 0)
 		if o == nil {
@@ -321,6 +350,7 @@ func (w *writer) commit(batch []*op) {
 		}
 		live = append(live, o)
 	}
+	w.taken.Add(int64(len(live)))
 	for len(live) > 0 {
 		n := w.tx(live)
 		live = live[n:]
@@ -333,11 +363,40 @@ func (w *writer) commit(batch []*op) {
 var errAborted = errors.New("sqlstore: transaction aborted")
 
 // tx runs calls in one transaction and answers them (a failing call is
-// answered alone and the others run again without it). It returns how many
-// it answered.
+// answered alone and the others run again without it), with the calls grow
+// adds while a sync is under way. It returns how many of calls it
+// answered.
 func (w *writer) tx(calls []*op) int {
 	c := w.c
 	start := time.Now()
+	if w.durable != nil {
+		if err := w.durable.err(); err != nil {
+			for _, o := range calls {
+				o.done <- err
+			}
+			return len(calls)
+		}
+	}
+	// Pipelined: committed with SQLite's normal and answered after the
+	// store's own sync (durable.go). A transaction with a strict call is
+	// committed with full instead, which syncs before the commit becomes
+	// readable, and answered at once.
+	pipelined := w.durable != nil && !slices.ContainsFunc(calls, func(o *op) bool { return o.strict })
+	if w.durable != nil && !pipelined {
+		if err := c.pragma("synchronous = FULL"); err != nil {
+			w.log.Error("sqlstore: strict sync", "err", err)
+			for _, o := range calls {
+				o.done <- err
+			}
+			return len(calls)
+		}
+		defer func() {
+			if err := c.pragma("synchronous = NORMAL"); err != nil {
+				// Harmless but slower: later commits sync too.
+				w.log.Error("sqlstore: back to normal sync", "err", err)
+			}
+		}()
+	}
 	w.txs.Add(1)
 	if err := c.exec(c.begin); err != nil {
 		w.log.Error("sqlstore: begin", "err", err)
@@ -346,7 +405,7 @@ func (w *writer) tx(calls []*op) int {
 		}
 		return len(calls)
 	}
-	if len(calls) == 1 {
+	if len(calls) == 1 && !pipelined {
 		// Alone in its transaction: on failure it is rolled back whole.
 		err := calls[0].run(c)
 		if err == nil {
@@ -366,6 +425,10 @@ func (w *writer) tx(calls []*op) int {
 	// with its error, the transaction rolled back, and the others run again
 	// without it in a fresh one. What each call sees is what it would have
 	// seen with savepoints: a failed call leaves nothing behind.
+	orig := len(calls)
+	if pipelined {
+		calls = slices.Clone(calls) // grow appends to it
+	}
 	results := make([]error, len(calls))
 	pending := make([]int, len(calls)) // indexes of the calls still to store
 	for i := range pending {
@@ -389,6 +452,9 @@ func (w *writer) tx(calls []*op) int {
 				break
 			}
 		}
+		if failed < 0 && pipelined {
+			failed = w.grow(&calls, &results, &pending)
+		}
 		if failed < 0 {
 			if err := c.exec(c.commit); err != nil {
 				_ = c.exec(c.rollback)
@@ -402,12 +468,75 @@ func (w *writer) tx(calls []*op) int {
 		_ = c.exec(c.rollback) // fails harmlessly when SQLite already rolled back
 		pending = append(pending[:failed], pending[failed+1:]...)
 	}
-	n := len(calls)
-	for i := range n {
-		calls[i].done <- results[i]
-	}
+	w.answer(calls, results, pipelined)
 	if d := time.Since(start); d > time.Second {
-		w.log.Warn("sqlstore: slow write transaction", "calls", n, "took", d)
+		w.log.Warn("sqlstore: slow write transaction", "calls", len(calls), "took", d)
 	}
-	return n
+	return orig
+}
+
+// grow runs more queued calls in the open transaction while the previous
+// transaction's sync is under way (durable.go): the transaction then
+// commits what queued during that sync, as it would have had the writer
+// waited for the sync, and the writer worked meanwhile. It returns the
+// index in pending of a call that failed, or -1. The calls it adds are
+// appended to calls, results and pending.
+func (w *writer) grow(calls *[]*op, results *[]error, pending *[]int) int {
+	size := 0
+	for _, o := range *calls {
+		size += o.size
+	}
+	for len(*calls) < maxBatch && size < maxBatchBytes {
+		wait := w.durable.syncing()
+		if wait == nil {
+			return -1
+		}
+		o := w.queue.pop(false)
+		if o == nil {
+			select {
+			case <-wait:
+				return -1
+			case <-w.queue.ready:
+			}
+			continue
+		}
+		if o.strict {
+			// Not readable before durable: it starts the next transaction.
+			w.carry = o
+			return -1
+		}
+		if !o.state.CompareAndSwap(queued, taken) {
+			continue // the caller gave up and has returned
+		}
+		if err := o.ctx.Err(); err != nil {
+			o.done <- err
+			continue
+		}
+		w.taken.Add(1)
+		*calls = append(*calls, o)
+		*results = append(*results, nil)
+		*pending = append(*pending, len(*calls)-1)
+		size += o.size
+		if err := o.run(w.c); err != nil {
+			(*results)[len(*calls)-1] = err
+			return len(*pending) - 1
+		}
+	}
+	return -1
+}
+
+// answer tells each call its outcome: a failure at once, a success once it
+// is durable (durable.go: after the syncer's next sync when pipelined).
+func (w *writer) answer(calls []*op, results []error, pipelined bool) {
+	var acks []ack
+	for i, o := range calls {
+		if results[i] != nil || !pipelined {
+			o.done <- results[i]
+			continue
+		}
+		acks = append(acks, ack{o.done})
+	}
+	if len(acks) > 0 {
+		w.durable.answer(acks)
+	}
 }
