@@ -44,6 +44,10 @@ type Config struct {
 	AuthRateLimit  int // per client address per minute; 0 = off
 	// TrustedProxies may name the client in X-Forwarded-For.
 	TrustedProxies Proxies
+	// AppBaseURL is the web app's address: its origin may call the API
+	// from a browser (cors.go), as may AllowedOrigins ("*": any).
+	AppBaseURL     string
+	AllowedOrigins []string
 }
 
 // NewConfig is the gateway's Config from the process's settings.
@@ -51,6 +55,7 @@ func NewConfig(c *config.Config) Config {
 	return Config{
 		Addr: c.Addr, BaseURL: c.BaseURL, MaxBodyBytes: c.MaxBodyBytes,
 		RequestTimeout: c.RequestTimeout, AuthRateLimit: c.AuthRateLimit, TrustedProxies: c.TrustedProxies,
+		AppBaseURL: c.AppBaseURL, AllowedOrigins: c.AllowedOrigins,
 	}
 }
 
@@ -104,6 +109,7 @@ func New(cfg Config, nc *nats.Conn, sessions *session.View, log *slog.Logger) *G
 func (g *Gateway) routes() {
 	a := g.app
 	a.Use(g.requestID)
+	a.Use(g.cors())
 	a.Get("/livez", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"ok": true}) })
 	a.Get("/readyz", g.readyz)
 	a.Get("/healthcheck", g.readyz)

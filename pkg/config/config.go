@@ -26,6 +26,8 @@ type Var struct {
 var Vars = []Var{
 	{"PINION_ADDR", "127.0.0.1:8103", "HTTP address of the gateway."},
 	{"PINION_BASE_URL", "", "Public base URL: token issuer, links in e-mails and Bundles. Unset: http://<PINION_ADDR>/, with localhost for a loopback or wildcard host (http://localhost:8103/ by default)."},
+	{"PINION_APP_BASE_URL", "http://localhost:3000/", "Address of the web app (Medplum's app pointed at Pinion): browsers on its origin may call the API (CORS), as Medplum's appBaseUrl allows."},
+	{"PINION_ALLOWED_ORIGINS", "", "More origins whose browser apps may call the API (CORS), comma-separated (https://app.example.com); * allows any origin."},
 	{"PINION_DATA_DIR", "./data", "Standalone: where the embedded store and NATS keep their files, and superadmin.json. One process per directory."},
 	{"PINION_STORE", "sqlite", "Standalone: sqlite (the embedded store, <data>/pinion.db) or ferretdb (an embedded FerretDB, the MongoDB wire protocol, for separate service processes on one machine); PINION_MONGODB_URI overrides both."},
 	{"PINION_SQLITE_SYNC", "full", "When an acknowledged write reaches the disk: full (fsync at each commit: survives power loss), normal (survives a crash of Pinion, not of the machine) or off."},
@@ -63,6 +65,8 @@ type Config struct {
 	// BaseURLDerived: PINION_BASE_URL was not set, BaseURL comes from the
 	// address (and follows the port the listener got, for port 0).
 	BaseURLDerived      bool
+	AppBaseURL          string
+	AllowedOrigins      []string
 	DataDir             string
 	SuperAdminClientID  string
 	SuperAdminSecret    string
@@ -112,6 +116,7 @@ func LoadFrom(get func(string) string) (*Config, error) {
 	c := &Config{
 		Addr:                v("PINION_ADDR"),
 		BaseURL:             v("PINION_BASE_URL"),
+		AppBaseURL:          v("PINION_APP_BASE_URL"),
 		DataDir:             v("PINION_DATA_DIR"),
 		SuperAdminClientID:  v("PINION_SUPERADMIN_CLIENT_ID"),
 		SuperAdminSecret:    v("PINION_SUPERADMIN_CLIENT_SECRET"),
@@ -142,6 +147,18 @@ func LoadFrom(get func(string) string) (*Config, error) {
 	}
 	if !strings.HasSuffix(c.BaseURL, "/") {
 		c.BaseURL += "/"
+	}
+	if u, err := url.Parse(c.AppBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("PINION_APP_BASE_URL: %q is not an http(s) URL", c.AppBaseURL)
+	}
+	for _, o := range strings.Split(v("PINION_ALLOWED_ORIGINS"), ",") {
+		if o = strings.TrimSpace(o); o == "" {
+			continue
+		}
+		if u, err := url.Parse(o); o != "*" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/")) {
+			return nil, fmt.Errorf("PINION_ALLOWED_ORIGINS: %q is not an origin (https://host[:port]) or *", o)
+		}
+		c.AllowedOrigins = append(c.AllowedOrigins, o)
 	}
 	if c.AdminAddr != "" {
 		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
