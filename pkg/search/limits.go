@@ -25,7 +25,8 @@ const (
 	// MaxParams bounds the terms of one query: each value of each search
 	// parameter (a repeated parameter counts each time) and each _sort
 	// item, each of which costs the store a condition or a subquery.
-	// Chains, _has, _include, _revinclude and _filter are refused outright.
+	// Chains, _has, _include and _revinclude are refused outright; each
+	// _filter counts once here, and each of its comparisons as a value.
 	MaxParams = 64
 	// MaxTextValueChars bounds a value matched as text (string parameters,
 	// :contains, :exact, :text): :contains costs its length times each

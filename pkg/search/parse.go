@@ -42,7 +42,7 @@ var ignored = map[string]bool{"_format": true, "_pretty": true}
 // unsupported are FHIR's other result and special parameters, named so the
 // error says that they exist but are not implemented here.
 var unsupported = map[string]bool{
-	"_include": true, "_revinclude": true, "_has": true, "_filter": true, "_text": true,
+	"_include": true, "_revinclude": true, "_has": true, "_text": true,
 	"_content": true, "_list": true, "_type": true, "_query": true, "_contained": true,
 	"_containedType": true, "_compartment": true, "_deleted": true, "_security-label": true,
 }
@@ -132,6 +132,15 @@ func Parse(resourceType string, q url.Values) (*Query, error) {
 			err = f.addEach(key, values, hasModifier, modifier, idCondition)
 		case code == "_project":
 			err = f.addEach(key, values, hasModifier, modifier, projectCondition)
+		case code == "_filter":
+			if hasModifier {
+				return nil, badModifier(key, modifier)
+			}
+			for _, v := range values {
+				if err = f.addFilterExpr(reg, resourceType, key, v); err != nil {
+					break
+				}
+			}
 		case code == "_lastUpdated":
 			if hasModifier {
 				return nil, badModifier(key, modifier)
