@@ -86,6 +86,12 @@ type Login struct {
 	// client (a client that is not first-party); its refresh tokens stop
 	// when the consent is withdrawn.
 	Consented bool `json:"cs,omitempty"`
+	// How and from where the sign-in was made, for the person's list of
+	// their sessions (/auth/me): Medplum's authMethod ("password",
+	// "client"), the client's address and User-Agent, cut by SetOrigin.
+	AuthMethod    string `json:"am,omitempty"`
+	RemoteAddress string `json:"ra,omitempty"`
+	UserAgent     string `json:"ua,omitempty"`
 }
 
 // Membership is what a token may do in its project.
