@@ -151,6 +151,11 @@ func MatchAddress(value, ip string) bool {
 // Store writes and reads the buckets.
 type Store struct {
 	logins, memberships, revoked, ended jetstream.KeyValue
+
+	js        jetstream.JetStream
+	cfg       Config
+	userMu    sync.Mutex
+	userLogin *UserLogins // opened on first use (UserLogins)
 }
 
 // Open creates the buckets if needed (file storage: they survive a restart).
@@ -194,7 +199,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Store{logins: l, memberships: m, revoked: r, ended: e}, nil
+	return &Store{logins: l, memberships: m, revoked: r, ended: e, js: js, cfg: cfg}, nil
 }
 
 // PutLogin records a login and returns the bucket revision written.

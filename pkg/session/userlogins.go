@@ -65,9 +65,25 @@ type UserLogins struct {
 	ttl   time.Duration
 }
 
-// OpenUserLogins creates the bucket if needed. An entry lives as long as a
+// UserLogins is the store's per-user list of sign-ins, its bucket created
+// on first use: only the identity service, which makes sign-ins, uses it,
+// so no other process (the gateway may not create it) opens it.
+func (s *Store) UserLogins(ctx context.Context) (*UserLogins, error) {
+	s.userMu.Lock()
+	defer s.userMu.Unlock()
+	if s.userLogin == nil {
+		u, err := openUserLogins(ctx, s.js, s, s.cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.userLogin = u
+	}
+	return s.userLogin, nil
+}
+
+// openUserLogins creates the bucket if needed. An entry lives as long as a
 // login after the user's last sign-in: by then every login it names is gone.
-func OpenUserLogins(ctx context.Context, js jetstream.JetStream, s *Store, cfg Config) (*UserLogins, error) {
+func openUserLogins(ctx context.Context, js jetstream.JetStream, s *Store, cfg Config) (*UserLogins, error) {
 	ttl := cfg.LoginTTL
 	if ttl == 0 {
 		ttl = LoginTTL

@@ -3,18 +3,25 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
-func openUserLogins(t *testing.T) (*Store, *UserLogins) {
+func newUserLogins(t *testing.T) (*Store, *UserLogins) {
 	t.Helper()
 	js, s := openWithJS(t, Config{})
-	u, err := OpenUserLogins(context.Background(), js, s, Config{})
+	// Opening the sessions does not create it: the gateway may not.
+	if _, err := js.KeyValue(context.Background(), UserLoginsBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Fatalf("the bucket before first use: %v", err)
+	}
+	u, err := s.UserLogins(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +59,7 @@ func liveIDs(t *testing.T, u *UserLogins, user string, since time.Time) []string
 // ones ended by a password change and ones not written since are not.
 func TestUserLoginsLive(t *testing.T) {
 	ctx := context.Background()
-	s, u := openUserLogins(t)
+	s, u := newUserLogins(t)
 	signIn(t, s, u, "old", Login{User: "User/a", Membership: "m"})
 	since := time.Now()
 	var l Login
@@ -103,7 +110,7 @@ func TestUserLoginsLive(t *testing.T) {
 // A user's list keeps only the newest MaxUserLogins sign-ins.
 func TestUserLoginsBounded(t *testing.T) {
 	ctx := context.Background()
-	s, u := openUserLogins(t)
+	s, u := newUserLogins(t)
 	for i := range MaxUserLogins + 5 {
 		signIn(t, s, u, fmt.Sprintf("l%02d", i), Login{User: "User/a", Membership: "m"})
 	}
