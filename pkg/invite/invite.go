@@ -73,10 +73,32 @@ type StepState struct {
 	At       time.Time `json:"at,omitempty"`
 }
 
-// Failure is why an invite failed, as the HTTP answer will say it.
+// Failure is why an invite failed: the failing step's error kept whole
+// (status, OperationOutcome with its expressions, headers), so the caller
+// gets it as the step made it.
 type Failure struct {
-	Status int    `json:"status"`
-	Text   string `json:"text"`
+	Status  int                    `json:"status"`
+	Outcome *fhir.OperationOutcome `json:"outcome,omitempty"`
+	Header  map[string]string      `json:"header,omitempty"`
+	// Text is all that a record written before outcomes were kept holds.
+	Text string `json:"text,omitempty"`
+}
+
+// NewFailure is the failure of a step that ended with err: a *fhir.Error
+// (even wrapped) as it is, anything else a 500 that reveals nothing.
+func NewFailure(err error) *Failure {
+	fe := fhir.AsError(err)
+	o := fe.Outcome
+	return &Failure{Status: fe.Status, Outcome: &o, Header: fe.Header}
+}
+
+// Err is the failure as the invite's answer.
+func (f *Failure) Err() *fhir.Error {
+	if f.Outcome == nil {
+		return &fhir.Error{Status: f.Status, Outcome: fhir.OperationOutcome{ResourceType: "OperationOutcome",
+			Issue: []fhir.Issue{{Severity: "error", Code: "processing", Details: &fhir.Text{Text: f.Text}}}}}
+	}
+	return &fhir.Error{Status: f.Status, Outcome: *f.Outcome, Header: f.Header}
 }
 
 // Record is an invite's state.
@@ -192,19 +214,14 @@ func MarkStep(r *Record, step, state, errText string) {
 	r.Steps[step] = st
 }
 
-// Fail marks the invite of a dead step failed, with the step's error (a
-// *fhir.Error keeps its status and text; anything else is a 500), and
-// announces the end to whoever waits.
+// Fail marks the invite of a dead step failed, with the step's error
+// (NewFailure), and announces the end to whoever waits.
 func Fail(ctx context.Context, s *Store, nc *nats.Conn, data []byte, step string, cause error, log *slog.Logger) {
 	var m Message
 	if json.Unmarshal(data, &m) != nil {
 		return
 	}
-	f := &Failure{Status: 500, Text: "Internal server error"}
-	var fe *fhir.Error
-	if errors.As(cause, &fe) {
-		f = &Failure{Status: fe.Status, Text: fe.Message()}
-	}
+	f := NewFailure(cause)
 	if _, err := s.Update(ctx, m.InviteID, func(r *Record) error {
 		MarkStep(r, step, "failed", cause.Error())
 		if r.Status == "pending" {

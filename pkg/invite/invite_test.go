@@ -207,8 +207,8 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-// Fail ends a pending invite with its step's error (a *fhir.Error keeps its
-// status and text, anything else is a 500) and tells whoever waits; an
+// Fail ends a pending invite with its step's error (a *fhir.Error kept
+// whole, anything else a 500) and tells whoever waits; an
 // invite that has already ended keeps its outcome.
 func TestFail(t *testing.T) {
 	t.Parallel() // each test has its own NATS server
@@ -218,10 +218,12 @@ func TestFail(t *testing.T) {
 	cases := []struct {
 		name, id, status string
 		cause            error
-		want             *Failure
+		want             *fhir.Error // the answer the failure gives, whole
 	}{
-		{"a refusal", "inv-409", "pending", fmt.Errorf("membership step: %w", fhir.Conflict("Already a member")), &Failure{Status: 409, Text: "Already a member"}},
-		{"an internal error", "inv-500", "pending", errors.New("disk on fire"), &Failure{Status: 500, Text: "Internal server error"}},
+		{"a refusal", "inv-409", "pending", fmt.Errorf("membership step: %w", fhir.Conflict("Already a member")), fhir.Conflict("Already a member")},
+		{"a refusal naming its field", "inv-400", "pending", saga.Permanent(fhir.BadRequest("Bad e-mail", "email")), fhir.BadRequest("Bad e-mail", "email")},
+		{"a busy service, with its Retry-After", "inv-503", "pending", fhir.Busy("Busy"), fhir.Busy("Busy")},
+		{"an internal error", "inv-500", "pending", errors.New("disk on fire"), fhir.Internal()},
 		{"an invite already done", "inv-done", "done", fhir.Conflict("late"), nil},
 	}
 	for _, tc := range cases {
@@ -257,8 +259,11 @@ func TestFail(t *testing.T) {
 			if tc.want == nil {
 				wantStatus = tc.status
 			}
-			if got.Status != wantStatus || !reflect.DeepEqual(got.Failure, tc.want) {
-				t.Errorf("status %q, failure %+v; want %q, %+v", got.Status, got.Failure, wantStatus, tc.want)
+			if got.Status != wantStatus || (got.Failure == nil) != (tc.want == nil) {
+				t.Fatalf("status %q, failure %+v; want %q, %+v", got.Status, got.Failure, wantStatus, tc.want)
+			}
+			if tc.want != nil && !reflect.DeepEqual(got.Failure.Err(), tc.want) {
+				t.Errorf("failure answers %+v, want %+v", got.Failure.Err(), tc.want)
 			}
 		})
 	}

@@ -131,7 +131,8 @@ func (s *Service) startInvite(ctx context.Context, rec *invite.Record) error {
 	// stops at the next step, leaving at most a User, whom a later invite
 	// of the same address finds. This runs past the request's deadline
 	// (for at most inviteStart): a record must not stay pending.
-	f := &invite.Failure{Status: 503, Text: "The invite could not be started; try again"}
+	refusal := fhir.Unavailable("The invite could not be started; try again")
+	f := invite.NewFailure(refusal)
 	if uerr := retryUntil(context.WithoutCancel(ctx), time.Now().Add(inviteStart), func() error {
 		_, err := s.invites.Update(context.WithoutCancel(ctx), rec.ID, func(r *invite.Record) error {
 			if r.Status == "pending" && r.Steps[invite.StepUser].State == "pending" {
@@ -146,7 +147,7 @@ func (s *Service) startInvite(ctx context.Context, rec *invite.Record) error {
 	}); uerr != nil {
 		s.log.Error("invite left pending", "invite", rec.ID, "err", uerr)
 	}
-	return fhir.Unavailable(f.Text)
+	return refusal
 }
 
 // inviteStart bounds the tries to start an invite (and to fail one that
@@ -195,24 +196,12 @@ func inviteWaitFor(ctx context.Context) time.Duration {
 }
 
 // inviteOutcome reads an invite's record once the wait is over: the
-// membership it made, the failure the saga recorded (as its HTTP answer),
-// or 504 with the invite's id while it is still running.
+// membership it made, the failing step's error as the step made it, or 504
+// with the invite's id while it is still running.
 func inviteOutcome(rec *invite.Record) (string, error) {
 	switch {
 	case rec.Status == "failed" && rec.Failure != nil:
-		switch rec.Failure.Status {
-		case 409:
-			return "", fhir.Conflict(rec.Failure.Text)
-		case 404:
-			return "", fhir.NotFound()
-		case 412:
-			return "", fhir.MultipleMatches()
-		case 500:
-			return "", fhir.Internal()
-		case 503:
-			return "", fhir.Unavailable(rec.Failure.Text)
-		}
-		return "", fhir.BadRequest(rec.Failure.Text)
+		return "", rec.Failure.Err()
 	case rec.MembershipID == "" || rec.Steps[invite.StepMembership].State != "done":
 		e := fhir.Timeout("Invite " + rec.ID + " is still in progress; it will complete")
 		e.Outcome.Issue[0].Diagnostics = "invite/" + rec.ID

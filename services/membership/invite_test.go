@@ -120,28 +120,34 @@ func TestNewInviteRecord(t *testing.T) {
 
 func TestInviteOutcome(t *testing.T) {
 	done := map[string]invite.StepState{invite.StepMembership: {State: "done"}}
-	failed := func(status int, text string) *invite.Record {
-		return &invite.Record{ID: "inv-1", Status: "failed", Failure: &invite.Failure{Status: status, Text: text}}
+	failed := func(err error) *invite.Record {
+		return &invite.Record{ID: "inv-1", Status: "failed", Failure: invite.NewFailure(err)}
 	}
+	unprocessable := fhir.BadRequest("Unprocessable", "name")
+	unprocessable.Status = 422
 	cases := []struct {
 		name   string
 		rec    *invite.Record
 		id     string
 		status int
 		text   string
+		expr   string
 	}{
-		{"done", &invite.Record{ID: "inv-1", Status: "done", MembershipID: "m-1", Steps: done}, "m-1", 0, ""},
-		{"conflict", failed(409, "User is already a member of this project"), "", 409, "User is already a member of this project"},
-		{"not found", failed(404, "Patient x"), "", 404, "Not found"},
-		{"several matches", failed(412, "two"), "", 412, "Multiple resources found matching condition"},
-		{"internal, cause withheld", failed(500, "mongo: connection refused"), "", 500, "Internal server error"},
-		{"bad request", failed(400, "Profile does not belong to project"), "", 400, "Profile does not belong to project"},
-		{"another status is a 400", failed(422, "Unprocessable"), "", 400, "Unprocessable"},
-		{"still running", &invite.Record{ID: "inv-1", Status: "pending"}, "", 504, "Invite inv-1 is still in progress; it will complete"},
-		{"failed without a cause", &invite.Record{ID: "inv-1", Status: "failed"}, "", 504, "Invite inv-1 is still in progress; it will complete"},
+		{"done", &invite.Record{ID: "inv-1", Status: "done", MembershipID: "m-1", Steps: done}, "m-1", 0, "", ""},
+		{"conflict", failed(fhir.Conflict("User is already a member of this project")), "", 409, "User is already a member of this project", ""},
+		{"not found", failed(fhir.NotFound()), "", 404, "Not found", ""},
+		{"several matches", failed(fhir.MultipleMatches()), "", 412, "Multiple resources found matching condition", ""},
+		{"internal, cause withheld", failed(errors.New("mongo: connection refused")), "", 500, "Internal server error", ""},
+		{"bad request, with its field", failed(fhir.BadRequest("Profile does not belong to project", "membership.profile")), "", 400,
+			"Profile does not belong to project", "membership.profile"},
+		{"another status stays itself", failed(unprocessable), "", 422, "Unprocessable", "name"},
+		{"a record from before outcomes were kept", &invite.Record{ID: "inv-1", Status: "failed",
+			Failure: &invite.Failure{Status: 409, Text: "User is already a member of this project"}}, "", 409, "User is already a member of this project", ""},
+		{"still running", &invite.Record{ID: "inv-1", Status: "pending"}, "", 504, "Invite inv-1 is still in progress; it will complete", ""},
+		{"failed without a cause", &invite.Record{ID: "inv-1", Status: "failed"}, "", 504, "Invite inv-1 is still in progress; it will complete", ""},
 		{"membership made, step not recorded", &invite.Record{ID: "inv-1", Status: "pending", MembershipID: "m-1",
-			Steps: map[string]invite.StepState{invite.StepMembership: {State: "pending"}}}, "", 504, "Invite inv-1 is still in progress; it will complete"},
-		{"step done, no membership", &invite.Record{ID: "inv-1", Status: "done", Steps: done}, "", 504, "Invite inv-1 is still in progress; it will complete"},
+			Steps: map[string]invite.StepState{invite.StepMembership: {State: "pending"}}}, "", 504, "Invite inv-1 is still in progress; it will complete", ""},
+		{"step done, no membership", &invite.Record{ID: "inv-1", Status: "done", Steps: done}, "", 504, "Invite inv-1 is still in progress; it will complete", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -155,7 +161,7 @@ func TestInviteOutcome(t *testing.T) {
 			if id != "" {
 				t.Errorf("membership %q with an error", id)
 			}
-			wantError(t, err, tc.status, tc.text, "")
+			wantError(t, err, tc.status, tc.text, tc.expr)
 		})
 	}
 }
@@ -508,20 +514,30 @@ func TestInvite(t *testing.T) {
 	})
 
 	t.Run("a step's failure is the answer", func(t *testing.T) {
+		// A status the membership service never makes itself: the step's
+		// answer, not a 400.
+		unprocessable := fhir.BadRequest("E-mail domain not accepted", "email")
+		unprocessable.Status = 422
 		for _, tc := range []struct {
-			err    error
-			status int
-			text   string
+			err        error
+			status     int
+			text, expr string
 		}{
-			{fhir.BadRequest("Invalid e-mail domain", "email"), 400, "Invalid e-mail domain"},
-			{fhir.Conflict("Too late"), 409, "Too late"},
-			{fhir.NotFound(), 404, "Not found"},
-			{errors.New("disk full"), 500, "Internal server error"},
+			{fhir.BadRequest("Invalid e-mail domain", "email"), 400, "Invalid e-mail domain", "email"},
+			{fhir.Conflict("Too late"), 409, "Too late", ""},
+			{fhir.NotFound(), 404, "Not found", ""},
+			{unprocessable, 422, "E-mail domain not accepted", "email"},
+			{fhir.Busy("Too busy"), 503, "Too busy", ""},
+			{errors.New("disk full"), 500, "Internal server error", ""},
 		} {
 			failing := invitee("failing")
 			stack.steps.script(failing, stepScript{Err: tc.err})
 			resp, err := send(t, inviteJSON(t, failing, nil))
-			wantFHIRError(t, resp, err, tc.status, tc.text, "")
+			wantFHIRError(t, resp, err, tc.status, tc.text, tc.expr)
+			var fe *fhir.Error
+			if errors.As(err, &fe) && !reflect.DeepEqual(fe.Header, fhir.AsError(tc.err).Header) {
+				t.Errorf("%s: headers %v, want the step's %v", tc.text, fe.Header, fhir.AsError(tc.err).Header)
+			}
 		}
 	})
 
