@@ -105,8 +105,7 @@ func Expand(q url.Values, now time.Time) (*Expansion, error) {
 
 	vs := Find(u)
 	if vs == nil {
-		base, _, _ := strings.Cut(u, "|")
-		return nil, fhir.BadRequest("ValueSet " + base + " not found")
+		return nil, fhir.BadRequest("ValueSet " + unversioned(u) + " not found")
 	}
 	if vs.Unexpandable != "" {
 		return nil, fhir.BadRequest(fmt.Sprintf("ValueSet %s cannot be expanded: it %s", vs.URL, vs.Unexpandable))

@@ -109,3 +109,49 @@ func TestEveryBoundValueSet(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateCode(t *testing.T) {
+	const gender = "url=http://hl7.org/fhir/ValueSet/administrative-gender&system=http://hl7.org/fhir/administrative-gender"
+	tests := []struct {
+		name, query string
+		result      bool
+		display     string
+	}{
+		{"a code of the set", gender + "&code=female", true, "Female"},
+		{"with its display", gender + "&code=female&display=Female", true, "Female"},
+		{"with another display", gender + "&code=female&display=Woman", false, "Female"},
+		{"not in the set", gender + "&code=woman", false, ""},
+		{"another system", "url=http://hl7.org/fhir/ValueSet/administrative-gender&system=http://x&code=female", false, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q, _ := url.ParseQuery(tc.query)
+			p, err := ValidateCode(q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := *p.Parameter[0].ValueBoolean; p.Parameter[0].Name != "result" || got != tc.result {
+				t.Errorf("result %v, want %v", got, tc.result)
+			}
+			display := ""
+			if len(p.Parameter) > 1 {
+				display = p.Parameter[1].ValueString
+			}
+			if display != tc.display {
+				t.Errorf("display %q, want %q", display, tc.display)
+			}
+		})
+	}
+	for query, msg := range map[string]string{
+		"system=a&code=b": "No ValueSet specified",
+		"url=x&code=b":    "No coding specified",
+		"url=http://example.com/vs&system=a&code=b": "ValueSet http://example.com/vs not found",
+	} {
+		q, _ := url.ParseQuery(query)
+		_, err := ValidateCode(q)
+		var fe *fhir.Error
+		if !errors.As(err, &fe) || fe.Status != 400 || fe.Message() != msg {
+			t.Errorf("ValidateCode(%s) = %v, want 400 %q", query, err, msg)
+		}
+	}
+}
