@@ -26,6 +26,8 @@ func FuzzParse(f *testing.F) {
 		`name:exact=a\,b&user:User=u1&_id=x,y&_offset=3`,
 		"profile=https://h/fhir/R4/Patient/1/_history/2&active:missing=true",
 		"birthdate=2000-02-30&_count=1001",
+		`_filter=not(gender eq male or (name co "a\"b" and birthdate ge 2000)) and _id ne x&_filter=subject pr true`,
+		"_filter=((((gender eq f)))) or _lastUpdated sa 2020 and probability lt 0.5&name=x",
 	} {
 		f.Add(s)
 	}
