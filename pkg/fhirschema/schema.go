@@ -74,7 +74,8 @@ type element struct {
 	array      bool
 	choice     bool
 	binding    *valueSet
-	bindingURL string // as the StructureDefinition writes it (with |version)
+	bindingURL string   // as the StructureDefinition writes it (with |version)
+	types      []string // as the table writes them ("Quantity:SimpleQuantity"), for Describe
 }
 
 // prop is one JSON property name of a type: its element and the type of
@@ -270,7 +271,8 @@ func parseElement(owner *typeDef, fields []string) (pendingElement, error) {
 	if el.min > 0 {
 		owner.required = append(owner.required, el)
 	}
-	return pendingElement{owner: owner, el: el, types: strings.Split(fields[2], ",")}, nil
+	el.types = strings.Split(fields[2], ",")
+	return pendingElement{owner: owner, el: el, types: el.types}, nil
 }
 
 // link resolves an element's types and binding and registers its JSON

@@ -6,9 +6,11 @@ require (
 	github.com/evanphx/json-patch/v5 v5.9.11
 	github.com/nats-io/nats.go v1.55.0
 	github.com/pinion-health/pinion/pkg v0.0.0
+	github.com/vektah/gqlparser/v2 v2.5.64
 )
 
 require (
+	github.com/agnivade/levenshtein v1.2.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
