@@ -192,6 +192,9 @@ func checkServerSet(typ string, res map[string]any) error {
 // client's redirect and launch URIs (as the /admin route checks them), and
 // a subscription's criteria and channel.
 func CheckContent(typ string, res map[string]any) error {
+	// What is checked is what will be stored: without the empty values
+	// (a form's "redirectUri": "") that the write drops anyway.
+	fhir.DropEmpty(res)
 	if err := checkServerSet(typ, res); err != nil {
 		return err
 	}

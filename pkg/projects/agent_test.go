@@ -17,11 +17,16 @@ func TestAgentBody(t *testing.T) {
 		{"typed", `{"resourceType":"Bot","name":"x"}`, "", ""},
 		{"another type", `{"resourceType":"Patient"}`, "Incorrect resource type", ""},
 		{"id", `{"id":"mine"}`, "Bot.id is set by the server", ""},
-		{"meta", `{"meta":{}}`, "Bot.meta is set by the server", ""},
-		{"server-set field", `{"executableCode":{}}`, "Bot.executableCode is set by the server", ""},
+		{"meta", `{"meta":{"versionId":"1"}}`, "Bot.meta is set by the server", ""},
+		{"server-set field", `{"executableCode":{"url":"Binary/1"}}`, "Bot.executableCode is set by the server", ""},
+		// Forms send blank fields: absent, as Medplum reads them.
+		{"empty meta", `{"name":"x","meta":{}}`, "", ""},
+		{"empty server-set field", `{"name":"x","executableCode":{}}`, "", ""},
+		{"blank fields", `{"name":"x","description":"","redirectUri":""}`, "", ""},
 		{"a policy", `{"accessPolicy":{"reference":"AccessPolicy/a"}}`, "", "AccessPolicy/a"},
 		{"a null policy", `{"accessPolicy":null}`, "", ""},
-		{"a policy without reference", `{"accessPolicy":{}}`, "Invalid access policy reference", ""},
+		{"an empty policy", `{"accessPolicy":{}}`, "", ""},
+		{"a policy with a blank reference", `{"accessPolicy":{"reference":"","display":"p"}}`, "Invalid access policy reference", ""},
 		{"a policy that is a string", `{"accessPolicy":"AccessPolicy/a"}`, "Invalid access policy reference", ""},
 	}
 	for _, c := range cases {
@@ -39,8 +44,10 @@ func TestAgentBody(t *testing.T) {
 			if res["resourceType"] != "Bot" {
 				t.Errorf("resourceType %v", res["resourceType"])
 			}
-			if _, ok := res["accessPolicy"]; ok {
-				t.Error("accessPolicy left in the resource")
+			for _, f := range []string{"accessPolicy", "meta", "executableCode", "description", "redirectUri"} {
+				if _, ok := res[f]; ok {
+					t.Errorf("%s left in the resource", f)
+				}
 			}
 			got := ""
 			if policy != nil {

@@ -185,6 +185,9 @@ func agentBody(body []byte, typ string, serverSet ...string) (map[string]any, *f
 	if err != nil {
 		return nil, nil, err
 	}
+	// Forms send the fields left blank ("redirectUri": ""): absent, as
+	// Medplum reads them, before anything checks them.
+	fhir.DropEmpty(res)
 	if rt, ok := res["resourceType"]; ok && rt != typ {
 		return nil, nil, fhir.BadRequest("Incorrect resource type", "resourceType")
 	}

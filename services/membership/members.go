@@ -88,6 +88,9 @@ func (s *Service) saveMember(ctx context.Context, r *bus.Request, cur *repo.Reso
 	if err != nil {
 		return nil, err
 	}
+	// A form's blank fields are absent, as the write would store them, so
+	// they are not read as changes.
+	fhir.DropEmpty(next)
 	if err := checkMemberChange(old, next); err != nil {
 		return nil, err
 	}
