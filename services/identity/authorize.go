@@ -425,7 +425,7 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b browser, a authR
 	l := a.login(bs, membership)
 	loginID := uuid.NewString()
 	code := newCode(loginID, &l, time.Now())
-	if _, err := s.sessions.PutLogin(ctx, loginID, l); err != nil {
+	if err := s.putSignIn(ctx, r, loginID, &l); err != nil {
 		return nil, err
 	}
 	resp := a.redirect(url.Values{"code": {code}})

@@ -6,6 +6,7 @@ require (
 	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/uuid v1.6.0
+	github.com/mileusna/useragent v1.3.5
 	github.com/nats-io/nats.go v1.55.0
 	github.com/pinion-health/pinion/pkg v0.0.0
 	go.mongodb.org/mongo-driver/v2 v2.9.3

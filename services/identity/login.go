@@ -121,7 +121,7 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 	}
 	loginID := uuid.NewString()
 	if len(choices) > 1 {
-		if _, err := s.sessions.PutLogin(ctx, loginID, l); err != nil {
+		if err := s.putSignIn(ctx, r, loginID, &l); err != nil {
 			return nil, err
 		}
 		return bus.JSON(200, map[string]any{"login": loginID, "memberships": choices}), nil
@@ -131,7 +131,7 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 		return nil, err
 	}
 	code := newCode(loginID, &l, time.Now())
-	if _, err := s.sessions.PutLogin(ctx, loginID, l); err != nil {
+	if err := s.putSignIn(ctx, r, loginID, &l); err != nil {
 		return nil, err
 	}
 	return bus.JSON(200, map[string]any{"login": loginID, "code": code}), nil

@@ -11,34 +11,28 @@ import (
 )
 
 // me answers GET /auth/me as Medplum does: the profile, cut-down copies of
-// the project and membership (no project secrets), the user for user
-// logins, and the user configuration. Medplum's client calls it right after
-// every sign-in.
+// the project and membership (no project secrets), the user configuration
+// (or the default menu), and for a person's login the user, cut down, and
+// what the app's Security page shows: their sessions and memberships in
+// this project. Medplum's client calls it right after every sign-in.
 func (s *Service) me(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	p := r.Principal
 	if p == nil {
 		return nil, fhir.Unauthorized()
 	}
-	read := func(ref string) (map[string]any, error) {
-		typ, id, ok := fhir.SplitReference(ref)
-		if !ok {
-			return nil, nil
-		}
-		res, err := s.repo.Read(ctx, repo.AllProjects, typ, id)
-		if err != nil {
-			return nil, err
-		}
-		return res.Decode()
-	}
-	profile, err := read(p.Profile)
+	profile, err := s.readRef(ctx, p.Profile)
 	if err != nil {
 		return nil, err
 	}
-	project, err := read("Project/" + p.Project)
+	project, err := s.readRef(ctx, "Project/"+p.Project)
 	if err != nil {
 		return nil, err
 	}
-	membership, err := read("ProjectMembership/" + p.Membership)
+	membership, err := s.readRef(ctx, "ProjectMembership/"+p.Membership)
+	if err != nil {
+		return nil, err
+	}
+	config, err := s.userConfiguration(ctx, project, membership)
 	if err != nil {
 		return nil, err
 	}
@@ -46,10 +40,15 @@ func (s *Service) me(ctx context.Context, r *bus.Request) (*bus.Response, error)
 		"profile":    profile,
 		"project":    pick(project, meProjectFields...),
 		"membership": pick(membership, meMembershipFields...),
-		"config":     map[string]any{"resourceType": "UserConfiguration", "menu": []any{}},
+		"config":     config,
 	}
 	if strings.HasPrefix(p.User, "User/") {
-		if out["user"], err = read(p.User); err != nil {
+		user, err := s.readRef(ctx, p.User)
+		if err != nil {
+			return nil, err
+		}
+		out["user"] = pick(user, meUserFields...)
+		if out["security"], err = s.security(ctx, p, user); err != nil {
 			return nil, err
 		}
 	}
@@ -63,11 +62,27 @@ func (s *Service) me(ctx context.Context, r *bus.Request) (*bus.Response, error)
 	return &bus.Response{Status: 200, Header: map[string]string{"Content-Type": bus.JSONContentType}, Body: b}, nil
 }
 
+// readRef reads the resource a reference names, in any project; nil for a
+// reference that names none.
+func (s *Service) readRef(ctx context.Context, ref string) (map[string]any, error) {
+	typ, id, ok := fhir.SplitReference(ref)
+	if !ok {
+		return nil, nil
+	}
+	res, err := s.repo.Read(ctx, repo.AllProjects, typ, id)
+	if err != nil {
+		return nil, err
+	}
+	return res.Decode()
+}
+
 // The fields of the project and membership /auth/me shows: what Medplum's
 // client reads, and no project secrets.
 var (
 	meProjectFields    = []string{"resourceType", "id", "name", "description", "strictMode", "superAdmin"}
 	meMembershipFields = []string{"resourceType", "id", "identifier", "user", "profile", "admin"}
+	// The user: who signed in, nothing of their credentials or settings.
+	meUserFields = []string{"resourceType", "id", "email", "identifier"}
 )
 
 // pick copies only the named fields of a resource.

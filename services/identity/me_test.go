@@ -114,14 +114,15 @@ func TestMe(t *testing.T) {
 		t.Fatalf("headers %v", resp.Header)
 	}
 	keys := slices.Sorted(maps.Keys(body))
-	if want := []string{"accessPolicy", "config", "membership", "profile", "project", "user"}; !slices.Equal(keys, want) {
+	if want := []string{"accessPolicy", "config", "membership", "profile", "project", "security", "user"}; !slices.Equal(keys, want) {
 		t.Fatalf("fields %v, want %v", keys, want)
 	}
 	if prof := body["profile"].(map[string]any); prof["resourceType"] != "Practitioner" || "Practitioner/"+prof["id"].(string) != p.profile {
 		t.Fatalf("profile %v", prof)
 	}
-	if u := body["user"].(map[string]any); u["email"] != p.email || u["id"] != p.userID {
-		t.Fatalf("user %v", u)
+	// The user is cut to who signed in: no password hash, names or settings.
+	if got, want := body["user"], map[string]any{"resourceType": "User", "id": p.userID, "email": p.email}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("user %v, want %v", got, want)
 	}
 	if got, want := body["project"], map[string]any{"resourceType": "Project", "id": p.project, "name": "Clinic of me"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("project %v, want %v", got, want)
@@ -133,7 +134,7 @@ func TestMe(t *testing.T) {
 	if got := body["accessPolicy"]; !reflect.DeepEqual(got, map[string]any{"reference": policy}) {
 		t.Fatalf("access policy %v", got)
 	}
-	if got := body["config"]; !reflect.DeepEqual(got, map[string]any{"resourceType": "UserConfiguration", "menu": []any{}}) {
+	if got := body["config"].(map[string]any); got["resourceType"] != "UserConfiguration" || len(got["menu"].([]any)) != 2 {
 		t.Fatalf("config %v", got)
 	}
 
@@ -143,7 +144,7 @@ func TestMe(t *testing.T) {
 	c := cachedClient(t, id)
 	resp, err = live.svc.me(ctx, &bus.Request{Principal: &bus.Principal{User: "ClientApplication/" + id, Profile: "ClientApplication/" + id,
 		Project: project, Membership: c.membership}})
-	if body := decoded(t, resp, err, 200); body["user"] != nil || body["accessPolicy"] != nil || body["profile"].(map[string]any)["id"] != id {
+	if body := decoded(t, resp, err, 200); body["user"] != nil || body["security"] != nil || body["accessPolicy"] != nil || body["profile"].(map[string]any)["id"] != id {
 		t.Fatalf("a client's /auth/me %v", body)
 	}
 	principal.Profile = "Practitioner/" + uuid.NewString()

@@ -350,7 +350,7 @@ func (s *Service) client(ctx context.Context, id string) (*clientEntry, error) {
 		// them stop together when the client or its membership goes.
 		c.loginID = uuid.NewSHA1(identityIDNamespace, []byte("client-login:"+id+":"+pm.ID)).String()
 		c.displays = displaysOf(pm.JSON)
-		if _, err := s.sessions.PutLogin(ctx, c.loginID, session.Login{Membership: pm.ID, User: ref, Client: id}); err != nil {
+		if _, err := s.sessions.PutLogin(ctx, c.loginID, session.Login{Membership: pm.ID, User: ref, Client: id, AuthMethod: authClient}); err != nil {
 			return nil, fmt.Errorf("session login: %w", err)
 		}
 	}
