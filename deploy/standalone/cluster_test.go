@@ -307,7 +307,7 @@ func settleInvites(t *testing.T, natsURL string) (pending, failed, done int) {
 				pending++
 			case "failed":
 				failed++
-				if rec.Failure == nil || rec.Failure.Text == "" {
+				if rec.Failure == nil || rec.Failure.Err().Message() == "" {
 					t.Errorf("invite %s failed without a reason", rec.ID)
 				}
 			default:

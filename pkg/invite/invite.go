@@ -116,6 +116,17 @@ type Record struct {
 	Failure        *Failure  `json:"failure,omitempty"`
 	Created        time.Time `json:"created"`
 	Updated        time.Time `json:"updated"`
+
+	// rev is the bucket revision the record was read or written at, so a
+	// step that read it can write it without reading it again (Save).
+	rev uint64
+}
+
+// Ended is what the end of an invite tells whoever waits for it: its
+// outcome, without the request (which holds a password hash).
+func (r *Record) Ended() *Record {
+	return &Record{ID: r.ID, Status: r.Status, MembershipID: r.MembershipID, Failure: r.Failure,
+		Steps: map[string]StepState{StepMembership: r.Steps[StepMembership]}}
 }
 
 // Message is the payload of a step.
@@ -155,8 +166,12 @@ func (s *Store) Create(ctx context.Context, r *Record) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.kv.Create(ctx, r.ID, b)
-	return err
+	rev, err := s.kv.Create(ctx, r.ID, b)
+	if err != nil {
+		return err
+	}
+	r.rev = rev
+	return nil
 }
 
 // Get reads a record.
@@ -166,33 +181,49 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 		return nil, err
 	}
 	r := &Record{}
-	return r, json.Unmarshal(e.Value(), r)
+	if err := json.Unmarshal(e.Value(), r); err != nil {
+		return nil, err
+	}
+	r.rev = e.Revision()
+	return r, nil
 }
 
 // Update applies f to the current record and stores it if no one else
 // changed it meanwhile, retrying on a concurrent change.
 func (s *Store) Update(ctx context.Context, id string, f func(*Record) error) (*Record, error) {
-	for i := 0; i < 20; i++ {
-		e, err := s.kv.Get(ctx, id)
-		if err != nil {
-			return nil, fmt.Errorf("invite %s: %w", id, err)
-		}
-		r := &Record{}
-		if err := json.Unmarshal(e.Value(), r); err != nil {
-			return nil, err
+	return s.update(ctx, id, nil, f)
+}
+
+// Save is Update for a step that has read the record (Load): f changes rec
+// itself, which is stored at the revision it was read at, and only when
+// someone changed the record since is it read again.
+func (s *Store) Save(ctx context.Context, rec *Record, f func(*Record) error) (*Record, error) {
+	return s.update(ctx, rec.ID, rec, f)
+}
+
+func (s *Store) update(ctx context.Context, id string, r *Record, f func(*Record) error) (*Record, error) {
+	for range 20 {
+		if r == nil {
+			var err error
+			if r, err = s.Get(ctx, id); err != nil {
+				return nil, fmt.Errorf("invite %s: %w", id, err)
+			}
 		}
 		if err := f(r); err != nil {
 			return nil, err
 		}
 		r.Updated = time.Now().UTC()
 		b, _ := json.Marshal(r)
-		if _, err := s.kv.Update(ctx, id, b, e.Revision()); err != nil {
+		rev, err := s.kv.Update(ctx, id, b, r.rev)
+		if err != nil {
 			var apiErr *jetstream.APIError
 			if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+				r = nil
 				continue
 			}
 			return nil, fmt.Errorf("invite %s: %w", id, err)
 		}
+		r.rev = rev
 		return r, nil
 	}
 	return nil, fmt.Errorf("invite %s: too many concurrent updates", id)
@@ -222,16 +253,38 @@ func Fail(ctx context.Context, s *Store, nc *nats.Conn, data []byte, step string
 		return
 	}
 	f := NewFailure(cause)
-	if _, err := s.Update(ctx, m.InviteID, func(r *Record) error {
+	rec, err := s.Update(ctx, m.InviteID, func(r *Record) error {
 		MarkStep(r, step, "failed", cause.Error())
 		if r.Status == "pending" {
 			r.Status, r.Failure = "failed", f
 		}
 		return nil
-	}); err != nil {
+	})
+	if err != nil {
 		log.Error("mark invite failed", "invite", m.InviteID, "err", err)
 	}
-	_ = nc.Publish(DoneSubject(m.InviteID), nil)
+	Announce(nc, m.InviteID, rec)
+}
+
+// Announce tells whoever waits for an invite that it has ended, with its
+// outcome (rec.Ended), so the waiter need not read the record; with rec
+// nil, only that it ended, and the waiter reads the record.
+func Announce(nc *nats.Conn, id string, rec *Record) {
+	var b []byte
+	if rec != nil {
+		b, _ = json.Marshal(rec.Ended())
+	}
+	_ = nc.Publish(DoneSubject(id), b)
+}
+
+// Announced reads an announcement: the invite's outcome, or nil when it
+// does not say.
+func Announced(data []byte) *Record {
+	r := &Record{}
+	if len(data) == 0 || json.Unmarshal(data, r) != nil || r.ID == "" {
+		return nil
+	}
+	return r
 }
 
 // Load reads a step's message and its invite. pending is false when the

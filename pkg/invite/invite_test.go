@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,6 +119,78 @@ func TestUpdate(t *testing.T) {
 	}
 	if _, err := s.Update(ctx, "inv-none", func(*Record) error { return nil }); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Errorf("updating a missing record: %v", err)
+	}
+}
+
+// Save stores a step's change at the revision the step read, and when
+// someone changed the record since, applies the change to theirs instead
+// of overwriting it.
+func TestSave(t *testing.T) {
+	t.Parallel() // each test has its own NATS server
+	s, _ := openStore(t)
+	ctx := context.Background()
+	if err := s.Create(ctx, pendingRecord("inv-s")); err != nil {
+		t.Fatal(err)
+	}
+	_, rec, _, err := s.Load(ctx, []byte(`{"invite":"inv-s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := s.Save(ctx, rec, func(r *Record) error { r.UserID = "u-1"; return nil })
+	if err != nil || saved.UserID != "u-1" {
+		t.Fatalf("save: %+v, %v", saved, err)
+	}
+	// A step holding the record as it read it, while another writes it.
+	if _, err := s.Update(ctx, "inv-s", func(r *Record) error { MarkStep(r, StepEmail, "done", ""); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	applied := 0
+	saved, err = s.Save(ctx, saved, func(r *Record) error { applied++; r.ProfileRef = "Practitioner/p-1"; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, "inv-s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.UserID != "u-1" || got.ProfileRef != "Practitioner/p-1" || got.Steps[StepEmail].State != "done" || applied != 2 {
+		t.Errorf("record %+v after %d applications; want every change kept, the stale one applied again", got, applied)
+	}
+	if !reflect.DeepEqual(saved, got) {
+		t.Errorf("saved %+v\nstored %+v", saved, got)
+	}
+}
+
+// The end of an invite is announced with its outcome and nothing of the
+// request; an announcement without one says only that it ended.
+func TestAnnounce(t *testing.T) {
+	t.Parallel() // each test has its own NATS server
+	env := testenv.New(t)
+	sub, err := env.NC.SubscribeSync(DoneSubject("inv-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := pendingRecord("inv-a")
+	rec.Request.PasswordHash = "$argon2id$secret"
+	rec.Status, rec.Failure = "failed", NewFailure(fhir.BadRequest("Bad e-mail", "email"))
+	Announce(env.NC, "inv-a", rec)
+	Announce(env.NC, "inv-a", nil)
+	m, err := sub.NextMsg(testenv.WaitLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(m.Data), "argon2id") || strings.Contains(string(m.Data), "ada@example.com") {
+		t.Errorf("the announcement carries the request: %s", m.Data)
+	}
+	got := Announced(m.Data)
+	if got == nil || got.ID != "inv-a" || got.Status != "failed" || !reflect.DeepEqual(got.Failure.Err(), fhir.BadRequest("Bad e-mail", "email")) {
+		t.Errorf("announced %+v", got)
+	}
+	if m, err = sub.NextMsg(testenv.WaitLimit); err != nil {
+		t.Fatal(err)
+	}
+	if got := Announced(m.Data); got != nil {
+		t.Errorf("an announcement without an outcome read as %+v", got)
 	}
 }
 

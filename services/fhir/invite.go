@@ -37,7 +37,7 @@ func (s *Service) inviteProfile(ctx context.Context, data []byte) error {
 			return err
 		}
 	}
-	if _, err := s.invites.Update(ctx, rec.ID, func(r *invite.Record) error {
+	if _, err := s.invites.Save(ctx, rec, func(r *invite.Record) error {
 		r.ProfileRef, r.ProfileCreated = ref, created
 		invite.MarkStep(r, invite.StepProfile, "done", "")
 		return nil

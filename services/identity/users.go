@@ -68,7 +68,7 @@ func (s *Service) inviteUser(ctx context.Context, data []byte) error {
 			return err
 		}
 	}
-	if _, err := s.invites.Update(ctx, rec.ID, func(r *invite.Record) error {
+	if _, err := s.invites.Save(ctx, rec, func(r *invite.Record) error {
 		r.UserID, r.NewUser = userID, isNew
 		invite.MarkStep(r, invite.StepUser, "done", "")
 		return nil

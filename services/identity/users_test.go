@@ -224,12 +224,16 @@ func TestInviteFailed(t *testing.T) {
 	}
 	defer sub.Unsubscribe()
 	live.svc.inviteFailed(ctx, msg, fhir.BadRequest("E-mail already used"))
-	if _, err := sub.NextMsg(5 * time.Second); err != nil {
+	m, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
 		t.Fatalf("no announcement: %v", err)
 	}
 	rec, _ := live.svc.invites.Get(ctx, id)
-	if rec.Status != "failed" || rec.Failure == nil || *rec.Failure != (invite.Failure{Status: 400, Text: "E-mail already used"}) ||
+	if rec.Status != "failed" || rec.Failure == nil || !reflect.DeepEqual(rec.Failure.Err(), fhir.BadRequest("E-mail already used")) ||
 		rec.Steps[invite.StepUser].State != "failed" {
 		t.Fatalf("record %+v", rec)
+	}
+	if ended := invite.Announced(m.Data); ended == nil || ended.Status != "failed" || !reflect.DeepEqual(ended.Failure, rec.Failure) {
+		t.Errorf("announced %+v, want the failure", ended)
 	}
 }

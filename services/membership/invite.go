@@ -70,10 +70,10 @@ func (s *Service) inviteMember(ctx context.Context, by *bus.Principal, projectID
 	id := uuid.NewString()
 	rec := newInviteRecord(id, *req, time.Now().UTC())
 	// Listen for the end before starting, so a fast saga is not missed.
-	done := make(chan struct{}, 1)
-	sub, err := s.nc.Subscribe(invite.DoneSubject(id), func(*nats.Msg) {
+	done := make(chan *invite.Record, 1)
+	sub, err := s.nc.Subscribe(invite.DoneSubject(id), func(m *nats.Msg) {
 		select {
-		case done <- struct{}{}:
+		case done <- invite.Announced(m.Data):
 		default:
 		}
 	})
@@ -86,14 +86,16 @@ func (s *Service) inviteMember(ctx context.Context, by *bus.Principal, projectID
 	}
 	timer := time.NewTimer(inviteWaitFor(ctx))
 	defer timer.Stop()
+	var cur *invite.Record
 	select {
-	case <-done:
+	case cur = <-done:
 	case <-timer.C:
 	case <-ctx.Done():
 	}
-	cur, err := s.invites.Get(context.WithoutCancel(ctx), id)
-	if err != nil {
-		return nil, err
+	if cur == nil { // no end announced with its outcome: the record says
+		if cur, err = s.invites.Get(context.WithoutCancel(ctx), id); err != nil {
+			return nil, err
+		}
 	}
 	memberID, err := inviteOutcome(cur)
 	if err != nil {

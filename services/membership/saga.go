@@ -82,15 +82,16 @@ func (s *Service) inviteMembership(ctx context.Context, data []byte) error {
 	if err := s.publishMembership(ctx, memberID); err != nil {
 		return err
 	}
-	if _, err := s.invites.Update(ctx, rec.ID, func(r *invite.Record) error {
+	rec, err = s.invites.Save(ctx, rec, func(r *invite.Record) error {
 		r.MembershipID = memberID
 		r.Status = "done"
 		invite.MarkStep(r, invite.StepMembership, "done", "")
 		return nil
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
-	_ = s.nc.Publish(invite.DoneSubject(rec.ID), nil)
+	invite.Announce(s.nc, rec.ID, rec)
 	if rec.Steps[invite.StepEmail].State == "pending" {
 		return s.queueInviteMail(ctx, rec, m.SetPasswordURL)
 	}
