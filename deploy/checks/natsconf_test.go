@@ -193,6 +193,7 @@ func TestNATSPermissions(t *testing.T) {
 		{"revoked tokens", true, kv(session.RevokedBucket), []string{"identity"}},
 		{"memberships", true, kv(session.MembershipsBucket), []string{"identity", "membership", "fhir", "botexec"}},
 		{"ended sign-ins", true, kv(session.EndedBucket), []string{"identity"}},
+		{"users' recent sign-ins", true, kv(session.UserLoginsBucket), []string{"identity"}},
 		{"watch ended sign-ins", true, "$JS.API.CONSUMER.CREATE.KV_" + session.EndedBucket + ".x.>", all},
 		{"invite records", true, kv(invite.Bucket), []string{"identity", "membership", "fhir"}},
 		// The gateway may read the session buckets but not change them.
