@@ -92,6 +92,11 @@ func Execute(ctx context.Context, st Store, req Request, l Limits) (*Response, e
 	if verr != nil {
 		return nil, fhir.BadRequest(verr.Error())
 	}
+	if introspects(op.SelectionSet) {
+		// The whole schema is megabytes; Medplum serves it only to projects
+		// with the graphql-introspection feature, which Pinion has not.
+		return nil, fhir.Forbidden()
+	}
 	if err := l.check(op, vars); err != nil {
 		return nil, err
 	}
@@ -484,4 +489,26 @@ func searchValues(args map[string]any) url.Values {
 		out.Add(paramCode(k), s)
 	}
 	return out
+}
+
+// introspects reports a root __schema or __type field (fragments
+// included); __typename is ordinary data.
+func introspects(set ast.SelectionSet) bool {
+	for _, sel := range set {
+		switch sel := sel.(type) {
+		case *ast.Field:
+			if sel.Name == "__schema" || sel.Name == "__type" {
+				return true
+			}
+		case *ast.InlineFragment:
+			if introspects(sel.SelectionSet) {
+				return true
+			}
+		case *ast.FragmentSpread:
+			if sel.Definition != nil && introspects(sel.Definition.SelectionSet) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -164,6 +164,15 @@ func TestRefusedRequests(t *testing.T) {
 	}
 }
 
+// The schema is not served whole (Medplum needs a project feature for it).
+func TestIntrospectionForbidden(t *testing.T) {
+	for _, q := range []string{`{ __schema { types { name } } }`, `{ __type(name: "Patient") { name } }`, `query { ...F } fragment F on QueryType { __schema { queryType { name } } }`} {
+		if _, err := run(t, q); err == nil || outcomeOf(t, err).Status != 403 {
+			t.Errorf("%s: %v", q, err)
+		}
+	}
+}
+
 // A field that cannot be answered is an entry of errors, with its path,
 // beside the rest of the data (status 200), as graphql-js answers.
 func TestFieldErrorBesideData(t *testing.T) {
