@@ -13,7 +13,9 @@
 // not-in, exists, comparisons on dates and numbers, prefix and contains on
 // normalised text, with or only for FHIR's range prefixes and comma lists.
 // IndexKeys names the fields worth a MongoDB index; the SQLite store
-// indexes every value.
+// indexes every value but those as written (s_c_exact), which it keeps by
+// resource: :exact is stated beside the normalised value it refines, which
+// finds the resources (store.ExactSuffix).
 //
 // # Stored fields
 //

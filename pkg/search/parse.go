@@ -528,14 +528,19 @@ func (f *filter) addString(p *Param, key, modifier string, hasModifier bool, val
 		}
 		f.add(store.Cond{Op: op, Field: p.field, Values: norm})
 	case modifier == "exact":
-		exact := make([]string, len(vals))
+		exact, norm := make([]string, len(vals)), make([]string, len(vals))
 		for i, v := range vals {
 			exact[i] = unescapeValue(v)
 			if err := checkTextValue(key, exact[i]); err != nil {
 				return err
 			}
+			norm[i] = normalize(exact[i])
 		}
-		f.add(store.Strings(p.f.exact, exact))
+		// A value as written is stored only beside its normalised form
+		// (stringFields): stating that one too gives the store an index
+		// to find the resources by, and the values as written are then
+		// only tested (store.ExactSuffix).
+		f.add(store.And(store.Strings(p.field, norm), store.Strings(p.f.exact, exact)))
 	default:
 		return badModifier(key, modifier)
 	}

@@ -77,7 +77,7 @@ func TestParseFilters(t *testing.T) {
 		{"string alternatives", "Patient", "family=smi,jon",
 			`s_family^=["smi" "jon"]`, ""},
 		{"string exact", "Patient", "family:exact=Smith",
-			`s_family_exact="Smith"`, ""},
+			`(s_family="smith" and s_family_exact="Smith")`, ""},
 		{"string contains", "Patient", "given:contains=an",
 			`s_given*="an"`, ""},
 		{"string escaped comma", "Patient", `name=a\,b`,
@@ -163,7 +163,7 @@ func TestParseFilters(t *testing.T) {
 		{"access-policy", "ProjectMembership", "access-policy=AccessPolicy/a1",
 			`s_access_policy="AccessPolicy/a1"`, ""},
 		{"external-id", "ProjectMembership", "external-id:exact=E-1",
-			`s_external_id_exact="E-1"`, ""},
+			`(s_external_id="e-1" and s_external_id_exact="E-1")`, ""},
 		{"access policy name", "AccessPolicy", "name=Nur",
 			`s_name^="nur"`, ""},
 	}

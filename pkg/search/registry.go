@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/pinion-health/pinion/pkg/store"
 )
 
 // params.txt is generated (see generate.go). One line per parameter and
@@ -164,7 +166,7 @@ func parseLine(line string) (*Param, []string, error) {
 	}
 	p := &Param{Code: f[0], Type: f[1], Definition: f[4]}
 	p.field = fieldName(p.Code)
-	p.f = suffixed{exact: p.field + "_exact", text: p.field + "_text", sort: p.field + "_sort",
+	p.f = suffixed{exact: p.field + store.ExactSuffix, text: p.field + "_text", sort: p.field + "_sort",
 		lo: p.field + "_lo", hi: p.field + "_hi", unit: p.field + "_unit", grams: p.field + "_grams"}
 	if f[3] != "" && f[3] != "*" {
 		p.Targets = strings.Split(f[3], ",")

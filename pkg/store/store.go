@@ -64,6 +64,13 @@ type Write struct {
 	Strict bool
 }
 
+// ExactSuffix ends the fields that hold values as written (search's
+// :exact). A condition on one is always stated beside one on the
+// normalised field it refines, which finds the resources: so a store may
+// keep these only where a test of a known resource reads them, not in a
+// value index (the SQLite store's search_exact table, by resource).
+const ExactSuffix = "_exact"
+
 // OutboxID names a version's event: the stream drops a second publish of it.
 func OutboxID(typ, id, version string) string { return typ + "/" + id + "/" + version }
 

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/pinion-health/pinion/pkg/store"
 )
 
 // A database written by schema version 1 opens with its versions, history
@@ -55,5 +57,70 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 	if p, err := s.Pending(ctx, time.Now(), time.Now()); err != nil || len(p) != 0 {
 		t.Fatalf("pending after clearing: %+v, %v", p, err)
+	}
+}
+
+// A version 3 database's values as written move to search_exact, where
+// :exact still finds them and an update replaces them.
+func TestMigrateExactRows(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v3.db")
+	db, err := sql.Open("sqlite", dsn(path, "journal_mode(WAL)"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stmts []string
+	for _, m := range migrations[:3] {
+		stmts = append(stmts, m...)
+	}
+	stmts = append(stmts,
+		`CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID`,
+		`INSERT INTO meta VALUES('schema_version', '3')`,
+		`INSERT INTO resources(rid, type, id, version, ts, project, deleted, json) VALUES(7, 'Patient', 'a', '1', 1000, 'p', 0, '{}')`,
+		`INSERT INTO history(rid, version, ts, project, deleted, json) VALUES(7, '1', 1000, 'p', 0, '{}')`,
+		`INSERT INTO search(key, value, project, rid) VALUES('Patient.s_family', 'smith', 'p', 7), ('Patient.s_family_exact', 'Smith', 'p', 7), ('Patient.s_exactly', 'x', 'p', 7)`,
+	)
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	s, err := Open(ctx, path, Options{Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var inSearch, moved int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM search WHERE key = 'Patient.s_family_exact'`).Scan(&inSearch); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM search_exact WHERE rid = 7 AND key = 'Patient.s_family_exact' AND value = 'Smith'`).Scan(&moved); err != nil {
+		t.Fatal(err)
+	}
+	if inSearch != 0 || moved != 1 {
+		t.Fatalf("after migrating: %d exact rows left in search, %d in search_exact", inSearch, moved)
+	}
+	find := func(exact string) int {
+		t.Helper()
+		n, err := s.Count(ctx, "Patient", &store.Query{Project: "p", Filter: []store.Cond{store.Eq("s_family", "smith"), store.Eq("s_family_exact", exact)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if find("Smith") != 1 {
+		t.Fatal(":exact does not find the migrated value")
+	}
+	if n, err := s.Count(ctx, "Patient", &store.Query{Project: "p", Filter: []store.Cond{store.Eq("s_exactly", "x")}}); err != nil || n != 1 {
+		t.Fatalf("a field whose name only contains exact was moved: %d, %v", n, err)
+	}
+	if err := s.Write(ctx, &store.Write{Record: store.Record{Type: "Patient", ID: "a", Version: "2", Time: time.Now(), Project: "p", JSON: []byte("{}")}, Prev: "1",
+		Fields: map[string]any{"s_family": []string{"smith"}, "s_family_exact": []string{"SMITH"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if find("Smith") != 0 || find("SMITH") != 1 {
+		t.Fatal("an update did not replace the value as written")
 	}
 }

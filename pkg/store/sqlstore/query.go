@@ -269,9 +269,9 @@ func selectiveCond(c store.Cond) (bySearch, byID bool) {
 		if c.Field == store.FieldID {
 			return false, true
 		}
-		return !recordField(c.Field), false
+		return !recordField(c.Field) && !exactField(c.Field), false
 	case store.OpLt, store.OpLe, store.OpGt, store.OpGe:
-		return !recordField(c.Field), false
+		return !recordField(c.Field) && !exactField(c.Field), false
 	}
 	return false, false
 }
@@ -453,6 +453,12 @@ func (b *builder) timeColumn(col string, c store.Cond) {
 // list of the rids that have one (for a selective condition, which SQLite
 // may drive the search from).
 func (b *builder) searchField(c store.Cond) {
+	if exactField(c.Field) {
+		// Not in a value index: tested per resource, beside the
+		// condition that finds them (store.ExactSuffix).
+		b.probeField(c)
+		return
+	}
 	key := b.typ + "." + c.Field
 	switch c.Op {
 	case store.OpExists:
@@ -504,12 +510,16 @@ func (b *builder) probe(c store.Cond) {
 }
 
 func (b *builder) probeField(c store.Cond) {
+	table := "search"
+	if exactField(c.Field) {
+		table = "search_exact"
+	}
 	switch c.Op {
 	case store.OpExists:
 		if c.Values[0] != true {
 			b.w("NOT ")
 		}
-		b.w("EXISTS (SELECT 1 FROM search x WHERE x.rid = r.rid AND x.key = ")
+		b.w("EXISTS (SELECT 1 FROM ", table, " x WHERE x.rid = r.rid AND x.key = ")
 		b.arg(b.typ + "." + c.Field)
 		b.w(")")
 		return
@@ -522,7 +532,7 @@ func (b *builder) probeField(c store.Cond) {
 			b.w("NOT ")
 		}
 	}
-	b.w("EXISTS (SELECT 1 FROM search x WHERE x.rid = r.rid AND x.key = ")
+	b.w("EXISTS (SELECT 1 FROM ", table, " x WHERE x.rid = r.rid AND x.key = ")
 	b.arg(b.typ + "." + c.Field)
 	b.w(" AND ")
 	b.values("x.value", c)

@@ -72,6 +72,9 @@ func drivers(q *store.Query) []driver {
 	var out []driver
 	ranges := map[string]int{} // instant field → index in out
 	for i, c := range flat {
+		if exactField(c.Field) {
+			continue // kept by resource, not by value: never walked
+		}
 		if recordField(c.Field) {
 			if c.Field == store.FieldID && (c.Op == store.OpEq || c.Op == store.OpPrefix) {
 				return nil

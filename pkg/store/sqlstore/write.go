@@ -145,12 +145,53 @@ func (c *wconn) searchRows(rid int64) (map[searchRow]bool, error) {
 		}
 		out[r] = true
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	exact, err := c.selExact.QueryContext(c.ctx, rid)
+	if err != nil {
+		return nil, err
+	}
+	defer exact.Close()
+	for exact.Next() {
+		var r searchRow // project "": the table has none (exactRow)
+		if err := exact.Scan(&r.key, &r.value); err != nil {
+			return nil, err
+		}
+		if b, ok := r.value.([]byte); ok {
+			r.value = string(b)
+		}
+		out[r] = true
+	}
+	return out, exact.Err()
 }
 
+// exactField tells the fields kept in search_exact (store.ExactSuffix)
+// from those of the search table; keys are type.field.
+func exactField(key string) bool { return strings.HasSuffix(key, store.ExactSuffix) }
+
+// exactRow is how a search_exact row appears among a resource's rows: no
+// project, which that table does not keep.
+func exactRow(key string, value any) searchRow { return searchRow{key: key, value: value} }
+
 // dropRows deletes the rows left in old (those the new version no longer
-// has), up to searchChunk a statement.
+// has), up to searchChunk a statement, from the table each is in.
 func (c *wconn) dropRows(rid int64, old map[searchRow]bool) error {
+	if len(old) == 0 {
+		return nil
+	}
+	var exact []searchRow
+	for r := range old {
+		if exactField(r.key) {
+			exact = append(exact, r)
+			delete(old, r)
+		}
+	}
+	for _, r := range exact {
+		if _, err := c.delExact.ExecContext(c.ctx, rid, r.key, r.value); err != nil {
+			return err
+		}
+	}
 	if len(old) == 0 {
 		return nil
 	}
@@ -195,7 +236,7 @@ func (c *wconn) dropRows(rid int64, old map[searchRow]bool) error {
 // version's rows) does not hold, up to searchChunk rows a statement; the
 // rows it keeps are removed from old.
 func (c *wconn) putFields(w *store.Write, rid int64, old map[searchRow]bool) error {
-	args := c.args[:0]
+	args, exact := c.args[:0], c.exactArgs[:0]
 	flush := func() error {
 		if len(args) == 0 {
 			return nil
@@ -204,9 +245,27 @@ func (c *wconn) putFields(w *store.Write, rid int64, old map[searchRow]bool) err
 		args = args[:0]
 		return err
 	}
+	flushExact := func() error {
+		if len(exact) == 0 {
+			return nil
+		}
+		err := c.execText(insertExact(len(exact)/3), exact)
+		exact = exact[:0]
+		return err
+	}
 	for k, v := range w.Fields {
 		key := w.Type + "." + k
 		err := eachValue(v, func(x any) error {
+			if exactField(key) {
+				if r := exactRow(key, x); old[r] {
+					delete(old, r)
+					return nil
+				}
+				if exact = append(exact, rid, key, x); len(exact) == 3*searchChunk {
+					return flushExact()
+				}
+				return nil
+			}
 			if r := (searchRow{key, x, w.Project}); old[r] {
 				delete(old, r)
 				return nil
@@ -221,9 +280,10 @@ func (c *wconn) putFields(w *store.Write, rid int64, old map[searchRow]bool) err
 			return err
 		}
 	}
-	err := flush()
+	err := errors.Join(flush(), flushExact())
 	clear(args[:cap(args)])
-	c.args = args
+	clear(exact[:cap(exact)])
+	c.args, c.exactArgs = args, exact
 	return err
 }
 
@@ -238,6 +298,16 @@ var insertSearch = func() func(n int) string {
 	for n := 1; n <= searchChunk; n++ {
 		texts[n] = "INSERT OR IGNORE INTO search(key, value, project, rid) VALUES (?, ?, ?, ?)" +
 			strings.Repeat(", (?, ?, ?, ?)", n-1)
+	}
+	return func(n int) string { return texts[n] }
+}()
+
+// insertExact returns the INSERT of n search_exact rows.
+var insertExact = func() func(n int) string {
+	texts := make([]string, searchChunk+1)
+	for n := 1; n <= searchChunk; n++ {
+		texts[n] = "INSERT OR IGNORE INTO search_exact(rid, key, value) VALUES (?, ?, ?)" +
+			strings.Repeat(", (?, ?, ?)", n-1)
 	}
 	return func(n int) string { return texts[n] }
 }()

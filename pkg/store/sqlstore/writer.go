@@ -57,7 +57,8 @@ type wconn struct {
 	begin, commit, rollback *sql.Stmt
 
 	insHistory, insResource, updResource, selSearch, clearEvent *sql.Stmt
-	args                                                        []any      // putFields' buffer
+	selExact, delExact                                          *sql.Stmt
+	args, exactArgs                                             []any      // putFields' buffers
 	shapes                                                      *stmtCache // dropRows' and putFields' statements
 
 	claimIns, claimOwner, claimDel *sql.Stmt
@@ -79,6 +80,8 @@ func newWconn(ctx context.Context, conn *sql.Conn) (*wconn, error) {
 		{&c.insResource, "INSERT INTO resources(type, id, version, ts, project, deleted, json) VALUES (?, ?, ?, ?, ?, ?, ?)"},
 		{&c.updResource, "UPDATE resources SET version = ?, ts = ?, project = ?, deleted = ?, json = ? WHERE type = ? AND id = ? AND version = ? RETURNING rid"},
 		{&c.selSearch, "SELECT key, value, project FROM search WHERE rid = ?"},
+		{&c.selExact, "SELECT key, value FROM search_exact WHERE rid = ?"},
+		{&c.delExact, "DELETE FROM search_exact WHERE rid = ? AND key = ? AND value = ?"},
 		{&c.clearEvent, "UPDATE history SET event = NULL, at = NULL WHERE rid = (SELECT rid FROM resources WHERE type = ? AND id = ?) AND version = ? AND event IS NOT NULL"},
 		{&c.claimIns, "INSERT OR IGNORE INTO claims(key, owner) VALUES (?, ?)"},
 		{&c.claimOwner, "SELECT owner FROM claims WHERE key = ?"},
@@ -101,7 +104,7 @@ func newWconn(ctx context.Context, conn *sql.Conn) (*wconn, error) {
 
 func (c *wconn) close() {
 	for _, st := range []*sql.Stmt{c.begin, c.commit, c.rollback,
-		c.insHistory, c.insResource, c.updResource, c.selSearch, c.clearEvent,
+		c.insHistory, c.insResource, c.updResource, c.selSearch, c.clearEvent, c.selExact, c.delExact,
 		c.claimIns, c.claimOwner, c.claimDel, c.secret, c.setSecret, c.delSecret, c.insSecret, c.updSecret} {
 		if st != nil {
 			st.Close()

@@ -64,6 +64,9 @@ func corpus(t *testing.T, s store.Store) []*doc {
 				}
 			}
 			f["s_name"] = l
+			// As written, for :exact (store.ExactSuffix): a store may keep
+			// these apart from the value index.
+			f["s_name_exact"] = l
 		}
 		if pick(0.9) {
 			f["s_code"] = codes[rng.IntN(len(codes))]
@@ -219,6 +222,15 @@ func conditions() []store.Cond {
 		cmpr(store.FieldTime, store.OpLe, t0.Add(3*time.Minute+7*time.Millisecond)),
 		store.Eq(store.FieldTime, t0.Add(3*time.Minute)),
 		store.Or(store.Eq(store.FieldID, "o04"), store.Eq("s_code", "C1")),
+		// Exact values, beside the field they refine (as search.Parse
+		// states them) and alone, in junctions, negated, tested for.
+		store.And(store.Eq("s_name", "gamma"), store.Eq("s_name_exact", "Gamma")),
+		store.Eq("s_name_exact", "gamma", "épée"),
+		{Op: store.OpNotIn, Field: "s_name_exact", Values: []any{"alpha", "Gamma"}},
+		store.Exists("s_name_exact", false),
+		store.Or(store.Eq("s_name_exact", "beta"), store.Eq("s_code", "c2")),
+		store.And(store.Or(store.Eq("s_code", "c1"), store.Eq("s_code", "c3")), store.Eq("s_name_exact", "alpha")),
+		store.And(cmpr("s_num", store.OpGt, 1.0), store.Eq("s_name_exact", "delta", "zeta")),
 		store.And(store.Eq(store.FieldProject, "p1", "p3"), store.Exists("s_num", false)),
 	}
 }
