@@ -436,12 +436,12 @@ func TestBotDeploy(t *testing.T) {
 	if got := exec(); got != "one" {
 		t.Fatalf("execute: %s", got)
 	}
-	// Without code: the same code again, nothing rewritten.
-	version := after["meta"].(map[string]any)["versionId"]
+	// Without code: the saved executable code is compiled and deployed
+	// again, under its title (what an editor saves need not be CommonJS).
 	expect(t, deploy(`{}`), 200)
 	r = do(t, "GET", "fhir/R4/Bot/"+id, su, "", nil)
-	if v := r.json(t)["meta"].(map[string]any)["versionId"]; v != version {
-		t.Errorf("redeploy wrote a new version")
+	if again, _ := r.json(t)["executableCode"].(map[string]any); again["title"] != "one.js" || again["url"] == exe["url"] {
+		t.Errorf("redeploy: executableCode %v, was %v", again, exe)
 	}
 	if got := exec(); got != "one" {
 		t.Fatalf("execute after redeploy: %s", got)

@@ -1,8 +1,10 @@
 package botexec
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"path"
 
 	"github.com/pinion-health/pinion/pkg/access"
@@ -17,8 +19,8 @@ import (
 // CommonJS; a syntax error is 400 with line and column) becomes the Binary
 // that Bot.executableCode names, titled with the filename sent. The bot's
 // sourceCode, which `medplum bot save` writes, is left alone. Without code
-// the bot's current executable code is deployed again, which for Pinion's
-// sandbox means checking it is there.
+// (the web app's Deploy posts no body at all) the code the bot's
+// executableCode names is deployed: Medplum's editor saves it first.
 func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	pol, err := s.policies.For(ctx, r.Principal)
 	if err != nil {
@@ -28,13 +30,15 @@ func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	if in.Code == "" {
-		return s.redeploy(ctx, pol, r.Param("id"))
-	}
 	// Deploying updates the bot: the same check as a FHIR update of it.
 	cur, err := s.readBot(ctx, pol, r.Param("id"), access.Update)
 	if err != nil {
 		return nil, err
+	}
+	if in.Code == "" {
+		if in, err = s.savedCode(ctx, cur); err != nil {
+			return nil, err
+		}
 	}
 	// Nesting is checked here, cheaply; whatever else would take the
 	// compiler down takes down only the worker it runs in.
@@ -61,25 +65,43 @@ func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, er
 	return bus.OK(), nil
 }
 
-// redeploy is $deploy without code: the bot's executable code must exist.
-// It changes nothing, but it is a deploy: who may not deploy the bot is
-// told so (only admins, or a policy naming Bot), not told it went well.
-func (s *Service) redeploy(ctx context.Context, pol *access.Policy, id string) (*bus.Response, error) {
-	cur, err := s.readBot(ctx, pol, id, access.Update)
+// savedCode is what a $deploy without code deploys: the Binary the bot's
+// executableCode names, read in the bot's own project, as Medplum's
+// deployBot reads it. It is compiled like code sent inline, under the
+// attachment's title, because what an editor saves need not be the
+// CommonJS the sandbox runs (an ES module, or TypeScript).
+func (s *Service) savedCode(ctx context.Context, cur *repo.Resource) (*deployInput, error) {
+	var b struct {
+		Code struct {
+			URL   string `json:"url"`
+			Title string `json:"title"`
+		} `json:"executableCode"`
+	}
+	if err := json.Unmarshal(cur.JSON, &b); err != nil {
+		return nil, err
+	}
+	if b.Code.URL == "" {
+		return nil, fhir.BadRequest("Bot missing executable code")
+	}
+	id, err := codeBinary(b.Code.URL)
 	if err != nil {
 		return nil, err
 	}
-	b, err := decodeBot(cur.ID, cur.Project, cur.JSON)
+	bin, err := s.repo.Read(ctx, repo.Scope{Project: cur.Project}, "Binary", id)
+	if fhir.Missing(err) {
+		return nil, fhir.BadRequest("Bot missing executable code")
+	}
 	if err != nil {
 		return nil, err
 	}
-	if err := hasCode(&b); err != nil {
+	code, err := programSource(bin.JSON)
+	if err != nil {
 		return nil, err
 	}
-	if _, err := s.program(ctx, &b); err != nil {
-		return nil, err
+	if code == "" {
+		return nil, fhir.BadRequest("Bot missing executable code")
 	}
-	return bus.OK(), nil
+	return &deployInput{Code: code, Filename: deployFilename(b.Code.Title)}, nil
 }
 
 // deployInput is $deploy's body.
@@ -93,26 +115,26 @@ type deployInput struct {
 }
 
 // readDeployInput reads $deploy's JSON body (415 for another type, 400 for
-// bad JSON).
+// bad JSON). No body at all, of whatever type, is a deploy without code:
+// Medplum's web app posts nothing, and Medplum reads that as {}.
 func readDeployInput(r *bus.Request) (*deployInput, error) {
 	var in deployInput
-	if err := r.DecodeJSON(&in); err != nil {
-		return nil, err
+	if len(bytes.TrimSpace(r.Body)) > 0 {
+		if err := r.DecodeJSON(&in); err != nil {
+			return nil, err
+		}
 	}
-	if in.Filename == "" {
-		in.Filename = "index.js"
-	}
-	in.Filename = path.Base(in.Filename)
+	in.Filename = deployFilename(in.Filename)
 	return &in, nil
 }
 
-// hasCode refuses a redeploy of a bot that has no executable code, in
-// Medplum's words (running one says "No executable code").
-func hasCode(b *bot) error {
-	if b.Code.URL == "" {
-		return fhir.BadRequest("Bot missing executable code")
+// deployFilename is the base name that titles deployed code, index.js when
+// none is given.
+func deployFilename(name string) string {
+	if name == "" {
+		return "index.js"
 	}
-	return nil
+	return path.Base(name)
 }
 
 // executableCode is the Bot.executableCode that names deployed JavaScript.
