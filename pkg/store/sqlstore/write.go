@@ -61,9 +61,9 @@ func check(w *store.Write) error {
 	return nil
 }
 
-// put stores one write inside the shared transaction. Every statement
-// costs a parse (the driver does not keep statements prepared), so the
-// version check is folded into the write itself: a create is an INSERT that
+// put stores one write inside the shared transaction. Every statement is a
+// round through SQLite's virtual machine, so the version check is folded
+// into the write itself: a create is an INSERT that
 // the unique (type, id) index refuses, a replace an UPDATE conditioned on
 // the version.
 func (c *wconn) put(w *store.Write, at int64) error {

@@ -47,9 +47,9 @@ type op struct {
 	done   chan error // buffered: the writer never waits for the caller
 }
 
-// wconn is the writer's connection and its statements. (This driver
-// version compiles a statement again on every use, so they save little
-// beyond a checked list of the SQL; put keeps their number per write low.)
+// wconn is the writer's connection and its statements, prepared once (the
+// driver keeps a single statement compiled between uses). A pragma is not
+// among them: SQLite applies it when compiling (wconn.pragma).
 type wconn struct {
 	ctx  context.Context // the writer's own: a caller's cancellation must not interrupt a shared transaction
 	conn *sql.Conn
