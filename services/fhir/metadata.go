@@ -17,6 +17,10 @@ func capabilityStatement(base string) []byte {
 		Name string `json:"name"`
 		Type string `json:"type"`
 	}
+	type operation struct {
+		Name       string `json:"name"`
+		Definition string `json:"definition"`
+	}
 	type interaction struct {
 		Code string `json:"code"`
 	}
@@ -26,6 +30,7 @@ func capabilityStatement(base string) []byte {
 		Versioning  string        `json:"versioning"`
 		ReadHistory bool          `json:"readHistory"`
 		SearchParam []param       `json:"searchParam,omitempty"`
+		Operation   []operation   `json:"operation,omitempty"`
 	}
 	var resources []resource
 	inter := []interaction{{"read"}, {"vread"}, {"update"}, {"patch"}, {"delete"}, {"history-instance"}, {"create"}, {"search-type"}}
@@ -33,6 +38,12 @@ func capabilityStatement(base string) []byte {
 		r := resource{Type: t, Interaction: inter, Versioning: "versioned", ReadHistory: true}
 		for _, p := range search.Params(t) {
 			r.SearchParam = append(r.SearchParam, param{Name: p.Code, Type: p.Type})
+		}
+		if t == "ValueSet" {
+			r.Operation = []operation{
+				{"expand", "http://hl7.org/fhir/OperationDefinition/ValueSet-expand"},
+				{"validate-code", "http://hl7.org/fhir/OperationDefinition/ValueSet-validate-code"},
+			}
 		}
 		resources = append(resources, r)
 	}
@@ -50,6 +61,8 @@ func capabilityStatement(base string) []byte {
 		"rest": []map[string]any{{
 			"mode":     "server",
 			"resource": resources,
+			// Parameters every type takes beside its own.
+			"searchParam": []param{{Name: "_filter", Type: "special"}},
 			"security": map[string]any{
 				"cors": true,
 				"service": []map[string]any{{"coding": []map[string]any{{
