@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/fhirschema"
@@ -90,13 +91,30 @@ func structureDefinitions(args map[string]any) ([]map[string]any, error) {
 			(f.eq["url"] != "" && f.eq["url"] != definitionURL(name)) {
 			continue
 		}
-		d, _ := fhirschema.Describe(name)
-		if d.Kind == "backbone" {
-			continue
+		if sd := cachedDefinition(name); sd != nil {
+			out = append(out, sd)
 		}
-		out = append(out, structureDefinition(d))
 	}
 	return f.page(out), nil
+}
+
+// definitions caches each type's StructureDefinition: the tables never
+// change while the process runs, and the answers are only read.
+var definitions sync.Map
+
+// cachedDefinition is the StructureDefinition of name; nil for a backbone
+// element, which has none of its own.
+func cachedDefinition(name string) map[string]any {
+	if sd, ok := definitions.Load(name); ok {
+		return sd.(map[string]any)
+	}
+	d, _ := fhirschema.Describe(name)
+	var sd map[string]any
+	if d.Kind != "backbone" {
+		sd = structureDefinition(d)
+	}
+	definitions.Store(name, sd)
+	return sd
 }
 
 func definitionURL(name string) string { return "http://hl7.org/fhir/StructureDefinition/" + name }
