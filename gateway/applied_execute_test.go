@@ -28,7 +28,7 @@ func TestExecuteNamesTheAppliedRevision(t *testing.T) {
 		req, _ := bus.DecodeRequest(natsHeader(r), r.Data())
 		b, _ := json.Marshal(map[string]string{"applied": req.Get(session.AppliedHeader)})
 		_ = r.Respond(b, micro.WithHeaders(micro.Headers(bus.EncodeResponse(&bus.Response{Status: 200}))))
-	}), micro.WithEndpointSubject(bus.SubjExecute))
+	}), micro.WithEndpointSubject(bus.SubjectOf("POST", "/fhir/R4/Bot/:id/$execute")))
 
 	ctx := context.Background()
 	tok, _ := s.access(t, s.login(t, "u-exec"), time.Hour)

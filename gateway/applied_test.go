@@ -28,7 +28,7 @@ func TestTokenRequestNamesTheAppliedRevision(t *testing.T) {
 		req, _ := bus.DecodeRequest(natsHeader(r), r.Data())
 		b, _ := json.Marshal(map[string]string{"applied": req.Get(session.AppliedHeader)})
 		_ = r.Respond(b, micro.WithHeaders(micro.Headers(bus.EncodeResponse(&bus.Response{Status: 200}))))
-	}), micro.WithEndpointSubject(bus.SubjToken))
+	}), micro.WithEndpointSubject(bus.SubjectOf("POST", "/oauth2/token")))
 	applied := func() uint64 {
 		h := map[string]string{"Content-Type": "application/x-www-form-urlencoded", session.AppliedHeader: "99999999"}
 		st, m, _ := post(t, base+"oauth2/token", []byte("grant_type=client_credentials"), h)

@@ -190,7 +190,7 @@ func (g *Gateway) key(kid string) *ecdsa.PublicKey {
 }
 
 func (g *Gateway) fetchKeys(ctx context.Context) error {
-	resp, err := bus.Call(ctx, g.nc, bus.SubjJWKS, &bus.Request{Method: "GET", Path: "/.well-known/jwks.json"})
+	resp, err := bus.Call(ctx, g.nc, bus.SubjectOf("GET", "/.well-known/jwks.json"), &bus.Request{Method: "GET", Path: "/.well-known/jwks.json"})
 	g.keysMu.Lock()
 	g.keysFetched = time.Now()
 	g.keysMu.Unlock()

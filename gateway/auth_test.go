@@ -63,7 +63,7 @@ func startBearerStack(t *testing.T) *bearerStack {
 	_ = svc.AddEndpoint("jwks", micro.HandlerFunc(func(r micro.Request) {
 		b, _ := json.Marshal(map[string]any{"keys": []auth.JWK{rk.PublicJWK(), ec.PublicJWK()}})
 		_ = r.Respond(b, micro.WithHeaders(micro.Headers(bus.EncodeResponse(&bus.Response{Status: 200}))))
-	}), micro.WithEndpointSubject(bus.SubjJWKS))
+	}), micro.WithEndpointSubject(bus.SubjectOf("GET", "/.well-known/jwks.json")))
 	view, err := c.Sessions.Watch(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -54,7 +54,7 @@ func TestCompressedBodies(t *testing.T) {
 	_ = svc.AddEndpoint("token", micro.HandlerFunc(func(r micro.Request) {
 		b, _ := json.Marshal(map[string]any{"len": len(r.Data()), "body": string(r.Data())})
 		_ = r.Respond(b, micro.WithHeaders(micro.Headers(bus.EncodeResponse(&bus.Response{Status: 200}))))
-	}), micro.WithEndpointSubject(bus.SubjToken))
+	}), micro.WithEndpointSubject(bus.SubjectOf("POST", "/oauth2/token")))
 
 	form := []byte("grant_type=client_credentials&client_id=a&client_secret=b")
 	var zl, br bytes.Buffer

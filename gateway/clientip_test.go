@@ -27,7 +27,7 @@ func TestClientIP(t *testing.T) {
 			req, _ := bus.DecodeRequest(natsHeader(r), r.Data())
 			b, _ := json.Marshal(map[string]string{"remote": req.Remote})
 			_ = r.Respond(b, micro.WithHeaders(micro.Headers(bus.EncodeResponse(&bus.Response{Status: 200}))))
-		}), micro.WithEndpointSubject(bus.SubjToken))
+		}), micro.WithEndpointSubject(bus.SubjectOf("POST", "/oauth2/token")))
 		return func(xff string) string {
 			h := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
 			if xff != "" {

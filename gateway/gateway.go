@@ -230,7 +230,7 @@ func (g *Gateway) forward(r bus.Route) fiber.Handler {
 				req.Header[h] = v
 			}
 		}
-		if r.Subject == bus.SubjToken || r.Subject == bus.SubjExecute {
+		if r.Path == "/oauth2/token" || strings.HasSuffix(r.Path, "/$execute") {
 			g.nameApplied(req)
 		}
 		if r.Auth == bus.Token || (r.Auth == bus.Optional && c.Get("Authorization") != "") {

@@ -51,7 +51,7 @@ func startGatewayWith(t *testing.T, cfg Config) (string, *nats.Conn) {
 	_ = svc.AddEndpoint("jwks", micro.HandlerFunc(func(r micro.Request) {
 		b, _ := json.Marshal(map[string]any{"keys": []auth.JWK{key.PublicJWK()}})
 		_ = r.Respond(b, micro.WithHeaders(micro.Headers(bus.EncodeResponse(&bus.Response{Status: 200}))))
-	}), micro.WithEndpointSubject(bus.SubjJWKS))
+	}), micro.WithEndpointSubject(bus.SubjectOf("GET", "/.well-known/jwks.json")))
 	view, err := c.Sessions.Watch(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +119,7 @@ func TestGatewayErrors(t *testing.T) {
 			// gateway's 300 ms.
 			answer := make(chan struct{})
 			t.Cleanup(func() { close(answer) })
-			_, _ = nc.Subscribe(bus.SubjMetadata, func(m *nats.Msg) {
+			_, _ = nc.Subscribe(bus.SubjectOf("GET", "/fhir/R4/metadata"), func(m *nats.Msg) {
 				<-answer
 				_ = m.Respond(nil)
 			})

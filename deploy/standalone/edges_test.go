@@ -325,7 +325,7 @@ func TestLocalListeners(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	forged := bus.EncodeRequest(bus.SubjSearch, &bus.Request{Method: "GET", Path: "/fhir/R4/Patient",
+	forged := bus.EncodeRequest(bus.SubjectOf("GET", "/fhir/R4/:type"), &bus.Request{Method: "GET", Path: "/fhir/R4/Patient",
 		Params: map[string]string{"type": "Patient"}, Principal: &bus.Principal{SuperAdmin: true, Project: "x"}})
 	if _, err := nc.RequestMsg(forged, time.Second); err == nil {
 		t.Fatal("a service's user sent a request with a forged principal")

@@ -25,7 +25,7 @@ type secret struct{ Name, Masked string }
 // readProject reads the project as its administrator, through the API's
 // GET /admin/projects/:id.
 func (c *Console) readProject(fc *fiber.Ctx, s *session) (*project, string, error) {
-	resp, err := c.call(fc, bus.SubjProjectGet, s.who, "GET", "/admin/projects/"+s.who.Project,
+	resp, err := c.call(fc, s.who, "GET", "/admin/projects/"+s.who.Project,
 		map[string]string{"projectId": s.who.Project}, nil, "", nil)
 	if err != nil {
 		return nil, "", err
@@ -143,7 +143,7 @@ func (c *Console) secrets(fc *fiber.Ctx) error {
 		done = "secret"
 	}
 	body, _ := json.Marshal(list)
-	resp, err := c.call(fc, bus.SubjSecrets, s.who, "POST", "/admin/projects/"+s.who.Project+"/secrets",
+	resp, err := c.call(fc, s.who, "POST", "/admin/projects/"+s.who.Project+"/secrets",
 		map[string]string{"projectId": s.who.Project}, nil, "application/json", body)
 	if err != nil {
 		return err
@@ -183,7 +183,7 @@ func (c *Console) members(fc *fiber.Ctx) error {
 			q.Set("profile-type", t)
 		}
 	}
-	resp, err := c.call(fc, bus.SubjSearch, s.who, "GET", "/fhir/R4/ProjectMembership",
+	resp, err := c.call(fc, s.who, "GET", "/fhir/R4/ProjectMembership",
 		map[string]string{"type": "ProjectMembership"}, q, "", nil)
 	if err != nil {
 		return err
@@ -273,7 +273,7 @@ func policyName(r fhir.Reference) string {
 // GET /admin/projects/:id/members/:membershipId.
 func (c *Console) readMember(fc *fiber.Ctx, s *session) (*member, *bus.Response, error) {
 	id := fc.Params("id")
-	resp, err := c.call(fc, bus.SubjMemberGet, s.who, "GET", "/admin/projects/"+s.who.Project+"/members/"+id,
+	resp, err := c.call(fc, s.who, "GET", "/admin/projects/"+s.who.Project+"/members/"+id,
 		map[string]string{"projectId": s.who.Project, "membershipId": id}, nil, "", nil)
 	if err != nil || resp.Status != 200 {
 		return nil, resp, err
@@ -325,7 +325,7 @@ func (c *Console) remove(fc *fiber.Ctx) error {
 	if id == s.who.Membership {
 		return c.message(fc, 400, "Remove member", "You cannot remove your own membership here.")
 	}
-	resp, err := c.call(fc, bus.SubjMemberDelete, s.who, "DELETE", "/admin/projects/"+s.who.Project+"/members/"+id,
+	resp, err := c.call(fc, s.who, "DELETE", "/admin/projects/"+s.who.Project+"/members/"+id,
 		map[string]string{"projectId": s.who.Project, "membershipId": id}, nil, "", nil)
 	if err != nil {
 		return err

@@ -100,7 +100,7 @@ func (c *Console) createBot(fc *fiber.Ctx) error {
 	}
 	form := map[string]string{"name": strings.TrimSpace(fc.FormValue("name")), "description": strings.TrimSpace(fc.FormValue("description"))}
 	raw, _ := json.Marshal(map[string]any{"name": form["name"], "description": form["description"]})
-	resp, err := c.call(fc, bus.SubjBotCreate, s.who, "POST", "/admin/projects/"+s.who.Project+"/bot",
+	resp, err := c.call(fc, s.who, "POST", "/admin/projects/"+s.who.Project+"/bot",
 		map[string]string{"projectId": s.who.Project}, nil, "application/json", raw)
 	if err != nil {
 		return err
@@ -133,7 +133,7 @@ func (c *Console) readBot(fc *fiber.Ctx, s *session) (*bot, map[string]any, *bus
 		return nil, nil, nil, err
 	}
 	if typ, bid, ok := fhir.SplitReference(b.sourceURL); ok && typ == "Binary" {
-		src, err := c.send(fc, bus.SubjRead, &bus.Request{
+		src, err := c.send(fc, &bus.Request{
 			Method: "GET", Path: "/fhir/R4/Binary/" + bid, Params: map[string]string{"type": "Binary", "id": bid},
 			Principal: s.who, Header: map[string]string{"Accept": "*/*"},
 		})
@@ -149,7 +149,7 @@ func (c *Console) readBot(fc *fiber.Ctx, s *session) (*bot, map[string]any, *bus
 
 // latestRuns are the bot's last executions, from their AuditEvents.
 func (c *Console) latestRuns(fc *fiber.Ctx, s *session, id string) ([]run, error) {
-	resp, err := c.call(fc, bus.SubjSearch, s.who, "GET", "/fhir/R4/AuditEvent", map[string]string{"type": "AuditEvent"},
+	resp, err := c.call(fc, s.who, "GET", "/fhir/R4/AuditEvent", map[string]string{"type": "AuditEvent"},
 		url.Values{"entity": {"Bot/" + id}, "_sort": {"-_lastUpdated"}, "_count": {"10"}}, "", nil)
 	if err != nil || resp.Status != 200 {
 		return nil, err // a policy without AuditEvent: no list, not an error
@@ -248,7 +248,7 @@ func (c *Console) saveSource(fc *fiber.Ctx) error {
 	if strings.TrimSpace(code) == "" {
 		return c.renderBot(fc, s, 400, page{Bot: typed, Errors: map[string]string{"code": "The code is empty."}})
 	}
-	bin, err := c.send(fc, bus.SubjCreate, &bus.Request{
+	bin, err := c.send(fc, &bus.Request{
 		Method: "POST", Path: "/fhir/R4/Binary", Params: map[string]string{"type": "Binary"}, Principal: s.who,
 		Header: map[string]string{"Content-Type": sourceType(filename)}, Body: []byte(code),
 	})
@@ -281,7 +281,7 @@ func (c *Console) saveSource(fc *fiber.Ctx) error {
 	done := "saved"
 	if fc.FormValue("deploy") == "true" {
 		body, _ := json.Marshal(map[string]string{"code": code, "filename": filename})
-		resp, err := c.call(fc, bus.SubjDeploy, s.who, "POST", "/fhir/R4/Bot/"+b.ID+"/$deploy", map[string]string{"id": b.ID}, nil, "application/json", body)
+		resp, err := c.call(fc, s.who, "POST", "/fhir/R4/Bot/"+b.ID+"/$deploy", map[string]string{"id": b.ID}, nil, "application/json", body)
 		if err != nil {
 			return err
 		}
@@ -297,7 +297,7 @@ func (c *Console) saveSource(fc *fiber.Ctx) error {
 func (c *Console) putBot(fc *fiber.Ctx, s *session, res map[string]any) (*bus.Response, error) {
 	id, _ := res["id"].(string)
 	raw, _ := json.Marshal(res)
-	return c.call(fc, bus.SubjUpdate, s.who, "PUT", "/fhir/R4/Bot/"+id, map[string]string{"type": "Bot", "id": id}, nil, "application/fhir+json", raw)
+	return c.call(fc, s.who, "PUT", "/fhir/R4/Bot/"+id, map[string]string{"type": "Bot", "id": id}, nil, "application/fhir+json", raw)
 }
 
 // runBot is $execute with the form's input and content type; the answer
@@ -322,7 +322,7 @@ func (c *Console) runBot(fc *fiber.Ctx) error {
 		input = strings.ReplaceAll(strings.ReplaceAll(input, "\r\n", "\r"), "\n", "\r")
 	}
 	id := fc.Params("id")
-	resp, err := c.call(fc, bus.SubjExecute, s.who, "POST", "/fhir/R4/Bot/"+id+"/$execute", map[string]string{"id": id}, nil, form["contentType"], []byte(input))
+	resp, err := c.call(fc, s.who, "POST", "/fhir/R4/Bot/"+id+"/$execute", map[string]string{"id": id}, nil, form["contentType"], []byte(input))
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 )
 
@@ -97,7 +96,7 @@ func (c *Console) createClient(fc *fiber.Ctx) error {
 		body["accessPolicy"] = map[string]any{"reference": form["policy"]}
 	}
 	raw, _ := json.Marshal(body)
-	resp, err := c.call(fc, bus.SubjClientNew, s.who, "POST", "/admin/projects/"+s.who.Project+"/client",
+	resp, err := c.call(fc, s.who, "POST", "/admin/projects/"+s.who.Project+"/client",
 		map[string]string{"projectId": s.who.Project}, nil, "application/json", raw)
 	if err != nil {
 		return err
@@ -167,7 +166,7 @@ func (c *Console) saveClient(fc *fiber.Ctx) error {
 	}
 	raw, _ := json.Marshal(res)
 	id := fc.Params("id")
-	resp, err = c.call(fc, bus.SubjUpdate, s.who, "PUT", "/fhir/R4/ClientApplication/"+id,
+	resp, err = c.call(fc, s.who, "PUT", "/fhir/R4/ClientApplication/"+id,
 		map[string]string{"type": "ClientApplication", "id": id}, nil, "application/fhir+json", raw)
 	if err != nil {
 		return err
@@ -191,7 +190,7 @@ func (c *Console) rotateClient(fc *fiber.Ctx) error {
 		return err
 	}
 	id := fc.Params("id")
-	resp, err := c.call(fc, bus.SubjRotate, s.who, "POST", "/admin/projects/"+s.who.Project+"/client/"+id+"/$rotate-secret",
+	resp, err := c.call(fc, s.who, "POST", "/admin/projects/"+s.who.Project+"/client/"+id+"/$rotate-secret",
 		map[string]string{"projectId": s.who.Project, "clientId": id}, nil, "application/json", []byte("{}"))
 	if err != nil {
 		return err

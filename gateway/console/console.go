@@ -286,7 +286,7 @@ func (c *Console) callback(fc *fiber.Ctx) error {
 		"grant_type": {"authorization_code"}, "code": {fc.Query("code")}, "code_verifier": {verifier},
 		"client_id": {auth.ConsoleClientID}, "redirect_uri": {c.callbackURL()},
 	}
-	resp, err := c.call(fc, bus.SubjToken, nil, "POST", "/oauth2/token", nil, nil, "application/x-www-form-urlencoded", []byte(form.Encode()))
+	resp, err := c.call(fc, nil, "POST", "/oauth2/token", nil, nil, "application/x-www-form-urlencoded", []byte(form.Encode()))
 	if err != nil {
 		return err
 	}
@@ -319,7 +319,7 @@ func (c *Console) logout(fc *fiber.Ctx) error {
 		// page below then has nothing left to ask about.
 		req := &bus.Request{Method: "POST", Path: "/oauth2/logout", Principal: p,
 			Header: map[string]string{"Cookie": fc.Get("Cookie")}}
-		if _, err := c.send(fc, bus.SubjLogout, req); err != nil {
+		if _, err := c.send(fc, req); err != nil {
 			c.log.Warn("console sign-out: token not revoked", "err", err)
 		}
 	}
@@ -347,13 +347,13 @@ func (c *Console) form(fc *fiber.Ctx) (*session, error) {
 
 // read reads one resource through the API's read, as the signed-in person.
 func (c *Console) read(fc *fiber.Ctx, s *session, typ, id string) (*bus.Response, error) {
-	return c.call(fc, bus.SubjRead, s.who, "GET", "/fhir/R4/"+typ+"/"+id, map[string]string{"type": typ, "id": id}, nil, "", nil)
+	return c.call(fc, s.who, "GET", "/fhir/R4/"+typ+"/"+id, map[string]string{"type": typ, "id": id}, nil, "", nil)
 }
 
 // searchAll runs a search as the signed-in person and returns the
 // resources found (one page: the console asks for at most 200).
 func (c *Console) searchAll(fc *fiber.Ctx, s *session, typ string, q url.Values) ([]json.RawMessage, *bus.Response, error) {
-	resp, err := c.call(fc, bus.SubjSearch, s.who, "GET", "/fhir/R4/"+typ, map[string]string{"type": typ}, q, "", nil)
+	resp, err := c.call(fc, s.who, "GET", "/fhir/R4/"+typ, map[string]string{"type": typ}, q, "", nil)
 	if err != nil || resp.Status != 200 {
 		return nil, resp, err
 	}
@@ -373,7 +373,7 @@ func (c *Console) searchAll(fc *fiber.Ctx, s *session, typ string, q url.Values)
 }
 
 // call sends one request to a service as the signed-in person.
-func (c *Console) call(fc *fiber.Ctx, subject string, who *bus.Principal, method, path string, params map[string]string, q url.Values, contentType string, body []byte) (*bus.Response, error) {
+func (c *Console) call(fc *fiber.Ctx, who *bus.Principal, method, path string, params map[string]string, q url.Values, contentType string, body []byte) (*bus.Response, error) {
 	req := &bus.Request{
 		Method: method, Path: path, Query: q, RawQuery: q.Encode(), Params: params, Principal: who,
 		Header: map[string]string{}, Body: body,
@@ -381,12 +381,17 @@ func (c *Console) call(fc *fiber.Ctx, subject string, who *bus.Principal, method
 	if contentType != "" {
 		req.Header["Content-Type"] = contentType
 	}
-	return c.send(fc, subject, req)
+	return c.send(fc, req)
 }
 
 // send sends a request made by the caller, with the request's id, address
-// and time bound added.
-func (c *Console) send(fc *fiber.Ctx, subject string, req *bus.Request) (*bus.Response, error) {
+// and time bound added, to the service that answers its method and path
+// over HTTP (bus.Routes): the console asks only what the API would answer.
+func (c *Console) send(fc *fiber.Ctx, req *bus.Request) (*bus.Response, error) {
+	subject := bus.SubjectOf(req.Method, req.Path)
+	if subject == "" {
+		return nil, fhir.NotFound()
+	}
 	ctx, cancel := context.WithTimeout(fc.UserContext(), c.cfg.Timeout)
 	defer cancel()
 	req.RequestID, _ = fc.Locals("rid").(string)

@@ -81,7 +81,7 @@ func startConsole(t *testing.T) *consoleStack {
 	if err := jwks.AddEndpoint("jwks", micro.HandlerFunc(func(r micro.Request) {
 		b, _ := json.Marshal(map[string]any{"keys": []auth.JWK{key.PublicJWK()}})
 		_ = r.Respond(b, micro.WithHeaders(micro.Headers(bus.EncodeResponse(&bus.Response{Status: 200}))))
-	}), micro.WithEndpointSubject(bus.SubjJWKS)); err != nil {
+	}), micro.WithEndpointSubject(bus.SubjectOf("GET", "/.well-known/jwks.json"))); err != nil {
 		t.Fatal(err)
 	}
 

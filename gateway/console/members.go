@@ -7,7 +7,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 )
 
@@ -16,7 +15,7 @@ type policyOption struct{ ID, Ref, Name string }
 
 // policies lists the project's access policies, through the API's search.
 func (c *Console) policies(fc *fiber.Ctx, s *session) ([]policyOption, error) {
-	resp, err := c.call(fc, bus.SubjSearch, s.who, "GET", "/fhir/R4/AccessPolicy",
+	resp, err := c.call(fc, s.who, "GET", "/fhir/R4/AccessPolicy",
 		map[string]string{"type": "AccessPolicy"}, url.Values{"_count": {"200"}, "_sort": {"name"}}, "", nil)
 	if err != nil || resp.Status != 200 {
 		return nil, err
@@ -91,7 +90,7 @@ func (c *Console) invite(fc *fiber.Ctx) error {
 		body["membership"] = map[string]any{"access": []any{entry}}
 	}
 	raw, _ := json.Marshal(body)
-	resp, err := c.call(fc, bus.SubjInvite, s.who, "POST", "/admin/projects/"+s.who.Project+"/invite",
+	resp, err := c.call(fc, s.who, "POST", "/admin/projects/"+s.who.Project+"/invite",
 		map[string]string{"projectId": s.who.Project}, nil, "application/json", raw)
 	if err != nil {
 		return err
@@ -137,7 +136,7 @@ func (c *Console) saveMember(fc *fiber.Ctx) error {
 	id := fc.Params("id")
 	params := map[string]string{"projectId": s.who.Project, "membershipId": id}
 	path := "/admin/projects/" + s.who.Project + "/members/" + id
-	resp, err := c.call(fc, bus.SubjMemberGet, s.who, "GET", path, params, nil, "", nil)
+	resp, err := c.call(fc, s.who, "GET", path, params, nil, "", nil)
 	if err != nil {
 		return err
 	}
@@ -165,7 +164,7 @@ func (c *Console) saveMember(fc *fiber.Ctx) error {
 		delete(pm, "access")
 	}
 	raw, _ := json.Marshal(pm)
-	resp, err = c.call(fc, bus.SubjMemberUpdate, s.who, "POST", path, params, nil, "application/json", raw)
+	resp, err = c.call(fc, s.who, "POST", path, params, nil, "application/json", raw)
 	if err != nil {
 		return err
 	}

@@ -196,9 +196,9 @@ func (c *Console) savePolicy(fc *fiber.Ctx) error {
 	raw, _ := json.Marshal(res)
 	var resp *bus.Response
 	if id == "" {
-		resp, err = c.call(fc, bus.SubjCreate, s.who, "POST", "/fhir/R4/AccessPolicy", map[string]string{"type": "AccessPolicy"}, nil, "application/fhir+json", raw)
+		resp, err = c.call(fc, s.who, "POST", "/fhir/R4/AccessPolicy", map[string]string{"type": "AccessPolicy"}, nil, "application/fhir+json", raw)
 	} else {
-		resp, err = c.call(fc, bus.SubjUpdate, s.who, "PUT", "/fhir/R4/AccessPolicy/"+id, map[string]string{"type": "AccessPolicy", "id": id}, nil, "application/fhir+json", raw)
+		resp, err = c.call(fc, s.who, "PUT", "/fhir/R4/AccessPolicy/"+id, map[string]string{"type": "AccessPolicy", "id": id}, nil, "application/fhir+json", raw)
 	}
 	if err != nil {
 		return err

@@ -15,7 +15,7 @@ import (
 func TestCallOnTheServicesConnection(t *testing.T) {
 	nc := connect(t)
 	var got *Request
-	svc, err := Serve(nc, "echo", "0.0.1", map[string]Handler{"test.echo": func(ctx context.Context, r *Request) (*Response, error) {
+	svc, err := Serve(nc, "echo", "0.0.1", []Endpoint{{"test.echo", Internal, func(ctx context.Context, r *Request) (*Response, error) {
 		got = r
 		if _, ok := ctx.Deadline(); !ok {
 			t.Error("the handler's context has no deadline")
@@ -23,7 +23,7 @@ func TestCallOnTheServicesConnection(t *testing.T) {
 		resp := FHIR(201, r.Body)
 		resp.Header["Location"] = "here"
 		return resp, nil
-	}}, nil)
+	}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,11 +63,11 @@ func TestLocalCallOwnsItsRequest(t *testing.T) {
 	nc := connect(t)
 	release := make(chan struct{})
 	seen := make(chan string, 1)
-	svc, err := Serve(nc, "slow", "0.0.1", map[string]Handler{"test.slow": func(ctx context.Context, r *Request) (*Response, error) {
+	svc, err := Serve(nc, "slow", "0.0.1", []Endpoint{{"test.slow", Internal, func(ctx context.Context, r *Request) (*Response, error) {
 		<-release
 		seen <- r.Param("id") + " " + string(r.Body)
 		return OK(), nil
-	}}, nil)
+	}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

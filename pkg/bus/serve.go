@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/pinion-health/pinion/pkg/bus/internal/pattern"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/metrics"
 )
@@ -62,15 +62,29 @@ const (
 	MaxInFlightBytes = 256 << 20
 )
 
-// Serve registers the endpoints (subject → handler) as a micro service in
-// the shared queue group. Each request runs in its own goroutine: NATS calls
-// a subscription's handler serially, and a slow request must not hold up
-// the others. At most MaxInFlight requests (MaxInFlightBytes of payload)
-// run at once; beyond that a request is answered 503 with Retry-After at
-// once.
-func Serve(nc *nats.Conn, name, version string, endpoints map[string]Handler, log *slog.Logger) (*Service, error) {
+// Serve registers the endpoints as a micro service named name in the
+// shared queue group, each on its subject (Subject(name, e.Route) for a
+// route; an Internal endpoint's Route is its subject). Each request runs
+// in its own goroutine: NATS calls a subscription's handler serially, and
+// a slow request must not hold up the others. At most MaxInFlight
+// requests (MaxInFlightBytes of payload) run at once; beyond that a
+// request is answered 503 with Retry-After at once.
+func Serve(nc *nats.Conn, name, version string, endpoints []Endpoint, log *slog.Logger) (*Service, error) {
 	if log == nil {
 		log = slog.Default()
+	}
+	seen := make(map[string]bool, len(endpoints))
+	for _, e := range endpoints {
+		if e.Auth.Mode() != Internal {
+			if _, _, err := pattern.Parse(e.Route); err != nil {
+				return nil, fmt.Errorf("service %s: %w", name, err)
+			}
+		}
+		subject := e.subjectOf(name)
+		if seen[subject] || e.Handler == nil {
+			return nil, fmt.Errorf("service %s: %s is declared twice or has no handler", name, e.Route)
+		}
+		seen[subject] = true
 	}
 	ms, err := micro.AddService(nc, micro.Config{Name: name, Version: version, QueueGroup: QueueGroup})
 	if err != nil {
@@ -78,11 +92,11 @@ func Serve(nc *nats.Conn, name, version string, endpoints map[string]Handler, lo
 	}
 	s := &Service{svc: ms, nc: nc, log: log.With("service", name), slots: make(chan struct{}, MaxInFlight),
 		tasks: make(chan func()), quit: make(chan struct{})}
-	for subject, h := range endpoints {
-		h := h
-		subject := subject
-		// Endpoint names may not contain dots; the subject keeps them.
-		err := ms.AddEndpoint(strings.ReplaceAll(subject, ".", "_"), micro.HandlerFunc(func(mr micro.Request) {
+	for _, e := range endpoints {
+		h := e.Handler
+		subject := e.subjectOf(name)
+		// Endpoint names hold only letters, digits, - and _; the subject keeps the rest.
+		err := ms.AddEndpoint(endpointName(subject), micro.HandlerFunc(func(mr micro.Request) {
 			size := int64(len(mr.Data()))
 			if !s.admit(size) {
 				metrics.BusOverload.WithLabelValues(subject).Inc()

@@ -36,14 +36,14 @@ func TestServeBoundsInFlight(t *testing.T) {
 	nc := connect(t)
 	release := make(chan struct{})
 	var running, most atomic.Int64
-	svc, err := Serve(nc, "slow", "0.0.1", map[string]Handler{"test.slow": func(ctx context.Context, r *Request) (*Response, error) {
+	svc, err := Serve(nc, "slow", "0.0.1", []Endpoint{{"test.slow", Internal, func(ctx context.Context, r *Request) (*Response, error) {
 		n := running.Add(1)
 		defer running.Add(-1)
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 		}
 		<-release
 		return JSON(200, map[string]bool{"ok": true}), nil
-	}}, nil)
+	}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,9 +105,9 @@ func TestServeBoundsInFlight(t *testing.T) {
 // does not wait for its deadline.
 func TestServeOversizedAnswer(t *testing.T) {
 	nc := connect(t)
-	svc, err := Serve(nc, "big", "0.0.1", map[string]Handler{"test.big": func(ctx context.Context, r *Request) (*Response, error) {
+	svc, err := Serve(nc, "big", "0.0.1", []Endpoint{{"test.big", Internal, func(ctx context.Context, r *Request) (*Response, error) {
 		return &Response{Status: 200, Body: bytes.Repeat([]byte("x"), int(nc.MaxPayload())+1)}, nil
-	}}, nil)
+	}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

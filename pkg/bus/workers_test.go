@@ -23,10 +23,10 @@ func goroutineID() uint64 {
 func TestServeReusesRequestGoroutines(t *testing.T) {
 	nc := connect(t)
 	ids := make(chan uint64, 20)
-	svc, err := Serve(nc, "reuse", "0.0.1", map[string]Handler{"test.reuse": func(ctx context.Context, r *Request) (*Response, error) {
+	svc, err := Serve(nc, "reuse", "0.0.1", []Endpoint{{"test.reuse", Internal, func(ctx context.Context, r *Request) (*Response, error) {
 		ids <- goroutineID()
 		return JSON(200, map[string]bool{"ok": true}), nil
-	}}, nil)
+	}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -153,11 +153,14 @@ func (s *Service) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	s.svc, err = bus.Serve(s.nc, "botexec", "1.0.0", map[string]bus.Handler{
-		bus.SubjExecute:   s.execute,
-		bus.SubjDeploy:    s.deploy,
-		bus.SubjResend:    s.subs.Resend,
-		bus.SubjBotCreate: s.createBot,
+	s.svc, err = bus.Serve(s.nc, "botexec", "1.0.0", []bus.Endpoint{
+		bus.Handle("POST /admin/projects/:projectId/bot", bus.Token, s.createBot),
+		bus.Handle("POST /fhir/R4/Bot/$execute", bus.Token, s.execute),
+		bus.Handle("GET /fhir/R4/Bot/$execute", bus.Token, s.execute),
+		bus.Handle("POST /fhir/R4/Bot/:id/$execute", bus.Token, s.execute),
+		bus.Handle("GET /fhir/R4/Bot/:id/$execute", bus.Token, s.execute),
+		bus.Handle("POST /fhir/R4/Bot/:id/$deploy", bus.Token, s.deploy),
+		bus.Handle("POST /fhir/R4/:type/:id/$resend", bus.Token, s.subs.Resend),
 	}, s.log)
 	if err != nil {
 		s.pool.Close()

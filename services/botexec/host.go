@@ -35,14 +35,14 @@ func (h *host) Request(ctx context.Context, method, path string, body []byte, co
 // false for a path that is no FHIR route. A body without a content type is
 // FHIR JSON, as Medplum's client sends it.
 func (h *host) request(method, path string, body []byte, contentType string) (subject string, req *bus.Request, ok bool) {
-	subject, params, q, raw, ok := bus.FHIRRoute(method, path)
+	route, params, q, raw, ok := bus.FHIRRoute(method, path)
 	if !ok {
 		return "", nil, false
 	}
 	if contentType == "" && len(body) > 0 {
 		contentType = "application/fhir+json"
 	}
-	return subject, &bus.Request{
+	return route.Subject, &bus.Request{
 		Method: method, Path: "/fhir/R4/" + path, Query: q, RawQuery: raw, Params: params,
 		Header: map[string]string{"Content-Type": contentType}, Body: body,
 		Principal: h.principal, RequestID: h.requestID, BotDepth: h.depth,

@@ -21,19 +21,19 @@ func TestHostRequest(t *testing.T) {
 		query                                 url.Values
 		wantType                              string
 	}{
-		{name: "read", method: "GET", path: "Patient/123", subject: bus.SubjRead,
+		{name: "read", method: "GET", path: "Patient/123", subject: bus.SubjectOf("GET", "/fhir/R4/:type/:id"),
 			params: map[string]string{"type": "Patient", "id": "123"}, query: url.Values{}, wantType: ""},
-		{name: "search", method: "GET", path: "Patient?family=Smith&_count=2", subject: bus.SubjSearch,
+		{name: "search", method: "GET", path: "Patient?family=Smith&_count=2", subject: bus.SubjectOf("GET", "/fhir/R4/:type"),
 			params: map[string]string{"type": "Patient"}, query: url.Values{"family": {"Smith"}, "_count": {"2"}}, wantType: ""},
-		{name: "create", method: "POST", path: "Patient", body: `{"resourceType":"Patient"}`, subject: bus.SubjCreate,
+		{name: "create", method: "POST", path: "Patient", body: `{"resourceType":"Patient"}`, subject: bus.SubjectOf("POST", "/fhir/R4/:type"),
 			params: map[string]string{"type": "Patient"}, query: url.Values{}, wantType: "application/fhir+json"},
-		{name: "create, type given", method: "POST", path: "Patient", body: `{}`, contentType: "application/json", subject: bus.SubjCreate,
+		{name: "create, type given", method: "POST", path: "Patient", body: `{}`, contentType: "application/json", subject: bus.SubjectOf("POST", "/fhir/R4/:type"),
 			params: map[string]string{"type": "Patient"}, query: url.Values{}, wantType: "application/json"},
-		{name: "no body, no type", method: "POST", path: "Bot/b2/$execute", subject: bus.SubjExecute,
+		{name: "no body, no type", method: "POST", path: "Bot/b2/$execute", subject: bus.SubjectOf("POST", "/fhir/R4/Bot/:id/$execute"),
 			params: map[string]string{"id": "b2"}, query: url.Values{}, wantType: ""},
-		{name: "bot runs a bot", method: "POST", path: "Bot/b2/$execute", body: "hi", contentType: "text/plain", subject: bus.SubjExecute,
+		{name: "bot runs a bot", method: "POST", path: "Bot/b2/$execute", body: "hi", contentType: "text/plain", subject: bus.SubjectOf("POST", "/fhir/R4/Bot/:id/$execute"),
 			params: map[string]string{"id": "b2"}, query: url.Values{}, wantType: "text/plain"},
-		{name: "method in lower case", method: "get", path: "Patient/123", subject: bus.SubjRead,
+		{name: "method in lower case", method: "get", path: "Patient/123", subject: bus.SubjectOf("GET", "/fhir/R4/:type/:id"),
 			params: map[string]string{"type": "Patient", "id": "123"}, query: url.Values{}, wantType: ""},
 	}
 	for _, tc := range cases {

@@ -395,12 +395,12 @@ func (s *Service) runEntry(ctx context.Context, r *bus.Request, e batchEntry, as
 	rel := entryPath(s.cfg.BaseURL, e)
 	// The same route table as a bot's calls; within a batch only the
 	// resource interactions of this service (no nested batch) apply.
-	subject, params, q, query, ok := bus.FHIRRoute(method, rel)
-	h := s.handlers[subject]
-	if !ok || h == nil || subject == bus.SubjBatch {
+	route, params, q, query, ok := bus.FHIRRoute(method, rel)
+	h := s.handlers[route.Pattern()]
+	if !ok || h == nil || route.Pattern() == "POST /fhir/R4" {
 		return nil, fhir.BadRequest("Unsupported entry request: "+method+" "+e.Request.URL, "entry.request")
 	}
-	if assigned != "" && subject == bus.SubjCreate {
+	if assigned != "" && route.Pattern() == "POST /fhir/R4/:type" {
 		params["id"] = assigned
 	}
 	path, _, _ := strings.Cut(strings.TrimPrefix(rel, "/"), "?")
@@ -415,7 +415,7 @@ func (s *Service) runEntry(ctx context.Context, r *bus.Request, e batchEntry, as
 	if e.Request.IfNoneExist != "" {
 		sub.Header["If-None-Exist"] = e.Request.IfNoneExist
 	}
-	if subject == bus.SubjPatch {
+	if route.Method == "PATCH" {
 		ops, err := patchEntryBody(e.Resource)
 		if err != nil {
 			return nil, err

@@ -598,17 +598,18 @@ func TestBundleRunSessions(t *testing.T) {
 }
 
 // stubService is a Service whose handlers record the request they get and
-// answer with their subject.
-func stubService(got **bus.Request, gotSubject *string) *Service {
+// answer with their route.
+func stubService(got **bus.Request, gotRoute *string) *Service {
 	s := &Service{cfg: Config{BaseURL: base}}
 	s.handlers = map[string]bus.Handler{}
-	for subject := range s.routes() {
-		s.handlers[subject] = func(_ context.Context, r *bus.Request) (*bus.Response, error) {
-			*got, *gotSubject = r, subject
+	for _, e := range s.routes() {
+		route := e.Route
+		s.handlers[route] = func(_ context.Context, r *bus.Request) (*bus.Response, error) {
+			*got, *gotRoute = r, route
 			if r.Param("id") == "fails" {
 				return nil, fhir.Conflict("stub refused")
 			}
-			return &bus.Response{Status: 200, Body: []byte(subject)}, nil
+			return &bus.Response{Status: 200, Body: []byte(route)}, nil
 		}
 	}
 	return s
@@ -620,57 +621,57 @@ func TestRunEntry(t *testing.T) {
 	principal := &bus.Principal{Project: "p1", Profile: "Practitioner/x"}
 	cases := []struct {
 		name, entry, assigned string
-		// subject, path, params, query, header and body are the request the
+		// route, path, params, query, header and body are the request the
 		// entry's handler gets; or status, text and expr the refusal.
-		subject, path, query, body string
-		params, header             map[string]string
-		status                     int
-		text, expr                 string
+		route, path, query, body string
+		params, header           map[string]string
+		status                   int
+		text, expr               string
 	}{
 		{name: "read", entry: `{"request":{"method":"GET","url":"Patient/p1"}}`,
-			subject: bus.SubjRead, path: "/fhir/R4/Patient/p1", params: map[string]string{"type": "Patient", "id": "p1"}},
+			route: "GET /fhir/R4/:type/:id", path: "/fhir/R4/Patient/p1", params: map[string]string{"type": "Patient", "id": "p1"}},
 		{name: "method in any case", entry: `{"request":{"method":"get","url":"Patient/p1"}}`,
-			subject: bus.SubjRead, path: "/fhir/R4/Patient/p1", params: map[string]string{"type": "Patient", "id": "p1"}},
+			route: "GET /fhir/R4/:type/:id", path: "/fhir/R4/Patient/p1", params: map[string]string{"type": "Patient", "id": "p1"}},
 		{name: "leading slash", entry: `{"request":{"method":"GET","url":"/Patient/p1"}}`,
-			subject: bus.SubjRead, path: "/fhir/R4/Patient/p1", params: map[string]string{"type": "Patient", "id": "p1"}},
+			route: "GET /fhir/R4/:type/:id", path: "/fhir/R4/Patient/p1", params: map[string]string{"type": "Patient", "id": "p1"}},
 		{name: "full URL", entry: `{"request":{"method":"GET","url":"` + base + `fhir/R4/Patient/p1"}}`,
-			subject: bus.SubjRead, path: "/fhir/R4/Patient/p1", params: map[string]string{"type": "Patient", "id": "p1"}},
+			route: "GET /fhir/R4/:type/:id", path: "/fhir/R4/Patient/p1", params: map[string]string{"type": "Patient", "id": "p1"}},
 		{name: "vread", entry: `{"request":{"method":"GET","url":"Patient/p1/_history/2"}}`,
-			subject: bus.SubjVRead, path: "/fhir/R4/Patient/p1/_history/2", params: map[string]string{"type": "Patient", "id": "p1", "vid": "2"}},
+			route: "GET /fhir/R4/:type/:id/_history/:vid", path: "/fhir/R4/Patient/p1/_history/2", params: map[string]string{"type": "Patient", "id": "p1", "vid": "2"}},
 		{name: "history", entry: `{"request":{"method":"GET","url":"Patient/p1/_history"}}`,
-			subject: bus.SubjHistory, path: "/fhir/R4/Patient/p1/_history", params: map[string]string{"type": "Patient", "id": "p1"}},
+			route: "GET /fhir/R4/:type/:id/_history", path: "/fhir/R4/Patient/p1/_history", params: map[string]string{"type": "Patient", "id": "p1"}},
 		{name: "search", entry: `{"request":{"method":"GET","url":"Patient?name=a&_count=2"}}`,
-			subject: bus.SubjSearch, path: "/fhir/R4/Patient", query: "name=a&_count=2", params: map[string]string{"type": "Patient"}},
+			route: "GET /fhir/R4/:type", path: "/fhir/R4/Patient", query: "name=a&_count=2", params: map[string]string{"type": "Patient"}},
 		{name: "search after a slash", entry: `{"request":{"method":"GET","url":"Patient/?name=a"}}`,
-			subject: bus.SubjSearch, path: "/fhir/R4/Patient/", query: "name=a", params: map[string]string{"type": "Patient"}},
+			route: "GET /fhir/R4/:type", path: "/fhir/R4/Patient/", query: "name=a", params: map[string]string{"type": "Patient"}},
 		{name: "metadata", entry: `{"request":{"method":"GET","url":"metadata"}}`,
-			subject: bus.SubjMetadata, path: "/fhir/R4/metadata", params: map[string]string{}},
+			route: "GET /fhir/R4/metadata", path: "/fhir/R4/metadata", params: map[string]string{}},
 		{name: "create", entry: `{"resource":{"resourceType":"Patient"},"request":{"method":"POST","url":"Patient"}}`,
-			subject: bus.SubjCreate, path: "/fhir/R4/Patient", params: map[string]string{"type": "Patient"}, body: `{"resourceType":"Patient"}`},
+			route: "POST /fhir/R4/:type", path: "/fhir/R4/Patient", params: map[string]string{"type": "Patient"}, body: `{"resourceType":"Patient"}`},
 		{name: "create named in advance", entry: `{"resource":{"resourceType":"Patient"},"request":{"method":"POST","url":"Patient"}}`, assigned: "id-1",
-			subject: bus.SubjCreate, path: "/fhir/R4/Patient", params: map[string]string{"type": "Patient", "id": "id-1"}, body: `{"resourceType":"Patient"}`},
+			route: "POST /fhir/R4/:type", path: "/fhir/R4/Patient", params: map[string]string{"type": "Patient", "id": "id-1"}, body: `{"resourceType":"Patient"}`},
 		{name: "conditional create", entry: `{"resource":{"resourceType":"Patient"},"request":{"method":"POST","url":"Patient","ifNoneExist":"identifier=x|1"}}`,
-			subject: bus.SubjCreate, path: "/fhir/R4/Patient", params: map[string]string{"type": "Patient"}, body: `{"resourceType":"Patient"}`,
+			route: "POST /fhir/R4/:type", path: "/fhir/R4/Patient", params: map[string]string{"type": "Patient"}, body: `{"resourceType":"Patient"}`,
 			header: map[string]string{"If-None-Exist": "identifier=x|1"}},
 		{name: "a POST search is not named", entry: `{"request":{"method":"POST","url":"Patient/_search"}}`, assigned: "id-1",
-			subject: bus.SubjSearch, path: "/fhir/R4/Patient/_search", params: map[string]string{"type": "Patient"}},
+			route: "POST /fhir/R4/:type/_search", path: "/fhir/R4/Patient/_search", params: map[string]string{"type": "Patient"}},
 		{name: "validate", entry: `{"resource":{"resourceType":"Patient"},"request":{"method":"POST","url":"Patient/$validate"}}`,
-			subject: bus.SubjValidate, path: "/fhir/R4/Patient/$validate", params: map[string]string{"type": "Patient"}, body: `{"resourceType":"Patient"}`},
+			route: "POST /fhir/R4/:type/$validate", path: "/fhir/R4/Patient/$validate", params: map[string]string{"type": "Patient"}, body: `{"resourceType":"Patient"}`},
 		{name: "update", entry: `{"resource":{"resourceType":"Patient","id":"p1"},"request":{"method":"PUT","url":"Patient/p1","ifMatch":"W/\"3\""}}`,
-			subject: bus.SubjUpdate, path: "/fhir/R4/Patient/p1", params: map[string]string{"type": "Patient", "id": "p1"}, body: `{"resourceType":"Patient","id":"p1"}`,
+			route: "PUT /fhir/R4/:type/:id", path: "/fhir/R4/Patient/p1", params: map[string]string{"type": "Patient", "id": "p1"}, body: `{"resourceType":"Patient","id":"p1"}`,
 			header: map[string]string{"If-Match": `W/"3"`}},
 		{name: "conditional update", entry: `{"resource":{"resourceType":"Patient"},"request":{"method":"PUT","url":"Patient?identifier=x"}}`,
-			subject: bus.SubjUpdate, path: "/fhir/R4/Patient", query: "identifier=x", params: map[string]string{"type": "Patient"}, body: `{"resourceType":"Patient"}`},
+			route: "PUT /fhir/R4/:type", path: "/fhir/R4/Patient", query: "identifier=x", params: map[string]string{"type": "Patient"}, body: `{"resourceType":"Patient"}`},
 		{name: "delete", entry: `{"request":{"method":"DELETE","url":"Patient/p1"}}`,
-			subject: bus.SubjDelete, path: "/fhir/R4/Patient/p1", params: map[string]string{"type": "Patient", "id": "p1"}},
+			route: "DELETE /fhir/R4/:type/:id", path: "/fhir/R4/Patient/p1", params: map[string]string{"type": "Patient", "id": "p1"}},
 		{name: "job status", entry: `{"request":{"method":"GET","url":"job/j1/status"}}`,
-			subject: bus.SubjJobStatus, path: "/fhir/R4/job/j1/status", params: map[string]string{"id": "j1"}},
+			route: "GET /fhir/R4/job/:id/status", path: "/fhir/R4/job/j1/status", params: map[string]string{"id": "j1"}},
 		{name: "export", entry: `{"request":{"method":"GET","url":"$export"}}`,
-			subject: bus.SubjExport, path: "/fhir/R4/$export", params: map[string]string{}},
+			route: "GET /fhir/R4/$export", path: "/fhir/R4/$export", params: map[string]string{}},
 
 		// A patch travels as a Binary holding the JSON Patch.
 		{name: "patch", entry: `{"resource":{"resourceType":"Binary","contentType":"application/json-patch+json","data":"` + b64 + `"},"request":{"method":"PATCH","url":"Patient/p1","ifMatch":"W/\"2\""}}`,
-			subject: bus.SubjPatch, path: "/fhir/R4/Patient/p1", params: map[string]string{"type": "Patient", "id": "p1"}, body: ops,
+			route: "PATCH /fhir/R4/:type/:id", path: "/fhir/R4/Patient/p1", params: map[string]string{"type": "Patient", "id": "p1"}, body: ops,
 			header: map[string]string{"Content-Type": "application/json-patch+json", "If-Match": `W/"2"`}},
 		{name: "patch of a Patient", entry: `{"resource":{"resourceType":"Patient"},"request":{"method":"PATCH","url":"Patient/p1"}}`,
 			status: 400, text: "A patch entry needs a Binary resource with the JSON Patch", expr: "entry.resource"},
@@ -698,8 +699,8 @@ func TestRunEntry(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var got *bus.Request
-			var subject string
-			s := stubService(&got, &subject)
+			var route string
+			s := stubService(&got, &route)
 			var e batchEntry
 			if err := json.Unmarshal([]byte(tc.entry), &e); err != nil {
 				t.Fatal(err)
@@ -712,8 +713,8 @@ func TestRunEntry(t *testing.T) {
 				return
 			}
 			wantNoError(t, err)
-			if subject != tc.subject || string(resp.Body) != tc.subject {
-				t.Fatalf("ran %q, want %q", subject, tc.subject)
+			if route != tc.route || string(resp.Body) != tc.route {
+				t.Fatalf("ran %q, want %q", route, tc.route)
 			}
 			header := map[string]string{"Content-Type": "application/fhir+json"}
 			for k, v := range tc.header {

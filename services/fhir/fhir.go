@@ -24,6 +24,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/invite"
+	"github.com/pinion-health/pinion/pkg/presign"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/saga"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -47,12 +48,14 @@ type Service struct {
 	log      *slog.Logger
 	svc      *bus.Service
 	metadata []byte
-	// handlers maps each subject to its handler (batch entries use it too).
+	// handlers maps each route to its handler (batch entries use it too).
 	handlers map[string]bus.Handler
 	// conditions serialises conditional writes with one condition.
 	conditions keyLocks
 	// stopExports stops taking bulk export jobs.
 	stopExports func()
+	// urls signs and checks the storage URLs of Binaries (storage.go).
+	urls *presign.Signer
 }
 
 // FromConfig builds the service from the settings, as both the standalone
@@ -67,7 +70,8 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 		log = slog.Default()
 	}
 	log = log.With("service", "fhir")
-	return &Service{cfg: cfg, nc: nc, js: js, repo: r, sessions: sessions, policies: access.NewPolicies(r, log), log: log}
+	return &Service{cfg: cfg, nc: nc, js: js, repo: r, sessions: sessions, policies: access.NewPolicies(r, log), log: log,
+		urls: presign.New(cfg.BaseURL, r)}
 }
 
 // replyBudget is how large an answer this service may assemble.
@@ -87,33 +91,54 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.stopSaga, err = saga.Consume(ctx, s.js, "fhir-invite-profile", invite.SubjProfile, s.inviteProfile, s.profileFailed, s.log); err != nil {
 		return err
 	}
-	s.handlers = s.routes()
+	s.handlers = handlers(s.routes())
 	if err := s.startExports(ctx); err != nil {
 		return err
 	}
-	s.svc, err = bus.Serve(s.nc, "fhir", "1.0.0", s.handlers, s.log)
+	s.svc, err = bus.Serve(s.nc, "fhir", "1.0.0", s.routes(), s.log)
 	return err
 }
 
-// routes maps each subject the service answers to its handler.
-func (s *Service) routes() map[string]bus.Handler {
-	return map[string]bus.Handler{
-		bus.SubjMetadata:     s.capabilities,
-		bus.SubjRead:         s.read,
-		bus.SubjVRead:        s.vread,
-		bus.SubjHistory:      s.history,
-		bus.SubjSearch:       s.search,
-		bus.SubjCreate:       s.create,
-		bus.SubjUpdate:       s.update,
-		bus.SubjPatch:        s.patch,
-		bus.SubjDelete:       s.delete,
-		bus.SubjValidate:     s.validate,
-		bus.SubjBatch:        s.batch,
-		bus.SubjJobStatus:    s.jobStatus,
-		bus.SubjExport:       s.export,
-		bus.SubjExportStatus: s.exportStatus,
-		bus.SubjExportCancel: s.exportCancel,
+// routes are the requests the service answers, one line each.
+func (s *Service) routes() []bus.Endpoint {
+	return []bus.Endpoint{
+		bus.Handle("GET /fhir/R4/metadata", bus.Public, s.capabilities),
+		bus.Handle("GET /fhir/R4/job/:id/status", bus.Token, s.jobStatus),
+		bus.Handle("POST /fhir/R4/$export", bus.Token, s.export),
+		bus.Handle("GET /fhir/R4/$export", bus.Token, s.export),
+		bus.Handle("POST /fhir/R4/Patient/$export", bus.Token, s.export),
+		bus.Handle("GET /fhir/R4/Patient/$export", bus.Token, s.export),
+		bus.Handle("POST /fhir/R4/Group/:id/$export", bus.Token, s.export),
+		bus.Handle("GET /fhir/R4/Group/:id/$export", bus.Token, s.export),
+		bus.Handle("GET /fhir/R4/bulkdata/export/:id", bus.Token, s.exportStatus),
+		bus.Handle("DELETE /fhir/R4/bulkdata/export/:id", bus.Token, s.exportCancel),
+		bus.Handle("POST /fhir/R4/$graphql", bus.Token, s.graphQL),
+		bus.Handle("GET /fhir/R4/ValueSet/$expand", bus.Token, s.expandValueSet),
+		bus.Handle("GET /fhir/R4/ValueSet/$validate-code", bus.Token, s.validateValueSetCode),
+		// A batch or transaction runs its entries through this list's handlers.
+		bus.Handle("POST /fhir/R4", bus.Token, s.batch),
+		bus.Handle("POST /fhir/R4/:type/$validate", bus.Token, s.validate),
+		bus.Handle("PUT /fhir/R4/:type", bus.Token, s.update),
+		bus.Handle("GET /fhir/R4/:type", bus.Token, s.search),
+		bus.Handle("POST /fhir/R4/:type/_search", bus.Token, s.search),
+		bus.Handle("POST /fhir/R4/:type", bus.Token, s.create),
+		bus.Handle("GET /fhir/R4/:type/:id/_history/:vid", bus.Token, s.vread),
+		bus.Handle("GET /fhir/R4/:type/:id/_history", bus.Token, s.history),
+		bus.Handle("GET /fhir/R4/:type/:id", bus.Token, s.read),
+		bus.Handle("PUT /fhir/R4/:type/:id", bus.Token, s.update),
+		bus.Handle("PATCH /fhir/R4/:type/:id", bus.Token, s.patch),
+		bus.Handle("DELETE /fhir/R4/:type/:id", bus.Token, s.delete),
 	}
+}
+
+// handlers maps the routes ("METHOD /path") to their handlers, for a
+// batch's entries, which resolve to a route through bus.FHIRRoute.
+func handlers(routes []bus.Endpoint) map[string]bus.Handler {
+	m := make(map[string]bus.Handler, len(routes))
+	for _, e := range routes {
+		m[e.Route] = e.Handler
+	}
+	return m
 }
 
 // Stop drains in-flight requests.

@@ -165,32 +165,45 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.credSub, err = s.nc.Subscribe(bus.ClientChangedSubject, func(m *nats.Msg) { s.forgetClient(string(m.Data)) }); err != nil {
 		return err
 	}
-	s.svc, err = bus.Serve(s.nc, "identity", "1.0.0", map[string]bus.Handler{
-		bus.SubjToken:      s.token,
-		bus.SubjMe:         s.me,
-		bus.SubjJWKS:       s.jwks,
-		bus.SubjDiscovery:  s.discovery,
-		bus.SubjClientNew:  s.createClient,
-		bus.SubjRotate:     s.rotateSecret,
-		bus.SubjRotateOp:   s.rotateOperation,
-		bus.SubjLogin:      s.login,
-		bus.SubjProfile:    s.chooseProfile,
-		bus.SubjSetPass:    s.setPassword,
-		bus.SubjResetPass:  s.resetPassword,
-		bus.SubjLogout:     s.logout,
-		bus.SubjUserinfo:   s.userinfo,
-		bus.SubjBasic:      s.basic,
-		bus.SubjWSBinding:  s.wsBindingToken,
-		bus.SubjConsents:   s.listConsents,
-		bus.SubjConsentDel: s.withdrawConsent,
-
-		bus.SubjSetPassPage:   s.setPasswordPage,
-		bus.SubjResetPassPage: s.resetPasswordPage,
-		bus.SubjAuthorize:     s.authorize,
-
-		bus.SubjRevoke:     s.revoke,
-		bus.SubjIntrospect: s.introspect,
-		bus.SubjAuthRevoke: s.authRevoke,
+	s.svc, err = bus.Serve(s.nc, "identity", "1.0.0", []bus.Endpoint{
+		// Discovery and keys.
+		bus.Handle("GET /.well-known/jwks.json", bus.Public, s.jwks),
+		bus.Handle("GET /.well-known/openid-configuration", bus.Public, s.discovery),
+		bus.Handle("GET /.well-known/oauth-authorization-server", bus.Public, s.discovery),
+		bus.Handle("GET /.well-known/smart-configuration", bus.Public, s.discovery),
+		bus.Handle("GET /fhir/R4/.well-known/smart-configuration", bus.Public, s.discovery),
+		// OAuth 2.0: tokens (RFC 6749), revocation (RFC 7009), introspection
+		// (RFC 7662), userinfo, and RP-initiated logout, which a browser
+		// posts, or confirms, with no token (Optional).
+		bus.Handle("POST /oauth2/token", bus.Public|bus.SignInLimit, s.token),
+		bus.Handle("POST /oauth2/revoke", bus.Public|bus.SignInLimit, s.revoke),
+		bus.Handle("POST /oauth2/introspect", bus.Public|bus.SignInLimit, s.introspect),
+		bus.Handle("POST /oauth2/logout", bus.Optional|bus.SignInLimit, s.logout),
+		bus.Handle("GET /oauth2/logout", bus.Optional|bus.SignInLimit, s.logout),
+		bus.Handle("GET /oauth2/userinfo", bus.Token, s.userinfo),
+		bus.Handle("POST /oauth2/userinfo", bus.Token, s.userinfo),
+		// Medplum's sign-in API.
+		bus.Handle("GET /auth/me", bus.Token, s.me),
+		bus.Handle("POST /auth/login", bus.Public|bus.SignInLimit, s.login),
+		bus.Handle("POST /auth/profile", bus.Public|bus.SignInLimit, s.chooseProfile),
+		bus.Handle("POST /auth/setpassword", bus.Public|bus.SignInLimit, s.setPassword),
+		bus.Handle("POST /auth/resetpassword", bus.Public|bus.SignInLimit, s.resetPassword),
+		bus.Handle("POST /auth/revoke", bus.Token, s.authRevoke),
+		bus.Handle("GET /auth/consents", bus.Token, s.listConsents),
+		bus.Handle("DELETE /auth/consents/:clientId", bus.Token, s.withdrawConsent),
+		// Pages for people in a browser.
+		bus.Handle("GET /setpassword/:id/:secret", bus.Public, s.setPasswordPage),
+		bus.Handle("POST /setpassword/:id/:secret", bus.Public|bus.SignInLimit, s.setPasswordPage),
+		bus.Handle("GET /resetpassword", bus.Public, s.resetPasswordPage),
+		bus.Handle("POST /resetpassword", bus.Public|bus.SignInLimit, s.resetPasswordPage),
+		bus.Handle("GET /oauth2/authorize", bus.Public, s.authorize),
+		bus.Handle("POST /oauth2/authorize", bus.Public|bus.SignInLimit, s.authorize),
+		// Client applications and WebSocket bindings.
+		bus.Handle("POST /admin/projects/:projectId/client", bus.Token, s.createClient),
+		bus.Handle("POST /admin/projects/:projectId/client/:clientId/$rotate-secret", bus.Token, s.rotateSecret),
+		bus.Handle("POST /fhir/R4/ClientApplication/:id/$rotate-secret", bus.Token, s.rotateOperation),
+		bus.Handle("GET /fhir/R4/Subscription/:id/$get-ws-binding-token", bus.Token, s.wsBindingToken),
+		bus.Handle(bus.SubjBasic, bus.Internal, s.basic),
 	}, s.log)
 	return err
 }

@@ -76,17 +76,17 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.stops = append(s.stops, stop)
-	s.svc, err = bus.Serve(s.nc, "membership", "1.0.0", map[string]bus.Handler{
-		bus.SubjProjectCreate: s.createProject,
-		bus.SubjProjectInit:   s.initProject,
-		bus.SubjProjectGet:    s.getProject,
-		bus.SubjSecrets:       s.setSecrets,
-		bus.SubjSites:         s.setSites,
-		bus.SubjInvite:        s.invite,
-		bus.SubjMemberGet:     s.getMember,
-		bus.SubjMemberUpdate:  s.updateMember,
-		bus.SubjMemberPatch:   s.patchMember,
-		bus.SubjMemberDelete:  s.deleteMember,
+	s.svc, err = bus.Serve(s.nc, "membership", "1.0.0", []bus.Endpoint{
+		bus.Handle("POST /admin/Project", bus.Token, s.createProject),
+		bus.Handle("POST /admin/projects/:projectId/secrets", bus.Token, s.setSecrets),
+		bus.Handle("POST /admin/projects/:projectId/sites", bus.Token, s.setSites),
+		bus.Handle("POST /admin/projects/:projectId/invite", bus.Token, s.invite),
+		bus.Handle("GET /admin/projects/:projectId/members/:membershipId", bus.Token, s.getMember),
+		bus.Handle("POST /admin/projects/:projectId/members/:membershipId", bus.Token, s.updateMember),
+		bus.Handle("PATCH /admin/projects/:projectId/members/:membershipId", bus.Token, s.patchMember),
+		bus.Handle("DELETE /admin/projects/:projectId/members/:membershipId", bus.Token, s.deleteMember),
+		bus.Handle("GET /admin/projects/:projectId", bus.Token, s.getProject),
+		bus.Handle("POST /fhir/R4/Project/$init", bus.Token, s.initProject),
 	}, s.log)
 	return err
 }

@@ -266,10 +266,10 @@ func TestComposeStackOnEmbeddedServers(t *testing.T) {
 		for _, tc := range []struct {
 			user, subject string
 		}{
-			{"identity", bus.SubjRead},
-			{"fhir", bus.SubjToken},
-			{"botexec", bus.SubjInvite},
-			{"membership", bus.SubjDeploy},
+			{"identity", bus.SubjectOf("GET", "/fhir/R4/:type/:id")},
+			{"fhir", bus.SubjectOf("POST", "/oauth2/token")},
+			{"botexec", bus.SubjectOf("POST", "/admin/projects/:projectId/invite")},
+			{"membership", bus.SubjectOf("POST", "/fhir/R4/Bot/:id/$deploy")},
 		} {
 			violations.reset()
 			nc, err := nats.Connect(envOf(tc.user)["PINION_NATS_URL"], nats.Name("deploy-checks"), quiet)
