@@ -28,7 +28,14 @@ func (s *Service) graphQL(ctx context.Context, r *bus.Request) (*bus.Response, e
 	if err != nil {
 		return nil, err
 	}
-	resp := bus.JSON(200, out)
+	body, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > s.replyBudget() {
+		return nil, fhir.TooLarge("The GraphQL answer is too large to send at once; ask for fewer resources (_count) or fields")
+	}
+	resp := &bus.Response{Status: 200, Header: map[string]string{"Content-Type": bus.JSONContentType}, Body: body}
 	if st.session != "" {
 		resp.Header[bus.SessionHeader] = st.session
 	}
