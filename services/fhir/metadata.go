@@ -63,6 +63,8 @@ func capabilityStatement(base string) []byte {
 			"resource": resources,
 			// Parameters every type takes beside its own.
 			"searchParam": []param{{Name: "_filter", Type: "special"}},
+			// System-level operations.
+			"operation": []operation{{"graphql", "http://hl7.org/fhir/OperationDefinition/Resource-graphql"}},
 			"security": map[string]any{
 				"cors": true,
 				"service": []map[string]any{{"coding": []map[string]any{{
