@@ -96,14 +96,20 @@ func TestGraphQLHonoursPolicy(t *testing.T) {
 		t.Fatalf("data:\n got %s\nwant %s", got, want)
 	}
 
+	// _filter, _sort and _offset reach the search as they would over REST.
+	data, errs := gqlAnswer(t, graphQL(t, tok, `{ a: PatientList(_filter: "name eq Gqlpolicy", _sort: "-_lastUpdated") { id } b: PatientList(name: "Gqlpolicy", _offset: 1) { id } }`, nil))
+	if errs != nil || asJSON(data) != `{"a":[{"id":"`+pat+`"}],"b":[]}` {
+		t.Fatalf("_filter, _sort, _offset: %v %v", asJSON(data), errs)
+	}
+
 	// The super admin sees the field, so it is the policy that hid it.
-	data, _ := gqlAnswer(t, graphQL(t, su, `{ Patient(id: "`+pat+`") { birthDate } }`, nil))
+	data, _ = gqlAnswer(t, graphQL(t, su, `{ Patient(id: "`+pat+`") { birthDate } }`, nil))
 	if asJSON(data) != `{"Patient":{"birthDate":"1970-01-02"}}` {
 		t.Fatalf("super admin: %s", asJSON(data))
 	}
 
 	// Searching on the hidden field would reveal it.
-	_, errs := gqlAnswer(t, graphQL(t, tok, `{ PatientList(birthdate: "1970-01-02") { id } }`, nil))
+	_, errs = gqlAnswer(t, graphQL(t, tok, `{ PatientList(birthdate: "1970-01-02") { id } }`, nil))
 	if len(errs) != 1 {
 		t.Fatalf("a search on a hidden field: errors %v", errs)
 	}
