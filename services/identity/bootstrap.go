@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/clientsecret"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -133,7 +134,9 @@ type clientCred struct {
 	Digest        string    `json:"digest"`
 	Retiring      string    `json:"retiring,omitempty"`
 	RetiringUntil time.Time `json:"retiringUntil,omitzero"`
-	raw           []byte    // as stored: the condition of a swap
+	// Record holds the current secret, sealed: only pkg/clientsecret opens it.
+	clientsecret.Record
+	raw []byte // as stored: the condition of a swap
 }
 
 // matches checks a presented secret against the current and retiring digests.
@@ -146,10 +149,25 @@ func (c *clientCred) retiringMatches(secret string) bool {
 	return c.Retiring != "" && time.Now().Before(c.RetiringUntil) && auth.SecretMatches(c.Retiring, secret)
 }
 
-func credID(clientID string) string { return "ClientApplication/" + clientID }
+func credID(clientID string) string { return clientsecret.Key(clientID) }
 
 func (s *Service) setClientSecret(ctx context.Context, clientID, secret string) error {
-	return s.putClientCred(ctx, clientCred{ID: credID(clientID), Digest: auth.SecretDigest(secret)}, nil)
+	c, err := s.newClientCred(ctx, clientID, secret)
+	if err != nil {
+		return err
+	}
+	return s.putClientCred(ctx, c, nil)
+}
+
+// newClientCred is the credentials of a client whose secret is secret: its
+// digest, to sign in with, and the secret sealed, for its project's admins
+// to read again (pkg/clientsecret).
+func (s *Service) newClientCred(ctx context.Context, clientID, secret string) (clientCred, error) {
+	sealed, err := clientsecret.For(s.repo).Seal(ctx, clientID, secret)
+	if err != nil {
+		return clientCred{}, err
+	}
+	return clientCred{ID: credID(clientID), Digest: auth.SecretDigest(secret), Record: clientsecret.Record{Shown: sealed}}, nil
 }
 
 // putClientCred stores a client's credentials and tells every identity
@@ -197,7 +215,10 @@ func (s *Service) clientCred(ctx context.Context, clientID string) (*clientCred,
 // secrets.
 func (s *Service) rotateClientSecret(ctx context.Context, clientID string, cur *clientCred) (string, error) {
 	secret := auth.NewSecret()
-	c := clientCred{ID: credID(clientID), Digest: auth.SecretDigest(secret)}
+	c, err := s.newClientCred(ctx, clientID, secret)
+	if err != nil {
+		return "", err
+	}
 	if cur != nil {
 		c.Retiring, c.RetiringUntil = cur.Digest, time.Now().Add(s.cfg.SecretGrace).UTC()
 	}
@@ -209,7 +230,7 @@ func (s *Service) rotateClientSecret(ctx context.Context, clientID string, cur *
 
 // retireClientSecret ends cur's retiring secret before its grace period does.
 func (s *Service) retireClientSecret(ctx context.Context, cur *clientCred) error {
-	return s.putClientCred(ctx, clientCred{ID: cur.ID, Digest: cur.Digest}, cur)
+	return s.putClientCred(ctx, clientCred{ID: cur.ID, Digest: cur.Digest, Record: cur.Record}, cur)
 }
 
 // lockClient serialises credential changes of one client in this process,

@@ -18,7 +18,7 @@ import (
 
 // createClient is POST /admin/projects/:projectId/client: a new
 // ClientApplication from the body's ClientApplication fields, with its
-// secret shown this once, and a membership whose profile is the client.
+// secret, and a membership whose profile is the client.
 func (s *Service) createClient(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	req, err := projects.ReadAgentRequest(ctx, s.repo, projects.AgentInput{By: r.Principal, ProjectID: r.Param("projectId"), JSON: r.IsJSON(), Body: r.Body},
 		"ClientApplication", "Client", "secret", "retiringSecret")
@@ -45,8 +45,8 @@ func (s *Service) createClient(ctx context.Context, r *bus.Request) (*bus.Respon
 	return clientResponse(201, client, secret)
 }
 
-// clientResponse is a ClientApplication with a secret just generated: the
-// only time the secret is shown, for only its digest is kept.
+// clientResponse is a ClientApplication with a secret just generated (later
+// only the project's admins read it again: pkg/clientsecret).
 func clientResponse(status int, client *repo.Resource, secret string) (*bus.Response, error) {
 	out, err := client.Decode()
 	if err != nil {
