@@ -39,6 +39,9 @@ func (s *Service) read(ctx context.Context, r *bus.Request) (*bus.Response, erro
 	if g.Type() == "Binary" && wantsRaw(r.Get("Accept")) {
 		return binaryContent(res)
 	}
+	if res, err = s.withSecret(ctx, r.Principal, g.Policy(), res); err != nil {
+		return nil, err
+	}
 	return resourceResponse(200, res), nil
 }
 
@@ -124,6 +127,11 @@ func (s *Service) search(ctx context.Context, r *bus.Request) (*bus.Response, er
 	page, err := g.Search(ctx, q)
 	if err != nil {
 		return nil, err
+	}
+	for i, res := range page.Resources {
+		if page.Resources[i], err = s.withSecret(ctx, r.Principal, g.Policy(), res); err != nil {
+			return nil, err
+		}
 	}
 	out, err := searchBundle(s.cfg.BaseURL, g.Type(), q, page, s.replyBudget())
 	if err != nil {
@@ -431,6 +439,9 @@ func (s *Service) update(ctx context.Context, r *bus.Request) (*bus.Response, er
 	}
 	if err := checkIdentity(res, g.Type(), r.Param("id")); err != nil {
 		return nil, err
+	}
+	if g.Type() == "ClientApplication" {
+		s.dropShownSecret(ctx, r.Param("id"), res)
 	}
 	out, err := g.Update(ctx, access.Update, res, repo.WriteOptions{
 		IfMatch: ifMatch(r.Get("If-Match")), Author: r.Principal.Profile, Strict: s.strict(ctx, g.Project()),

@@ -63,9 +63,12 @@ test("a project admin's post('admin/projects/<id>/client') with an access policy
   await rejectsWithOutcome(limited.medplum.createResource({ resourceType: 'Observation', status: 'final', code: { text: 'x' } }), {
     status: 403,
   });
-  // The secret is shown once: reading the client never returns it.
+  // The project's admins read the secret, as Medplum's web app shows it;
+  // a member who is no admin does not.
   const read = await admin.medplum.readResource('ClientApplication', app.id);
-  assert.equal(read.secret, undefined);
+  assert.equal(read.secret, app.secret);
+  const seen = await member.medplum.readResource('ClientApplication', app.id);
+  assert.equal(seen.secret, undefined);
 
   await rejectsWithOutcome(admin.medplum.post(`admin/projects/${project.id}/client`, { description: 'no name' }), {
     status: 400,
