@@ -77,4 +77,5 @@ var Routes = []Route{
 	{"POST", "/resetpassword", "pinion.identity.POST.resetpassword", Public, true, "identity", "resetPasswordPage"},
 	{"GET", "/setpassword/:id/:secret", "pinion.identity.GET.setpassword.:id.:secret", Public, false, "identity", "setPasswordPage"},
 	{"POST", "/setpassword/:id/:secret", "pinion.identity.POST.setpassword.:id.:secret", Public, true, "identity", "setPasswordPage"},
+	{"GET", "/storage/:id/:vid", "pinion.fhir.GET.storage.:id.:vid", Public, false, "fhir", "storage"},
 }

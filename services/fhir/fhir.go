@@ -101,8 +101,10 @@ func (s *Service) Start(ctx context.Context) error {
 
 // routes are the requests the service answers, one line each.
 func (s *Service) routes() []bus.Endpoint {
-	return []bus.Endpoint{
+	return s.signing([]bus.Endpoint{
 		bus.Handle("GET /fhir/R4/metadata", bus.Public, s.capabilities),
+		// A signed URL is its own credential (storage.go).
+		bus.Handle("GET /storage/:id/:vid", bus.Public, s.storage),
 		bus.Handle("GET /fhir/R4/job/:id/status", bus.Token, s.jobStatus),
 		bus.Handle("POST /fhir/R4/$export", bus.Token, s.export),
 		bus.Handle("GET /fhir/R4/$export", bus.Token, s.export),
@@ -128,7 +130,7 @@ func (s *Service) routes() []bus.Endpoint {
 		bus.Handle("PUT /fhir/R4/:type/:id", bus.Token, s.update),
 		bus.Handle("PATCH /fhir/R4/:type/:id", bus.Token, s.patch),
 		bus.Handle("DELETE /fhir/R4/:type/:id", bus.Token, s.delete),
-	}
+	})
 }
 
 // handlers maps the routes ("METHOD /path") to their handlers, for a

@@ -1,0 +1,130 @@
+package fhirsvc
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"mime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/presign"
+	"github.com/pinion-health/pinion/pkg/repo"
+)
+
+// storage is GET /storage/<id>/<versionId>?Expires=&Signature=: the
+// content of one version of a Binary, for whoever holds a URL this server
+// signed (pkg/presign) and before it expires, with no bearer token, as
+// Medplum's storage route serves its presigned URLs. Any other URL is 403.
+func (s *Service) storage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	id, vid := r.Param("id"), r.Param("vid")
+	switch err := s.urls.Check(ctx, id, vid, r.Query.Get("Expires"), r.Query.Get("Signature")); {
+	case errors.Is(err, presign.ErrInvalid):
+		return nil, fhir.ForbiddenText("Invalid signature")
+	case errors.Is(err, presign.ErrExpired):
+		return nil, fhir.ForbiddenText("URL has expired")
+	case err != nil:
+		return nil, err
+	}
+	// A deleted Binary is gone for its URLs too.
+	if _, err := s.repo.Read(ctx, repo.AllProjects, "Binary", id); err != nil {
+		return nil, err
+	}
+	res, err := s.repo.VRead(ctx, repo.AllProjects, "Binary", id, vid)
+	if err != nil {
+		return nil, err
+	}
+	var b struct {
+		ContentType string `json:"contentType"`
+		Data        string `json:"data"`
+	}
+	if err := json.Unmarshal(res.JSON, &b); err != nil {
+		return nil, err
+	}
+	data, err := base64.StdEncoding.DecodeString(b.Data)
+	if err != nil {
+		return nil, fhir.BadRequest("Binary data is not valid base64")
+	}
+	ct := contentTypeOf(b.ContentType)
+	h := map[string]string{
+		"Content-Type":           ct,
+		"X-Content-Type-Options": "nosniff",
+		"Content-Disposition":    disposition(ct),
+		// Private: the URL is the credential; a shared cache must not keep it.
+		"Cache-Control": "private, max-age=" + strconv.Itoa(int(presign.Lifetime/time.Second)),
+		"ETag":          `W/"` + res.VersionID + `"`,
+	}
+	return &bus.Response{Status: 200, Header: h, Body: data}, nil
+}
+
+// contentTypeOf is a Binary's content type as a header may carry it:
+// anything that does not parse as a media type is sent as bytes.
+func contentTypeOf(ct string) string {
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return "application/octet-stream"
+	}
+	return mime.FormatMediaType(mt, params)
+}
+
+// disposition is inline for what a browser only displays (images, audio,
+// video, PDF, plain text) and attachment for the rest. Medplum sends none,
+// but its storage is another origin (S3, CloudFront); Pinion's /storage/
+// shares the origin of the API and the sign-in pages, where an uploaded
+// HTML or SVG page opened inline could run script.
+func disposition(ct string) string {
+	mt, _, _ := mime.ParseMediaType(ct)
+	switch {
+	case mt == "image/svg+xml":
+		return "attachment"
+	case strings.HasPrefix(mt, "image/"), strings.HasPrefix(mt, "audio/"), strings.HasPrefix(mt, "video/"),
+		mt == "application/pdf", mt == "text/plain":
+		return "inline"
+	}
+	return "attachment"
+}
+
+// signedRoutes are the routes whose FHIR JSON answers carry the caller's
+// resources (a batch's entries and $graphql's nodes are answered by these
+// same handlers).
+var signedRoutes = map[string]bool{
+	"GET /fhir/R4/:type/:id": true, "GET /fhir/R4/:type/:id/_history/:vid": true,
+	"GET /fhir/R4/:type/:id/_history": true, "GET /fhir/R4/:type": true, "POST /fhir/R4/:type/_search": true,
+	"POST /fhir/R4/:type": true, "PUT /fhir/R4/:type": true, "PUT /fhir/R4/:type/:id": true,
+	"PATCH /fhir/R4/:type/:id": true,
+}
+
+// signing makes the answers of signedRoutes sign their attachment urls,
+// in one place rather than in each handler.
+func (s *Service) signing(routes []bus.Endpoint) []bus.Endpoint {
+	for i, e := range routes {
+		if !signedRoutes[e.Route] {
+			continue
+		}
+		h := e.Handler
+		routes[i].Handler = func(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+			resp, err := h(ctx, r)
+			if err != nil || resp == nil || resp.Status >= 300 || !isMediaType(resp.Header["Content-Type"], "application/fhir+json", "application/json") {
+				return resp, err
+			}
+			return s.signed(ctx, r, resp)
+		}
+	}
+	return routes
+}
+
+// signed rewrites the attachment urls of a FHIR JSON answer into storage
+// URLs the caller's browser can load, for the Binaries the caller may
+// read (pkg/presign).
+func (s *Service) signed(ctx context.Context, r *bus.Request, resp *bus.Response) (*bus.Response, error) {
+	body, err := s.urls.Rewriter(presign.CallerResolver(s.policies, s.repo, r.Principal)).Rewrite(ctx, resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = body
+	return resp, nil
+}
