@@ -25,6 +25,7 @@ var Routes = []Route{
 	{"DELETE", "/auth/consents/:clientId", "pinion.identity.DELETE.auth.consents.:clientId", Token, false, "identity", "withdrawConsent"},
 	{"POST", "/auth/login", "pinion.identity.POST.auth.login", Public, true, "identity", "login"},
 	{"GET", "/auth/me", "pinion.identity.GET.auth.me", Token, false, "identity", "me"},
+	{"POST", "/auth/method", "pinion.identity.POST.auth.method", Public, true, "identity", "method"},
 	{"POST", "/auth/profile", "pinion.identity.POST.auth.profile", Public, true, "identity", "chooseProfile"},
 	{"POST", "/auth/resetpassword", "pinion.identity.POST.auth.resetpassword", Public, true, "identity", "resetPassword"},
 	{"POST", "/auth/revoke", "pinion.identity.POST.auth.revoke", Token, false, "identity", "authRevoke"},

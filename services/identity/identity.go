@@ -185,6 +185,7 @@ func (s *Service) Start(ctx context.Context) error {
 		// Medplum's sign-in API.
 		bus.Handle("GET /auth/me", bus.Token, s.me),
 		bus.Handle("POST /auth/login", bus.Public|bus.SignInLimit, s.login),
+		bus.Handle("POST /auth/method", bus.Public|bus.SignInLimit, s.method),
 		bus.Handle("POST /auth/profile", bus.Public|bus.SignInLimit, s.chooseProfile),
 		bus.Handle("POST /auth/setpassword", bus.Public|bus.SignInLimit, s.setPassword),
 		bus.Handle("POST /auth/resetpassword", bus.Public|bus.SignInLimit, s.resetPassword),

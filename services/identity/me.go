@@ -7,6 +7,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/presign"
 	"github.com/pinion-health/pinion/pkg/repo"
 )
 
@@ -57,6 +58,12 @@ func (s *Service) me(ctx context.Context, r *bus.Request) (*bus.Response, error)
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
+		return nil, err
+	}
+	// As Medplum does: the profile's photo (any attachment naming a
+	// Binary the caller may read) as a URL the app's <img> can load.
+	urls := presign.New(s.cfg.BaseURL, s.repo)
+	if b, err = urls.Rewriter(presign.CallerResolver(s.policies, s.repo, p)).Rewrite(ctx, b); err != nil {
 		return nil, err
 	}
 	return &bus.Response{Status: 200, Header: map[string]string{"Content-Type": bus.JSONContentType}, Body: b}, nil
