@@ -172,7 +172,8 @@ func TestNATSPermissions(t *testing.T) {
 		{"user step", true, invite.SubjUser, []string{"membership"}},
 		{"profile step", true, invite.SubjProfile, []string{"identity"}},
 		{"membership step", true, invite.SubjMembership, []string{"fhir"}},
-		{"mail queue", true, mail.Subject, []string{"identity", "membership"}},
+		{"e-mail step", true, invite.SubjEmail, []string{"membership"}},
+		{"mail queue", true, mail.Subject, []string{"identity"}},
 		{"invite end", true, invite.DoneSubject("x"), []string{"identity", "membership", "fhir"}},
 		{"invite wait", false, invite.DoneSubject("x"), []string{"membership"}},
 		{"saga acks", true, "$JS.ACK." + saga.Stream + ".identity-invite-user.1.2.3.4.5", []string{"identity", "membership", "fhir"}},
@@ -194,6 +195,9 @@ func TestNATSPermissions(t *testing.T) {
 		{"memberships", true, kv(session.MembershipsBucket), []string{"identity", "membership", "fhir", "botexec"}},
 		{"ended sign-ins", true, kv(session.EndedBucket), []string{"identity"}},
 		{"users' recent sign-ins", true, kv(session.UserLoginsBucket), []string{"identity"}},
+		// services/identity's own buckets (authorize.go, consent.go).
+		{"signed-in browsers", true, kv("pinion_browser_sessions"), []string{"identity"}},
+		{"consents", true, kv("pinion_consents"), []string{"identity"}},
 		{"watch ended sign-ins", true, "$JS.API.CONSUMER.CREATE.KV_" + session.EndedBucket + ".x.>", all},
 		{"invite records", true, kv(invite.Bucket), []string{"identity", "membership", "fhir"}},
 		// The gateway may read the session buckets but not change them.
