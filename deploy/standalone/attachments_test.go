@@ -149,6 +149,9 @@ func TestSignedBinaryURLs(t *testing.T) {
 		otherID := other.json(t)["id"].(string)
 		q := u.Query()
 		sig := q.Get("Signature")
+		if sig == "" {
+			t.Fatalf("no signature in %q", signed)
+		}
 		flipped := "A"
 		if sig[0] == 'A' {
 			flipped = "B"

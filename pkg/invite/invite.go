@@ -2,7 +2,8 @@
 // /admin/projects/{projectId}/invite, E2 in docs/API.md): the request, the
 // record of its progress kept in a NATS key-value bucket, and the step
 // subjects. Membership orchestrates; identity creates the User,
-// fhir the profile, membership the ProjectMembership and the e-mail.
+// fhir the profile, membership the ProjectMembership, and identity the
+// e-mail with its set-password link.
 package invite
 
 import (
@@ -20,7 +21,9 @@ import (
 	"github.com/pinion-health/pinion/pkg/saga"
 )
 
-// Step subjects, in saga order.
+// Step subjects, in saga order: identity's user, fhir's profile,
+// membership's membership, then, when there is an e-mail to send,
+// identity's e-mail (it makes a new user's set-password link).
 const (
 	SubjUser       = saga.SubjectPrefix + "invite.user"
 	SubjProfile    = saga.SubjectPrefix + "invite.profile"
@@ -129,12 +132,10 @@ func (r *Record) Ended() *Record {
 		Steps: map[string]StepState{StepMembership: r.Steps[StepMembership]}}
 }
 
-// Message is the payload of a step.
+// Message is the payload of a step: which invite. Each step reads the rest
+// from the record.
 type Message struct {
 	InviteID string `json:"invite"`
-	// SetPasswordURL travels from the user step to the e-mail step for a new
-	// user; it is never written to the record.
-	SetPasswordURL string `json:"setPasswordUrl,omitempty"`
 }
 
 // Store reads and writes invite records.

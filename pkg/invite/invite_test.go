@@ -263,11 +263,11 @@ func TestLoad(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ id, status string }{{"inv-p", "pending"}, {"inv-d", "done"}, {"inv-f", "failed"}} {
-		m, rec, pending, err := s.Load(ctx, []byte(`{"invite":"`+tc.id+`","setPasswordUrl":"https://x/set"}`))
+		m, rec, pending, err := s.Load(ctx, []byte(`{"invite":"`+tc.id+`"}`))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.id, err)
 		}
-		if m.InviteID != tc.id || m.SetPasswordURL != "https://x/set" || rec.ID != tc.id || pending != (tc.status == "pending") {
+		if m.InviteID != tc.id || rec.ID != tc.id || pending != (tc.status == "pending") {
 			t.Errorf("%s: message %+v, record %s, pending %v", tc.id, m, rec.ID, pending)
 		}
 	}

@@ -23,12 +23,13 @@ var inviteProfileIDNamespace = uuid.MustParse("3c6b2a51-0f9d-4e27-9b1e-7d2e4f8a6
 // inviteProfile is the saga's second step: reuse the project's profile of
 // that type with the invitee's e-mail, or create one.
 func (s *Service) inviteProfile(ctx context.Context, data []byte) error {
-	m, rec, pending, err := s.invites.Load(ctx, data)
+	_, rec, pending, err := s.invites.Load(ctx, data)
 	if err != nil || !pending {
 		return err
 	}
+	next := invite.Message{InviteID: rec.ID}
 	if rec.Steps[invite.StepProfile].State == "done" {
-		return s.invites.Next(ctx, invite.SubjMembership, m)
+		return s.invites.Next(ctx, invite.SubjMembership, next)
 	}
 	req := rec.Request
 	ref, created := req.Profile, false
@@ -44,7 +45,7 @@ func (s *Service) inviteProfile(ctx context.Context, data []byte) error {
 	}); err != nil {
 		return err
 	}
-	return s.invites.Next(ctx, invite.SubjMembership, m)
+	return s.invites.Next(ctx, invite.SubjMembership, next)
 }
 
 // inviteeProfile finds or creates the invitee's profile. With an e-mail,

@@ -38,7 +38,6 @@ import (
 	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/repo"
-	"github.com/pinion-health/pinion/pkg/saga"
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
@@ -146,7 +145,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.invites, err = invite.Open(ctx, s.js); err != nil {
 		return err
 	}
-	if s.stopSaga, err = saga.Consume(ctx, s.js, "identity-invite-user", invite.SubjUser, s.inviteUser, s.inviteFailed, s.log); err != nil {
+	if s.stopSaga, err = s.consumeInviteSteps(ctx); err != nil {
 		return err
 	}
 	// A changed client or membership may change what a client token means.

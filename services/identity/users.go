@@ -11,9 +11,26 @@ import (
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/invite"
+	"github.com/pinion-health/pinion/pkg/mail"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/saga"
 	"github.com/pinion-health/pinion/pkg/store"
 )
+
+// consumeInviteSteps runs identity's steps of the invite saga (the user,
+// and the e-mail) until the returned stop.
+func (s *Service) consumeInviteSteps(ctx context.Context) (stop func(), err error) {
+	stopUser, err := saga.Consume(ctx, s.js, "identity-invite-user", invite.SubjUser, s.inviteUser, s.inviteFailed, s.log)
+	if err != nil {
+		return nil, err
+	}
+	stopEmail, err := saga.Consume(ctx, s.js, "identity-invite-email", invite.SubjEmail, s.inviteEmail, s.inviteEmailFailed, s.log)
+	if err != nil {
+		stopUser()
+		return nil, err
+	}
+	return func() { stopUser(); stopEmail() }, nil
+}
 
 // inviteUser is the saga's first step: find the invitee's User or create
 // it. Ids derive from the invite id, so a redelivered step finds its own
@@ -62,12 +79,6 @@ func (s *Service) inviteUser(ctx context.Context, data []byte) error {
 			}
 		}
 	}
-	next := invite.Message{InviteID: rec.ID}
-	if isNew && req.Email != "" && req.SendEmail {
-		if _, next.SetPasswordURL, err = s.newPasswordRequest(ctx, userID, "invite", rec.ID); err != nil {
-			return err
-		}
-	}
 	if _, err := s.invites.Save(ctx, rec, func(r *invite.Record) error {
 		r.UserID, r.NewUser = userID, isNew
 		invite.MarkStep(r, invite.StepUser, "done", "")
@@ -75,7 +86,40 @@ func (s *Service) inviteUser(ctx context.Context, data []byte) error {
 	}); err != nil {
 		return err
 	}
-	return s.invites.Next(ctx, invite.SubjProfile, next)
+	return s.invites.Next(ctx, invite.SubjProfile, invite.Message{InviteID: rec.ID})
+}
+
+// inviteEmail is the saga's last step, once the membership is made: queue
+// the invitation e-mail, with a link that sets a new user's password, and
+// announce the end of the invite. The link is made here, by the service
+// that keeps passwords, so it passes through no other step, and only for an
+// invite that succeeded.
+func (s *Service) inviteEmail(ctx context.Context, data []byte) error {
+	_, rec, _, err := s.invites.Load(ctx, data)
+	if err != nil {
+		return err
+	}
+	// Queued and sent already (a redelivery), or nothing to send.
+	if rec.Status != "done" || rec.Steps[invite.StepEmail].State != "pending" {
+		return nil
+	}
+	link := ""
+	if rec.NewUser {
+		if _, link, err = s.newPasswordRequest(ctx, rec.UserID, "invite", rec.ID); err != nil {
+			return err
+		}
+	}
+	if err := mail.Queue(ctx, s.js, mail.Invitation(rec, link, s.cfg.BaseURL)); err != nil {
+		return err
+	}
+	invite.Announce(s.nc, rec.ID, rec)
+	return nil
+}
+
+// inviteEmailFailed records on the invite an e-mail that could not be
+// queued, and announces the end: the invite itself stays done.
+func (s *Service) inviteEmailFailed(ctx context.Context, data []byte, err error) {
+	invite.Fail(ctx, s.invites, s.nc, data, invite.StepEmail, err, s.log)
 }
 
 // createUser stores a User with a fixed id; an earlier attempt's user counts.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,10 +121,16 @@ func TestInviteUser(t *testing.T) {
 	if got, err := live.svc.checkPassword(ctx, email, "initial password", ""); got != userID || err != nil {
 		t.Fatalf("the initial password: %q %v", got, err)
 	}
-	next := nextStep(t, id)
-	linkID, secret := linkIn(t, next.SetPasswordURL)
+	nextStep(t, id)
+	// The link comes with the e-mail, once the invite has succeeded.
+	finishInvite(t, id)
+	welcome := mailTo(t, email)
+	linkID, secret := linkIn(t, welcome.Text)
 	if _, _, err := live.svc.checkPasswordLink(ctx, linkID, secret); err != nil {
-		t.Fatalf("the link sent on: %v", err)
+		t.Fatalf("the link sent: %v", err)
+	}
+	if welcome.Subject != "Welcome to Pinion" || welcome.ID != "invite-"+id || welcome.InviteID != id {
+		t.Errorf("e-mail %+v", welcome)
 	}
 
 	// Redelivered: nothing new.
@@ -136,7 +143,7 @@ func TestInviteUser(t *testing.T) {
 
 	// A second invite of the same person reuses the user, sends no link and
 	// keeps the password.
-	id2, msg2 := newInvite(t, invite.Request{ProjectID: newProject(t, "Second"), FirstName: "G", Email: email, SendEmail: true,
+	id2, msg2 := newInvite(t, invite.Request{ProjectID: newProject(t, "Second"), ProjectName: "Second", FirstName: "G", Email: email, SendEmail: true,
 		PasswordHash: mustHash(t, "another password")})
 	if err := live.svc.inviteUser(ctx, msg2); err != nil {
 		t.Fatal(err)
@@ -144,8 +151,10 @@ func TestInviteUser(t *testing.T) {
 	if rec, _ := live.svc.invites.Get(ctx, id2); rec.UserID != userID || rec.NewUser {
 		t.Fatalf("record %+v, want user %s reused", rec, userID)
 	}
-	if next := nextStep(t, id2); next.SetPasswordURL != "" {
-		t.Fatalf("a link for an existing user: %+v", next)
+	nextStep(t, id2)
+	finishInvite(t, id2)
+	if added := mailTo(t, email); added.ID != "invite-"+id2 || added.Subject != "Pinion: Welcome to Second" || strings.Contains(added.Text, "setpassword") {
+		t.Fatalf("e-mail %+v, want no link for an existing user", added)
 	}
 	if _, err := live.conns.Repo.Read(ctx, repo.AllProjects, "User", uuid.NewSHA1(identityIDNamespace, []byte("invite-user:"+id2)).String()); fhir.AsError(err).Status != 404 {
 		t.Fatalf("a second user was made: %v", err)
@@ -179,9 +188,7 @@ func TestInviteUserScopes(t *testing.T) {
 	if owner, _ := live.conns.Repo.ClaimOwner(ctx, repo.UserEmailKey("", email)); owner != "" {
 		t.Fatalf("the server-wide claim is %q's", owner)
 	}
-	if next := nextStep(t, id); next.SetPasswordURL != "" {
-		t.Fatalf("a link though none was asked for: %+v", next)
-	}
+	nextStep(t, id)
 
 	id, msg = newInvite(t, invite.Request{ProjectID: project, FirstName: "No", LastName: "Mail", SendEmail: true})
 	if err := live.svc.inviteUser(ctx, msg); err != nil {
@@ -190,8 +197,91 @@ func TestInviteUserScopes(t *testing.T) {
 	if rec, _ := live.svc.invites.Get(ctx, id); !rec.NewUser || rec.UserID == "" {
 		t.Fatalf("record %+v", rec)
 	}
-	if next := nextStep(t, id); next.SetPasswordURL != "" {
-		t.Fatalf("a link for a user without an e-mail: %+v", next)
+	nextStep(t, id)
+}
+
+// finishInvite stands in for the membership step: the invite succeeds,
+// and identity's e-mail step runs when the invite has an e-mail to send.
+func finishInvite(t *testing.T, id string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := live.svc.invites.Update(ctx, id, func(r *invite.Record) error {
+		r.Status = "done"
+		invite.MarkStep(r, invite.StepMembership, "done", "")
+		if r.Request.SendEmail && r.Request.Email != "" {
+			r.Steps[invite.StepEmail] = invite.StepState{State: "pending"}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := json.Marshal(invite.Message{InviteID: id})
+	if err := live.svc.inviteEmail(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The e-mail step queues an invitation only for an invite that succeeded
+// and has one to send, once: a redelivery after it was sent does nothing.
+func TestInviteEmail(t *testing.T) {
+	ctx := context.Background()
+	email := newEmail("mailed")
+	id, msg := newInvite(t, invite.Request{ProjectID: newProject(t, "Mailed"), ProjectName: "Mailed", FirstName: "M", LastName: "Ailed", Email: email, SendEmail: true})
+	if err := live.svc.inviteUser(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	before := mailSeq(t)
+	step, _ := json.Marshal(invite.Message{InviteID: id})
+	// Still pending (the membership step has not run): nothing yet.
+	if err := live.svc.inviteEmail(ctx, step); err != nil {
+		t.Fatal(err)
+	}
+	if n := mailsTo(t, email, before); n != 0 {
+		t.Fatalf("%d e-mails for an invite not yet done", n)
+	}
+	// The end is announced once the e-mail is queued, for the request
+	// waiting on it.
+	ended, err := live.conns.NC.SubscribeSync(invite.DoneSubject(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ended.Unsubscribe()
+	finishInvite(t, id)
+	if n := mailsTo(t, email, before); n != 1 {
+		t.Fatalf("%d e-mails, want 1", n)
+	}
+	m, err := ended.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("no announcement: %v", err)
+	}
+	if rec := invite.Announced(m.Data); rec == nil || rec.Status != "done" || rec.Steps[invite.StepMembership].State != "done" {
+		t.Errorf("announced %+v, want the invite done", rec)
+	}
+	// Sent (the courier recorded it): a redelivered step makes no new link.
+	first := mailTo(t, email)
+	if _, err := live.svc.invites.Update(ctx, id, func(r *invite.Record) error {
+		invite.MarkStep(r, invite.StepEmail, "done", "")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := live.svc.inviteEmail(ctx, step); err != nil {
+		t.Fatal(err)
+	}
+	linkID, secret := linkIn(t, first.Text)
+	if _, _, err := live.svc.checkPasswordLink(ctx, linkID, secret); err != nil {
+		t.Fatalf("the link sent, after a redelivery: %v", err)
+	}
+
+	// No e-mail asked for: the step has nothing to do.
+	quiet := newEmail("quiet")
+	id, msg = newInvite(t, invite.Request{ProjectID: newProject(t, "Quiet"), FirstName: "Q", LastName: "Uiet", Email: quiet})
+	if err := live.svc.inviteUser(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	finishInvite(t, id)
+	if n := mailsTo(t, quiet, before); n != 0 {
+		t.Fatalf("%d e-mails though none was asked for", n)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/invite"
-	"github.com/pinion-health/pinion/pkg/mail"
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/saga"
@@ -24,9 +23,17 @@ var membershipIDNamespace = uuid.MustParse("0b8c5f6e-2f57-4c1e-8d0a-5a7d1c3e9f42
 // inviteMembership is the saga's third step: create the membership, unless
 // the invitee already is a member (409, or an update with upsert).
 func (s *Service) inviteMembership(ctx context.Context, data []byte) error {
-	m, rec, pending, err := s.invites.Load(ctx, data)
-	if err != nil || !pending {
+	_, rec, pending, err := s.invites.Load(ctx, data)
+	if err != nil {
 		return err
+	}
+	if !pending {
+		// Delivered again after the end: the e-mail step may be all that
+		// was left to publish.
+		if rec.Status == "done" {
+			return s.nextEmail(ctx, rec)
+		}
+		return nil
 	}
 	req := rec.Request
 	userRef := "User/" + rec.UserID
@@ -91,11 +98,18 @@ func (s *Service) inviteMembership(ctx context.Context, data []byte) error {
 	if err != nil {
 		return err
 	}
-	invite.Announce(s.nc, rec.ID, rec)
-	if rec.Steps[invite.StepEmail].State == "pending" {
-		return s.queueInviteMail(ctx, rec, m.SetPasswordURL)
+	return s.nextEmail(ctx, rec)
+}
+
+// nextEmail ends a done invite: it publishes identity's e-mail step, which
+// announces the end once the e-mail is queued (as Medplum answers once it
+// has sent it), or, with no e-mail to send, announces it now.
+func (s *Service) nextEmail(ctx context.Context, rec *invite.Record) error {
+	if rec.Steps[invite.StepEmail].State != "pending" {
+		invite.Announce(s.nc, rec.ID, rec)
+		return nil
 	}
-	return nil
+	return s.invites.Next(ctx, invite.SubjEmail, invite.Message{InviteID: rec.ID})
 }
 
 // otherScope is the scope (a project id, or "" for the server) where the
@@ -160,29 +174,6 @@ func (s *Service) upsertMembership(ctx context.Context, rec *invite.Record, id s
 func (s *Service) publishMembership(ctx context.Context, id string) error {
 	_, err := projects.Project(ctx, s.nc, "ProjectMembership", id, "")
 	return err
-}
-
-// queueInviteMail puts the invitation e-mail on the durable mail queue.
-func (s *Service) queueInviteMail(ctx context.Context, rec *invite.Record, setPasswordURL string) error {
-	return mail.Queue(ctx, s.js, inviteMail(rec, setPasswordURL, s.cfg.BaseURL))
-}
-
-// inviteMail is the invitation e-mail: a new user gets the link that sets
-// their password; a user who has one is told where to sign in. Its id is
-// the invite's, so a redelivered step queues it once.
-func inviteMail(rec *invite.Record, setPasswordURL, baseURL string) mail.Message {
-	req := rec.Request
-	msg := mail.Message{ID: "invite-" + rec.ID, To: req.Email, InviteID: rec.ID}
-	if rec.NewUser && setPasswordURL != "" {
-		msg.Subject = "Welcome to Pinion"
-		msg.Text = fmt.Sprintf("Hello %s,\n\nYou were invited to %s.\n\nSet your password to sign in:\n%s\n\nThe link works once and expires in 7 days.\n",
-			req.FirstName, req.ProjectName, setPasswordURL)
-	} else {
-		msg.Subject = "Pinion: Welcome to " + req.ProjectName
-		msg.Text = fmt.Sprintf("Hello %s,\n\nYou were added to %s. You will see it the next time you sign in:\n%ssignin\n",
-			req.FirstName, req.ProjectName, baseURL)
-	}
-	return msg
 }
 
 // membershipFailed marks an invite failed when its membership step cannot succeed.

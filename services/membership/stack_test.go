@@ -227,14 +227,14 @@ type scriptedSteps struct {
 	seen    map[string]string // invitee → id of the last invite of them
 }
 
-// stepScript is what the user and profile steps do for one invitee.
+// stepScript is what the user, profile and e-mail steps do for one invitee.
 type stepScript struct {
 	UserID         string
 	Profile        string // "": the invite's own profile, else a new one
 	NewUser        bool
-	SetPasswordURL string
-	Err            error // the user step fails with it, for good
-	Hold           bool  // the steps never finish
+	SetPasswordURL string // the e-mail step's link for a new user
+	Err            error  // the user step fails with it, for good
+	Hold           bool   // the steps never finish
 }
 
 // script sets what the steps do for an invitee.
@@ -292,12 +292,39 @@ func (s *scriptedSteps) start(ctx context.Context, invites *invite.Store, nc *na
 		}); err != nil {
 			return err
 		}
-		return invites.Next(ctx, invite.SubjMembership, invite.Message{InviteID: rec.ID, SetPasswordURL: sc.SetPasswordURL})
+		return invites.Next(ctx, invite.SubjMembership, invite.Message{InviteID: rec.ID})
 	}
 	dead := func(ctx context.Context, data []byte, err error) {
 		invite.Fail(ctx, invites, nc, data, invite.StepUser, err, log)
 	}
-	return saga.Consume(ctx, js, "membership-test-user-and-profile", invite.SubjUser, step, dead, log)
+	stopUser, err := saga.Consume(ctx, js, "membership-test-user-and-profile", invite.SubjUser, step, dead, log)
+	if err != nil {
+		return nil, err
+	}
+	// Identity's e-mail step: the invitation, with the script's link.
+	email := func(ctx context.Context, data []byte) error {
+		_, rec, _, err := invites.Load(ctx, data)
+		if err != nil || rec.Status != "done" || rec.Steps[invite.StepEmail].State != "pending" {
+			return err
+		}
+		s.mu.Lock()
+		sc := s.scripts[rec.Request.Email]
+		s.mu.Unlock()
+		if err := mail.Queue(ctx, js, mail.Invitation(rec, sc.SetPasswordURL, testBaseURL)); err != nil {
+			return err
+		}
+		invite.Announce(nc, rec.ID, rec)
+		return nil
+	}
+	deadEmail := func(ctx context.Context, data []byte, err error) {
+		invite.Fail(ctx, invites, nc, data, invite.StepEmail, err, log)
+	}
+	stopEmail, err := saga.Consume(ctx, js, "membership-test-email", invite.SubjEmail, email, deadEmail, log)
+	if err != nil {
+		stopUser()
+		return nil, err
+	}
+	return func() { stopUser(); stopEmail() }, nil
 }
 
 // profile is the profile step's answer when the script names none: the
