@@ -109,11 +109,11 @@ func matchBefore(method, path string) (int, bool) {
 
 // TestRoutesAsBefore: every path the hand-written table answered, the
 // generated one answers with the same service, handler, auth mode and
-// rate limit (routes added since may answer only paths it did not). The paths are each
-// route's pattern with its parameters filled by a plain value and by
-// every literal segment any route has at that position (Bot, metadata,
-// $export, ...), so that where two patterns overlap, the old order's
-// winner must win.
+// rate limit (routes added since answer only paths it did not). The
+// paths are each route's pattern with its parameters filled by a plain
+// value and by every literal segment any route has at that position (Bot,
+// metadata, $export, ...), so that where two patterns overlap, the old
+// order's winner must win.
 func TestRoutesAsBefore(t *testing.T) {
 	// The literals each segment position has in some route.
 	literals := map[int]map[string]bool{}

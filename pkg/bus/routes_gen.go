@@ -3,7 +3,8 @@
 
 package bus
 
-// Routes: Method, Path, Subject, Auth, Limited, Service, Handler.
+// Routes is the whole HTTP surface (Method, Path, Subject, Auth, Limited,
+// Service, Handler), most specific path first; see routes.go.
 var Routes = []Route{
 	{"GET", "/.well-known/jwks.json", "pinion.identity.GET._well-known.jwks_json", Public, false, "identity", "jwks"},
 	{"GET", "/.well-known/oauth-authorization-server", "pinion.identity.GET._well-known.oauth-authorization-server", Public, false, "identity", "discovery"},
