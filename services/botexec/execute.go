@@ -19,6 +19,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/hl7"
 	"github.com/pinion-health/pinion/pkg/metrics"
+	"github.com/pinion-health/pinion/pkg/presign"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -418,7 +419,7 @@ type code struct {
 
 // program finds the bot's executable code.
 func (s *Service) program(ctx context.Context, b *bot) (*code, error) {
-	id, err := codeBinary(b.Code.URL)
+	id, err := codeBinary(s.cfg.BaseURL, b.Code.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -434,16 +435,20 @@ func (s *Service) program(ctx context.Context, b *bot) (*code, error) {
 	}}, nil
 }
 
-// codeBinary is the id of the Binary that Bot.executableCode.url names.
-func codeBinary(url string) (string, error) {
+// codeBinary is the id of the Binary that Bot.executableCode.url names: a
+// reference, or the storage URL (under base) that a client which read the
+// Binary's signed URL writes back, as Medplum's bot editor does.
+func codeBinary(base, url string) (string, error) {
 	if url == "" {
 		return "", fhir.BadRequest("No executable code")
 	}
-	typ, id, ok := fhir.SplitReference(url)
-	if !ok || typ != "Binary" {
-		return "", fhir.BadRequest("Executable code is not a Binary")
+	if typ, id, ok := fhir.SplitReference(url); ok && typ == "Binary" {
+		return id, nil
 	}
-	return id, nil
+	if id, ok := presign.BinaryID(base, url); ok {
+		return id, nil
+	}
+	return "", fhir.BadRequest("Executable code is not a Binary")
 }
 
 // programSource is the source a Binary of executable code holds.

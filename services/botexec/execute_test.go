@@ -201,9 +201,12 @@ func TestCodeBinary(t *testing.T) {
 		{"Binary/", "", "Executable code is not a Binary"},
 		{"/abc", "", "Executable code is not a Binary"},
 		{"urn:uuid:9b7b9c1e-0000-4000-8000-000000000000", "", "Executable code is not a Binary"},
+		// What the web app's editor writes back after reading a signed URL.
+		{"https://pinion.example/storage/abc/v1?Expires=1&Signature=s", "abc", ""},
+		{"https://elsewhere.example/storage/abc/v1?Expires=1&Signature=s", "", "Executable code is not a Binary"},
 	}
 	for _, tc := range cases {
-		id, err := codeBinary(tc.url)
+		id, err := codeBinary("https://pinion.example/", tc.url)
 		if tc.text != "" {
 			wantError(t, err, 400, tc.text)
 			continue
