@@ -426,7 +426,7 @@ func TestBotDeploy(t *testing.T) {
 	if exe["title"] != "one.js" || exe["contentType"] != "application/javascript" {
 		t.Errorf("executableCode: %v", exe)
 	}
-	if s, _ := after["sourceCode"].(map[string]any); s["url"] != src["url"] || s["title"] != "index.ts" {
+	if s, _ := after["sourceCode"].(map[string]any); binaryIDOf(s["url"].(string)) != binaryIDOf(src["url"].(string)) || s["title"] != "index.ts" {
 		t.Errorf("deploy touched sourceCode: %v", s)
 	}
 	exec := func() string {
@@ -441,7 +441,7 @@ func TestBotDeploy(t *testing.T) {
 	// again, under its title (what an editor saves need not be CommonJS).
 	expect(t, deploy(`{}`), 200)
 	r = do(t, "GET", "fhir/R4/Bot/"+id, su, "", nil)
-	if again, _ := r.json(t)["executableCode"].(map[string]any); again["title"] != "one.js" || again["url"] == exe["url"] {
+	if again, _ := r.json(t)["executableCode"].(map[string]any); again["title"] != "one.js" || binaryIDOf(again["url"].(string)) == binaryIDOf(exe["url"].(string)) {
 		t.Errorf("redeploy: executableCode %v, was %v", again, exe)
 	}
 	if got := exec(); got != "one" {

@@ -30,6 +30,17 @@ func editorSave(t *testing.T, token, id, source, compiled, outName string) *resp
 	}))
 }
 
+// binaryIDOf is the Binary an attachment url names, as the bot editor finds
+// it ("Binary/<id>", or a signed storage URL).
+func binaryIDOf(u string) string {
+	if _, rest, ok := strings.Cut(u, "/storage/"); ok {
+		id, _, _ := strings.Cut(rest, "/")
+		return id
+	}
+	id, _, _ := strings.Cut(strings.TrimPrefix(u, "Binary/"), "/")
+	return id
+}
+
 // The editor's Save, Deploy (a POST without a body or a content type) and
 // Execute, in that order, as a project admin; a member who is no admin
 // changes neither the code nor the deployment.
@@ -61,10 +72,10 @@ func TestBotEditorSaveDeployExecute(t *testing.T) {
 	expect(t, r, 200)
 	saved := r.json(t)
 	src, _ := saved["sourceCode"].(map[string]any)
-	if src["contentType"] != "text/typescript" || src["title"] != "index.ts" || !strings.HasPrefix(src["url"].(string), "Binary/") {
+	if src["contentType"] != "text/typescript" || src["title"] != "index.ts" || src["url"] == nil {
 		t.Fatalf("sourceCode: %v", src)
 	}
-	r = do(t, "GET", "fhir/R4/"+src["url"].(string), admin, "", nil, "Accept", "*/*")
+	r = do(t, "GET", "fhir/R4/Binary/"+binaryIDOf(src["url"].(string)), admin, "", nil, "Accept", "*/*")
 	expect(t, r, 200)
 	if string(r.body) != source {
 		t.Fatalf("source read back: %q", r.body)
@@ -112,4 +123,31 @@ func TestBotEditorSaveDeployExecute(t *testing.T) {
 	if v := r.json(t)["meta"].(map[string]any)["versionId"]; v != version {
 		t.Fatal("a member who is no admin changed the bot")
 	}
+}
+
+// A super admin's editor saves the code in the super admin's own project;
+// Deploy reads it as the caller and copies it into the bot's project. An
+// admin's deploy never reads another project's Binary.
+func TestBotEditorAcrossProjects(t *testing.T) {
+	pid, su := adminProject(t, "Bot editor, super admin")
+	admin := projectAdmin(t, su, pid, "bot-editor-across@example.com")
+	r := do(t, "POST", "admin/projects/"+pid+"/bot", su, "application/json", []byte(`{"name":"edited by the super admin"}`))
+	expect(t, r, 201)
+	id := r.json(t)["id"].(string)
+	expect(t, editorSave(t, su, id, "", "exports.handler = async () => 'from the super admin';", "index.cjs"), 200)
+	expect(t, do(t, "POST", "fhir/R4/Bot/"+id+"/$deploy", su, "", nil), 200)
+	r = do(t, "POST", "fhir/R4/Bot/"+id+"/$execute", admin, "text/plain", []byte("x"))
+	expect(t, r, 200)
+	if string(r.body) != "from the super admin" {
+		t.Fatalf("execute: %s", r.body)
+	}
+
+	// The super admin's Binary is not the project admin's to deploy.
+	r = do(t, "POST", "fhir/R4/Binary", su, "text/javascript", []byte("exports.handler = async () => 'elsewhere';"))
+	expect(t, r, 201)
+	elsewhere := r.json(t)["url"].(string)
+	expect(t, do(t, "PATCH", "fhir/R4/Bot/"+id, admin, "application/json-patch+json", mustJSON([]any{
+		map[string]any{"op": "add", "path": "/executableCode", "value": map[string]any{"contentType": "text/javascript", "url": elsewhere, "title": "index.cjs"}},
+	})), 200)
+	expectOutcome(t, do(t, "POST", "fhir/R4/Bot/"+id+"/$deploy", admin, "", nil), 400, "Bot missing executable code")
 }

@@ -36,7 +36,7 @@ func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, er
 		return nil, err
 	}
 	if in.Code == "" {
-		if in, err = s.savedCode(ctx, cur); err != nil {
+		if in, err = s.savedCode(ctx, pol, cur); err != nil {
 			return nil, err
 		}
 	}
@@ -66,11 +66,13 @@ func (s *Service) deploy(ctx context.Context, r *bus.Request) (*bus.Response, er
 }
 
 // savedCode is what a $deploy without code deploys: the Binary the bot's
-// executableCode names, read in the bot's own project, as Medplum's
-// deployBot reads it. It is compiled like code sent inline, under the
-// attachment's title, because what an editor saves need not be the
-// CommonJS the sandbox runs (an ES module, or TypeScript).
-func (s *Service) savedCode(ctx context.Context, cur *repo.Resource) (*deployInput, error) {
+// executableCode names, read as the caller reads it, as Medplum's
+// deployBot reads it (a super admin's editor saves it in the super admin's
+// own project; the deploy then copies it into the bot's). It is compiled
+// like code sent inline, under the attachment's title, because what an
+// editor saves need not be the CommonJS the sandbox runs (an ES module, or
+// TypeScript).
+func (s *Service) savedCode(ctx context.Context, pol *access.Policy, cur *repo.Resource) (*deployInput, error) {
 	var b struct {
 		Code struct {
 			URL   string `json:"url"`
@@ -83,11 +85,11 @@ func (s *Service) savedCode(ctx context.Context, cur *repo.Resource) (*deployInp
 	if b.Code.URL == "" {
 		return nil, fhir.BadRequest("Bot missing executable code")
 	}
-	id, err := codeBinary(b.Code.URL)
+	id, err := codeBinary(s.cfg.BaseURL, b.Code.URL)
 	if err != nil {
 		return nil, err
 	}
-	bin, err := s.repo.Read(ctx, repo.Scope{Project: cur.Project}, "Binary", id)
+	bin, err := pol.Gate(s.repo, "Binary", id).Read(ctx, id)
 	if fhir.Missing(err) {
 		return nil, fhir.BadRequest("Bot missing executable code")
 	}

@@ -72,7 +72,7 @@ func TestExecutableCode(t *testing.T) {
 		t.Fatalf("%v, want %v", got, want)
 	}
 	// What program reads back from it.
-	if id, err := codeBinary(executableCode("a.js", "b9")["url"].(string)); err != nil || id != "b9" {
+	if id, err := codeBinary("https://pinion.example/", executableCode("a.js", "b9")["url"].(string)); err != nil || id != "b9" {
 		t.Fatalf("%q %v", id, err)
 	}
 }
