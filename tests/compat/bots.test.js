@@ -334,3 +334,41 @@ test('executeBot of a bot that does not exist, or of another project, is a 404; 
     id: 'multiple-matches',
   });
 });
+
+test("the web app's bot editor: Save (createAttachment twice, patchResource), Deploy (post without a body), Execute", async () => {
+  const { medplum } = admin;
+  const bot = await medplum.post(`admin/projects/${clinic.project.id}/bot`, { name: 'edited', description: '' });
+  // Save, as BotEditor.tsx does it: the TypeScript source and what the
+  // editor compiled it to (CommonJS for a vmcontext bot).
+  const sourceCode = await medplum.createAttachment({
+    data: 'export async function handler(medplum: any, event: any) { return { saved: event.input.name[0].family }; }',
+    filename: 'index.ts',
+    contentType: ContentType.TYPESCRIPT,
+  });
+  const executableCode = await medplum.createAttachment({
+    data: '"use strict";\nexports.handler = async function (medplum, event) { return { saved: event.input.name[0].family }; };\n',
+    filename: 'index.cjs',
+    contentType: ContentType.JAVASCRIPT,
+  });
+  await medplum.patchResource('Bot', bot.id, [
+    { op: 'add', path: '/sourceCode', value: sourceCode },
+    { op: 'add', path: '/executableCode', value: executableCode },
+  ]);
+  // Deploy and Execute.
+  const outcome = await medplum.post(medplum.fhirUrl('Bot', bot.id, '$deploy'));
+  assert.equal(outcome.id, 'ok', JSON.stringify(outcome));
+  const result = await medplum.post(
+    medplum.fhirUrl('Bot', bot.id, '$execute'),
+    { resourceType: 'Patient', name: [{ given: ['Alice'], family: 'Smith' }] },
+    ContentType.FHIR_JSON
+  );
+  assert.deepEqual(result, { saved: 'Smith' });
+  // The source reads back as the editor reads it: the Binary by id.
+  const saved = await medplum.readResource('Bot', bot.id);
+  const binaryId = saved.sourceCode.url.split('/').find((part) => /^[0-9a-f-]{36}$/.test(part));
+  const blob = await medplum.download(medplum.fhirUrl('Binary', binaryId));
+  assert.match(await blob.text(), /export async function handler/);
+
+  // A member who is no admin deploys nothing.
+  await rejectsWithOutcome(clinic.medplum.post(clinic.medplum.fhirUrl('Bot', bot.id, '$deploy')), { status: 403 });
+});
