@@ -57,6 +57,18 @@ func TestClientSecretShownToAdmins(t *testing.T) {
 		})
 	}
 
+	// An admin whose own policy hides the field does not get it either.
+	r = do(t, "POST", "fhir/R4/AccessPolicy", su, "application/fhir+json", mustJSON(map[string]any{
+		"resourceType": "AccessPolicy", "name": "no client secrets", "meta": map[string]any{"project": pid},
+		"resource": []any{map[string]any{"resourceType": "ClientApplication", "hiddenFields": []any{"secret"}}}}))
+	expect(t, r, 201)
+	member(t, su, pid, "resourceType", "Practitioner", "firstName", "Hal", "lastName", "Hidden", "email", "hidden-secret-admin@example.com",
+		"password", "admin password", "admin", true, "accessPolicy", map[string]any{"reference": "AccessPolicy/" + r.json(t)["id"].(string)})
+	hidden := signIn(t, "hidden-secret-admin@example.com", "admin password", pid, "openid")["access_token"].(string)
+	if status, got := readSecret(hidden); status != 200 || got != nil {
+		t.Fatalf("an admin whose policy hides the secret: %d, %v", status, got)
+	}
+
 	// The client's edit form sends the resource back, secret and all: the
 	// secret it has is no change; another is refused.
 	r = do(t, "GET", "fhir/R4/ClientApplication/"+id, admin, "", nil)
