@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pinion-health/pinion/pkg/presign"
+	"github.com/pinion-health/pinion/pkg/repo"
 )
 
 // TestAuthMethod: the web app's first sign-in step. The password form
@@ -216,6 +217,26 @@ func TestSignedBinaryURLs(t *testing.T) {
 				}
 			})
 		}
+		t.Run("written back", func(t *testing.T) {
+			// The app saves what it read: the store keeps the reference,
+			// not a URL that expires.
+			r := do(t, "GET", "fhir/R4/Patient/"+pat["id"].(string), tok, "", nil)
+			expect(t, r, 200)
+			read := r.json(t)
+			read["gender"] = "female"
+			r = do(t, "PUT", "fhir/R4/Patient/"+pat["id"].(string), tok, "application/fhir+json", mustJSON(read))
+			expect(t, r, 200)
+			r = do(t, "PATCH", "fhir/R4/Patient/"+pat["id"].(string), tok, "application/json-patch+json", mustJSON([]any{
+				map[string]any{"op": "add", "path": "/photo/-", "value": map[string]any{"url": photoURL(t, read)}}}))
+			expect(t, r, 200)
+			stored, err := stack.conns.Repo.Read(context.Background(), repo.AllProjects, "Patient", pat["id"].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(stored.JSON), "storage/") || strings.Count(string(stored.JSON), `"url":"Binary/`+id+`"`) != 2 {
+				t.Fatalf("stored %s", stored.JSON)
+			}
+		})
 		// Stored as written: the signed URL is only in answers.
 		su := superToken(t)
 		r = do(t, "GET", "fhir/R4/Patient/"+pat["id"].(string)+"/_history/"+pat["meta"].(map[string]any)["versionId"].(string), su, "", nil)

@@ -128,3 +128,41 @@ func TestRewrite(t *testing.T) {
 		})
 	}
 }
+
+func TestUnsign(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openSigner(t)
+	signed, err := s.URL(ctx, "b1", "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, in, want string }{
+		{"signed URL sent back", `{"resourceType":"Patient","photo":[{"url":"` + signed + `"}]}`,
+			`{"photo":[{"url":"Binary/b1"}],"resourceType":"Patient"}`},
+		{"API URL", `{"resourceType":"Media","content":{"url":"` + base + `fhir/R4/Binary/b1"}}`,
+			`{"content":{"url":"Binary/b1"},"resourceType":"Media"}`},
+		{"versioned reference", `{"resourceType":"Media","content":{"url":"Binary/b1/_history/v1"}}`,
+			`{"content":{"url":"Binary/b1"},"resourceType":"Media"}`},
+		{"a patch's values", `[{"op":"add","path":"/photo","value":[{"url":"` + signed + `"}]}]`,
+			`[{"op":"add","path":"/photo","value":[{"url":"Binary/b1"}]}]`},
+		{"a Binary as written", `{"resourceType":"Binary","url":"` + signed + `"}`,
+			`{"resourceType":"Binary","url":"` + signed + `"}`},
+		{"other urls", `{"resourceType":"Patient","photo":[{"url":"https://elsewhere.example/Binary/b1"}]}`,
+			`{"resourceType":"Patient","photo":[{"url":"https://elsewhere.example/Binary/b1"}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := s.Unsigner().Rewrite(ctx, []byte(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out) != tc.want {
+				t.Fatalf("got  %s\nwant %s", out, tc.want)
+			}
+		})
+	}
+	for name, in := range map[string]string{"trailing data": `{"url":"Binary/b1"} {}`, "not JSON": `{"url":"Binary/b1"`} {
+		if _, err := s.Unsigner().Rewrite(ctx, []byte(in)); err == nil {
+			t.Errorf("%s: rewritten", name)
+		}
+	}
+}

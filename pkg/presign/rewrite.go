@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"strings"
+
+	"github.com/pinion-health/pinion/pkg/fhir"
 )
 
 // Resolver says whether the caller may read Binary id (at versionID, or
@@ -18,11 +22,22 @@ type Rewriter struct {
 	s       *Signer
 	resolve Resolver
 	cache   map[string]string
+	// unsign turns urls back into references instead (Unsigner).
+	unsign bool
 }
 
 // Rewriter is a rewriter for one answer to one caller.
 func (s *Signer) Rewriter(resolve Resolver) *Rewriter {
 	return &Rewriter{s: s, resolve: resolve, cache: map[string]string{}}
+}
+
+// Unsigner is a rewriter for what a client writes: as Medplum stores
+// them, attachment urls that name a Binary in any form (a signed URL
+// read earlier and sent back, the API's URL, a versioned reference)
+// become "Binary/<id>", so no URL that expires is stored. Binaries are
+// left as written.
+func (s *Signer) Unsigner() *Rewriter {
+	return &Rewriter{s: s, cache: map[string]string{}, unsign: true}
 }
 
 // Rewrite returns body (a resource or a Bundle, as JSON) with, as in
@@ -37,11 +52,19 @@ func (rw *Rewriter) Rewrite(ctx context.Context, body []byte) ([]byte, error) {
 		!bytes.Contains(body, []byte(rw.s.Prefix())) {
 		return body, nil // nothing to sign: the common case, left byte for byte
 	}
+	// Parsed as fhir.Decode parses a resource, so that a body it would
+	// refuse is refused here too rather than rewritten into one it takes.
+	if err := fhir.CheckDepth(body, fhir.MaxDepth); err != nil {
+		return nil, err
+	}
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.UseNumber()
 	var v any
 	if err := d.Decode(&v); err != nil {
 		return nil, err
+	}
+	if _, err := d.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("presign: data after the JSON value")
 	}
 	changed, err := rw.value(ctx, &v)
 	if err != nil || !changed {
@@ -71,6 +94,9 @@ func (rw *Rewriter) value(ctx context.Context, v *any) (bool, error) {
 		return changed, nil
 	case map[string]any:
 		if t["resourceType"] == "Binary" {
+			if rw.unsign {
+				return false, nil
+			}
 			return rw.binary(ctx, t)
 		}
 		changed := false
@@ -124,6 +150,9 @@ func (rw *Rewriter) url(ctx context.Context, u string) (string, error) {
 		return out, nil
 	}
 	out := "Binary/" + id
+	if rw.unsign {
+		return out, nil
+	}
 	at, readable, err := rw.resolve(ctx, id, vid)
 	if err != nil {
 		return "", err

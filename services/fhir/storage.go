@@ -98,15 +98,30 @@ var signedRoutes = map[string]bool{
 	"PATCH /fhir/R4/:type/:id": true,
 }
 
+// writeRoutes are the signedRoutes whose body is a resource or a patch.
+var writeRoutes = map[string]bool{
+	"POST /fhir/R4/:type": true, "PUT /fhir/R4/:type": true, "PUT /fhir/R4/:type/:id": true,
+	"PATCH /fhir/R4/:type/:id": true,
+}
+
 // signing makes the answers of signedRoutes sign their attachment urls,
-// in one place rather than in each handler.
+// and their writes store references rather than URLs that expire (a
+// client sends back what it read), in one place rather than in each
+// handler.
 func (s *Service) signing(routes []bus.Endpoint) []bus.Endpoint {
 	for i, e := range routes {
 		if !signedRoutes[e.Route] {
 			continue
 		}
-		h := e.Handler
+		h, write := e.Handler, writeRoutes[e.Route]
 		routes[i].Handler = func(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+			// A raw Binary upload's body is its content, never rewritten.
+			if write && isMediaType(r.Get("Content-Type"), "application/fhir+json", "application/json", "application/json-patch+json") {
+				// A body that does not parse is left for the handler to refuse.
+				if body, err := s.urls.Unsigner().Rewrite(ctx, r.Body); err == nil {
+					r.Body = body
+				}
+			}
 			resp, err := h(ctx, r)
 			if err != nil || resp == nil || resp.Status >= 300 || !isMediaType(resp.Header["Content-Type"], "application/fhir+json", "application/json") {
 				return resp, err
