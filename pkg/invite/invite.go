@@ -106,19 +106,17 @@ func (f *Failure) Err() *fhir.Error {
 
 // Record is an invite's state.
 type Record struct {
-	ID         string               `json:"id"`
-	Request    Request              `json:"request"`
-	Status     string               `json:"status"` // pending, done, failed
-	Steps      map[string]StepState `json:"steps"`
-	UserID     string               `json:"userId,omitempty"`
-	NewUser    bool                 `json:"newUser,omitempty"`
-	ProfileRef string               `json:"profile,omitempty"`
-	// ProfileCreated says the profile is this invite's own, to undo on failure.
-	ProfileCreated bool      `json:"profileCreated,omitempty"`
-	MembershipID   string    `json:"membershipId,omitempty"`
-	Failure        *Failure  `json:"failure,omitempty"`
-	Created        time.Time `json:"created"`
-	Updated        time.Time `json:"updated"`
+	ID           string               `json:"id"`
+	Request      Request              `json:"request"`
+	Status       string               `json:"status"` // pending, done, failed
+	Steps        map[string]StepState `json:"steps"`
+	UserID       string               `json:"userId,omitempty"`
+	NewUser      bool                 `json:"newUser,omitempty"`
+	ProfileRef   string               `json:"profile,omitempty"`
+	MembershipID string               `json:"membershipId,omitempty"`
+	Failure      *Failure             `json:"failure,omitempty"`
+	Created      time.Time            `json:"created"`
+	Updated      time.Time            `json:"updated"`
 
 	// rev is the bucket revision the record was read or written at, so a
 	// step that read it can write it without reading it again (Save).

@@ -32,14 +32,14 @@ func (s *Service) inviteProfile(ctx context.Context, data []byte) error {
 		return s.invites.Next(ctx, invite.SubjMembership, next)
 	}
 	req := rec.Request
-	ref, created := req.Profile, false
+	ref := req.Profile
 	if ref == "" {
-		if ref, created, err = s.inviteeProfile(ctx, rec.ID, req); err != nil {
+		if ref, err = s.inviteeProfile(ctx, rec.ID, req); err != nil {
 			return err
 		}
 	}
 	if _, err := s.invites.Save(ctx, rec, func(r *invite.Record) error {
-		r.ProfileRef, r.ProfileCreated = ref, created
+		r.ProfileRef = ref
 		invite.MarkStep(r, invite.StepProfile, "done", "")
 		return nil
 	}); err != nil {
@@ -50,45 +50,52 @@ func (s *Service) inviteProfile(ctx context.Context, data []byte) error {
 
 // inviteeProfile finds or creates the invitee's profile. With an e-mail,
 // the profile is claimed under (project, type, e-mail): two invites of one
-// person racing each other end with the same profile.
-func (s *Service) inviteeProfile(ctx context.Context, inviteID string, req invite.Request) (ref string, created bool, err error) {
+// person racing each other end with the same profile. The claim is looked
+// up before the search because it is one key read and holds the winner of
+// a race whose loser's profile a search could still see (412); the search
+// finds a profile made outside any invite, which holds no claim.
+func (s *Service) inviteeProfile(ctx context.Context, inviteID string, req invite.Request) (string, error) {
 	key := repo.ProfileKey(req.ProjectID, req.ResourceType, req.Email)
 	if req.Email != "" {
 		if owner, err := s.repo.ClaimOwner(ctx, key); err != nil {
-			return "", false, err
+			return "", err
 		} else if owner != "" {
-			return req.ResourceType + "/" + owner, false, nil
+			return req.ResourceType + "/" + owner, nil
 		}
-		if ref, err = s.profileByEmail(ctx, req.ProjectID, req.ResourceType, req.Email); err != nil || ref != "" {
-			if ref != "" {
-				_, id, _ := fhir.SplitReference(ref)
-				owner, err := s.repo.Claim(ctx, key, id)
-				return req.ResourceType + "/" + owner, false, err
+		found, err := s.profileByEmail(ctx, req.ProjectID, req.ResourceType, req.Email)
+		if err != nil {
+			return "", err
+		}
+		if found != "" {
+			_, id, _ := fhir.SplitReference(found)
+			owner, err := s.repo.Claim(ctx, key, id)
+			if err != nil {
+				return "", err
 			}
-			return "", false, err
+			return req.ResourceType + "/" + owner, nil
 		}
 	}
 	id := profileID(inviteID)
-	_, err = s.repo.Create(ctx, repo.AllProjects, newProfile(req), repo.WriteOptions{ID: id, Project: req.ProjectID})
+	_, err := s.repo.Create(ctx, repo.AllProjects, newProfile(req), repo.WriteOptions{ID: id, Project: req.ProjectID})
 	if err := profileCreateError(err); err != nil {
-		return "", false, err
+		return "", err
 	}
 	if req.Email == "" {
-		return req.ResourceType + "/" + id, true, nil
+		return req.ResourceType + "/" + id, nil
 	}
 	owner, err := s.repo.Claim(ctx, key, id)
 	if err != nil {
-		return "", false, err
+		return "", err
 	}
 	if owner != id {
 		// Another invite of the same person won: drop ours (nothing refers
 		// to it yet) and share theirs.
 		if err := s.repo.Delete(ctx, repo.AllProjects, req.ResourceType, id); err != nil {
-			return "", false, err
+			return "", err
 		}
-		return req.ResourceType + "/" + owner, false, nil
+		return req.ResourceType + "/" + owner, nil
 	}
-	return req.ResourceType + "/" + id, true, nil
+	return req.ResourceType + "/" + id, nil
 }
 
 // profileID is the id of the profile an invite creates: the same on every

@@ -65,8 +65,10 @@ func (s *Service) inviteUser(ctx context.Context, data []byte) error {
 			return err
 		}
 		if req.Email != "" {
-			// The claim decides a race between two invites of one person:
-			// the loser drops the user it made and reuses the winner's.
+			// Claimed after the create, so that a claim never names a user
+			// that does not exist (sign-in and later invites trust it). The
+			// claim decides a race between two invites of one person: the
+			// loser drops the user it made and reuses the winner's.
 			owner, err := s.repo.Claim(ctx, repo.UserEmailKey(scope, req.Email), candidate)
 			if err != nil {
 				return err

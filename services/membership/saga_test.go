@@ -3,6 +3,7 @@ package membership
 import (
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,6 +93,33 @@ func TestInviteMembershipAfterTheEnd(t *testing.T) {
 	}
 	if err := stack.svc.inviteMembership(ctx, []byte(`{"invite":"`+uuid.NewString()+`"}`)); err == nil {
 		t.Error("a step of no invite succeeded")
+	}
+}
+
+// A membership step delivered again after it ended its invite, but before
+// it handed the e-mail on (a crash between the two), hands it on: the
+// e-mail is sent once all the same.
+func TestInviteMembershipDoneHandsOnTheEmail(t *testing.T) {
+	ctx := testCtx(t)
+	project := fixtureProject(t, nil)
+	email := invitee("handed-on")
+	rec := newInviteRecord(uuid.NewString(), invite.Request{ProjectID: project, ProjectName: "Clinic", Email: email,
+		FirstName: "Hand", LastName: "Over", SendEmail: true, Membership: map[string]any{}}, time.Now().UTC())
+	rec.Status, rec.UserID, rec.ProfileRef, rec.MembershipID = "done", uuid.NewString(), fixturePractitioner(t, project), uuid.NewString()
+	invite.MarkStep(rec, invite.StepMembership, "done", "")
+	if err := stack.invites.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(invite.Message{InviteID: rec.ID})
+	if err := stack.svc.inviteMembership(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	waitInvite(t, rec.ID, func(r *invite.Record) bool { return r.Steps[invite.StepEmail].State == "done" })
+	if eml := readMail(t, "invite-"+rec.ID); !strings.Contains(eml, "To: <"+email+">") {
+		t.Errorf("e-mail:\n%s", eml)
+	}
+	if ms := membersOf(t, project); len(ms) != 0 {
+		t.Errorf("a redelivered step of a done invite wrote memberships %v", ms)
 	}
 }
 
