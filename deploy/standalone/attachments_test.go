@@ -130,6 +130,20 @@ func TestSignedBinaryURLs(t *testing.T) {
 		}
 	})
 
+	t.Run("active content is a download", func(t *testing.T) {
+		// /storage/ shares the API's origin: a page uploaded as HTML or
+		// SVG must not run there.
+		for _, ct := range []string{"text/html", "image/svg+xml"} {
+			up := do(t, "POST", "fhir/R4/Binary", tok, ct, []byte("<script>alert(1)</script>"))
+			expect(t, up, 201)
+			r := fetchStorage(t, up.json(t)["url"].(string))
+			expect(t, r, 200)
+			if r.header.Get("Content-Disposition") != "attachment" || r.header.Get("Content-Type") != ct {
+				t.Fatalf("%s: headers %v", ct, r.header)
+			}
+		}
+	})
+
 	t.Run("read as a resource", func(t *testing.T) {
 		r := do(t, "GET", "fhir/R4/Binary/"+id, tok, "", nil, "Accept", "application/fhir+json")
 		expect(t, r, 200)
