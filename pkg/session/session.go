@@ -92,6 +92,12 @@ type Login struct {
 	AuthMethod    string `json:"am,omitempty"`
 	RemoteAddress string `json:"ra,omitempty"`
 	UserAgent     string `json:"ua,omitempty"`
+	// MFA is the second factor a password sign-in still owes before any
+	// profile or code ("verify": a code from the enrolled authenticator;
+	// "enroll": enrolment the project or invite requires); MFAVerified
+	// says it was given (Medplum's Login.mfaVerified).
+	MFA         string `json:"mfa,omitempty"`
+	MFAVerified bool   `json:"mv,omitempty"`
 }
 
 // Membership is what a token may do in its project.

@@ -9,10 +9,12 @@ require (
 	github.com/mileusna/useragent v1.3.5
 	github.com/nats-io/nats.go v1.55.0
 	github.com/pinion-health/pinion/pkg v0.0.0
+	github.com/pquerna/otp v1.5.0
 	go.mongodb.org/mongo-driver/v2 v2.9.3
 )
 
 require (
+	github.com/boombuler/barcode v1.0.1-0.20190219062509-6c824513bacc // indirect
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect

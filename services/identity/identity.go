@@ -191,6 +191,13 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /auth/revoke", bus.Token, s.authRevoke),
 		bus.Handle("GET /auth/consents", bus.Token, s.listConsents),
 		bus.Handle("DELETE /auth/consents/:clientId", bus.Token, s.withdrawConsent),
+		// Authenticator codes (mfa.go), Medplum's routes, and the admin's reset.
+		bus.Handle("GET /auth/mfa/status", bus.Token, s.mfaStatus),
+		bus.Handle("POST /auth/mfa/enroll", bus.Token|bus.SignInLimit, s.mfaEnroll),
+		bus.Handle("POST /auth/mfa/disable", bus.Token|bus.SignInLimit, s.mfaDisable),
+		bus.Handle("POST /auth/mfa/verify", bus.Public|bus.SignInLimit, s.mfaVerify),
+		bus.Handle("POST /auth/mfa/login-enroll", bus.Public|bus.SignInLimit, s.mfaLoginEnroll),
+		bus.Handle("POST /admin/projects/:projectId/members/:membershipId/$reset-mfa", bus.Token, s.mfaReset),
 		// Pages for people in a browser.
 		bus.Handle("GET /setpassword/:id/:secret", bus.Public, s.setPasswordPage),
 		bus.Handle("POST /setpassword/:id/:secret", bus.Public|bus.SignInLimit, s.setPasswordPage),

@@ -110,6 +110,10 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if len(choices) == 0 {
 		return nil, fhir.BadRequest("User not found")
 	}
+	mfa, rec, err := s.mfaLoginStep(ctx, userID, in.ProjectID)
+	if err != nil {
+		return nil, err
+	}
 	scope := in.Scope
 	if scope == "" {
 		scope = "openid"
@@ -120,20 +124,43 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 		AuthTime: time.Now().Unix(), Start: time.Now().UnixMilli(), Project: in.ProjectID,
 	}
 	loginID := uuid.NewString()
-	if len(choices) > 1 {
+	if mfa != "" {
+		// No profile and no code until the second factor is given.
+		l.MFA = mfa
 		if err := s.putSignIn(ctx, r, loginID, &l); err != nil {
 			return nil, err
 		}
+		return s.mfaLoginAnswer(ctx, loginID, mfa, userID, rec)
+	}
+	resp, err := s.loginResult(ctx, r, loginID, &l)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.putSignIn(ctx, r, loginID, &l); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// loginResult is the answer of a sign-in whose factors are all given, as
+// Medplum's sendLoginResult: the memberships to choose from, or, with one,
+// a code for it (set on l, which the caller stores).
+func (s *Service) loginResult(ctx context.Context, r *bus.Request, loginID string, l *session.Login) (*bus.Response, error) {
+	choices, err := s.memberships(ctx, l.User, l.Project)
+	if err != nil {
+		return nil, err
+	}
+	if len(choices) == 0 {
+		return nil, fhir.BadRequest("User not found")
+	}
+	if len(choices) > 1 {
 		return bus.JSON(200, map[string]any{"login": loginID, "memberships": choices}), nil
 	}
 	l.Membership = choices[0].ID
 	if err := s.checkAddress(ctx, l.Membership, r.Remote); err != nil {
 		return nil, err
 	}
-	code := newCode(loginID, &l, time.Now())
-	if err := s.putSignIn(ctx, r, loginID, &l); err != nil {
-		return nil, err
-	}
+	code := newCode(loginID, l, time.Now())
 	return bus.JSON(200, map[string]any{"login": loginID, "code": code}), nil
 }
 
@@ -298,6 +325,9 @@ func profileOpen(l *session.Login) error {
 		return fhir.BadRequest("Login granted")
 	case l.Membership != "":
 		return fhir.BadRequest("Login profile already set")
+	case l.MFA != "" && !l.MFAVerified:
+		// A password alone chooses nothing for someone with a factor.
+		return fhir.BadRequest("MFA verification required")
 	}
 	return nil
 }

@@ -1,0 +1,667 @@
+package identity
+
+// Authenticator codes (TOTP, RFC 6238) as Medplum 5.0.10 serves them
+// (packages/server/src/auth/mfa.ts): the routes, their answers and their
+// texts are Medplum's. Beyond Medplum: a code is accepted once, one-time
+// recovery codes are issued at enrolment, a project may require MFA of
+// all its members, and an admin may reset a member's MFA.
+//
+// A user's factor lives in the credentials (repo.Secret "mfa:<user id>"),
+// never in the User resource: the shared secret, whether it is enrolled,
+// the newest time step accepted (no replay), and the recovery codes'
+// hashes.
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base32"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"image/png"
+	"strings"
+	"time"
+
+	"github.com/pquerna/otp"
+	"github.com/pquerna/otp/totp"
+
+	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/pkg/store"
+)
+
+const (
+	mfaIssuer = "Pinion"
+	// mfaPeriod and mfaSkew: 30-second steps, one step either side
+	// accepted (Medplum's default mfaAuthenticatorWindow of 1).
+	mfaPeriod = 30
+	mfaSkew   = 1
+	// recoveryCount codes are issued at enrolment.
+	recoveryCount = 10
+	// maxTokenLen bounds a posted code: a recovery code is 14 characters.
+	maxTokenLen = 64
+	// mfaRequiredSetting is the Project.setting that requires MFA of every
+	// member (valueBoolean true).
+	mfaRequiredSetting = "mfaRequired"
+)
+
+// mfaRecord is a user's authenticator factor, kept in the credentials.
+type mfaRecord struct {
+	Secret   string `json:"secret,omitempty"` // base32, as authenticator apps take it
+	Enrolled bool   `json:"enrolled,omitempty"`
+	// Required: the user's invite asked for MFA (Medplum's User.mfaRequired).
+	Required bool `json:"required,omitempty"`
+	// LastStep is the newest time step accepted: a code of that step or an
+	// older one is refused, so a code seen over a shoulder is worthless.
+	LastStep int64          `json:"lastStep,omitempty"`
+	Recovery []recoveryCode `json:"recovery,omitempty"`
+}
+
+// recoveryCode is one recovery code: ID (its first part, shown) finds it,
+// Hash is the whole code hashed as passwords are.
+type recoveryCode struct {
+	ID   string `json:"id"`
+	Hash string `json:"hash"`
+	Used bool   `json:"used,omitempty"`
+}
+
+func mfaKey(userID string) string { return "mfa:" + userID }
+
+func userIDOf(ref string) string {
+	_, id, _ := fhir.SplitReference(ref)
+	return id
+}
+
+// loadMFA reads a user's record and its stored bytes (the condition of a
+// swap; nil when there is none).
+func (s *Service) loadMFA(ctx context.Context, userID string) (rec mfaRecord, raw []byte, err error) {
+	raw, _, err = s.loadSecret(ctx, mfaKey(userID), &rec)
+	return rec, raw, err
+}
+
+// updateMFA applies change to a user's record and stores it if nobody
+// changed it meanwhile, retrying a few times when someone did.
+func (s *Service) updateMFA(ctx context.Context, userID string, change func(*mfaRecord) error) (mfaRecord, error) {
+	for range 5 {
+		rec, raw, err := s.loadMFA(ctx, userID)
+		if err != nil {
+			return rec, err
+		}
+		if err := change(&rec); err != nil {
+			return rec, err
+		}
+		err = s.swapSecret(ctx, mfaKey(userID), raw, rec)
+		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) {
+			continue
+		}
+		return rec, err
+	}
+	return mfaRecord{}, fhir.Busy("The factor changed meanwhile; try again")
+}
+
+// newTOTPSecret is a fresh 160-bit secret (RFC 4226's recommendation).
+func newTOTPSecret() string {
+	b := make([]byte, 20)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b)
+}
+
+// mfaClock is the time codes are checked at; tests pin it so that their
+// codes never straddle a step.
+var mfaClock = time.Now
+
+var totpOpts = totp.ValidateOpts{Period: mfaPeriod, Digits: otp.DigitsSix, Algorithm: otp.AlgorithmSHA1}
+
+// acceptCode finds the step of code within ±mfaSkew of now, newer than
+// the record's last: ok false when there is none (wrong, expired or
+// already used).
+func acceptCode(rec *mfaRecord, code string, now time.Time) (step int64, ok bool) {
+	if rec.Secret == "" || len(code) != 6 {
+		return 0, false
+	}
+	cur := now.Unix() / mfaPeriod
+	for d := int64(-mfaSkew); d <= mfaSkew; d++ {
+		st := cur + d
+		want, err := totp.GenerateCodeCustom(rec.Secret, time.Unix(st*mfaPeriod, 0), totpOpts)
+		if err != nil {
+			return 0, false
+		}
+		if subtle.ConstantTimeCompare([]byte(want), []byte(code)) == 1 && st > rec.LastStep {
+			return st, true
+		}
+	}
+	return 0, false
+}
+
+// spendToken accepts a code (or, when recovery is set, an unused recovery
+// code) for userID once, and records its use; ok false when it is not
+// accepted. The swap makes two requests with the same code race: one wins.
+func (s *Service) spendToken(ctx context.Context, userID, token string, recovery bool) (ok bool, err error) {
+	if len(token) > maxTokenLen {
+		return false, nil
+	}
+	token = strings.TrimSpace(token)
+	_, err = s.updateMFA(ctx, userID, func(rec *mfaRecord) error {
+		ok = false
+		if step, good := acceptCode(rec, token, mfaClock()); good {
+			rec.LastStep, ok = step, true
+			return nil
+		}
+		if !recovery || !rec.Enrolled {
+			return errStop
+		}
+		i, err := matchRecovery(ctx, rec.Recovery, token)
+		if err != nil || i < 0 {
+			return cmp.Or(err, errStop)
+		}
+		rec.Recovery[i].Used, ok = true, true
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		return false, nil
+	}
+	return ok, err
+}
+
+// matchRecovery is the index of the unused recovery code token is, or -1:
+// its first part finds the one hash to check, so a guess costs one hash.
+func matchRecovery(ctx context.Context, codes []recoveryCode, token string) (int, error) {
+	id, _, found := strings.Cut(strings.ToLower(token), "-")
+	if !found {
+		return -1, nil
+	}
+	for i, c := range codes {
+		if c.Used || subtle.ConstantTimeCompare([]byte(c.ID), []byte(id)) != 1 {
+			continue
+		}
+		ok, err := auth.CheckPassword(ctx, c.Hash, strings.ToLower(token))
+		if err != nil || !ok {
+			return -1, err
+		}
+		return i, nil
+	}
+	return -1, nil
+}
+
+// newRecoveryCodes makes recoveryCount codes ("abcd-efghjkmnpq", lower-case
+// base32 without look-alikes) and their records.
+func newRecoveryCodes(ctx context.Context) (codes []string, recs []recoveryCode, err error) {
+	const alphabet = "abcdefghjkmnpqrstuvwxyz23456789"
+	pick := func(n int) string {
+		b := make([]byte, n)
+		if _, err := rand.Read(b); err != nil {
+			panic(err)
+		}
+		for i := range b {
+			b[i] = alphabet[int(b[i])%len(alphabet)]
+		}
+		return string(b)
+	}
+	for range recoveryCount {
+		id := pick(4)
+		code := id + "-" + pick(10)
+		h, err := auth.HashPassword(ctx, code)
+		if err != nil {
+			return nil, nil, err
+		}
+		codes = append(codes, code)
+		recs = append(recs, recoveryCode{ID: id, Hash: h})
+	}
+	return codes, recs, nil
+}
+
+// userEmail is the e-mail of a user: the account name in the
+// authenticator, and the key of the sign-in limiter.
+func (s *Service) userEmail(ctx context.Context, userID string) (string, error) {
+	res, err := s.repo.Read(ctx, repo.AllProjects, "User", userID)
+	if err != nil {
+		return "", err
+	}
+	var u struct {
+		Email string `json:"email"`
+	}
+	if err := json.Unmarshal(res.JSON, &u); err != nil {
+		return "", err
+	}
+	return strings.ToLower(u.Email), nil
+}
+
+// enrollAnswer is the otpauth URI and its QR code (a PNG data URL) for
+// secret: what the person's authenticator app scans.
+func (s *Service) enrollAnswer(ctx context.Context, userID, secret string) (uri, qr string, err error) {
+	email, err := s.userEmail(ctx, userID)
+	if err != nil {
+		return "", "", err
+	}
+	raw, err := base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(secret)
+	if err != nil {
+		return "", "", err
+	}
+	key, err := totp.Generate(totp.GenerateOpts{
+		Issuer: mfaIssuer, AccountName: email, Period: mfaPeriod, Secret: raw,
+		Digits: otp.DigitsSix, Algorithm: otp.AlgorithmSHA1,
+	})
+	if err != nil {
+		return "", "", err
+	}
+	img, err := key.Image(256, 256)
+	if err != nil {
+		return "", "", err
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		return "", "", err
+	}
+	return key.URL(), "data:image/png;base64," + base64.StdEncoding.EncodeToString(buf.Bytes()), nil
+}
+
+// ensureSecret gives a user a secret when they have none, and returns it.
+func (s *Service) ensureSecret(ctx context.Context, userID string) (mfaRecord, error) {
+	return s.updateMFA(ctx, userID, func(rec *mfaRecord) error {
+		if rec.Secret != "" {
+			return errUnchanged
+		}
+		rec.Secret = newTOTPSecret()
+		return nil
+	})
+}
+
+var errUnchanged = errors.New("unchanged")
+
+// mfaToken reads {token} (and login when withLogin) with Medplum's texts.
+type mfaBody struct {
+	Login string `json:"login"`
+	Token string `json:"token"`
+}
+
+func readMFABody(r *bus.Request, withLogin bool) (mfaBody, error) {
+	var in mfaBody
+	if err := r.DecodeJSON(&in); err != nil {
+		return in, err
+	}
+	var issues []fhir.Issue
+	if withLogin && in.Login == "" {
+		issues = append(issues, fhir.FieldIssue("login", "Missing login"))
+	}
+	if in.Token == "" {
+		issues = append(issues, fhir.FieldIssue("token", "Missing token"))
+	}
+	if len(issues) > 0 {
+		return in, fhir.Invalid(issues...)
+	}
+	return in, nil
+}
+
+// signedInUser is the user id of a person's token; clients and bots have
+// no authenticator.
+func signedInUser(r *bus.Request) (string, error) {
+	if r.Principal == nil {
+		return "", fhir.Unauthorized()
+	}
+	typ, id, _ := fhir.SplitReference(r.Principal.User)
+	if typ != "User" {
+		return "", fhir.Forbidden()
+	}
+	return id, nil
+}
+
+// mfaStatus is GET /auth/mfa/status.
+func (s *Service) mfaStatus(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	uid, err := signedInUser(r)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := s.ensureSecret(ctx, uid)
+	if err != nil && !errors.Is(err, errUnchanged) {
+		return nil, err
+	}
+	if rec.Enrolled {
+		return bus.JSON(200, map[string]any{"enrolled": true}), nil
+	}
+	uri, qr, err := s.enrollAnswer(ctx, uid, rec.Secret)
+	if err != nil {
+		return nil, err
+	}
+	return noStore(bus.JSON(200, map[string]any{"enrolled": false, "enrollUri": uri, "enrollQrCode": qr})), nil
+}
+
+func noStore(resp *bus.Response) *bus.Response {
+	resp.Header["Cache-Control"] = "no-store"
+	return resp
+}
+
+// enrollWith checks a first code against a user's secret and enrols them,
+// issuing recovery codes; the texts are Medplum's.
+func (s *Service) enrollWith(ctx context.Context, r *bus.Request, uid, token string) ([]string, error) {
+	codes, recs, err := newRecoveryCodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var refused error
+	_, err = s.updateMFA(ctx, uid, func(rec *mfaRecord) error {
+		refused = nil
+		switch {
+		case rec.Enrolled:
+			refused = fhir.BadRequest("Already enrolled")
+		case rec.Secret == "":
+			refused = fhir.BadRequest("Secret not found")
+		default:
+			step, ok := acceptCode(rec, token, mfaClock())
+			if !ok {
+				refused = errBadCode
+				break
+			}
+			rec.Enrolled, rec.LastStep, rec.Recovery = true, step, recs
+			return nil
+		}
+		return errStop
+	})
+	if refused != nil {
+		return nil, refused
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("mfa enrolled", "user", uid)
+	return codes, nil
+}
+
+var errBadCode = errors.New("bad code")
+
+// limitedCode runs check, a code check for userID, under the sign-in
+// limiter: a wrong code counts as a wrong password does.
+func (s *Service) limitedCode(ctx context.Context, r *bus.Request, uid string, check func() error) error {
+	email, err := s.userEmail(ctx, uid)
+	if err != nil {
+		return err
+	}
+	if err := s.limiter.allow(r.Remote, email); err != nil {
+		return err
+	}
+	err = check()
+	switch {
+	case err == nil:
+		s.limiter.succeeded(r.Remote, email)
+	case errors.Is(err, errBadCode):
+		s.limiter.failed(r.Remote, email)
+	default:
+		s.limiter.released(r.Remote, email)
+	}
+	return err
+}
+
+// mfaEnroll is POST /auth/mfa/enroll {token}. The answer is Medplum's
+// "All OK" outcome with the recovery codes beside it ("recoveryCodes"),
+// shown this once.
+func (s *Service) mfaEnroll(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	uid, err := signedInUser(r)
+	if err != nil {
+		return nil, err
+	}
+	in, err := readMFABody(r, false)
+	if err != nil {
+		return nil, err
+	}
+	var codes []string
+	err = s.limitedCode(ctx, r, uid, func() (err error) {
+		codes, err = s.enrollWith(ctx, r, uid, in.Token)
+		return err
+	})
+	if errors.Is(err, errBadCode) {
+		return nil, fhir.BadRequest("Invalid token")
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := fhir.AllOK()
+	b, _ := json.Marshal(out)
+	var body map[string]any
+	_ = json.Unmarshal(b, &body)
+	body["recoveryCodes"] = codes
+	resp := noStore(bus.JSON(200, body))
+	resp.Header["Content-Type"] = bus.FHIRContentType
+	return resp, nil
+}
+
+// mfaDisable is POST /auth/mfa/disable {token}: the factor goes and a new
+// secret replaces it (a lost device's secret never works again). Someone
+// whose project requires MFA cannot remove their last factor.
+func (s *Service) mfaDisable(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	uid, err := signedInUser(r)
+	if err != nil {
+		return nil, err
+	}
+	in, err := readMFABody(r, false)
+	if err != nil {
+		return nil, err
+	}
+	rec, _, err := s.loadMFA(ctx, uid)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case rec.Secret == "":
+		return nil, fhir.BadRequest("Secret not found")
+	case !rec.Enrolled:
+		return nil, fhir.BadRequest("User not enrolled in MFA")
+	}
+	required, err := s.mfaRequiredFor(ctx, "User/"+uid, "", rec)
+	if err != nil {
+		return nil, err
+	}
+	if required {
+		return nil, fhir.BadRequest("MFA is required for this user and cannot be disabled")
+	}
+	err = s.limitedCode(ctx, r, uid, func() error {
+		ok, err := s.spendToken(ctx, uid, in.Token, false)
+		if err == nil && !ok {
+			return errBadCode
+		}
+		return err
+	})
+	if errors.Is(err, errBadCode) {
+		return nil, fhir.BadRequest("Invalid token")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.updateMFA(ctx, uid, func(rec *mfaRecord) error {
+		rec.Enrolled, rec.Secret, rec.LastStep, rec.Recovery = false, newTOTPSecret(), 0, nil
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	s.log.Info("mfa disabled", "user", uid)
+	return bus.OK(), nil
+}
+
+// mfaRequiredFor reports whether a user must have a factor: their invite
+// asked for it, or a project they are an active member of (in projectID
+// only, when given) sets mfaRequired.
+func (s *Service) mfaRequiredFor(ctx context.Context, userRef, projectID string, rec mfaRecord) (bool, error) {
+	if rec.Required {
+		return true, nil
+	}
+	choices, err := s.memberships(ctx, userRef, projectID)
+	if err != nil {
+		return false, err
+	}
+	seen := map[string]bool{}
+	for _, c := range choices {
+		if c.Project == nil || seen[c.Project.Reference] {
+			continue
+		}
+		seen[c.Project.Reference] = true
+		req, err := s.projectRequiresMFA(ctx, userIDOf(c.Project.Reference))
+		if err != nil || req {
+			return req, err
+		}
+	}
+	return false, nil
+}
+
+// projectRequiresMFA reads Project.setting mfaRequired.
+func (s *Service) projectRequiresMFA(ctx context.Context, projectID string) (bool, error) {
+	res, err := s.repo.Read(ctx, repo.AllProjects, "Project", projectID)
+	if fhir.Missing(err) || errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var p struct {
+		Setting []struct {
+			Name         string `json:"name"`
+			ValueBoolean *bool  `json:"valueBoolean"`
+		} `json:"setting"`
+	}
+	if err := json.Unmarshal(res.JSON, &p); err != nil {
+		return false, err
+	}
+	for _, st := range p.Setting {
+		if st.Name == mfaRequiredSetting && st.ValueBoolean != nil && *st.ValueBoolean {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// mfaLoginStep decides what a password sign-in owes before its result:
+// nothing, a code ("verify"), or enrolment ("enroll"), and the record.
+func (s *Service) mfaLoginStep(ctx context.Context, userID, projectID string) (string, mfaRecord, error) {
+	rec, _, err := s.loadMFA(ctx, userID)
+	if err != nil {
+		return "", rec, err
+	}
+	if rec.Enrolled {
+		return "verify", rec, nil
+	}
+	required, err := s.mfaRequiredFor(ctx, "User/"+userID, projectID, rec)
+	if err != nil || !required {
+		return "", rec, err
+	}
+	if rec, err = s.ensureSecret(ctx, userID); errors.Is(err, errUnchanged) {
+		err = nil
+	}
+	return "enroll", rec, err
+}
+
+// mfaLoginAnswer is /auth/login's answer for a sign-in that owes a factor.
+func (s *Service) mfaLoginAnswer(ctx context.Context, loginID, step, userID string, rec mfaRecord) (*bus.Response, error) {
+	if step == "verify" {
+		return bus.JSON(200, map[string]any{"login": loginID, "mfaRequired": true}), nil
+	}
+	uri, qr, err := s.enrollAnswer(ctx, userID, rec.Secret)
+	if err != nil {
+		return nil, err
+	}
+	return noStore(bus.JSON(200, map[string]any{"login": loginID, "mfaEnrollRequired": true, "enrollUri": uri, "enrollQrCode": qr})), nil
+}
+
+// mfaLoginOpen refuses a factor for a login that is over or verified,
+// with Medplum's texts.
+func mfaLoginOpen(l *session.Login) error {
+	switch {
+	case l.Revoked:
+		return fhir.BadRequest("Login revoked")
+	case l.Granted:
+		return fhir.BadRequest("Login granted")
+	case l.MFAVerified:
+		return fhir.BadRequest("Login already verified")
+	}
+	return nil
+}
+
+// mfaVerify is POST /auth/mfa/verify {login, token}: a code (or a
+// recovery code) completes a password sign-in with the usual result.
+func (s *Service) mfaVerify(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	return s.completeMFA(ctx, r, false)
+}
+
+// mfaLoginEnroll is POST /auth/mfa/login-enroll {login, token}: enrolment
+// the sign-in required, completing it; the recovery codes come beside
+// the usual result ("recoveryCodes").
+func (s *Service) mfaLoginEnroll(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	return s.completeMFA(ctx, r, true)
+}
+
+func (s *Service) completeMFA(ctx context.Context, r *bus.Request, enroll bool) (*bus.Response, error) {
+	in, err := readMFABody(r, true)
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.sessions.GetLogin(ctx, in.Login)
+	if errors.Is(err, session.ErrNotFound) {
+		return nil, fhir.NotFound()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := mfaLoginOpen(l); err != nil {
+		return nil, err
+	}
+	uid := userIDOf(l.User)
+	switch {
+	case enroll && l.MFA == "verify":
+		return nil, fhir.BadRequest("Already enrolled")
+	case enroll && l.MFA != "enroll":
+		return nil, fhir.BadRequest("Secret not found")
+	case !enroll && l.MFA != "verify":
+		return nil, fhir.BadRequest("User not enrolled in MFA")
+	}
+	var codes []string
+	err = s.limitedCode(ctx, r, uid, func() error {
+		if enroll {
+			var err error
+			codes, err = s.enrollWith(ctx, r, uid, in.Token)
+			return err
+		}
+		rec, _, err := s.loadMFA(ctx, uid)
+		if err != nil {
+			return err
+		}
+		if rec.Secret == "" || !rec.Enrolled {
+			return fhir.BadRequest("User not enrolled in MFA")
+		}
+		ok, err := s.spendToken(ctx, uid, in.Token, true)
+		if err == nil && !ok {
+			return errBadCode
+		}
+		return err
+	})
+	if errors.Is(err, errBadCode) {
+		return nil, fhir.BadRequest(map[bool]string{true: "Invalid token", false: "Invalid MFA token"}[enroll])
+	}
+	if err != nil {
+		return nil, err
+	}
+	var resp *bus.Response
+	_, err = s.sessions.UpdateLogin(ctx, in.Login, func(l *session.Login) error {
+		if err := mfaLoginOpen(l); err != nil {
+			return err
+		}
+		l.MFAVerified = true
+		var err error
+		resp, err = s.loginResult(ctx, r, in.Login, l)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if codes != nil {
+		var body map[string]any
+		if json.Unmarshal(resp.Body, &body) == nil {
+			body["recoveryCodes"] = codes
+			resp = noStore(bus.JSON(resp.Status, body))
+		}
+	}
+	return resp, nil
+}

@@ -1,0 +1,69 @@
+package identity
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+)
+
+// mfaReset is POST /admin/projects/:projectId/members/:membershipId/$reset-mfa:
+// a project's admin (or a super admin) removes a member's authenticator
+// when its device is lost. The member enrols again at their next sign-in
+// (where MFA is required) or from their account; an AuditEvent in the
+// project records who reset whose factor.
+func (s *Service) mfaReset(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	projectID, membershipID := r.Param("projectId"), r.Param("membershipId")
+	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
+		return nil, err
+	}
+	res, err := s.repo.Read(ctx, repo.AllProjects, "ProjectMembership", membershipID)
+	if err != nil {
+		return nil, err
+	}
+	if res.Project != projectID {
+		return nil, fhir.NotFound()
+	}
+	var m struct {
+		User *fhir.Reference `json:"user"`
+	}
+	if err := json.Unmarshal(res.JSON, &m); err != nil {
+		return nil, err
+	}
+	if m.User == nil || !strings.HasPrefix(m.User.Reference, "User/") {
+		return nil, fhir.BadRequest("Only a user's membership has MFA")
+	}
+	uid := userIDOf(m.User.Reference)
+	if _, err := s.updateMFA(ctx, uid, func(rec *mfaRecord) error {
+		// A new secret: the lost device's never works again.
+		rec.Enrolled, rec.Secret, rec.LastStep, rec.Recovery = false, newTOTPSecret(), 0, nil
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	ev := map[string]any{
+		"resourceType": "AuditEvent",
+		"type":         map[string]any{"system": "http://dicom.nema.org/resources/ontology/DCM", "code": "110114", "display": "User Authentication"},
+		"subtype":      []any{map[string]any{"system": "https://medplum.com/CodeSystem/audit-event", "code": "mfa-reset", "display": "MFA reset"}},
+		"action":       "U",
+		"recorded":     now,
+		"outcome":      "0",
+		"agent":        []any{map[string]any{"who": map[string]any{"reference": r.Principal.Profile}, "requestor": true}},
+		"source":       map[string]any{"observer": map[string]any{"reference": r.Principal.Profile}},
+		"entity": []any{
+			map[string]any{"what": map[string]any{"reference": "ProjectMembership/" + membershipID}},
+			map[string]any{"what": map[string]any{"reference": m.User.Reference}},
+		},
+	}
+	if _, err := s.repo.Create(ctx, repo.Scope{Project: projectID}, ev, repo.WriteOptions{Project: projectID}); err != nil {
+		return nil, err
+	}
+	s.log.Info("mfa reset", "user", uid, "membership", membershipID, "by", r.Principal.Profile)
+	return bus.OK(), nil
+}
