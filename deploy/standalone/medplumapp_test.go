@@ -35,7 +35,9 @@ const medplumAppDir = "../../../shared/medplum-app"
 // project admin pages (invite, edit a membership, remove a user, a new
 // client, a new bot and its editor); the Security page, where a session is
 // revoked; sign out. Every request the app makes to Pinion on the way must
-// succeed; calls to the internet (the bot editor's code panes) do not count.
+// succeed (recordPinionTraffic reports those that fail, at the end or at
+// the step where the walk stopped); calls to the internet (the bot
+// editor's code panes) do not count.
 func TestMedplumApp(t *testing.T) {
 	app := startMedplumApp(t)
 	ctx := newBrowser(t)
@@ -69,8 +71,9 @@ func TestMedplumApp(t *testing.T) {
 	shot(t, ctx, "app-signin")
 	run(t, ctx,
 		chromedp.SendKeys(chromedp.CSS(`input[name=email]`), ada),
-		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`input[name=password]`)),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)))
+	waitJS(t, ctx, "the password form (the answer of POST /auth/method)", `!!document.querySelector("input[name=password]")`)
+	run(t, ctx,
 		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), adaPassword),
 		chromedp.Click(chromedp.CSS(`button[type=submit]`)))
 	option := fmt.Sprintf(`[role=option][value=%q]`, adaMember["id"])
@@ -253,8 +256,6 @@ func TestMedplumApp(t *testing.T) {
 	waitJS(t, ctx, "the sign-in page", `location.pathname === "/signin" && !!document.querySelector("input[name=email]")`)
 	shot(t, ctx, "app-signed-out")
 	expect(t, do(t, "GET", "auth/me", browserToken, "", nil), 401)
-
-	traffic.check(t)
 }
 
 // medplumApp is Medplum's web app served on its own loopback origin,
@@ -407,6 +408,10 @@ func recordPinionTraffic(t *testing.T, ctx context.Context, prefixes []string) *
 		}
 	}()
 	t.Cleanup(func() { close(p.bodies) })
+	// Registered last, so it runs first: the list is reported whether the
+	// walk ended or stopped at a step, while the browser can still give
+	// the bodies.
+	t.Cleanup(func() { p.check(t) })
 	return p
 }
 
