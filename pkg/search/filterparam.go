@@ -342,7 +342,9 @@ func (p *filterParser) translate(code, op, value string) (store.Cond, error) {
 		if flip {
 			// ne on an equality: its exact complement.
 			n, ok := negate(c)
-			if !ok || c.Op != store.OpEq {
+			// (An :exact equality comes with the normalised one it
+			// refines, and is negated with it: see addString.)
+			if !ok || (c.Op != store.OpEq && c.Op != store.OpAnd) {
 				return store.Cond{}, fhir.BadRequest(fmt.Sprintf("operator ne is not supported for %s", code))
 			}
 			c = n
