@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/pinion-health/pinion/pkg/botcron"
 	"github.com/pinion-health/pinion/pkg/clientapp"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -205,12 +206,17 @@ func CheckContent(typ string, res map[string]any) error {
 		return CheckPolicy(res)
 	case "Subscription":
 		return subscription.Check(res)
+	case "Bot":
+		return botcron.Check(res)
 	}
 	return nil
 }
 
 func (g *Gate) Create(ctx context.Context, res map[string]any, o repo.WriteOptions) (*repo.Resource, error) {
 	if err := CheckContent(g.typ, res); err != nil {
+		return nil, err
+	}
+	if err := g.checkBotSchedule(ctx, res); err != nil {
 		return nil, err
 	}
 	if err := g.policy.Write(Create, g.typ, nil, res, g.Project()); err != nil {
@@ -229,6 +235,9 @@ func (g *Gate) Create(ctx context.Context, res map[string]any, o repo.WriteOptio
 // between, unless the caller named a version itself (If-Match).
 func (g *Gate) Update(ctx context.Context, i Interaction, res map[string]any, o repo.WriteOptions) (*repo.Resource, error) {
 	if err := CheckContent(g.typ, res); err != nil {
+		return nil, err
+	}
+	if err := g.checkBotSchedule(ctx, res); err != nil {
 		return nil, err
 	}
 	if g.policy.Plain(g.typ) {
