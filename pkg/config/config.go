@@ -54,6 +54,7 @@ var Vars = []Var{
 	{"PINION_BOT_WORKER_MEMORY", "2147483648", "Address space, in bytes, each bot worker process may use beyond what the Go runtime reserves."},
 	{"PINION_BOT_PROJECT_CONCURRENCY", "8", "Bots one project may run at once per botexec instance; more wait up to 10 s, then 429."},
 	{"PINION_REST_HOOK_ALLOW_PRIVATE", "false", "true lets subscriptions' rest-hooks reach loopback, link-local and private addresses; refused by default, so a subscription cannot reach into the network Pinion runs in."},
+	{"PINION_REGISTER_ENABLED", "true", "Whether people may create their own accounts (/auth/newuser, as Medplum's registerEnabled); false refuses every registration."},
 	{"PINION_LOG_LEVEL", "info", "debug, info, warn or error."},
 	{"PINION_LOG_FORMAT", "text", "text or json."},
 }
@@ -93,8 +94,11 @@ type Config struct {
 	BotWorkerMemory     int64
 	BotProjectRuns      int
 	RestHookPrivate     bool
-	LogLevel            string
-	LogFormat           string
+	// RegisterDisabled is PINION_REGISTER_ENABLED=false: the zero value
+	// lets people register, as Medplum's default does.
+	RegisterDisabled bool
+	LogLevel         string
+	LogFormat        string
 }
 
 // Load reads the environment; any invalid setting is an error naming it.
@@ -217,6 +221,11 @@ func LoadFrom(get func(string) string) (*Config, error) {
 	}
 	if c.RestHookPrivate, err = strconv.ParseBool(v("PINION_REST_HOOK_ALLOW_PRIVATE")); err != nil {
 		return nil, fmt.Errorf("PINION_REST_HOOK_ALLOW_PRIVATE: want true or false")
+	}
+	if on, err := strconv.ParseBool(v("PINION_REGISTER_ENABLED")); err != nil {
+		return nil, fmt.Errorf("PINION_REGISTER_ENABLED: want true or false")
+	} else {
+		c.RegisterDisabled = !on
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

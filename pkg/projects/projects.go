@@ -1,7 +1,8 @@
 // Package projects is what several services do with projects: read one for
 // an admin route, check that an access policy belongs to it, create a
-// client application or bot with a membership of its own, and project
-// memberships into the session bucket (projector.go).
+// client application or bot with a membership of its own, give a person a
+// profile and membership (member.go), and project memberships into the
+// session bucket (projector.go).
 package projects
 
 import (

@@ -14,6 +14,8 @@
 //   - users: setting and resetting passwords by e-mailed link (reset.go,
 //     users.go; the e-mail goes through pkg/mail's queue), the invite
 //     saga's user step, client applications and their secret rotation;
+//   - registration (register.go): people create their own account, then
+//     a project of their own or a patient's membership in an open one;
 //   - the super-admin bootstrap (bootstrap.go).
 //
 // It keeps clients and their memberships cached, dropping an entry when
@@ -54,6 +56,9 @@ type Config struct {
 	// RestHookPrivate lets client key sets (jwksUri) be fetched from
 	// private addresses, as it lets rest-hooks reach them.
 	RestHookPrivate bool
+	// RegisterDisabled refuses /auth/newuser (PINION_REGISTER_ENABLED=false);
+	// registration is on by default, as Medplum's registerEnabled.
+	RegisterDisabled bool
 }
 
 // Service is the identity service.
@@ -97,7 +102,7 @@ func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service,
 		BaseURL: cfg.BaseURL, DataDir: cfg.DataDir,
 		SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret,
 		TokenLifetime: cfg.AccessTokenLifetime, SecretGrace: cfg.ClientSecretGrace,
-		RestHookPrivate: cfg.RestHookPrivate,
+		RestHookPrivate: cfg.RestHookPrivate, RegisterDisabled: cfg.RegisterDisabled,
 	}, c.NC, c.JS, c.Repo, c.Sessions, log), nil
 }
 
@@ -188,6 +193,9 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /auth/profile", bus.Public|bus.SignInLimit, s.chooseProfile),
 		bus.Handle("POST /auth/setpassword", bus.Public|bus.SignInLimit, s.setPassword),
 		bus.Handle("POST /auth/resetpassword", bus.Public|bus.SignInLimit, s.resetPassword),
+		bus.Handle("POST /auth/newuser", bus.Public|bus.SignInLimit, s.newUser),
+		bus.Handle("POST /auth/newproject", bus.Public|bus.SignInLimit, s.newProject),
+		bus.Handle("POST /auth/newpatient", bus.Public|bus.SignInLimit, s.newPatient),
 		bus.Handle("POST /auth/revoke", bus.Token, s.authRevoke),
 		bus.Handle("GET /auth/consents", bus.Token, s.listConsents),
 		bus.Handle("DELETE /auth/consents/:clientId", bus.Token, s.withdrawConsent),

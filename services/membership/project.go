@@ -121,46 +121,9 @@ func (s *Service) ownerUser(ctx context.Context, ref string) (*userInfo, error) 
 
 // addOwner gives the owner a Practitioner profile and an admin membership.
 func (s *Service) addOwner(ctx context.Context, projectID, projectName string, u *userInfo, invitedBy string) error {
-	prof := map[string]any{"resourceType": "Practitioner"}
-	name := map[string]any{}
-	if u.FirstName != "" {
-		name["given"] = []any{u.FirstName}
-	}
-	if u.LastName != "" {
-		name["family"] = u.LastName
-	}
-	if len(name) > 0 {
-		prof["name"] = []any{name}
-	}
-	if u.Email != "" {
-		prof["telecom"] = []any{map[string]any{"system": "email", "use": "work", "value": u.Email}}
-	}
-	sc := repo.Scope{Project: projectID}
-	pr, err := s.repo.Create(ctx, sc, prof, repo.WriteOptions{Project: projectID})
-	if err != nil {
-		return err
-	}
-	profileRef := "Practitioner/" + pr.ID
-	m := map[string]any{
-		"resourceType": "ProjectMembership",
-		"project":      map[string]any{"reference": "Project/" + projectID, "display": projectName},
-		"user":         map[string]any{"reference": u.Ref},
-		"profile":      map[string]any{"reference": profileRef},
-		"admin":        true,
-	}
-	if invitedBy != "" {
-		m["invitedBy"] = map[string]any{"reference": invitedBy}
-	}
-	// The owner holds the claim of the user's one membership in the
-	// project, as an invited member does: inviting them again is a 409.
-	id := uuid.NewString()
-	if _, err := s.repo.Claim(ctx, repo.MembershipKey(projectID, u.Ref), id); err != nil {
-		return err
-	}
-	pm, err := s.repo.Create(ctx, sc, m, repo.WriteOptions{ID: id, Project: projectID})
-	if err != nil {
-		return err
-	}
-	_, err = projects.Project(ctx, s.nc, "ProjectMembership", pm.ID, projectID)
+	_, err := projects.AddMember(ctx, s.repo, s.nc, projectID, projectName, projects.Person{
+		User: u.Ref, FirstName: u.FirstName, LastName: u.LastName, Email: u.Email,
+		ProfileType: "Practitioner", Admin: true, InvitedBy: invitedBy,
+	})
 	return err
 }

@@ -1,0 +1,433 @@
+package identity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/projects"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/session"
+)
+
+// registerBodyLimit bounds the bodies of /auth/newuser, /auth/newproject
+// and /auth/newpatient: a few short fields (names and e-mail are at most
+// 128 and 72 characters, PKCE values 128).
+const registerBodyLimit = 4096
+
+// Medplum's bounds and texts for a new user's fields (newuser.ts).
+const (
+	maxName          = 128
+	minEmail         = 3
+	maxEmail         = 72
+	maxPassword      = 72
+	badEmailText     = "Valid email address between 3 and 72 characters is required"
+	passwordLenText  = "Password must be between 8 and 72 characters"
+	firstNameLenText = "First name must be between 1 and 128 characters"
+	lastNameLenText  = "Last name must be between 1 and 128 characters"
+	registerOffText  = "Registration is disabled"
+	openRegText      = "Project does not allow open registration"
+	hasMemberText    = "Login already has a membership"
+)
+
+// newUserRequest is POST /auth/newuser's body (Medplum's NewUserRequest).
+type newUserRequest struct {
+	FirstName           string `json:"firstName"`
+	LastName            string `json:"lastName"`
+	Email               string `json:"email"`
+	Password            string `json:"password"`
+	ProjectID           string `json:"projectId"`
+	ClientID            string `json:"clientId"`
+	Scope               string `json:"scope"`
+	Nonce               string `json:"nonce"`
+	CodeChallenge       string `json:"codeChallenge"`
+	CodeChallengeMethod string `json:"codeChallengeMethod"`
+}
+
+// normalEmail is an e-mail address as Pinion stores and looks it up:
+// trimmed and case-folded, so that "Ada@Example.com " is ada@example.com.
+func normalEmail(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+
+// check finds what is wrong with the fields, one issue per field, with
+// Medplum's texts. Lengths count characters, not bytes.
+func (in newUserRequest) check() error {
+	var issues []fhir.Issue
+	if n := utf8.RuneCountInString(in.FirstName); n < 1 || n > maxName {
+		issues = append(issues, fhir.FieldIssue("firstName", firstNameLenText))
+	}
+	if n := utf8.RuneCountInString(in.LastName); n < 1 || n > maxName {
+		issues = append(issues, fhir.FieldIssue("lastName", lastNameLenText))
+	}
+	email := normalEmail(in.Email)
+	if n := utf8.RuneCountInString(email); n < minEmail || n > maxEmail || !validEmail(email) || strings.ContainsAny(email, "<> ") {
+		issues = append(issues, fhir.FieldIssue("email", badEmailText))
+	}
+	if n := utf8.RuneCountInString(in.Password); n < minPassword || n > maxPassword {
+		issues = append(issues, fhir.FieldIssue("password", passwordLenText))
+	}
+	if in.CodeChallenge != "" && in.CodeChallengeMethod != "plain" && in.CodeChallengeMethod != "S256" {
+		issues = append(issues, fhir.FieldIssue("codeChallengeMethod", "Invalid code challenge method"))
+	}
+	if len(issues) > 0 {
+		return fhir.Invalid(issues...)
+	}
+	return nil
+}
+
+// newUser is POST /auth/newuser: a person creates their own account and
+// gets a sign-in with no profile yet ({login}), which /auth/newproject or
+// /auth/newpatient completes. Without a project the user is server-wide;
+// with one (projectId, or a client's project) the user belongs to that
+// project, which must let patients sign up.
+func (s *Service) newUser(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	if s.cfg.RegisterDisabled {
+		return nil, fhir.BadRequest(registerOffText)
+	}
+	if len(r.Body) > registerBodyLimit {
+		return nil, fhir.TooLarge("The body of /auth/newuser is at most 4096 bytes")
+	}
+	var in newUserRequest
+	if err := r.DecodeJSON(&in); err != nil {
+		return nil, err
+	}
+	if err := in.check(); err != nil {
+		return nil, err
+	}
+	email := normalEmail(in.Email)
+	project, err := s.registrationProject(ctx, in.ProjectID, in.ClientID)
+	if err != nil {
+		return nil, err
+	}
+	userID, err := s.registerUser(ctx, project, in.FirstName, in.LastName, email, in.Password)
+	if err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "user registered", "user", userID, "project", project)
+	now := time.Now()
+	l := session.Login{
+		User: "User/" + userID, Client: in.ClientID, Scope: cmpOr(in.Scope, "openid"), Nonce: cmpOr(in.Nonce, uuid.NewString()),
+		Challenge: in.CodeChallenge, ChallengeMethod: in.CodeChallengeMethod,
+		AuthTime: now.Unix(), Start: now.UnixMilli(), Project: project,
+	}
+	loginID := uuid.NewString()
+	if err := s.putSignIn(ctx, r, loginID, &l); err != nil {
+		return nil, err
+	}
+	return bus.JSON(200, map[string]any{"login": loginID}), nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// registrationProject is the project a new user belongs to ("" for a
+// server-wide user): projectId ("new" means none, as in Medplum's app) or
+// the client's project; the two must agree. A project takes registrations
+// only when patients may sign up to it.
+func (s *Service) registrationProject(ctx context.Context, projectID, clientID string) (string, error) {
+	if projectID == "new" {
+		projectID = ""
+	}
+	if clientID != "" && builtinClient(clientID, s.cfg.BaseURL) == nil {
+		if err := uuid.Validate(clientID); err != nil {
+			return "", fhir.NotFound()
+		}
+		c, err := s.repo.Read(ctx, repo.AllProjects, "ClientApplication", clientID)
+		if err != nil {
+			return "", err
+		}
+		if projectID != "" && projectID != c.Project {
+			return "", fhir.BadRequest("Client and project do not match")
+		}
+		projectID = c.Project
+	}
+	if projectID == "" {
+		return "", nil
+	}
+	if _, err := s.patientPolicy(ctx, projectID); err != nil {
+		return "", err
+	}
+	return projectID, nil
+}
+
+// patientPolicy is the access policy a patient signing up to the project
+// gets (its defaultPatientAccessPolicy), or Medplum's refusal when it has
+// none. An unknown project is refused the same way, so the answer does not
+// tell which project ids exist.
+func (s *Service) patientPolicy(ctx context.Context, projectID string) (string, error) {
+	if uuid.Validate(projectID) != nil {
+		return "", fhir.BadRequest(openRegText)
+	}
+	res, err := s.repo.Read(ctx, repo.AllProjects, "Project", projectID)
+	if fhir.Missing(err) {
+		return "", fhir.BadRequest(openRegText)
+	}
+	if err != nil {
+		return "", err
+	}
+	var p struct {
+		Policy *fhir.Reference `json:"defaultPatientAccessPolicy"`
+	}
+	if err := json.Unmarshal(res.JSON, &p); err != nil {
+		return "", err
+	}
+	if p.Policy == nil || p.Policy.Reference == "" {
+		return "", fhir.BadRequest(openRegText)
+	}
+	// A policy of another project would lend that project's rules.
+	if err := projects.CheckPolicyRef(ctx, s.repo, projectID, p.Policy.Reference, "defaultPatientAccessPolicy"); err != nil {
+		return "", err
+	}
+	return p.Policy.Reference, nil
+}
+
+// registerUser stores a new user with this password, unless the address is
+// taken in that scope (Medplum's "Email already registered"). The e-mail
+// claim, taken after the create so it never names a missing user, decides
+// a race between two registrations of one address.
+func (s *Service) registerUser(ctx context.Context, project, firstName, lastName, email, password string) (string, error) {
+	taken := fhir.BadRequest("Email already registered", "email")
+	key := repo.UserEmailKey(project, email)
+	if owner, err := s.repo.ClaimOwner(ctx, key); err != nil {
+		return "", err
+	} else if owner != "" {
+		return "", taken
+	}
+	hash, err := auth.HashPassword(ctx, password)
+	if err != nil {
+		return "", err
+	}
+	id := uuid.NewString()
+	u := map[string]any{"resourceType": "User", "firstName": firstName, "lastName": lastName, "email": email}
+	if project != "" {
+		u["project"] = map[string]any{"reference": "Project/" + project}
+	}
+	if _, err := s.repo.Create(ctx, repo.AllProjects, u, repo.WriteOptions{ID: id, Project: project}); err != nil {
+		return "", fmt.Errorf("create user: %w", err)
+	}
+	if err := s.setPasswordHash(ctx, id, hash); err != nil {
+		return "", err
+	}
+	owner, err := s.repo.Claim(ctx, key, id)
+	if err != nil {
+		return "", err
+	}
+	if owner != id {
+		if err := s.repo.Delete(ctx, repo.AllProjects, "User", id); err != nil && !fhir.Missing(err) {
+			s.log.WarnContext(ctx, "a registration that lost its e-mail left its user", "user", id, "err", err)
+		}
+		return "", taken
+	}
+	return id, nil
+}
+
+// newProjectRequest is POST /auth/newproject's body.
+type newProjectRequest struct {
+	Login       string `json:"login"`
+	ProjectName string `json:"projectName"`
+}
+
+// check finds what is wrong with the fields, with Medplum's texts.
+func (in newProjectRequest) check() error {
+	var issues []fhir.Issue
+	if uuid.Validate(in.Login) != nil {
+		issues = append(issues, fhir.FieldIssue("login", "Login ID is required."))
+	}
+	if n := utf8.RuneCountInString(strings.TrimSpace(in.ProjectName)); n < 4 || n > 72 {
+		issues = append(issues, fhir.FieldIssue("projectName", "Project name must be between 4 and 72 characters"))
+	}
+	if len(issues) > 0 {
+		return fhir.Invalid(issues...)
+	}
+	return nil
+}
+
+// newProject is POST /auth/newproject: the person of a sign-in with no
+// profile yet creates a project, as $init does (strict, owned by them),
+// becomes its admin with a Practitioner profile, and the sign-in gets a
+// code for that membership.
+func (s *Service) newProject(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	if len(r.Body) > registerBodyLimit {
+		return nil, fhir.TooLarge("The body of /auth/newproject is at most 4096 bytes")
+	}
+	var in newProjectRequest
+	if err := r.DecodeJSON(&in); err != nil {
+		return nil, err
+	}
+	if err := in.check(); err != nil {
+		return nil, err
+	}
+	l, u, err := s.openSignIn(ctx, in.Login)
+	if err != nil {
+		return nil, err
+	}
+	if u.Project != nil {
+		// A project's own user (a patient who signed up) owns no other project.
+		return nil, fhir.BadRequest("Project owner must not belong to another Project")
+	}
+	name := strings.TrimSpace(in.ProjectName)
+	id := uuid.NewString()
+	project := map[string]any{"resourceType": "Project", "name": name, "strictMode": true, "owner": map[string]any{"reference": l.User}}
+	if _, err := s.repo.Create(ctx, repo.AllProjects, project, repo.WriteOptions{ID: id, Project: id, Author: l.User, Strict: true}); err != nil {
+		return nil, err
+	}
+	membership, err := projects.AddMember(ctx, s.repo, s.nc, id, name, projects.Person{
+		User: l.User, FirstName: u.FirstName, LastName: u.LastName, Email: u.Email,
+		ProfileType: "Practitioner", Admin: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "project registered", "project", id, "user", l.User)
+	return s.grantMembership(ctx, r, in.Login, membership)
+}
+
+// newPatientRequest is POST /auth/newpatient's body.
+type newPatientRequest struct {
+	Login     string `json:"login"`
+	ProjectID string `json:"projectId"`
+}
+
+// newPatient is POST /auth/newpatient: a user registered in a project
+// signs up as a patient there, with a Patient profile and a membership
+// under the project's defaultPatientAccessPolicy.
+func (s *Service) newPatient(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	if len(r.Body) > registerBodyLimit {
+		return nil, fhir.TooLarge("The body of /auth/newpatient is at most 4096 bytes")
+	}
+	var in newPatientRequest
+	if err := r.DecodeJSON(&in); err != nil {
+		return nil, err
+	}
+	var issues []fhir.Issue
+	if in.Login == "" {
+		issues = append(issues, fhir.FieldIssue("login", "Missing login"))
+	}
+	if in.ProjectID == "" {
+		issues = append(issues, fhir.FieldIssue("projectId", "Project ID is required"))
+	}
+	if len(issues) > 0 {
+		return nil, fhir.Invalid(issues...)
+	}
+	if uuid.Validate(in.Login) != nil {
+		return nil, fhir.NotFound()
+	}
+	l, u, err := s.openSignIn(ctx, in.Login)
+	if err != nil {
+		return nil, err
+	}
+	// Medplum asks only that the user belong to some project; the project
+	// must be this one, or a patient of one clinic could join another.
+	if u.Project == nil || u.Project.Reference != "Project/"+in.ProjectID {
+		return nil, fhir.BadRequest("User must be scoped to the project")
+	}
+	policy, err := s.patientPolicy(ctx, in.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	info, err := projects.Get(ctx, s.repo, in.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	membership, err := projects.AddMember(ctx, s.repo, s.nc, in.ProjectID, info.Name, projects.Person{
+		User: l.User, FirstName: u.FirstName, LastName: u.LastName, Email: u.Email,
+		ProfileType: "Patient", AccessPolicy: policy,
+	})
+	if errors.Is(err, projects.ErrAlreadyMember) {
+		return nil, fhir.BadRequest(hasMemberText)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.grantMembership(ctx, r, in.Login, membership)
+}
+
+// registeredUser is what registration reads of a sign-in's user.
+type registeredUser struct {
+	FirstName string          `json:"firstName"`
+	LastName  string          `json:"lastName"`
+	Email     string          `json:"email"`
+	Project   *fhir.Reference `json:"project"`
+}
+
+// openSignIn reads a sign-in that may still get a profile, and its user,
+// with Medplum's texts for one that may not.
+func (s *Service) openSignIn(ctx context.Context, loginID string) (*session.Login, *registeredUser, error) {
+	l, err := s.sessions.GetLogin(ctx, loginID)
+	if errors.Is(err, session.ErrNotFound) {
+		return nil, nil, fhir.NotFound()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := signInOpen(l); err != nil {
+		return nil, nil, err
+	}
+	typ, uid, ok := fhir.SplitReference(l.User)
+	if !ok || typ != "User" {
+		return nil, nil, fhir.BadRequest("Invalid login")
+	}
+	res, err := s.repo.Read(ctx, repo.AllProjects, "User", uid)
+	if err != nil {
+		return nil, nil, err
+	}
+	var u registeredUser
+	if err := json.Unmarshal(res.JSON, &u); err != nil {
+		return nil, nil, err
+	}
+	return l, &u, nil
+}
+
+// signInOpen refuses registration steps on a sign-in that is over or has
+// a profile already.
+func signInOpen(l *session.Login) error {
+	switch {
+	case l.Membership != "": // Medplum's first check
+		return fhir.BadRequest(hasMemberText)
+	case l.Revoked:
+		return fhir.BadRequest("Login revoked")
+	case l.Granted:
+		return fhir.BadRequest("Login granted")
+	case l.MFA != "" && !l.MFAVerified:
+		// A password alone makes no profile for someone with a factor.
+		return fhir.BadRequest("MFA verification required")
+	}
+	return nil
+}
+
+// grantMembership sets the membership a registration made on its sign-in
+// and answers {login, code}, as Medplum does. A sign-in that got another
+// profile meanwhile keeps it, and this request is refused.
+func (s *Service) grantMembership(ctx context.Context, r *bus.Request, loginID, membership string) (*bus.Response, error) {
+	if err := s.checkAddress(ctx, membership, r.Remote); err != nil {
+		return nil, err
+	}
+	var code string
+	_, err := s.sessions.UpdateLogin(ctx, loginID, func(l *session.Login) error {
+		if err := signInOpen(l); err != nil {
+			return err
+		}
+		l.Membership = membership
+		code = newCode(loginID, l, time.Now())
+		return nil
+	})
+	if errors.Is(err, session.ErrNotFound) {
+		return nil, fhir.NotFound()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return bus.JSON(200, map[string]any{"login": loginID, "code": code}), nil
+}
