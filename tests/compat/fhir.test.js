@@ -558,7 +558,11 @@ test('createBinary uploads raw content (201) with a url; download() gives the co
   assert.deepEqual([ex.method, new URL(ex.url).pathname + new URL(ex.url).search, ex.status], ['POST', '/fhir/R4/Binary?_filename=h.txt', 201]);
   assert.equal(binary.resourceType, 'Binary');
   assert.equal(binary.contentType, 'text/plain');
-  assert.equal(binary.url, `Binary/${binary.id}`);
+  // As Medplum answers: a short-lived signed URL under /storage/ that loads without a token.
+  assert.match(binary.url, new RegExp(`^https?://[^/]+/storage/${binary.id}/[^?]+\\?Expires=\\d+&Signature=`));
+  const anonymous = await fetch(binary.url);
+  assert.equal(anonymous.status, 200);
+  assert.equal(await anonymous.text(), 'hello binary');
 
   const blob = await medplum.download(binary.url);
   assert.match(last(exchanges).contentType, /^text\/plain/);
@@ -583,7 +587,7 @@ test('createAttachment links its Binary; a Binary created as FHIR JSON downloads
   assert.equal(last(exchanges).status, 201);
   assert.equal(attachment.contentType, 'text/plain');
   assert.equal(attachment.title, 'a.txt');
-  assert.match(attachment.url ?? '', /^Binary\//);
+  assert.match(attachment.url ?? '', /\/storage\//);
   assert.equal(await (await medplum.download(attachment.url)).text(), 'hello attach');
 
   const json = await medplum.createResource({
