@@ -303,7 +303,7 @@ func TestMedplumCLICommands(t *testing.T) {
 			expect(t, r, 200)
 			a := r.json(t)[field].(map[string]any)
 			link := a["url"].(string)
-			r = do(t, "GET", "fhir/R4/"+link[strings.Index(link, "Binary/"):], su, "", nil, "Accept", "*/*")
+			r = do(t, "GET", "fhir/R4/Binary/"+binaryIDOf(link), su, "", nil, "Accept", "*/*")
 			expect(t, r, 200)
 			return a, string(r.body)
 		}
