@@ -302,6 +302,8 @@ func (s *Service) authorize(ctx context.Context, r *bus.Request) (*bus.Response,
 	switch {
 	case form != nil && form.Has("password"):
 		return s.signInPosted(ctx, r, b, a, form)
+	case form != nil && form.Has("mfa_code"):
+		return s.factorPosted(ctx, r, b, a, form)
 	case form != nil && form.Has("membership") && bs != nil:
 		return s.finish(ctx, r, b, a, bs, form)
 	case bs != nil && a.Prompt != "login" && !a.tooOld(bs, time.Now()):
@@ -373,6 +375,12 @@ func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b browser, a
 	// A new browser id at sign-in: an id planted before it (session
 	// fixation) is worth nothing after.
 	nb := browserOf(&bus.Request{})
+	if step, _, err := s.mfaLoginStep(ctx, userID, a.project); err != nil || step != "" {
+		if err != nil {
+			return nil, err
+		}
+		return s.askFactor(ctx, nb, a, userID, step)
+	}
 	now := time.Now()
 	bs := &browserSession{User: "User/" + userID, AuthTime: now.Unix(), Start: now.UnixMilli()}
 	v, _ := json.Marshal(bs)

@@ -33,7 +33,7 @@ var (
 )
 
 func init() {
-	for _, name := range []string{"message", "setpassword", "resetpassword", "signin", "choose", "consent"} {
+	for _, name := range []string{"message", "setpassword", "resetpassword", "signin", "choose", "consent", "mfa", "recovery"} {
 		t := template.New("layout").Funcs(template.FuncMap{"style": func() template.CSS { return template.CSS(pageStyle) }})
 		pageTmpl[name] = template.Must(t.ParseFS(pageFiles, "pages/layout.html", "pages/"+name+".html"))
 	}
@@ -57,6 +57,8 @@ type pageData struct {
 	Membership string
 	Profile    string
 	Registrar  string // the project the client is registered in
+	// The second-factor pages (mfa.go, mfa_page.go).
+	MFA *mfaPage
 }
 
 // render answers with a page and the headers every page carries: no

@@ -1,0 +1,163 @@
+package identity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+)
+
+// The sign-in page's second factor: after a right password, a person with
+// an authenticator is asked for its code (or a recovery code); one whose
+// project or invite requires a factor they lack is shown the QR code to
+// enrol, then their recovery codes, once. Until then the browser is not
+// signed in: the password's success is kept apart (pendingFactor), for a
+// short while, under the new browser id.
+
+// pendingFactor is a browser sign-in whose password was right and whose
+// second factor is owed.
+type pendingFactor struct {
+	browserSession
+	Step    string `json:"step"`    // "verify" or "enroll"
+	Expires int64  `json:"expires"` // Unix seconds
+}
+
+// pendingFactorLifetime is how long the code may follow the password.
+const pendingFactorLifetime = 10 * time.Minute
+
+func pendingKey(b browser) string { return "mfa-" + sessionKey(b) }
+
+// mfaPage is what the factor pages show.
+type mfaPage struct {
+	QRCode   template.URL // a data: URL made here, never the client's
+	Key      string
+	Recovery []string
+}
+
+// askFactor keeps the password's success for browser b (a new id) and
+// asks for the factor.
+func (s *Service) askFactor(ctx context.Context, b browser, a authRequest, userID, step string) (*bus.Response, error) {
+	now := time.Now()
+	p := pendingFactor{
+		browserSession: browserSession{User: "User/" + userID, AuthTime: now.Unix(), Start: now.UnixMilli()},
+		Step:           step, Expires: now.Add(pendingFactorLifetime).Unix(),
+	}
+	v, _ := json.Marshal(p)
+	if _, err := s.browsers.Put(ctx, pendingKey(b), v); err != nil {
+		return nil, err
+	}
+	return s.factorPage(ctx, b, a, &p, nil)
+}
+
+// factorPage shows the code form (with the QR code when enrolling).
+func (s *Service) factorPage(ctx context.Context, b browser, a authRequest, p *pendingFactor, errs map[string]string) (*bus.Response, error) {
+	csrf, err := s.csrfToken(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	mp := &mfaPage{}
+	title := "Enter your code"
+	if p.Step == "enroll" {
+		title = "Set up your authenticator"
+		uid := userIDOf(p.User)
+		rec, _, err := s.loadMFA(ctx, uid)
+		if err != nil {
+			return nil, err
+		}
+		_, qr, err := s.enrollAnswer(ctx, uid, rec.Secret)
+		if err != nil {
+			return nil, err
+		}
+		mp.QRCode, mp.Key = template.URL(qr), rec.Secret
+	}
+	status := 200
+	if len(errs) > 0 {
+		status = 400
+	}
+	resp, err := s.render(status, "mfa", b, pageData{Title: title, CSRF: csrf, Errors: errs, Hidden: a.values(), App: clientName(a.client), MFA: mp})
+	if resp != nil {
+		csp := authorizeCSP(a.target)
+		if mp.QRCode != "" {
+			// The QR code is an inline PNG: data: images, and nothing else, join 'self'.
+			csp = strings.Replace(csp, "img-src 'self'", "img-src 'self' data:", 1)
+		}
+		resp.Header["Content-Security-Policy"] = csp
+		resp.Header["Set-Cookie"] = s.setCookie(b)
+	}
+	return resp, err
+}
+
+// factorPosted checks the posted code (mfa_code) of a pending sign-in; the
+// limiter counts a wrong one as a wrong password.
+func (s *Service) factorPosted(ctx context.Context, r *bus.Request, b browser, a authRequest, form url.Values) (*bus.Response, error) {
+	var p *pendingFactor
+	var err error
+	if !b.isNew {
+		if p, err = entry[pendingFactor](ctx, s.browsers, pendingKey(b)); err != nil {
+			return nil, err
+		}
+	}
+	if p == nil || time.Now().Unix() > p.Expires {
+		return s.signInPage(ctx, b, a, "", map[string]string{"password": "Sign in again: the code came too late"})
+	}
+	uid := userIDOf(p.User)
+	token := form.Get("mfa_code")
+	var codes []string
+	err = s.limitedCode(ctx, r, uid, func() error {
+		if p.Step == "enroll" {
+			var err error
+			codes, err = s.enrollWith(ctx, r, uid, token)
+			return err
+		}
+		ok, err := s.spendToken(ctx, uid, token, true)
+		if err == nil && !ok {
+			return errBadCode
+		}
+		return err
+	})
+	if errors.Is(err, errBadCode) {
+		msg := "Invalid MFA token"
+		if p.Step == "enroll" {
+			msg = "Invalid token"
+		}
+		return s.factorPage(ctx, b, a, p, map[string]string{"mfa_code": msg})
+	}
+	if fe := (*fhir.Error)(nil); errors.As(err, &fe) && fe.Status < 500 {
+		return s.factorPage(ctx, b, a, p, map[string]string{"mfa_code": fe.Message()})
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Both factors given: the browser is signed in.
+	if err := s.browsers.Delete(ctx, pendingKey(b)); err != nil {
+		return nil, err
+	}
+	bs := p.browserSession
+	v, _ := json.Marshal(bs)
+	if _, err := s.browsers.Put(ctx, sessionKey(b), v); err != nil {
+		return nil, err
+	}
+	if codes != nil {
+		csrf, err := s.csrfToken(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := s.render(200, "recovery", b, pageData{Title: "Your recovery codes", CSRF: csrf, Hidden: a.values(), MFA: &mfaPage{Recovery: codes}})
+		if resp != nil {
+			resp.Header["Content-Security-Policy"] = authorizeCSP(a.target)
+			resp.Header["Set-Cookie"] = s.setCookie(b)
+		}
+		return resp, err
+	}
+	resp, err := s.finish(ctx, r, b, a, &bs, nil)
+	if resp != nil && resp.Header["Set-Cookie"] == "" {
+		resp.Header["Set-Cookie"] = s.setCookie(b)
+	}
+	return resp, err
+}
