@@ -1,0 +1,146 @@
+// Self-registration through MedplumClient, as Medplum's RegisterForm and
+// app do it: startNewUser, then startNewProject or startNewPatient, then
+// processCode; sign in again with startLogin; invite. A patient signs up
+// under the project's defaultPatientAccessPolicy and reads only themself.
+// Refusals carry Medplum's texts, and registration can be turned off.
+
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { last, loginClient, newClient, rejectsWithOutcome, startPinion } from './harness.js';
+
+const PASSWORD = 'a long registered password';
+
+let stack;
+let admin; // super admin client
+let founder; // { medplum, project }: registered, owns a project
+let policy; // the project's patient policy
+
+before(async () => {
+  stack = await startPinion();
+  admin = await loginClient(stack.baseUrl, stack.superAdmin.clientId, stack.superAdmin.clientSecret);
+});
+
+after(async () => {
+  await stack?.stop();
+});
+
+test('startNewUser, startNewProject, processCode: a new person owns a new project', async () => {
+  const c = newClient(stack.baseUrl);
+  const { login } = await c.medplum.startNewUser({
+    firstName: 'Fay',
+    lastName: 'Founder',
+    email: 'fay@example.com',
+    password: PASSWORD,
+    remember: true,
+  });
+  assert.equal(typeof login, 'string');
+  const { code } = await c.medplum.startNewProject({ login, projectName: 'Fay Clinic' });
+  assert.equal(typeof code, 'string');
+  const profile = await c.medplum.processCode(code);
+  assert.equal(profile.resourceType, 'Practitioner');
+  assert.deepEqual(profile.name, [{ given: ['Fay'], family: 'Founder' }]);
+  const project = c.medplum.getProject();
+  assert.equal(project.name, 'Fay Clinic');
+  assert.equal(c.medplum.getProjectMembership().admin, true);
+
+  // The founder signs in again with the password and invites a colleague.
+  const again = newClient(stack.baseUrl);
+  const res = await again.medplum.startLogin({ email: 'fay@example.com', password: PASSWORD });
+  await again.medplum.processCode(res.code);
+  assert.equal(again.medplum.getProject().id, project.id);
+  const member = await again.medplum.invite(project.id, {
+    resourceType: 'Practitioner',
+    firstName: 'Col',
+    lastName: 'League',
+    email: 'col@example.com',
+  });
+  assert.equal(member.project.reference, `Project/${project.id}`);
+  founder = { medplum: again.medplum, project };
+});
+
+test('startNewUser with an address already registered: 400 "Email already registered"', async () => {
+  const c = newClient(stack.baseUrl);
+  await rejectsWithOutcome(
+    c.medplum.startNewUser({ firstName: 'Fake', lastName: 'Fay', email: 'Fay@Example.com', password: 'another password' }),
+    { status: 400, text: 'Email already registered', expression: 'email' }
+  );
+  assert.equal(last(c.exchanges).status, 400);
+});
+
+test('startNewUser refuses bad fields with Medplum\'s texts', async () => {
+  const c = newClient(stack.baseUrl);
+  await rejectsWithOutcome(c.medplum.startNewUser({ firstName: '', lastName: 'X', email: 'x@example.com', password: PASSWORD }), {
+    status: 400,
+    text: 'First name must be between 1 and 128 characters',
+    expression: 'firstName',
+  });
+  await rejectsWithOutcome(c.medplum.startNewUser({ firstName: 'X', lastName: 'X', email: 'x@example.com', password: 'short' }), {
+    status: 400,
+    text: 'Password must be between 8 and 72 characters',
+    expression: 'password',
+  });
+});
+
+test('startNewPatient: a patient signs up under the project\'s default patient policy and reads only themself', async () => {
+  const { project } = founder;
+  // Closed until the project names a patient policy.
+  const early = newClient(stack.baseUrl);
+  await rejectsWithOutcome(
+    early.medplum.startNewUser({ firstName: 'Early', lastName: 'Bird', email: 'early@example.com', password: PASSWORD, projectId: project.id }),
+    { status: 400, text: 'Project does not allow open registration' }
+  );
+
+  policy = await founder.medplum.createResource({
+    resourceType: 'AccessPolicy',
+    name: 'patients',
+    resource: [{ resourceType: 'Patient', criteria: 'Patient?_id=%patient.id' }],
+  });
+  const other = await founder.medplum.createResource({ resourceType: 'Patient', name: [{ family: 'Someone-Else' }] });
+  // A super admin sets the project's policy (Pinion's project admins change
+  // their Project only through /admin routes).
+  const p = await admin.medplum.readResource('Project', project.id);
+  await admin.medplum.updateResource({ ...p, defaultPatientAccessPolicy: { reference: `AccessPolicy/${policy.id}` } });
+
+  const c = newClient(stack.baseUrl);
+  const { login } = await c.medplum.startNewUser({
+    firstName: 'Pat',
+    lastName: 'Signup',
+    email: 'pat.signup@example.com',
+    password: PASSWORD,
+    projectId: project.id,
+  });
+  const { code } = await c.medplum.startNewPatient({ login, projectId: project.id });
+  const me = await c.medplum.processCode(code);
+  assert.equal(me.resourceType, 'Patient');
+  const membership = await founder.medplum.searchOne('ProjectMembership', { profile: `Patient/${me.id}` });
+  assert.equal(membership.accessPolicy?.reference, `AccessPolicy/${policy.id}`);
+  assert.equal(membership.admin, undefined);
+
+  assert.equal((await c.medplum.readResource('Patient', me.id)).id, me.id);
+  const seen = await c.medplum.searchResources('Patient');
+  assert.deepEqual(
+    seen.map((r) => r.id),
+    [me.id]
+  );
+  await assert.rejects(c.medplum.readResource('Patient', other.id));
+  assert.ok([403, 404].includes(last(c.exchanges).status), `status ${last(c.exchanges).status}`);
+
+  // The same login cannot take a second membership.
+  await rejectsWithOutcome(c.medplum.startNewPatient({ login, projectId: project.id }), {
+    status: 400,
+    text: 'Login already has a membership',
+  });
+});
+
+test('registration turned off (PINION_REGISTER_ENABLED=false): 400 "Registration is disabled"', async () => {
+  const closed = await startPinion({ env: { PINION_REGISTER_ENABLED: 'false' } });
+  try {
+    const c = newClient(closed.baseUrl);
+    await rejectsWithOutcome(c.medplum.startNewUser({ firstName: 'No', lastName: 'Entry', email: 'no@example.com', password: PASSWORD }), {
+      status: 400,
+      text: 'Registration is disabled',
+    });
+  } finally {
+    await closed.stop();
+  }
+});
