@@ -66,6 +66,9 @@ type Request struct {
 	Upsert             bool   `json:"upsert,omitempty"`
 	ForceNewMembership bool   `json:"forceNewMembership,omitempty"`
 	InvitedBy          string `json:"invitedBy,omitempty"`
+	// MFARequired: the user must have a second factor to sign in
+	// (Medplum's InviteRequest.mfaRequired).
+	MFARequired bool `json:"mfaRequired,omitempty"`
 }
 
 // StepState is one step's progress.

@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
@@ -66,4 +67,24 @@ func (s *Service) mfaReset(ctx context.Context, r *bus.Request) (*bus.Response, 
 	}
 	s.log.Info("mfa reset", "user", uid, "membership", membershipID, "by", r.Principal.Profile)
 	return bus.OK(), nil
+}
+
+// requireMFA marks a user as needing a second factor, as an invite with
+// mfaRequired asks (Medplum sets User.mfaRequired and a secret): their
+// next password sign-in enrols them.
+func (s *Service) requireMFA(ctx context.Context, userID string) error {
+	_, err := s.updateMFA(ctx, userID, func(rec *mfaRecord) error {
+		if rec.Required && rec.Secret != "" {
+			return errUnchanged
+		}
+		rec.Required = true
+		if rec.Secret == "" {
+			rec.Secret = newTOTPSecret()
+		}
+		return nil
+	})
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
+	return err
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 )
@@ -297,5 +298,34 @@ func TestMFADisable(t *testing.T) {
 	resp, err = live.svc.mfaStatus(ctx, &bus.Request{Principal: p.principal()})
 	if st := decoded(t, resp, err, 200); st["enrolled"] != false || st["enrollUri"] == uri {
 		t.Fatalf("status after disabling %v", st)
+	}
+}
+
+// TestMFAInviteRequired: an invite with mfaRequired has the invited
+// person enrol at their first sign-in, with Medplum's answer.
+func TestMFAInviteRequired(t *testing.T) {
+	ctx := context.Background()
+	now := pinClock(t)
+	project := newProject(t, "MFA invites")
+	email := newEmail("mfainvitee")
+	id, msg := newInvite(t, invite.Request{ProjectID: project, FirstName: "Grace", LastName: "Hopper", Email: email,
+		PasswordHash: mustHash(t, "initial password"), MFARequired: true})
+	if err := live.svc.inviteUser(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := live.svc.invites.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newMembership(t, project, "User/"+rec.UserID, newPractitioner(t, project, "Grace", "Hopper"), nil)
+	resp, err := live.svc.login(ctx, jsonRequest("10.32.5.1", map[string]any{"email": email, "password": "initial password"}))
+	body := decoded(t, resp, err, 200)
+	uri, _ := body["enrollUri"].(string)
+	if body["mfaEnrollRequired"] != true || body["code"] != nil || uri == "" {
+		t.Fatalf("login answered %v", body)
+	}
+	resp, err = live.svc.mfaLoginEnroll(ctx, verifyReq(body["login"].(string), codeAt(t, uri, now, 0)))
+	if b := decoded(t, resp, err, 200); b["code"] == nil {
+		t.Fatalf("login-enroll answered %v", b)
 	}
 }

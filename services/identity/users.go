@@ -81,6 +81,11 @@ func (s *Service) inviteUser(ctx context.Context, data []byte) error {
 			}
 		}
 	}
+	if req.MFARequired {
+		if err := s.requireMFA(ctx, userID); err != nil {
+			return err
+		}
+	}
 	if _, err := s.invites.Save(ctx, rec, func(r *invite.Record) error {
 		r.UserID, r.NewUser = userID, isNew
 		invite.MarkStep(r, invite.StepUser, "done", "")

@@ -176,6 +176,7 @@ func checkInvite(in inviteInput) (*inviteDraft, []fhir.Issue) {
 	}
 	req.SendEmail = !in.SendEmail.Set || in.SendEmail.Value
 	req.Upsert, req.ForceNewMembership = in.Upsert.Value, in.ForceNewMembership.Value
+	req.MFARequired = in.MFARequired.Value
 
 	// The membership template: deprecated top-level fields, then `membership`, which wins.
 	tmpl := map[string]any{}

@@ -242,7 +242,7 @@ func TestCheckInviteRequest(t *testing.T) {
 		{"upsert and force", `{"upsert":"true","forceNewMembership":true}`, nil, base(func(r *invite.Request) {
 			r.Upsert, r.ForceNewMembership = true, true
 		}), "", optional{}},
-		{"mfaRequired accepted, not kept", `{"mfaRequired":true}`, nil, base(nil), "", optional{}},
+		{"mfaRequired kept", `{"mfaRequired":true}`, nil, base(func(r *invite.Request) { r.MFARequired = true }), "", optional{}},
 		{"password kept as sent", `{"password":"  spaced pass  "}`, nil, base(nil), "  spaced pass  ", optional{}},
 
 		// The membership template.
