@@ -198,6 +198,8 @@ func TestNATSPermissions(t *testing.T) {
 		// services/identity's own buckets (authorize.go, consent.go).
 		{"signed-in browsers", true, kv("pinion_browser_sessions"), []string{"identity"}},
 		{"consents", true, kv("pinion_consents"), []string{"identity"}},
+		// services/botexec's schedule of bots (cron.go).
+		{"scheduled bots", true, kv("pinion_bot_cron"), []string{"botexec"}},
 		{"watch ended sign-ins", true, "$JS.API.CONSUMER.CREATE.KV_" + session.EndedBucket + ".x.>", all},
 		{"invite records", true, kv(invite.Bucket), []string{"identity", "membership", "fhir"}},
 		// The gateway may read the session buckets but not change them.

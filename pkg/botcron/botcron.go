@@ -13,6 +13,7 @@
 package botcron
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -163,6 +164,11 @@ func timingSpec(v any) (string, error) {
 	period := 1.0
 	if p, ok := rep["period"]; ok {
 		f, ok := p.(float64)
+		if n, isNum := p.(json.Number); isNum {
+			var err error
+			f, err = n.Float64()
+			ok = err == nil
+		}
 		if !ok || f <= 0 || f > 24*60 {
 			return "", fhir.BadRequest("Bot.cronTiming.repeat.period must be a number from 0 to 1440 (runs a day)", "cronTiming.repeat.period")
 		}

@@ -13,6 +13,9 @@ import (
 	"github.com/pinion-health/pinion/services/botexec/subscriptions"
 )
 
+// scheduledSystem codes the AuditEvent.subtype of a scheduled run.
+const scheduledSystem = "urn:pinion:bot-trigger"
+
 // maxAuditLog bounds the console text kept in an AuditEvent (Medplum's 10 KiB).
 const maxAuditLog = 10 << 10
 
@@ -21,7 +24,7 @@ const maxAuditLog = 10 << 10
 // The bot's auditEventTrigger and auditEventDestination choose, as in
 // Medplum, whether it is recorded and where: as an AuditEvent resource
 // (the default) and/or as a log line.
-func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time, res *sandbox.Result, secrets map[string]any, subscription string) {
+func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time, res *sandbox.Result, secrets map[string]any, subscription string, scheduled time.Time) {
 	ev := auditRecord(b, requester, runAs, start, time.Now(), res, secrets)
 	desc, _ := ev["outcomeDesc"].(string)
 	if !b.audited(ev["outcome"] == "0", desc) {
@@ -30,6 +33,11 @@ func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time
 	if subscription != "" {
 		// As Medplum: the subscription that ran the bot is an entity too.
 		ev["entity"] = append(ev["entity"].([]any), subscriptions.SubscriberEntity(subscription))
+	}
+	if !scheduled.IsZero() {
+		// Medplum's AuditEvent does not say what started a run; this
+		// says a schedule did, and for which tick.
+		ev["subtype"] = []any{map[string]any{"system": scheduledSystem, "code": "scheduled", "display": "Scheduled run due " + scheduled.UTC().Format(time.RFC3339)}}
 	}
 	for _, dest := range b.destinations() {
 		switch dest {

@@ -182,7 +182,7 @@ func TestAuditQueueFull(t *testing.T) {
 	b := &bot{ID: "b1", Project: "p1"}
 	p := &bus.Principal{Profile: "Practitioner/1"}
 	for range 3 {
-		s.audit(b, p, p, time.Now(), &sandbox.Result{}, nil, "")
+		s.audit(b, p, p, time.Now(), &sandbox.Result{}, nil, "", time.Time{})
 	}
 	a := <-s.audits
 	if a.project != "p1" || a.bot != "b1" || a.ev["resourceType"] != "AuditEvent" || len(s.audits) != 0 {
@@ -214,7 +214,7 @@ func TestAuditTriggerAndDestination(t *testing.T) {
 	for _, c := range cases {
 		s := &Service{audits: make(chan auditEvent, 4), log: slog.New(slog.DiscardHandler)}
 		b := &bot{ID: "b1", Project: "p1", AuditTrigger: c.trigger, AuditDestination: c.dest}
-		s.audit(b, p, p, time.Now(), c.res, nil, "")
+		s.audit(b, p, p, time.Now(), c.res, nil, "", time.Time{})
 		if len(s.audits) != c.want {
 			t.Errorf("trigger %q, destinations %v, error %v, log %q: %d AuditEvents, want %d",
 				c.trigger, c.dest, c.res.Err != nil, c.res.Log, len(s.audits), c.want)

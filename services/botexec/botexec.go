@@ -50,6 +50,10 @@ type Config struct {
 	EventStream string
 	// RestHookPrivate lets rest-hooks reach private addresses.
 	RestHookPrivate bool
+	// CronClock is the scheduled bots' clock (the system's unless set, for
+	// tests), CronPoll how often due runs are looked for (1 s).
+	CronClock Clock
+	CronPoll  time.Duration
 }
 
 // NewConfig is the bot executor's Config from the process's settings.
@@ -98,6 +102,8 @@ type Service struct {
 
 	// subs runs the projects' subscriptions (with JetStream only).
 	subs *subscriptions.Deliverer
+	// cron runs the scheduled bots (with JetStream only; cron.go).
+	cron *scheduler
 }
 
 // New wires the service.
@@ -152,6 +158,14 @@ func (s *Service) Start(ctx context.Context) error {
 			s.pool.Close()
 			return err
 		}
+		s.cron = newScheduler(s.cfg.JS, s.repo, s.cfg.EventStream, s.cfg.CronClock, s.cfg.CronPoll, s.runScheduled, s.log)
+		if err := s.cron.Start(ctx); err != nil {
+			s.subs.Stop()
+			s.botMembers.Stop()
+			_ = s.evSub.Unsubscribe()
+			s.pool.Close()
+			return err
+		}
 	}
 	s.svc, err = bus.Serve(s.nc, "botexec", "1.0.0", []bus.Endpoint{
 		bus.Handle("POST /admin/projects/:projectId/bot", bus.Token, s.createBot),
@@ -181,6 +195,9 @@ func (s *Service) Stop(ctx context.Context) error {
 		err = s.svc.Stop(ctx)
 	}
 	s.subs.Stop()
+	if s.cron != nil {
+		s.cron.Stop()
+	}
 	if s.pool != nil {
 		s.pool.Close()
 	}

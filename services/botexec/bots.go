@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/botcron"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/projects"
@@ -35,6 +37,12 @@ func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response,
 	}
 	res := req.Resource
 	if err := checkBotSettings(res); err != nil {
+		return nil, err
+	}
+	if err := botcron.Check(res); err != nil {
+		return nil, err
+	}
+	if err := access.CheckBotSchedule(ctx, s.repo, req.Project.ID, res); err != nil {
 		return nil, err
 	}
 	// Like Medplum's, a new bot has a TypeScript source to start from, for

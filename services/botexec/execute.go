@@ -136,6 +136,8 @@ type run struct {
 	// committed is when the change it delivers was committed.
 	subscription string
 	committed    time.Time
+	// scheduled is the tick of Bot.cronString a scheduled run is for.
+	scheduled time.Time
 }
 
 // requestRun is the run a $execute request asks for.
@@ -204,7 +206,7 @@ func (s *Service) run(ctx context.Context, x *run) (*sandbox.Result, error) {
 	}
 	metrics.BotExecutions.WithLabelValues(outcome).Inc()
 	metrics.BotDuration.Observe(res.Elapsed.Seconds())
-	s.audit(b, x.requester, x.runAs, x.start, res, secrets, x.subscription)
+	s.audit(b, x.requester, x.runAs, x.start, res, secrets, x.subscription, x.scheduled)
 	return res, nil
 }
 

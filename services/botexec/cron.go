@@ -1,0 +1,361 @@
+package botexec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/botcron"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/services/botexec/worker"
+)
+
+// Scheduled bots (Bot.cronString, Bot.cronTiming; Medplum's
+// workers/cron.ts). The schedule is durable and shared by every botexec
+// instance: a JetStream key-value bucket holds each scheduled bot's next
+// run. A durable consumer of the Bot events keeps the bucket in step with
+// the bots (a new or changed schedule is put with its next run from now;
+// a removed schedule or deleted bot removes the key). Every instance
+// watches the bucket and, each poll, claims the runs that are due by
+// updating the key to its following run, conditional on the revision it
+// saw: of the instances that see a run due, exactly one claim succeeds,
+// and only that one runs the bot. A run that fell due while every
+// instance was down is due once at start; its following run is counted
+// from then, so missed ticks run once, not once each. A crash between a
+// claim and the run loses that run rather than repeating it.
+const (
+	cronBucket   = "pinion_bot_cron"
+	cronConsumer = "bot-cron"
+	// defaultCronPoll is how often an instance looks for due runs: cron's
+	// resolution is a minute, so a run starts within a second of its time.
+	defaultCronPoll = time.Second
+	// maxCronRuns bounds the scheduled runs one instance starts at once;
+	// the project's concurrency bounds them further.
+	maxCronRuns = 64
+)
+
+// Clock tells the scheduler the time.
+type Clock interface{ Now() time.Time }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// cronEntry is one scheduled bot in the bucket.
+type cronEntry struct {
+	Project string    `json:"project"`
+	Spec    string    `json:"spec"`
+	Next    time.Time `json:"next"`
+}
+
+// heldEntry is an entry as this instance last saw it.
+type heldEntry struct {
+	cronEntry
+	rev   uint64
+	sched *botcron.Schedule
+}
+
+// cronFire runs a claimed tick of a bot.
+type cronFire func(ctx context.Context, bot, project string, due time.Time)
+
+// scheduler is one instance's part of the shared schedule.
+type scheduler struct {
+	js     jetstream.JetStream
+	repo   *repo.Repo
+	stream string
+	clock  Clock
+	poll   time.Duration
+	fire   cronFire
+	log    *slog.Logger
+
+	kv      jetstream.KeyValue
+	watcher jetstream.KeyWatcher
+	cc      jetstream.ConsumeContext
+	mu      sync.Mutex
+	entries map[string]*heldEntry
+	synced  chan struct{}
+	runs    chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+func newScheduler(js jetstream.JetStream, r *repo.Repo, stream string, clock Clock, poll time.Duration, fire cronFire, log *slog.Logger) *scheduler {
+	if clock == nil {
+		clock = systemClock{}
+	}
+	if poll <= 0 {
+		poll = defaultCronPoll
+	}
+	return &scheduler{js: js, repo: r, stream: stream, clock: clock, poll: poll, fire: fire, log: log,
+		entries: map[string]*heldEntry{}, synced: make(chan struct{}), runs: make(chan struct{}, maxCronRuns)}
+}
+
+// Start opens the bucket and follows the Bot events and the bucket.
+func (c *scheduler) Start(ctx context.Context) error {
+	var err error
+	if c.kv, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: cronBucket, Storage: jetstream.FileStorage}); err != nil {
+		return fmt.Errorf("bucket %s: %w", cronBucket, err)
+	}
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.stream, jetstream.ConsumerConfig{
+		Durable:       cronConsumer,
+		FilterSubject: bus.EventPrefix + "Bot.>",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+	})
+	if err != nil {
+		return fmt.Errorf("bot schedule consumer: %w", err)
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if c.watcher, err = c.kv.WatchAll(c.ctx); err != nil {
+		c.cancel()
+		return err
+	}
+	if c.cc, err = cons.Consume(c.onEvent); err != nil {
+		_ = c.watcher.Stop()
+		c.cancel()
+		return err
+	}
+	c.wg.Add(2)
+	go c.watch()
+	go c.loop()
+	return nil
+}
+
+// Stop stops claiming runs and waits for those started.
+func (c *scheduler) Stop() {
+	if c.cancel == nil {
+		return
+	}
+	c.cc.Stop()
+	_ = c.watcher.Stop()
+	c.cancel()
+	c.wg.Wait()
+}
+
+// onEvent brings a bot's key in step with the bot as it now stands (not
+// as the event's version: events of one bot may be handled out of order).
+func (c *scheduler) onEvent(m jetstream.Msg) {
+	var ev repo.Event
+	if err := json.Unmarshal(m.Data(), &ev); err != nil || ev.ID == "" {
+		c.log.Error("bot schedule: unreadable event", "subject", m.Subject(), "err", err)
+		_ = m.Term()
+		return
+	}
+	if err := c.sync(c.ctx, ev.ID); err != nil {
+		c.log.Error("bot schedule: could not update", "bot", ev.ID, "err", err)
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	_ = m.Ack()
+}
+
+func (c *scheduler) sync(ctx context.Context, id string) error {
+	res, err := c.repo.Read(ctx, repo.AllProjects, "Bot", id)
+	if fhir.Missing(err) {
+		return c.remove(ctx, id)
+	}
+	if err != nil {
+		return err
+	}
+	var body map[string]any
+	if err := json.Unmarshal(res.JSON, &body); err != nil {
+		return err
+	}
+	sched, err := botcron.Of(body)
+	if err != nil {
+		// Written before the check, or by the services themselves.
+		c.log.Warn("bot schedule: not scheduled", "bot", id, "err", err)
+		return c.remove(ctx, id)
+	}
+	if sched == nil {
+		return c.remove(ctx, id)
+	}
+	features, err := access.ProjectFeatures(ctx, c.repo, res.Project)
+	if err != nil {
+		return err
+	}
+	if !botcron.Enabled(features) {
+		return c.remove(ctx, id)
+	}
+	if cur, err := c.kv.Get(ctx, id); err == nil {
+		var e cronEntry
+		if json.Unmarshal(cur.Value(), &e) == nil && e.Spec == sched.Spec && e.Project == res.Project {
+			return nil // the same schedule: its next run stands
+		}
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return err
+	}
+	b, _ := json.Marshal(cronEntry{Project: res.Project, Spec: sched.Spec, Next: sched.Next(c.clock.Now())})
+	_, err = c.kv.Put(ctx, id, b)
+	return err
+}
+
+func (c *scheduler) remove(ctx context.Context, id string) error {
+	err := c.kv.Delete(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	return err
+}
+
+// watch keeps this instance's copy of the bucket.
+func (c *scheduler) watch() {
+	defer c.wg.Done()
+	for u := range c.watcher.Updates() {
+		if u == nil {
+			close(c.synced)
+			continue
+		}
+		c.apply(u)
+	}
+}
+
+func (c *scheduler) apply(u jetstream.KeyValueEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := u.Key()
+	if u.Operation() != jetstream.KeyValuePut {
+		delete(c.entries, id)
+		return
+	}
+	if h, ok := c.entries[id]; ok && h.rev >= u.Revision() {
+		return // this instance's own claim got here first
+	}
+	var e cronEntry
+	if err := json.Unmarshal(u.Value(), &e); err != nil {
+		c.log.Error("bot schedule: unreadable entry", "bot", id, "err", err)
+		delete(c.entries, id)
+		return
+	}
+	h := &heldEntry{cronEntry: e, rev: u.Revision()}
+	if old, ok := c.entries[id]; ok && old.Spec == e.Spec {
+		h.sched = old.sched
+	} else {
+		s, err := botcron.Of(map[string]any{"cronString": e.Spec})
+		if err != nil || s == nil {
+			c.log.Error("bot schedule: unreadable schedule", "bot", id, "spec", e.Spec, "err", err)
+			delete(c.entries, id)
+			return
+		}
+		h.sched = s
+	}
+	c.entries[id] = h
+}
+
+// loop claims the due runs every poll, once this instance has read the
+// whole bucket.
+func (c *scheduler) loop() {
+	defer c.wg.Done()
+	select {
+	case <-c.synced:
+	case <-c.ctx.Done():
+		return
+	}
+	t := time.NewTicker(c.poll)
+	defer t.Stop()
+	for {
+		c.claimDue()
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+func (c *scheduler) claimDue() {
+	now := c.clock.Now()
+	type due struct {
+		id string
+		h  heldEntry
+	}
+	var list []due
+	c.mu.Lock()
+	for id, h := range c.entries {
+		if !h.Next.After(now) {
+			list = append(list, due{id, *h})
+		}
+	}
+	c.mu.Unlock()
+	for _, d := range list {
+		next := d.h.sched.Next(now)
+		b, _ := json.Marshal(cronEntry{Project: d.h.Project, Spec: d.h.Spec, Next: next})
+		rev, err := c.kv.Update(c.ctx, d.id, b, d.h.rev)
+		if err != nil {
+			// Another instance claimed it, or the schedule changed: the
+			// watcher brings the entry as it now is.
+			continue
+		}
+		c.mu.Lock()
+		if h, ok := c.entries[d.id]; ok && h.rev == d.h.rev {
+			h.Next, h.rev = next, rev
+		}
+		c.mu.Unlock()
+		select {
+		case c.runs <- struct{}{}:
+		case <-c.ctx.Done():
+			return
+		}
+		c.wg.Add(1)
+		go func(id, project string, at time.Time) {
+			defer c.wg.Done()
+			defer func() { <-c.runs }()
+			c.fire(c.ctx, id, project, at)
+		}(d.id, d.h.Project, d.h.Next)
+	}
+}
+
+// runScheduled runs a claimed tick: as the bot's own membership, with the
+// Bot as input (application/fhir+json), as Medplum's cron worker does,
+// through the path every run takes (sandbox limits, the project's
+// concurrency, an AuditEvent that says it was scheduled).
+func (s *Service) runScheduled(ctx context.Context, id, project string, due time.Time) {
+	start := time.Now()
+	log := s.log.With("bot", id, "project", project, "due", due)
+	res, err := s.repo.Read(ctx, repo.Scope{Project: project}, "Bot", id)
+	if fhir.Missing(err) {
+		return // deleted since: its key goes with the delete's event
+	}
+	if err != nil {
+		log.Error("scheduled bot: could not read the bot; this run is missed", "err", err)
+		return
+	}
+	features, err := access.ProjectFeatures(ctx, s.repo, project)
+	if err != nil {
+		log.Error("scheduled bot: could not read the project; this run is missed", "err", err)
+		return
+	}
+	if !botcron.Enabled(features) {
+		log.Warn("scheduled bot: the project's features no longer include cron and bots; not run")
+		return
+	}
+	bt, err := botOf(res)
+	if err != nil {
+		log.Error("scheduled bot: unreadable bot; not run", "err", err)
+		return
+	}
+	runAs, err := deliveryBots{s}.MemberAs(ctx, project, "Bot/"+id)
+	if err != nil {
+		log.Error("scheduled bot: could not find project membership for bot; not run", "err", err)
+		return
+	}
+	_, err = s.run(ctx, &run{
+		bot: bt, in: &input{kind: worker.InputJSON, body: res.JSON, mediaType: "application/fhir+json"},
+		requester: runAs, runAs: runAs, start: start, requestID: uuid.NewString(),
+		contentType: "application/fhir+json", scheduled: due,
+	})
+	if err != nil {
+		log.Error("scheduled bot: not run", "err", err)
+	}
+}
