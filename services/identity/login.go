@@ -80,6 +80,7 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err := r.DecodeJSON(&in); err != nil {
 		return nil, err
 	}
+	in.Email = auth.NormalEmail(in.Email)
 	if err := in.check(); err != nil {
 		return nil, err
 	}

@@ -53,10 +53,6 @@ type newUserRequest struct {
 	CodeChallengeMethod string `json:"codeChallengeMethod"`
 }
 
-// normalEmail is an e-mail address as Pinion stores and looks it up:
-// trimmed and case-folded, so that "Ada@Example.com " is ada@example.com.
-func normalEmail(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
-
 // check finds what is wrong with the fields, one issue per field, with
 // Medplum's texts. Lengths count characters, not bytes.
 func (in newUserRequest) check() error {
@@ -67,7 +63,7 @@ func (in newUserRequest) check() error {
 	if n := utf8.RuneCountInString(in.LastName); n < 1 || n > maxName {
 		issues = append(issues, fhir.FieldIssue("lastName", lastNameLenText))
 	}
-	email := normalEmail(in.Email)
+	email := auth.NormalEmail(in.Email)
 	if n := utf8.RuneCountInString(email); n < minEmail || n > maxEmail || !validEmail(email) || strings.ContainsAny(email, "<> ") {
 		issues = append(issues, fhir.FieldIssue("email", badEmailText))
 	}
@@ -102,7 +98,7 @@ func (s *Service) newUser(ctx context.Context, r *bus.Request) (*bus.Response, e
 	if err := in.check(); err != nil {
 		return nil, err
 	}
-	email := normalEmail(in.Email)
+	email := auth.NormalEmail(in.Email)
 	project, err := s.registrationProject(ctx, in.ProjectID, in.ClientID)
 	if err != nil {
 		return nil, err

@@ -273,3 +273,13 @@ func setProject(t *testing.T, id string, edit func(map[string]any)) {
 		t.Fatal(err)
 	}
 }
+
+// An address is one person however it is typed: trimmed and case-folded
+// at sign-in as at registration.
+func TestEmailNormalisedAtSignIn(t *testing.T) {
+	p := newPerson(t, "spaces")
+	resp, err := p.login(t, "10.3.3.1", map[string]any{"email": "  " + strings.ToUpper(p.email) + "\t"})
+	if out := decoded(t, resp, err, 200); out["code"] == nil {
+		t.Fatalf("answer %v", out)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/mail"
@@ -34,7 +35,7 @@ func (s *Service) resetPassword(ctx context.Context, r *bus.Request) (*bus.Respo
 // request, in the form accounts are found by (trimmed, lower case); ok is
 // whether it can be one at all.
 func formEmail(raw string) (email string, ok bool) {
-	email = strings.ToLower(strings.TrimSpace(raw))
+	email = auth.NormalEmail(raw)
 	return email, strings.Contains(email, "@")
 }
 
