@@ -133,7 +133,14 @@ func (s *Service) security(ctx context.Context, p *bus.Principal, user map[strin
 		}
 		memberships = append(memberships, pick(m, "resourceType", "id", "identifier", "profile", "admin"))
 	}
-	return map[string]any{"mfaEnrolled": user["mfaEnrolled"] == true, "sessions": sessions, "memberships": memberships}, nil
+	// The factor is kept in the credentials (mfa.go); a User resource
+	// imported with mfaEnrolled says so too.
+	mfa, _, err := s.loadMFA(ctx, userIDOf(p.User))
+	if err != nil {
+		return nil, err
+	}
+	enrolled := user["mfaEnrolled"] == true || mfa.Enrolled
+	return map[string]any{"mfaEnrolled": enrolled, "sessions": sessions, "memberships": memberships}, nil
 }
 
 // referenceOf is the reference string of a Reference value, "" if none.

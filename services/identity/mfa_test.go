@@ -329,3 +329,17 @@ func TestMFAInviteRequired(t *testing.T) {
 		t.Fatalf("login-enroll answered %v", b)
 	}
 }
+
+// TestMFAEnrolledInMe: /auth/me's security says whether the person has
+// enrolled an authenticator, as Medplum's web app shows it.
+func TestMFAEnrolledInMe(t *testing.T) {
+	now := pinClock(t)
+	p := newPerson(t, "mfame")
+	if sec := meOf(t, p)["security"].(map[string]any); sec["mfaEnrolled"] != false {
+		t.Fatalf("before: %v", sec)
+	}
+	p.enroll(t, now)
+	if sec := meOf(t, p)["security"].(map[string]any); sec["mfaEnrolled"] != true {
+		t.Fatalf("after: %v", sec)
+	}
+}
