@@ -213,6 +213,17 @@ func TestSignedBinaryURLs(t *testing.T) {
 				expect(t, r, 200)
 				return r.json(t)
 			},
+			"graphql": func() map[string]any {
+				r := do(t, "POST", "fhir/R4/$graphql", tok, "application/json", mustJSON(map[string]any{
+					"query": `{ Patient(id: "` + pat["id"].(string) + `") { photo { contentType url } } }`}))
+				expect(t, r, 200)
+				data, _ := r.json(t)["data"].(map[string]any)
+				p, _ := data["Patient"].(map[string]any)
+				if p == nil {
+					t.Fatalf("graphql answer %s", r.body)
+				}
+				return p
+			},
 			"search": func() map[string]any {
 				r := do(t, "GET", "fhir/R4/Patient?family=Photographed", tok, "", nil)
 				expect(t, r, 200)

@@ -88,10 +88,12 @@ func disposition(ct string) string {
 	return "attachment"
 }
 
-// signedRoutes are the routes whose FHIR JSON answers carry the caller's
-// resources (a batch's entries and $graphql's nodes are answered by these
-// same handlers).
+// signedRoutes are the routes whose JSON answers carry the caller's
+// resources (a batch's entries are answered by these same handlers; a
+// $graphql answer's nodes are read by handlers it calls directly, so it is
+// signed whole, as Medplum signs it).
 var signedRoutes = map[string]bool{
+	"POST /fhir/R4/$graphql": true,
 	"GET /fhir/R4/:type/:id": true, "GET /fhir/R4/:type/:id/_history/:vid": true,
 	"GET /fhir/R4/:type/:id/_history": true, "GET /fhir/R4/:type": true, "POST /fhir/R4/:type/_search": true,
 	"POST /fhir/R4/:type": true, "PUT /fhir/R4/:type": true, "PUT /fhir/R4/:type/:id": true,
