@@ -80,8 +80,8 @@ func (c *Console) showClients(fc *fiber.Ctx, s *session, status int, form, errs 
 	return c.render(fc, status, "clients", d)
 }
 
-// createClient is the API's POST /admin/projects/:id/client; the answer's
-// secret is shown once.
+// createClient is the API's POST /admin/projects/:id/client; the answer
+// shows the secret, as every admin's read of the client does.
 func (c *Console) createClient(fc *fiber.Ctx) error {
 	s, err := c.form(fc)
 	if s == nil {
@@ -108,7 +108,8 @@ func (c *Console) createClient(fc *fiber.Ctx) error {
 	return c.renderClient(fc, s, 201, resp.Body, nil)
 }
 
-// renderClient shows a client; a body holding a secret shows it once.
+// renderClient shows a client, and its secret when the body holds it (an
+// admin's read: services/fhir shows it to no one else).
 func (c *Console) renderClient(fc *fiber.Ctx, s *session, status int, raw []byte, errs map[string]string) error {
 	cl, err := clientOf(raw)
 	if err != nil {
@@ -182,8 +183,7 @@ func (c *Console) saveClient(fc *fiber.Ctx) error {
 	return c.renderClient(fc, s, 200, resp.Body, nil)
 }
 
-// rotateClient is the API's $rotate-secret for admins: a new secret, shown
-// once.
+// rotateClient is the API's $rotate-secret for admins: a new secret.
 func (c *Console) rotateClient(fc *fiber.Ctx) error {
 	s, err := c.form(fc)
 	if s == nil {
