@@ -40,6 +40,7 @@ var Routes = []Route{
 	{"POST", "/auth/resetpassword", "pinion.identity.POST.auth.resetpassword", Public, true, "identity", "resetPassword"},
 	{"POST", "/auth/revoke", "pinion.identity.POST.auth.revoke", Token, false, "identity", "authRevoke"},
 	{"POST", "/auth/setpassword", "pinion.identity.POST.auth.setpassword", Public, true, "identity", "setPassword"},
+	{"POST", "/auth/verifyemail", "pinion.identity.POST.auth.verifyemail", Public, true, "identity", "verifyEmail"},
 	{"POST", "/fhir/R4", "pinion.fhir.POST.fhir.R4", Token, false, "fhir", "batch"},
 	{"GET", "/fhir/R4/$export", "pinion.fhir.GET.fhir.R4.$export", Token, false, "fhir", "export"},
 	{"POST", "/fhir/R4/$export", "pinion.fhir.POST.fhir.R4.$export", Token, false, "fhir", "export"},

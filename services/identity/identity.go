@@ -196,6 +196,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /auth/newuser", bus.Public|bus.SignInLimit, s.newUser),
 		bus.Handle("POST /auth/newproject", bus.Public|bus.SignInLimit, s.newProject),
 		bus.Handle("POST /auth/newpatient", bus.Public|bus.SignInLimit, s.newPatient),
+		bus.Handle("POST /auth/verifyemail", bus.Public|bus.SignInLimit, s.verifyEmail),
 		bus.Handle("POST /auth/revoke", bus.Token, s.authRevoke),
 		bus.Handle("GET /auth/consents", bus.Token, s.listConsents),
 		bus.Handle("DELETE /auth/consents/:clientId", bus.Token, s.withdrawConsent),

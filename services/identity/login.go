@@ -211,8 +211,9 @@ func orDecoy(hash string) string {
 	return hash
 }
 
-// checkAddress applies a membership's access-policy IP rules at sign-in:
-// Medplum's check and answer.
+// checkAddress applies a membership's sign-in conditions, every sign-in
+// path's one gate: its access-policy IP rules (Medplum's check and
+// answer), and a verified e-mail where its project requires one.
 func (s *Service) checkAddress(ctx context.Context, membership, remote string) error {
 	m, err := s.sessions.GetMembership(ctx, membership)
 	if err != nil {
@@ -221,7 +222,7 @@ func (s *Service) checkAddress(ctx context.Context, membership, remote string) e
 	if !m.AllowsAddress(remote) {
 		return fhir.BadRequest("IP address not allowed")
 	}
-	return nil
+	return s.checkVerifiedEmail(ctx, m)
 }
 
 // newCode makes an authorization code issued at now: the login id and a

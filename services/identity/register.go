@@ -108,6 +108,11 @@ func (s *Service) newUser(ctx context.Context, r *bus.Request) (*bus.Response, e
 		return nil, err
 	}
 	s.log.InfoContext(ctx, "user registered", "user", userID, "project", project)
+	// The account exists whatever befalls the e-mail: a failure to queue it
+	// is logged, not answered (a retry would find the address taken).
+	if err := s.sendVerification(ctx, userID, email, in.FirstName); err != nil {
+		s.log.ErrorContext(ctx, "verification e-mail not queued", "user", userID, "err", err)
+	}
 	now := time.Now()
 	l := session.Login{
 		User: "User/" + userID, Client: in.ClientID, Scope: cmpOr(in.Scope, "openid"), Nonce: cmpOr(in.Nonce, uuid.NewString()),

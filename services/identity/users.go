@@ -293,6 +293,10 @@ func (s *Service) usePasswordLink(ctx context.Context, id, secret, password stri
 	if err := s.setPasswordHash(ctx, pr.User, hash); err != nil {
 		return 0, err
 	}
+	// The link came by e-mail: the address is theirs (as Medplum sets it).
+	if err := s.markEmailVerified(ctx, pr.User); err != nil {
+		return 0, err
+	}
 	// Whoever signed in with the old password is signed out, refresh
 	// tokens included (Medplum 5.1.13 revokes every login of the user too).
 	return s.sessions.EndSessions(ctx, "User/"+pr.User)
