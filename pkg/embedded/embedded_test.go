@@ -102,7 +102,10 @@ func TestNATSListenerRequiresCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fhirConn.Close()
-	if _, err := fhirConn.Subscribe("pinion.fhir.read", func(m *nats.Msg) { _ = m.Respond([]byte("ok")) }); err != nil {
+	// A FHIR route's subject (bus.SubjectOf("GET", "/fhir/R4/:type/:id")):
+	// bots call the FHIR routes through botexec.
+	const read = "pinion.fhir.GET.fhir.R4.:type.:id"
+	if _, err := fhirConn.Subscribe(read, func(m *nats.Msg) { _ = m.Respond([]byte("ok")) }); err != nil {
 		t.Fatal(err)
 	}
 	_ = fhirConn.Flush()
@@ -111,7 +114,7 @@ func TestNATSListenerRequiresCredentials(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = nc.Request("pinion.fhir.read", []byte("forged principal"), time.Second)
+		_, err = nc.Request(read, []byte("forged principal"), time.Second)
 		nc.Close()
 		if (err == nil) != allowed {
 			t.Errorf("%s sends a service request: %v, want allowed %v", user, err, allowed)
