@@ -2,6 +2,7 @@ package standalone
 
 import (
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -145,4 +146,37 @@ func TestRegistrationOff(t *testing.T) {
 	r := do(t, "POST", "auth/newuser", "", "application/json", mustJSON(map[string]any{
 		"firstName": "Shut", "lastName": "Out", "email": "shut-out@example.com", "password": "a long password"}))
 	refused(t, r, "Registration is disabled")
+}
+
+var verifyLink = regexp.MustCompile(`verifyemail/([0-9a-f-]{36})/([0-9a-f]{64})`)
+
+// Registration e-mails a verification link; POST /auth/verifyemail spends
+// it; a project that requires a verified address lets the person in only
+// after.
+func TestVerifyEmailStory(t *testing.T) {
+	email := "verify-" + uuid.NewString()[:8] + "@example.com"
+	login, verifier := registered(t, "Vera", email, "a long password", "")
+	r := do(t, "POST", "auth/newproject", "", "application/json", mustJSON(map[string]any{"login": login, "projectName": "Verified Clinic"}))
+	expect(t, r, 200)
+	tok := redeemCode(t, r.json(t), verifier)
+	pid := strings.TrimPrefix(tok["project"].(map[string]any)["reference"].(string), "Project/")
+
+	su := superToken(t)
+	r = do(t, "GET", "fhir/R4/Project/"+pid, su, "", nil)
+	expect(t, r, 200)
+	p := r.json(t)
+	p["setting"] = []any{map[string]any{"name": "requireVerifiedEmail", "valueBoolean": true}}
+	expect(t, do(t, "PUT", "fhir/R4/Project/"+pid, su, "application/fhir+json", mustJSON(p)), 200)
+	r = do(t, "POST", "auth/login", "", "application/json", mustJSON(map[string]any{"email": email, "password": "a long password"}))
+	refused(t, r, "Email verification is required")
+
+	m := verifyLink.FindStringSubmatch(mailTo(t, email))
+	if m == nil {
+		t.Fatal("no verification link in the e-mail")
+	}
+	wrong := do(t, "POST", "auth/verifyemail", "", "application/json", mustJSON(map[string]any{"id": m[1], "secret": strings.Repeat("0", 64)}))
+	refused(t, wrong, "Incorrect secret")
+	expect(t, do(t, "POST", "auth/verifyemail", "", "application/json", mustJSON(map[string]any{"id": m[1], "secret": m[2]})), 200)
+	refused(t, do(t, "POST", "auth/verifyemail", "", "application/json", mustJSON(map[string]any{"id": m[1], "secret": m[2]})), "Already used")
+	signIn(t, email, "a long password", "", "openid")
 }
