@@ -47,18 +47,10 @@ func ProjectFeatures(ctx context.Context, r *repo.Repo, project string) ([]strin
 	return v.Features, nil
 }
 
-// botProject is the project a Bot written through the gate lands in: the
-// caller's, else (a super admin) the one its meta names, else (an update)
-// the current version's.
+// botProject is the project a Bot written through the gate is in: the
+// current version's (an update), else the caller's, else (a super admin)
+// the one its meta names.
 func (g *Gate) botProject(ctx context.Context, res map[string]any) (string, error) {
-	if p := g.Project(); p != "" {
-		return p, nil
-	}
-	if m, ok := res["meta"].(map[string]any); ok {
-		if p, ok := m["project"].(string); ok && p != "" {
-			return p, nil
-		}
-	}
 	if id, ok := res["id"].(string); ok && id != "" {
 		cur, err := g.repo.Read(ctx, repo.AllProjects, "Bot", id)
 		if err == nil {
@@ -66,6 +58,14 @@ func (g *Gate) botProject(ctx context.Context, res map[string]any) (string, erro
 		}
 		if !fhir.Missing(err) {
 			return "", err
+		}
+	}
+	if p := g.Project(); p != "" {
+		return p, nil
+	}
+	if m, ok := res["meta"].(map[string]any); ok {
+		if p, ok := m["project"].(string); ok && p != "" {
+			return p, nil
 		}
 	}
 	return g.policy.project, nil
