@@ -59,6 +59,9 @@ type Config struct {
 	// RegisterDisabled refuses /auth/newuser (PINION_REGISTER_ENABLED=false);
 	// registration is on by default, as Medplum's registerEnabled.
 	RegisterDisabled bool
+	// AppBaseURL is the web app, whose sign-in page an external sign-in
+	// returns to (Medplum's appBaseUrl).
+	AppBaseURL string
 }
 
 // Service is the identity service.
@@ -91,6 +94,9 @@ type Service struct {
 	csrfMu sync.Mutex
 	csrf   []byte // the CSRF key, once loaded
 
+	extOnce      sync.Once // external identity providers' ID token verifiers (external.go)
+	extVerifiers *verifiers
+
 	// SuperAdmin holds the bootstrap result, for the standalone to print.
 	SuperAdmin Bootstrap
 }
@@ -103,6 +109,7 @@ func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service,
 		SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret,
 		TokenLifetime: cfg.AccessTokenLifetime, SecretGrace: cfg.ClientSecretGrace,
 		RestHookPrivate: cfg.RestHookPrivate, RegisterDisabled: cfg.RegisterDisabled,
+		AppBaseURL: cfg.AppBaseURL,
 	}, c.NC, c.JS, c.Repo, c.Sessions, log), nil
 }
 
@@ -191,6 +198,8 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /auth/login", bus.Public|bus.SignInLimit, s.login),
 		bus.Handle("POST /auth/method", bus.Public|bus.SignInLimit, s.method),
 		bus.Handle("POST /auth/profile", bus.Public|bus.SignInLimit, s.chooseProfile),
+		bus.Handle("GET /auth/external", bus.Public|bus.SignInLimit, s.externalCallback),
+		bus.Handle("GET /auth/login/:login", bus.Public|bus.SignInLimit, s.loginStatus),
 		bus.Handle("POST /auth/setpassword", bus.Public|bus.SignInLimit, s.setPassword),
 		bus.Handle("POST /auth/resetpassword", bus.Public|bus.SignInLimit, s.resetPassword),
 		bus.Handle("POST /auth/newuser", bus.Public|bus.SignInLimit, s.newUser),

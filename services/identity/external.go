@@ -1,0 +1,482 @@
+package identity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/google/uuid"
+	"github.com/hashicorp/golang-lru/v2/expirable"
+	"golang.org/x/oauth2"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/egress"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/search"
+	"github.com/pinion-health/pinion/pkg/session"
+)
+
+// authExternal is Medplum's Login.authMethod for a sign-in through an
+// external identity provider.
+const authExternal = "external"
+
+// Bounds on what /auth/external reads: the query a browser brings back
+// from the provider, and how long the provider may take to answer.
+const (
+	maxExternalState = 4096
+	maxExternalCode  = 2048
+	externalTimeout  = 10 * time.Second
+)
+
+// externalState is the state Medplum's client sends to the provider and
+// the provider hands back to /auth/external: the sign-in it continues
+// (Medplum's ExternalAuthState). It comes from the browser, so it is
+// trusted for nothing but what the person could ask for anyway.
+type externalState struct {
+	Domain              string `json:"domain"`
+	ProjectID           string `json:"projectId"`
+	ClientID            string `json:"clientId"`
+	Scope               string `json:"scope"`
+	Nonce               string `json:"nonce"`
+	Launch              string `json:"launch"`
+	CodeChallenge       string `json:"codeChallenge"`
+	CodeChallengeMethod string `json:"codeChallengeMethod"`
+	RedirectURI         string `json:"redirectUri"`
+}
+
+// identityProvider is Medplum's IdentityProvider, on a ClientApplication
+// or a DomainConfiguration. issuer (and jwksUrl, or the issuer's
+// discovery document) are what Pinion checks the ID token against.
+type identityProvider struct {
+	Issuer          string `json:"issuer"`
+	Audience        string `json:"audience"`
+	JWKSURL         string `json:"jwksUrl"`
+	AuthorizeURL    string `json:"authorizeUrl"`
+	TokenURL        string `json:"tokenUrl"`
+	TokenAuthMethod string `json:"tokenAuthMethod"`
+	UserInfoURL     string `json:"userInfoUrl"`
+	ClientID        string `json:"clientId"`
+	ClientSecret    string `json:"clientSecret"`
+	UsePkce         bool   `json:"usePkce"`
+	UseSubject      bool   `json:"useSubject"`
+}
+
+// externalClaims are the ID token claims a sign-in uses.
+type externalClaims struct {
+	Subject       string `json:"sub"`
+	Email         string `json:"email"`
+	EmailVerified *bool  `json:"email_verified"`
+	Nonce         string `json:"nonce"`
+}
+
+// verifiers caches one ID token verifier per provider (issuer, key set,
+// audience), so its key set, which go-oidc refreshes when it meets an
+// unknown key id, is not fetched on every sign-in.
+type verifiers = expirable.LRU[string, *oidc.IDTokenVerifier]
+
+const (
+	maxVerifiers = 256
+	verifierTTL  = time.Hour
+)
+
+// signingAlgs are the ID token algorithms accepted from a provider named
+// by its key set URL (a discovered provider says its own): asymmetric
+// only, so nobody holding the client secret can mint one.
+var signingAlgs = []string{oidc.RS256, oidc.RS384, oidc.RS512, oidc.ES256, oidc.ES384, oidc.ES512, oidc.PS256, oidc.EdDSA}
+
+// badExternal is the answer for a code the provider would not exchange or
+// an ID token that does not verify; the reason is logged, not told.
+var badExternal = fhir.BadRequest("Failed to verify code - check your identity provider configuration")
+
+// externalCallback is GET /auth/external?code&state, where a provider
+// sends the browser back: the code is exchanged at the provider, its ID
+// token verified (signature against the provider's keys, issuer,
+// audience, expiry and nonce; Medplum only decodes it), the person found
+// by e-mail or, with useSubject, by the subject as a membership's
+// externalId, and the sign-in finished as Medplum finishes it: a redirect
+// to the client's redirect URI with login and code, or to the app's
+// sign-in page with the login.
+func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	code, rawState := r.Query.Get("code"), r.Query.Get("state")
+	switch {
+	case code == "":
+		return nil, fhir.BadRequest("Missing code")
+	case rawState == "":
+		return nil, fhir.BadRequest("Missing state")
+	case len(code) > maxExternalCode || len(rawState) > maxExternalState:
+		return nil, fhir.BadRequest("Invalid state")
+	}
+	var st externalState
+	if err := json.Unmarshal([]byte(rawState), &st); err != nil {
+		return nil, fhir.BadRequest("Invalid state")
+	}
+	if st.CodeChallenge != "" && st.CodeChallengeMethod != "plain" && st.CodeChallengeMethod != "S256" {
+		return nil, fhir.BadRequest("Invalid code challenge method")
+	}
+	idp, client, err := s.externalProvider(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	if idp == nil {
+		return nil, fhir.BadRequest("Identity provider not found")
+	}
+	claims, err := s.verifyExternalCode(ctx, idp, code, st)
+	if err != nil {
+		return nil, err
+	}
+	email, externalID := "", ""
+	if idp.UseSubject {
+		if externalID = claims.Subject; externalID == "" {
+			return nil, fhir.BadRequest("External token does not contain subject")
+		}
+	} else {
+		if email = strings.ToLower(claims.Email); email == "" {
+			return nil, fhir.BadRequest("External token does not contain email address")
+		}
+		// An address the provider says it has not verified names nobody.
+		if claims.EmailVerified != nil && !*claims.EmailVerified {
+			return nil, fhir.BadRequest("External token's email address is not verified")
+		}
+	}
+	if st.Domain != "" && !strings.HasSuffix(email, "@"+strings.ToLower(st.Domain)) {
+		return nil, fhir.BadRequest("Email address does not match domain")
+	}
+	projectID := st.ProjectID
+	if client != nil {
+		if projectID != "" && projectID != client.Project {
+			return nil, fhir.BadRequest("Invalid project")
+		}
+		projectID = client.Project
+	}
+	userRef, err := s.externalUser(ctx, email, externalID, projectID)
+	if err != nil {
+		return nil, err
+	}
+	scope := st.Scope
+	if scope == "" {
+		scope = "openid offline"
+	}
+	nonce := st.Nonce
+	if nonce == "" {
+		nonce = uuid.NewString()
+	}
+	now := time.Now()
+	l := session.Login{
+		User: userRef, Client: st.ClientID, Scope: scope, Nonce: nonce,
+		Challenge: st.CodeChallenge, ChallengeMethod: st.CodeChallengeMethod,
+		AuthTime: now.Unix(), Start: now.UnixMilli(), Project: projectID,
+	}
+	loginID := uuid.NewString()
+	choices, err := s.memberships(ctx, userRef, projectID)
+	if err != nil {
+		return nil, err
+	}
+	if externalID != "" {
+		choices = slices.DeleteFunc(choices, func(c memberChoice) bool { return !s.hasExternalID(ctx, c.ID, externalID) })
+	}
+	if len(choices) == 0 {
+		return nil, fhir.BadRequest("User not found")
+	}
+	var target *url.URL
+	if len(choices) == 1 && st.RedirectURI != "" && client != nil {
+		l.Membership = choices[0].ID
+		if err := s.checkAddress(ctx, l.Membership, r.Remote); err != nil {
+			return nil, err
+		}
+		authCode := newCode(loginID, &l, now)
+		// Exactly a registered address (Medplum also takes a prefix of one).
+		if !slices.Contains(registeredRedirects(client.doc), st.RedirectURI) {
+			return nil, fhir.BadRequest("Invalid redirect URI")
+		}
+		if target, err = url.Parse(st.RedirectURI); err != nil {
+			return nil, fhir.BadRequest("Invalid redirect URI")
+		}
+		q := target.Query()
+		q.Set("login", loginID)
+		q.Set("code", authCode)
+		target.RawQuery = q.Encode()
+	} else {
+		// The app's sign-in page asks GET /auth/login/<login> for the
+		// memberships, or the code when there is one.
+		page := "signin"
+		if st.Launch != "" {
+			page = "oauth"
+		}
+		if target, err = url.Parse(strings.TrimSuffix(s.cfg.AppBaseURL, "/") + "/" + page); err != nil {
+			return nil, err
+		}
+		q := url.Values{"login": {loginID}, "scope": {scope}, "nonce": {nonce}}
+		if st.CodeChallenge != "" {
+			q.Set("code_challenge", st.CodeChallenge)
+			q.Set("code_challenge_method", st.CodeChallengeMethod)
+		}
+		target.RawQuery = q.Encode()
+	}
+	l.SetOrigin(authExternal, r.Remote, r.Get("User-Agent"))
+	if err := s.putExternalSignIn(ctx, loginID, &l); err != nil {
+		return nil, err
+	}
+	return &bus.Response{Status: 302, Header: map[string]string{"Location": target.String(), "Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}}, nil
+}
+
+// putExternalSignIn stores the login and lists it among the user's
+// sessions, as putSignIn does for a password.
+func (s *Service) putExternalSignIn(ctx context.Context, loginID string, l *session.Login) error {
+	if _, err := s.sessions.PutLogin(ctx, loginID, *l); err != nil {
+		return err
+	}
+	u, err := s.sessions.UserLogins(ctx)
+	if err != nil {
+		return err
+	}
+	return u.Add(ctx, l.User, loginID, time.UnixMilli(l.Start))
+}
+
+// externalClient is the ClientApplication a state names.
+type externalClient struct {
+	Project string
+	doc     map[string]any
+}
+
+// externalProvider finds the provider a sign-in used, as Medplum does:
+// the state's client's, else its domain's.
+func (s *Service) externalProvider(ctx context.Context, st externalState) (*identityProvider, *externalClient, error) {
+	var client *externalClient
+	if st.ClientID != "" {
+		res, err := s.repo.Read(ctx, repo.AllProjects, "ClientApplication", st.ClientID)
+		if err != nil {
+			return nil, nil, err
+		}
+		doc, err := res.Decode()
+		if err != nil {
+			return nil, nil, err
+		}
+		client = &externalClient{Project: res.Project, doc: doc}
+		if idp, err := providerOf(res.JSON); err != nil || idp != nil {
+			return idp, client, err
+		}
+	}
+	if st.Domain == "" {
+		return nil, client, nil
+	}
+	q, err := search.Parse("DomainConfiguration", url.Values{"domain": {strings.ToLower(st.Domain)}, "_count": {"1"}})
+	if err != nil {
+		return nil, nil, err
+	}
+	page, err := s.repo.Search(ctx, repo.AllProjects, "DomainConfiguration", q)
+	if err != nil || len(page.Resources) == 0 {
+		return nil, client, err
+	}
+	idp, err := providerOf(page.Resources[0].JSON)
+	return idp, client, err
+}
+
+// providerOf is a resource's identityProvider, or nil.
+func providerOf(raw []byte) (*identityProvider, error) {
+	var doc struct {
+		IdentityProvider *identityProvider `json:"identityProvider"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	return doc.IdentityProvider, nil
+}
+
+// verifyExternalCode exchanges the code at the provider's token endpoint
+// (with the state's code challenge as the verifier when usePkce, as
+// Medplum sends it) and returns the claims of its ID token once verified.
+func (s *Service) verifyExternalCode(ctx context.Context, idp *identityProvider, code string, st externalState) (*externalClaims, error) {
+	verifier, err := s.externalVerifier(ctx, idp)
+	if err != nil {
+		return nil, err
+	}
+	style := oauth2.AuthStyleInHeader
+	if idp.TokenAuthMethod == "client_secret_post" {
+		style = oauth2.AuthStyleInParams
+	}
+	conf := oauth2.Config{
+		ClientID: idp.ClientID, ClientSecret: idp.ClientSecret, RedirectURL: s.cfg.BaseURL + "auth/external",
+		Endpoint: oauth2.Endpoint{AuthURL: idp.AuthorizeURL, TokenURL: idp.TokenURL, AuthStyle: style},
+	}
+	var opts []oauth2.AuthCodeOption
+	if idp.UsePkce && st.CodeChallenge != "" {
+		opts = append(opts, oauth2.VerifierOption(st.CodeChallenge))
+	}
+	hc := egress.Client(s.cfg.RestHookPrivate, externalTimeout)
+	tok, err := conf.Exchange(context.WithValue(ctx, oauth2.HTTPClient, hc), code, opts...)
+	if err != nil {
+		s.log.Warn("external sign-in: the provider refused the code", "tokenUrl", idp.TokenURL, "err", err)
+		return nil, badExternal
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	if raw == "" {
+		s.log.Warn("external sign-in: the provider's answer has no id_token", "tokenUrl", idp.TokenURL)
+		return nil, badExternal
+	}
+	idt, err := verifier.Verify(ctx, raw)
+	if err != nil {
+		s.log.Warn("external sign-in: ID token refused", "issuer", idp.Issuer, "err", err)
+		return nil, badExternal
+	}
+	var c externalClaims
+	if err := idt.Claims(&c); err != nil {
+		return nil, badExternal
+	}
+	// The nonce the sign-in began with, when it sent one to the provider
+	// and the token carries one: a token minted for another sign-in
+	// (replayed) has another. A token without one is accepted, as
+	// Medplum's client does not send the nonce to the provider.
+	if c.Nonce != "" && c.Nonce != st.Nonce {
+		s.log.Warn("external sign-in: ID token nonce does not match", "issuer", idp.Issuer)
+		return nil, badExternal
+	}
+	return &c, nil
+}
+
+// externalVerifier checks ID tokens of a provider: its issuer's keys, from
+// jwksUrl or from the issuer's discovery document; the audience is the
+// provider's audience or, by default, its client id.
+func (s *Service) externalVerifier(ctx context.Context, idp *identityProvider) (*oidc.IDTokenVerifier, error) {
+	if idp.Issuer == "" {
+		s.log.Error("identity provider without issuer: its ID tokens cannot be verified", "authorizeUrl", idp.AuthorizeURL)
+		return nil, fhir.BadRequest("Identity provider has no issuer: set identityProvider.issuer")
+	}
+	audience := idp.Audience
+	if audience == "" {
+		audience = idp.ClientID
+	}
+	key := idp.Issuer + "\n" + idp.JWKSURL + "\n" + audience
+	if v, ok := s.externalVerifiers().Get(key); ok {
+		return v, nil
+	}
+	// The key set outlives this request: its fetches get their own bound.
+	kctx := oidc.ClientContext(context.Background(), egress.Client(s.cfg.RestHookPrivate, externalTimeout))
+	var v *oidc.IDTokenVerifier
+	cfg := &oidc.Config{ClientID: audience}
+	if idp.JWKSURL != "" {
+		cfg.SupportedSigningAlgs = signingAlgs
+		v = oidc.NewVerifier(idp.Issuer, oidc.NewRemoteKeySet(kctx, idp.JWKSURL), cfg)
+	} else {
+		dctx, cancel := context.WithTimeout(kctx, externalTimeout)
+		defer cancel()
+		p, err := oidc.NewProvider(dctx, idp.Issuer)
+		if err != nil {
+			s.log.Warn("external sign-in: provider discovery failed", "issuer", idp.Issuer, "err", err)
+			return nil, badExternal
+		}
+		v = p.Verifier(cfg)
+	}
+	s.externalVerifiers().Add(key, v)
+	return v, nil
+}
+
+// externalVerifiers is the service's verifier cache, made on first use.
+func (s *Service) externalVerifiers() *verifiers {
+	s.extOnce.Do(func() {
+		s.extVerifiers = expirable.NewLRU[string, *oidc.IDTokenVerifier](maxVerifiers, nil, verifierTTL)
+	})
+	return s.extVerifiers
+}
+
+// externalUser is the user an external sign-in names: by e-mail (the
+// project's own user first, then the server's), or, by subject, the user
+// of a membership in the project whose externalId it is.
+func (s *Service) externalUser(ctx context.Context, email, externalID, projectID string) (string, error) {
+	if externalID != "" {
+		params := url.Values{"external-id": {externalID}, "_count": {"2"}}
+		if projectID != "" {
+			params.Set("project", "Project/"+projectID)
+		}
+		q, err := search.Parse("ProjectMembership", params)
+		if err != nil {
+			return "", err
+		}
+		page, err := s.repo.Search(ctx, repo.AllProjects, "ProjectMembership", q)
+		if err != nil {
+			return "", err
+		}
+		users := map[string]bool{}
+		for _, res := range page.Resources {
+			var m struct {
+				User       *fhir.Reference `json:"user"`
+				ExternalID string          `json:"externalId"`
+			}
+			if err := json.Unmarshal(res.JSON, &m); err == nil && m.User != nil && m.ExternalID == externalID {
+				users[m.User.Reference] = true
+			}
+		}
+		switch len(users) {
+		case 0:
+			return "", fhir.BadRequest("User not found")
+		case 1:
+			for u := range users {
+				return u, nil
+			}
+		}
+		// The same subject on two people: refuse rather than guess.
+		return "", fhir.BadRequest("External ID matches more than one user")
+	}
+	// The project's own user first, as /auth/login looks them up.
+	if projectID != "" {
+		if id, err := s.repo.ClaimOwner(ctx, repo.UserEmailKey(projectID, email)); err != nil || id != "" {
+			return "User/" + id, err
+		}
+	}
+	if id, err := s.repo.ClaimOwner(ctx, repo.UserEmailKey("", email)); err != nil || id != "" {
+		return "User/" + id, err
+	}
+	return "", fhir.BadRequest("User not found")
+}
+
+// hasExternalID says whether a membership carries this externalId.
+func (s *Service) hasExternalID(ctx context.Context, membership, externalID string) bool {
+	res, err := s.repo.Read(ctx, repo.AllProjects, "ProjectMembership", membership)
+	if err != nil {
+		return false
+	}
+	var m struct {
+		ExternalID string `json:"externalId"`
+	}
+	return json.Unmarshal(res.JSON, &m) == nil && m.ExternalID == externalID
+}
+
+// externalLoginAge is how long after an external sign-in the app may ask
+// for its result: the browser goes straight from the callback to the page.
+const externalLoginAge = 10 * time.Minute
+
+// loginStatus is GET /auth/login/:login, where Medplum's sign-in page
+// continues an external sign-in: the memberships to choose from, or, with
+// one, a code. Only an external sign-in's login answers, and only until a
+// membership is chosen, so its code is given once; the code is still
+// bound to the sign-in's PKCE challenge.
+func (s *Service) loginStatus(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	id := r.Param("login")
+	if _, err := uuid.Parse(id); err != nil {
+		return nil, fhir.NotFound()
+	}
+	var resp *bus.Response
+	_, err := s.sessions.UpdateLogin(ctx, id, func(l *session.Login) error {
+		if l.AuthMethod != authExternal || time.Since(time.UnixMilli(l.Start)) > externalLoginAge {
+			return session.ErrNotFound
+		}
+		if err := profileOpen(l); err != nil {
+			return err
+		}
+		var err error
+		resp, err = s.loginResult(ctx, r, id, l)
+		return err
+	})
+	if errors.Is(err, session.ErrNotFound) {
+		return nil, fhir.NotFound()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
