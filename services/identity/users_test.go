@@ -273,6 +273,27 @@ func TestInviteEmail(t *testing.T) {
 		t.Fatalf("the link sent, after a redelivery: %v", err)
 	}
 
+	// Queued but the step never finished (a crash in between): run again,
+	// it spends the link already sent, so a new e-mail must carry the new
+	// one rather than be dropped as the same message.
+	if _, err := live.svc.invites.Update(ctx, id, func(r *invite.Record) error {
+		invite.MarkStep(r, invite.StepEmail, "pending", "")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := live.svc.inviteEmail(ctx, step); err != nil {
+		t.Fatal(err)
+	}
+	if n := mailsTo(t, email, before); n != 2 {
+		t.Fatalf("%d e-mails queued after the step ran again, want 2", n)
+	}
+	again := mailTo(t, email)
+	newID, newSecret := linkIn(t, again.Text)
+	if _, _, err := live.svc.checkPasswordLink(ctx, newID, newSecret); err != nil {
+		t.Fatalf("the link of the step run again: %v", err)
+	}
+
 	// No e-mail asked for: the step has nothing to do.
 	quiet := newEmail("quiet")
 	id, msg = newInvite(t, invite.Request{ProjectID: newProject(t, "Quiet"), FirstName: "Q", LastName: "Uiet", Email: quiet})
