@@ -21,6 +21,11 @@ require (
 )
 
 require (
+	github.com/dlclark/regexp2 v1.12.0 // indirect
+	github.com/trustelem/zxcvbn v1.0.1
+)
+
+require (
 	filippo.io/edwards25519 v1.1.0 // indirect
 	github.com/AlekSi/pointer v1.2.0 // indirect
 	github.com/FerretDB/wire v0.0.7 // indirect

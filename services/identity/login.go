@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
@@ -72,7 +73,12 @@ const (
 	shortPassword = "Invalid password, must be at least 8 characters"
 )
 
-func tooShort(password string) bool { return len(password) < minPassword }
+// Lengths count characters, not bytes: "ééééééé" is seven.
+func tooShort(password string) bool { return utf8.RuneCountInString(password) < minPassword }
+
+// tooLong bounds a new password: argon2 hashes any length at one cost, so
+// the bound is Medplum's (72), which keeps a passphrase of 12 words.
+func tooLong(password string) bool { return utf8.RuneCountInString(password) > maxPassword }
 
 // login is POST /auth/login: e-mail and password, with PKCE.
 func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, error) {
@@ -563,6 +569,8 @@ func (in setPasswordRequest) check() error {
 	}
 	if tooShort(in.Password) {
 		issues = append(issues, fhir.FieldIssue("password", shortPassword))
+	} else if tooLong(in.Password) {
+		issues = append(issues, fhir.FieldIssue("password", passwordLenText))
 	}
 	if len(issues) > 0 {
 		return fhir.Invalid(issues...)
@@ -578,6 +586,9 @@ func (s *Service) setPassword(ctx context.Context, r *bus.Request) (*bus.Respons
 	}
 	if err := in.check(); err != nil {
 		return nil, err
+	}
+	if auth.Breached(in.Password) {
+		return nil, fhir.BadRequest(auth.BreachedText) // Medplum 5.1.13 names no field
 	}
 	rev, err := s.usePasswordLink(ctx, in.ID, in.Secret, in.Password)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/webstyle"
@@ -141,6 +142,10 @@ func (s *Service) setPasswordPage(ctx context.Context, r *bus.Request) (*bus.Res
 	switch {
 	case tooShort(password):
 		d.Errors["password"] = shortPassword
+	case tooLong(password):
+		d.Errors["password"] = passwordLenText
+	case auth.Breached(password):
+		d.Errors["password"] = auth.BreachedText
 	case form.Get("confirm") != password:
 		d.Errors["confirm"] = "The passwords do not match"
 	}

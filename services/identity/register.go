@@ -67,7 +67,7 @@ func (in newUserRequest) check() error {
 	if n := utf8.RuneCountInString(email); n < minEmail || n > maxEmail || !validEmail(email) || strings.ContainsAny(email, "<> ") {
 		issues = append(issues, fhir.FieldIssue("email", badEmailText))
 	}
-	if n := utf8.RuneCountInString(in.Password); n < minPassword || n > maxPassword {
+	if tooShort(in.Password) || tooLong(in.Password) {
 		issues = append(issues, fhir.FieldIssue("password", passwordLenText))
 	}
 	if in.CodeChallenge != "" && in.CodeChallengeMethod != "plain" && in.CodeChallengeMethod != "S256" {
@@ -97,6 +97,9 @@ func (s *Service) newUser(ctx context.Context, r *bus.Request) (*bus.Response, e
 	}
 	if err := in.check(); err != nil {
 		return nil, err
+	}
+	if auth.Breached(in.Password) {
+		return nil, fhir.BadRequest(auth.BreachedText, "password")
 	}
 	email := auth.NormalEmail(in.Email)
 	project, err := s.registrationProject(ctx, in.ProjectID, in.ClientID)

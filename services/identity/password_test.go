@@ -1,0 +1,62 @@
+package identity
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// New passwords: lengths in characters, a bound, and no leaked password,
+// wherever one is set.
+func TestNewPasswordRules(t *testing.T) {
+	const (
+		short = "password: Invalid password, must be at least 8 characters"
+		long  = "password: Password must be between 8 and 72 characters"
+	)
+	ok := setPasswordRequest{ID: "6f1c2a0e-7a44-4d8e-9a55-3c1f0b2d9e11", Secret: "s", Password: "12345678"}
+	for _, tc := range []struct {
+		name, password string
+		want           []string
+	}{
+		{"seven characters in fourteen bytes", "ééééééé", []string{short}},
+		{"eight characters", "éééééééé", nil},
+		{"72 characters", strings.Repeat("é", 72), nil},
+		{"73 characters", strings.Repeat("p", 73), []string{long}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := ok
+			in.Password = tc.password
+			if got := issues(t, in.check()); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("%q, want %q", got, tc.want)
+			}
+		})
+	}
+
+	ctx := context.Background()
+	t.Run("a leaked password at registration", func(t *testing.T) {
+		email := newEmail("leaked")
+		_, err := live.svc.newUser(ctx, jsonRequest("10.3.6.1", map[string]any{"firstName": "L", "lastName": "P",
+			"email": email, "password": "ILoveYou"}))
+		expectOutcome(t, err, 400, "Password found in breach database", "password")
+		register(t, live.svc, map[string]any{"email": email}) // the address was not taken
+	})
+
+	t.Run("a leaked password from a set-password link", func(t *testing.T) {
+		p := newPerson(t, "leakedset")
+		id, link, err := live.svc.newPasswordRequest(ctx, p.userID, "reset", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		secret := link[strings.LastIndex(link, "/")+1:]
+		set := func(password string) error {
+			_, err := live.svc.setPassword(ctx, jsonRequest("10.3.6.2", map[string]any{"id": id, "secret": secret, "password": password}))
+			return err
+		}
+		expectOutcome(t, set("password1"), 400, "Password found in breach database", "")
+		// The link is not spent by a refused password.
+		if err := set("a password nobody leaked"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
