@@ -6,7 +6,7 @@
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { last, loginClient, newClient, rejectsWithOutcome, startPinion } from './harness.js';
+import { last, loginClient, newClient, rejectsWithOutcome, startPinion, waitForMail } from './harness.js';
 
 const PASSWORD = 'a long registered password';
 
@@ -58,6 +58,22 @@ test('startNewUser, startNewProject, processCode: a new person owns a new projec
   founder = { medplum: again.medplum, project };
 });
 
+test('the registration e-mail\'s link: POST auth/verifyemail, once', async () => {
+  const mail = await waitForMail(stack, 'fay@example.com');
+  const link = mail.match(/\/verifyemail\/([0-9a-f-]{36})\/([0-9a-f]{64})/);
+  assert.ok(link, `no verification link in:\n${mail}`);
+  const c = newClient(stack.baseUrl);
+  await rejectsWithOutcome(c.medplum.post('auth/verifyemail', { id: link[1], secret: '0'.repeat(64) }), {
+    status: 400,
+    text: 'Incorrect secret',
+  });
+  await c.medplum.post('auth/verifyemail', { id: link[1], secret: link[2] });
+  assert.equal(last(c.exchanges).status, 200);
+  await rejectsWithOutcome(c.medplum.post('auth/verifyemail', { id: link[1], secret: link[2] }), { status: 400, text: 'Already used' });
+  const user = await admin.medplum.searchOne('User', { email: 'fay@example.com' });
+  assert.equal(user.emailVerified, true);
+});
+
 test('startNewUser with an address already registered: 400 "Email already registered"', async () => {
   const c = newClient(stack.baseUrl);
   await rejectsWithOutcome(
@@ -77,6 +93,15 @@ test('startNewUser refuses bad fields with Medplum\'s texts', async () => {
   await rejectsWithOutcome(c.medplum.startNewUser({ firstName: 'X', lastName: 'X', email: 'x@example.com', password: 'short' }), {
     status: 400,
     text: 'Password must be between 8 and 72 characters',
+    expression: 'password',
+  });
+});
+
+test('startNewUser with a leaked password: 400 "Password found in breach database"', async () => {
+  const c = newClient(stack.baseUrl);
+  await rejectsWithOutcome(c.medplum.startNewUser({ firstName: 'Lee', lastName: 'Ked', email: 'leaked@example.com', password: 'Password1' }), {
+    status: 400,
+    text: 'Password found in breach database',
     expression: 'password',
   });
 });
