@@ -276,14 +276,21 @@ func (s *Service) ensureSecret(ctx context.Context, userID string) (mfaRecord, e
 
 var errUnchanged = errors.New("unchanged")
 
-// mfaToken reads {token} (and login when withLogin) with Medplum's texts.
+// mfaBody is the MFA routes' body: {token}, and login when signing in.
 type mfaBody struct {
 	Login string `json:"login"`
 	Token string `json:"token"`
 }
 
+// mfaBodyLimit bounds the body: a login id and a code fit many times over.
+const mfaBodyLimit = 1024
+
+// readMFABody reads the body, refusing missing fields with Medplum's texts.
 func readMFABody(r *bus.Request, withLogin bool) (mfaBody, error) {
 	var in mfaBody
+	if len(r.Body) > mfaBodyLimit {
+		return in, fhir.TooLarge("The body of an MFA request is at most 1024 bytes")
+	}
 	if err := r.DecodeJSON(&in); err != nil {
 		return in, err
 	}
@@ -340,7 +347,7 @@ func noStore(resp *bus.Response) *bus.Response {
 
 // enrollWith checks a first code against a user's secret and enrols them,
 // issuing recovery codes; the texts are Medplum's.
-func (s *Service) enrollWith(ctx context.Context, r *bus.Request, uid, token string) ([]string, error) {
+func (s *Service) enrollWith(ctx context.Context, uid, token string) ([]string, error) {
 	codes, recs, err := newRecoveryCodes(ctx)
 	if err != nil {
 		return nil, err
@@ -412,7 +419,7 @@ func (s *Service) mfaEnroll(ctx context.Context, r *bus.Request) (*bus.Response,
 	}
 	var codes []string
 	err = s.limitedCode(ctx, r, uid, func() (err error) {
-		codes, err = s.enrollWith(ctx, r, uid, in.Token)
+		codes, err = s.enrollWith(ctx, uid, in.Token)
 		return err
 	})
 	if errors.Is(err, errBadCode) {
@@ -621,7 +628,7 @@ func (s *Service) completeMFA(ctx context.Context, r *bus.Request, enroll bool) 
 	err = s.limitedCode(ctx, r, uid, func() error {
 		if enroll {
 			var err error
-			codes, err = s.enrollWith(ctx, r, uid, in.Token)
+			codes, err = s.enrollWith(ctx, uid, in.Token)
 			return err
 		}
 		rec, _, err := s.loadMFA(ctx, uid)

@@ -112,7 +112,7 @@ func (s *Service) factorPosted(ctx context.Context, r *bus.Request, b browser, a
 	err = s.limitedCode(ctx, r, uid, func() error {
 		if p.Step == "enroll" {
 			var err error
-			codes, err = s.enrollWith(ctx, r, uid, token)
+			codes, err = s.enrollWith(ctx, uid, token)
 			return err
 		}
 		ok, err := s.spendToken(ctx, uid, token, true)

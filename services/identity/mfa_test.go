@@ -135,6 +135,8 @@ func TestMFAEnrolAndSignIn(t *testing.T) {
 	}
 	_, err = live.svc.mfaVerify(ctx, verifyReq(login, ""))
 	refusedWith(t, err, 400, "Missing token")
+	_, err = live.svc.mfaVerify(ctx, verifyReq(login, strings.Repeat("1", mfaBodyLimit)))
+	refusedWith(t, err, 413, "The body of an MFA request is at most 1024 bytes")
 
 	resp, err = live.svc.mfaVerify(ctx, verifyReq(login, codeAt(t, uri, now, 0)))
 	body = decoded(t, resp, err, 200)
