@@ -25,6 +25,7 @@ var Routes = []Route{
 	{"POST", "/admin/projects/:projectId/sites", "pinion.membership.POST.admin.projects.:projectId.sites", Token, false, "membership", "setSites"},
 	{"GET", "/auth/consents", "pinion.identity.GET.auth.consents", Token, false, "identity", "listConsents"},
 	{"DELETE", "/auth/consents/:clientId", "pinion.identity.DELETE.auth.consents.:clientId", Token, false, "identity", "withdrawConsent"},
+	{"POST", "/auth/exchange", "pinion.identity.POST.auth.exchange", Public, true, "identity", "authExchangeAlias"},
 	{"GET", "/auth/external", "pinion.identity.GET.auth.external", Public, true, "identity", "externalCallback"},
 	{"POST", "/auth/login", "pinion.identity.POST.auth.login", Public, true, "identity", "login"},
 	{"GET", "/auth/login/:login", "pinion.identity.GET.auth.login.:login", Public, true, "identity", "loginStatus"},

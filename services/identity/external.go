@@ -130,19 +130,9 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 	if err != nil {
 		return nil, err
 	}
-	email, externalID := "", ""
-	if idp.UseSubject {
-		if externalID = claims.Subject; externalID == "" {
-			return nil, fhir.BadRequest("External token does not contain subject")
-		}
-	} else {
-		if email = strings.ToLower(claims.Email); email == "" {
-			return nil, fhir.BadRequest("External token does not contain email address")
-		}
-		// An address the provider says it has not verified names nobody.
-		if claims.EmailVerified != nil && !*claims.EmailVerified {
-			return nil, fhir.BadRequest("External token's email address is not verified")
-		}
+	email, externalID, err := claims.identity(idp)
+	if err != nil {
+		return nil, err
 	}
 	if st.Domain != "" && !strings.HasSuffix(email, "@"+strings.ToLower(st.Domain)) {
 		return nil, fhir.BadRequest("Email address does not match domain")
@@ -154,7 +144,7 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 		}
 		projectID = client.Project
 	}
-	userRef, err := s.externalUser(ctx, email, externalID, projectID)
+	userRef, choices, err := s.externalMember(ctx, email, externalID, projectID)
 	if err != nil {
 		return nil, err
 	}
@@ -173,16 +163,6 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 		AuthTime: now.Unix(), Start: now.UnixMilli(), Project: projectID,
 	}
 	loginID := uuid.NewString()
-	choices, err := s.memberships(ctx, userRef, projectID)
-	if err != nil {
-		return nil, err
-	}
-	if externalID != "" {
-		choices = slices.DeleteFunc(choices, func(c memberChoice) bool { return !s.hasExternalID(ctx, c.ID, externalID) })
-	}
-	if len(choices) == 0 {
-		return nil, fhir.BadRequest("User not found")
-	}
 	var target *url.URL
 	if len(choices) == 1 && st.RedirectURI != "" && client != nil {
 		l.Membership = choices[0].ID
@@ -382,6 +362,46 @@ func (s *Service) externalVerifiers() *verifiers {
 		s.extVerifiers = expirable.NewLRU[string, *oidc.IDTokenVerifier](maxVerifiers, nil, verifierTTL)
 	})
 	return s.extVerifiers
+}
+
+// identity is what names the person: the subject (useSubject) or the
+// e-mail, lower case, which must not be marked unverified.
+func (c *externalClaims) identity(idp *identityProvider) (email, externalID string, err error) {
+	if idp.UseSubject {
+		if c.Subject == "" {
+			return "", "", fhir.BadRequest("External token does not contain subject")
+		}
+		return "", c.Subject, nil
+	}
+	if c.Email == "" {
+		return "", "", fhir.BadRequest("External token does not contain email address")
+	}
+	// An address the provider says it has not verified names nobody.
+	if c.EmailVerified != nil && !*c.EmailVerified {
+		return "", "", fhir.BadRequest("External token's email address is not verified")
+	}
+	return strings.ToLower(c.Email), "", nil
+}
+
+// externalMember is the user an external identity names and the active
+// memberships (in the project, if one is given) they may use: with a
+// subject, only those carrying it as externalId.
+func (s *Service) externalMember(ctx context.Context, email, externalID, projectID string) (string, []memberChoice, error) {
+	userRef, err := s.externalUser(ctx, email, externalID, projectID)
+	if err != nil {
+		return "", nil, err
+	}
+	choices, err := s.memberships(ctx, userRef, projectID)
+	if err != nil {
+		return "", nil, err
+	}
+	if externalID != "" {
+		choices = slices.DeleteFunc(choices, func(c memberChoice) bool { return !s.hasExternalID(ctx, c.ID, externalID) })
+	}
+	if len(choices) == 0 {
+		return "", nil, fhir.BadRequest("User not found")
+	}
+	return userRef, choices, nil
 }
 
 // externalUser is the user an external sign-in names: by e-mail (the

@@ -36,7 +36,10 @@ type oidcProvider struct {
 
 	mu    sync.Mutex
 	codes map[string]issued
-	seen  []url.Values // token requests, as received
+	// tokens are the access tokens the provider issued, and the user info
+	// each answers.
+	tokens map[string]map[string]any
+	seen   []url.Values // token requests, as received
 }
 
 type issued struct {
@@ -50,7 +53,7 @@ func newOIDCProvider(t *testing.T) *oidcProvider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &oidcProvider{key: key, clientID: "pinion-" + uuid.NewString()[:8], clientSecret: "provider secret", codes: map[string]issued{}}
+	p := &oidcProvider{key: key, clientID: "pinion-" + uuid.NewString()[:8], clientSecret: "provider secret", codes: map[string]issued{}, tokens: map[string]map[string]any{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{
@@ -93,7 +96,15 @@ func newOIDCProvider(t *testing.T) *oidcProvider {
 		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": "at-" + uuid.NewString(), "token_type": "Bearer", "expires_in": 300, "id_token": signed})
 	})
 	mux.HandleFunc("GET /userinfo", func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]any{"sub": "unused"})
+		p.mu.Lock()
+		info, ok := p.tokens[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+		p.mu.Unlock()
+		if !ok {
+			w.WriteHeader(401)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		_ = json.NewEncoder(w).Encode(info)
 	})
 	p.srv = httptest.NewServer(mux)
 	t.Cleanup(p.srv.Close)
@@ -117,6 +128,15 @@ func (p *oidcProvider) code(edit func(jwt.MapClaims), key *rsa.PrivateKey) strin
 	p.codes[code] = issued{claims: c, key: key}
 	p.mu.Unlock()
 	return code
+}
+
+// accessToken is an access token of the provider whose user info is info.
+func (p *oidcProvider) accessToken(info map[string]any) string {
+	tok := "at-" + uuid.NewString()
+	p.mu.Lock()
+	p.tokens[tok] = info
+	p.mu.Unlock()
+	return tok
 }
 
 // idp is the provider as an IdentityProvider setting.

@@ -200,6 +200,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /auth/profile", bus.Public|bus.SignInLimit, s.chooseProfile),
 		bus.Handle("GET /auth/external", bus.Public|bus.SignInLimit, s.externalCallback),
 		bus.Handle("GET /auth/login/:login", bus.Public|bus.SignInLimit, s.loginStatus),
+		bus.Handle("POST /auth/exchange", bus.Public|bus.SignInLimit, s.authExchangeAlias),
 		bus.Handle("POST /auth/setpassword", bus.Public|bus.SignInLimit, s.setPassword),
 		bus.Handle("POST /auth/resetpassword", bus.Public|bus.SignInLimit, s.resetPassword),
 		bus.Handle("POST /auth/newuser", bus.Public|bus.SignInLimit, s.newUser),

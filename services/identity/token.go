@@ -90,6 +90,8 @@ func (s *Service) grant(ctx context.Context, r *bus.Request) (*bus.Response, err
 		return s.authorizationCode(ctx, r, form)
 	case "refresh_token":
 		return s.refreshToken(ctx, r, form)
+	case grantTokenExchange:
+		return s.tokenExchange(ctx, r, form)
 	default:
 		// RFC 6749 §5.2's code (jwt-bearer, password, ...), with Medplum's text.
 		return nil, &refusal{"unsupported_grant_type", "Unsupported grant_type", 0}

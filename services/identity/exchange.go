@@ -1,0 +1,192 @@
+package identity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/egress"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/session"
+)
+
+// RFC 8693's grant and the one subject token type Medplum exchanges.
+const (
+	grantTokenExchange   = "urn:ietf:params:oauth:grant-type:token-exchange"
+	tokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
+)
+
+// authExchange is Medplum's Login.authMethod for a token exchange.
+const authExchange = "exchange"
+
+// Bounds on a token exchange: the external token, and the user info answer.
+const (
+	maxSubjectToken = 8192
+	maxUserInfo     = 64 << 10
+)
+
+// tokenExchange is POST /oauth2/token with RFC 8693's grant, as Medplum
+// serves it: an access token from the provider of the client's
+// identityProvider is shown to the provider's user info endpoint, and the
+// person it answers for gets tokens for their membership in the client's
+// project (membership_id, or the first). The provider vouches for its
+// token; the answer's sub or e-mail is matched as at /auth/external.
+func (s *Service) tokenExchange(ctx context.Context, r *bus.Request, form url.Values) (*bus.Response, error) {
+	return s.exchangeExternal(ctx, r, form.Get("client_id"), form.Get("subject_token"), form.Get("subject_token_type"),
+		form.Get("membership_id"), form.Get("scope"), form.Get("nonce"))
+}
+
+// authExchangeAlias is POST /auth/exchange {externalAccessToken, clientId},
+// Medplum's older form of the same exchange.
+func (s *Service) authExchangeAlias(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	var in struct {
+		ExternalAccessToken string `json:"externalAccessToken"`
+		ClientID            string `json:"clientId"`
+	}
+	if err := r.DecodeJSON(&in); err != nil {
+		return nil, err
+	}
+	var issues []fhir.Issue
+	if in.ExternalAccessToken == "" {
+		issues = append(issues, fhir.FieldIssue("externalAccessToken", "Missing externalAccessToken"))
+	}
+	if in.ClientID == "" {
+		issues = append(issues, fhir.FieldIssue("clientId", "Missing clientId"))
+	}
+	if len(issues) > 0 {
+		return nil, fhir.Invalid(issues...)
+	}
+	resp, err := s.exchangeExternal(ctx, r, in.ClientID, in.ExternalAccessToken, tokenTypeAccessToken, "", "", "")
+	if no := (*refusal)(nil); errors.As(err, &no) {
+		return no.response(), nil
+	}
+	return resp, err
+}
+
+func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID, subjectToken, subjectType, membershipID, scope, nonce string) (*bus.Response, error) {
+	switch {
+	case clientID == "" || len(clientID) > 64:
+		return nil, &refusal{"invalid_request", "Invalid client", 0}
+	case subjectToken == "" || len(subjectToken) > maxSubjectToken:
+		return nil, &refusal{"invalid_request", "Invalid subject_token", 0}
+	case subjectType != tokenTypeAccessToken:
+		return nil, &refusal{"invalid_request", "Invalid subject_token_type", 0}
+	}
+	res, err := s.repo.Read(ctx, repo.AllProjects, "ClientApplication", clientID)
+	var fe *fhir.Error
+	if errors.As(err, &fe) && fe.Status == 404 {
+		return nil, &refusal{"invalid_request", "Invalid client", 0}
+	}
+	if err != nil {
+		return nil, err
+	}
+	idp, err := providerOf(res.JSON)
+	if err != nil {
+		return nil, err
+	}
+	if idp == nil {
+		return nil, &refusal{"invalid_request", "Invalid client", 0}
+	}
+	claims, err := s.externalUserInfo(ctx, idp, subjectToken)
+	if err != nil {
+		return nil, err
+	}
+	email, externalID, err := claims.identity(idp)
+	if err != nil {
+		return nil, &refusal{"invalid_request", fhirText(err), 0}
+	}
+	userRef, choices, err := s.externalMember(ctx, email, externalID, res.Project)
+	if err != nil {
+		return nil, &refusal{"invalid_request", fhirText(err), 0}
+	}
+	chosen := choices[0]
+	if membershipID != "" {
+		i := slices.IndexFunc(choices, func(c memberChoice) bool { return c.ID == membershipID })
+		if i < 0 {
+			return nil, &refusal{"invalid_request", "Membership not found", 0}
+		}
+		chosen = choices[i]
+	}
+	if err := s.checkAddress(ctx, chosen.ID, r.Remote); err != nil {
+		return nil, &refusal{"invalid_request", fhirText(err), 0}
+	}
+	if scope == "" {
+		scope = "openid offline"
+	}
+	if nonce == "" {
+		nonce = uuid.NewString()
+	}
+	now := time.Now()
+	l := session.Login{User: userRef, Client: clientID, Scope: scope, Nonce: nonce, Membership: chosen.ID,
+		AuthTime: now.Unix(), Start: now.UnixMilli(), Project: res.Project, Granted: true}
+	refresh := rotateRefresh(&l)
+	l.SetOrigin(authExchange, r.Remote, r.Get("User-Agent"))
+	loginID := uuid.NewString()
+	if err := s.putExternalSignIn(ctx, loginID, &l); err != nil {
+		return nil, err
+	}
+	return s.userTokens(ctx, loginID, &l, refresh)
+}
+
+// fhirText is an OperationOutcome's text, for an OAuth error description.
+func fhirText(err error) string {
+	var fe *fhir.Error
+	if errors.As(err, &fe) && len(fe.Outcome.Issue) > 0 && fe.Outcome.Issue[0].Details != nil {
+		return fe.Outcome.Issue[0].Details.Text
+	}
+	return err.Error()
+}
+
+// externalUserInfo asks the provider's user info endpoint who the token
+// is for. Only a JSON answer is taken: a JWT one would need its own
+// verification, which Medplum skips.
+func (s *Service) externalUserInfo(ctx context.Context, idp *identityProvider, token string) (*externalClaims, error) {
+	failed := &refusal{"invalid_request", "Failed to verify code - check your identity provider configuration", 0}
+	u, err := url.Parse(idp.UserInfoURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, &refusal{"invalid_request", "Invalid user info URL - check your identity provider configuration", 0}
+	}
+	ctx, cancel := context.WithTimeout(ctx, externalTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", u.String(), nil)
+	if err != nil {
+		return nil, failed
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := egress.Client(s.cfg.RestHookPrivate, externalTimeout).Do(req)
+	if err != nil {
+		s.log.Warn("token exchange: user info request failed", "userInfoUrl", idp.UserInfoURL, "err", err)
+		return nil, failed
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == 429:
+		return nil, fhir.TooManyRequests()
+	case resp.StatusCode != 200:
+		s.log.Warn("token exchange: user info refused the token", "userInfoUrl", idp.UserInfoURL, "status", resp.StatusCode)
+		return nil, failed
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" {
+		return nil, &refusal{"invalid_request", "Failed to verify code - unsupported content type: " + mt, 0}
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUserInfo+1))
+	if err != nil || len(body) > maxUserInfo {
+		return nil, failed
+	}
+	var c externalClaims
+	if err := json.Unmarshal(body, &c); err != nil {
+		return nil, failed
+	}
+	return &c, nil
+}
