@@ -174,6 +174,8 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /fhir/R4/Bot/:id/$execute", bus.Token, s.execute),
 		bus.Handle("GET /fhir/R4/Bot/:id/$execute", bus.Token, s.execute),
 		bus.Handle("POST /fhir/R4/Bot/:id/$deploy", bus.Token, s.deploy),
+		bus.Handle("POST /admin/projects/:projectId/bot/:botId/secrets", bus.Token, s.setBotSecrets),
+		bus.Handle("GET /admin/projects/:projectId/bot/:botId/secrets", bus.Token, s.getBotSecrets),
 		bus.Handle("POST /fhir/R4/:type/:id/$resend", bus.Token, s.subs.Resend),
 	}, s.log)
 	if err != nil {

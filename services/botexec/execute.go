@@ -168,7 +168,7 @@ func (s *Service) run(ctx context.Context, x *run) (*sandbox.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	secrets, err := s.secrets(ctx, b.Project)
+	secrets, err := s.runSecrets(ctx, b)
 	if err != nil {
 		return nil, err
 	}
