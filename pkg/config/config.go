@@ -55,6 +55,8 @@ var Vars = []Var{
 	{"PINION_BOT_PROJECT_CONCURRENCY", "8", "Bots one project may run at once per botexec instance; more wait up to 10 s, then 429."},
 	{"PINION_REST_HOOK_ALLOW_PRIVATE", "false", "true lets subscriptions' rest-hooks reach loopback, link-local and private addresses; refused by default, so a subscription cannot reach into the network Pinion runs in."},
 	{"PINION_REGISTER_ENABLED", "true", "Whether people may create their own accounts (/auth/newuser, as Medplum's registerEnabled); false refuses every registration."},
+	{"PINION_RECAPTCHA_SECRET_KEY", "", "reCAPTCHA secret key; when set, /auth/newuser needs a recaptchaToken the verification URL accepts (Medplum's recaptchaSecretKey)."},
+	{"PINION_RECAPTCHA_VERIFY_URL", "https://www.google.com/recaptcha/api/siteverify", "Where reCAPTCHA tokens are verified (another provider's siteverify-compatible URL, or a local one in tests)."},
 	{"PINION_LOG_LEVEL", "info", "debug, info, warn or error."},
 	{"PINION_LOG_FORMAT", "text", "text or json."},
 }
@@ -97,8 +99,12 @@ type Config struct {
 	// RegisterDisabled is PINION_REGISTER_ENABLED=false: the zero value
 	// lets people register, as Medplum's default does.
 	RegisterDisabled bool
-	LogLevel         string
-	LogFormat        string
+	// RecaptchaSecretKey, when set, makes registration verify a reCAPTCHA
+	// token at RecaptchaVerifyURL.
+	RecaptchaSecretKey string
+	RecaptchaVerifyURL string
+	LogLevel           string
+	LogFormat          string
 }
 
 // Load reads the environment; any invalid setting is an error naming it.
@@ -226,6 +232,11 @@ func LoadFrom(get func(string) string) (*Config, error) {
 		return nil, fmt.Errorf("PINION_REGISTER_ENABLED: want true or false")
 	} else {
 		c.RegisterDisabled = !on
+	}
+	c.RecaptchaSecretKey = v("PINION_RECAPTCHA_SECRET_KEY")
+	c.RecaptchaVerifyURL = v("PINION_RECAPTCHA_VERIFY_URL")
+	if u, err := url.Parse(c.RecaptchaVerifyURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("PINION_RECAPTCHA_VERIFY_URL: want an http(s) URL")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -59,6 +59,9 @@ type Config struct {
 	// RegisterDisabled refuses /auth/newuser (PINION_REGISTER_ENABLED=false);
 	// registration is on by default, as Medplum's registerEnabled.
 	RegisterDisabled bool
+	// RecaptchaSecret, when set, makes registration verify a reCAPTCHA
+	// token at RecaptchaURL (recaptcha.go).
+	RecaptchaSecret, RecaptchaURL string
 	// AppBaseURL is the web app, whose sign-in page an external sign-in
 	// returns to (Medplum's appBaseUrl).
 	AppBaseURL string
@@ -109,6 +112,7 @@ func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service,
 		SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret,
 		TokenLifetime: cfg.AccessTokenLifetime, SecretGrace: cfg.ClientSecretGrace,
 		RestHookPrivate: cfg.RestHookPrivate, RegisterDisabled: cfg.RegisterDisabled,
+		RecaptchaSecret: cfg.RecaptchaSecretKey, RecaptchaURL: cfg.RecaptchaVerifyURL,
 		AppBaseURL: cfg.AppBaseURL,
 	}, c.NC, c.JS, c.Repo, c.Sessions, log), nil
 }

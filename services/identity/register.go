@@ -51,6 +51,7 @@ type newUserRequest struct {
 	Nonce               string `json:"nonce"`
 	CodeChallenge       string `json:"codeChallenge"`
 	CodeChallengeMethod string `json:"codeChallengeMethod"`
+	RecaptchaToken      string `json:"recaptchaToken"`
 }
 
 // check finds what is wrong with the fields, one issue per field, with
@@ -96,6 +97,9 @@ func (s *Service) newUser(ctx context.Context, r *bus.Request) (*bus.Response, e
 		return nil, err
 	}
 	if err := in.check(); err != nil {
+		return nil, err
+	}
+	if err := s.checkRecaptcha(ctx, in.RecaptchaToken, r.Remote); err != nil {
 		return nil, err
 	}
 	if auth.Breached(in.Password) {
