@@ -110,6 +110,9 @@ func (s *Service) newUser(ctx context.Context, r *bus.Request) (*bus.Response, e
 	if err != nil {
 		return nil, err
 	}
+	if err := s.limiter.register(r.Remote, email); err != nil {
+		return nil, err
+	}
 	userID, err := s.registerUser(ctx, project, in.FirstName, in.LastName, email, in.Password)
 	if err != nil {
 		return nil, err
