@@ -73,7 +73,7 @@ type Subscription struct {
 	// Interaction is the one interaction asked for ("" for every one).
 	Interaction string
 	Channel     string
-	// Endpoint is a URL, or "Bot/<id>".
+	// Endpoint is a URL, "Bot/<id>" or "Bot?identifier=<system>|<value>".
 	Endpoint string
 	// Headers are channel.header, each "Name: value".
 	Headers [][2]string
@@ -214,9 +214,15 @@ func Check(res map[string]any) error {
 		if _, ok := s.Bot(); ok {
 			return nil
 		}
+		if strings.HasPrefix(s.Endpoint, "Bot?") {
+			if _, ok := s.BotIdentifier(); !ok {
+				return fhir.BadRequest("A bot endpoint by identifier is Bot?identifier=<system>|<value>", "Subscription.channel.endpoint")
+			}
+			return nil
+		}
 		u, err := url.Parse(s.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fhir.BadRequest("channel.endpoint is an http(s) URL or Bot/<id>", "Subscription.channel.endpoint")
+			return fhir.BadRequest("channel.endpoint is an http(s) URL or Bot/<id> (or Bot?identifier=<system>|<value>)", "Subscription.channel.endpoint")
 		}
 	case WebSocket:
 	default:
@@ -250,6 +256,22 @@ func parseCriteria(criteria string) (string, *search.Query, error) {
 func (s *Subscription) Bot() (string, bool) {
 	id, ok := strings.CutPrefix(s.Endpoint, "Bot/")
 	return id, ok && id != "" && !strings.Contains(id, "/")
+}
+
+// BotIdentifier is the identifier when the endpoint names a bot by one
+// (Bot?identifier=<system>|<value>, medplum#6029), resolved at each
+// delivery as $execute?identifier= resolves it.
+func (s *Subscription) BotIdentifier() (string, bool) {
+	q, ok := strings.CutPrefix(s.Endpoint, "Bot?")
+	if !ok {
+		return "", false
+	}
+	v, err := url.ParseQuery(q)
+	if err != nil || len(v) != 1 || len(v["identifier"]) != 1 {
+		return "", false
+	}
+	ident := v.Get("identifier")
+	return ident, ident != "" && !strings.HasSuffix(ident, "|")
 }
 
 // Delivered reports whether a change is one to deliver through this

@@ -8,10 +8,12 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/pkg/subscription"
 	"github.com/pinion-health/pinion/services/botexec/subscriptions"
 	"github.com/pinion-health/pinion/services/botexec/worker"
 )
@@ -48,7 +50,13 @@ func (b deliveryBots) MemberAs(ctx context.Context, project, profile string) (*b
 func (b deliveryBots) RunBot(ctx context.Context, r *subscriptions.BotRun) error {
 	s := b.s
 	start := time.Now()
+	var err error
 	sub := r.Subscription
+	if r.Bot == "" {
+		if r.Bot, err = b.botByIdentifier(ctx, sub); err != nil {
+			return err
+		}
+	}
 	bres, err := s.repo.Read(ctx, repo.Scope{Project: sub.Project}, "Bot", r.Bot)
 	if err != nil {
 		if fhir.Missing(err) {
@@ -96,4 +104,33 @@ func (b deliveryBots) RunBot(ctx context.Context, r *subscriptions.BotRun) error
 		return subscriptions.ServerFault(err)
 	}
 	return nil
+}
+
+// botByIdentifier resolves a subscription's Bot?identifier= endpoint as
+// $execute?identifier= resolves it for its caller, here the
+// subscription's author: through the author's access policy (a policy
+// that hides Bot.identifier, or grants no read of the bot found, refuses),
+// one bot of the project or 404, several 412.
+func (b deliveryBots) botByIdentifier(ctx context.Context, sub *subscription.Subscription) (string, error) {
+	s := b.s
+	ident, _ := sub.BotIdentifier()
+	author, err := b.MemberAs(ctx, sub.Project, sub.Author)
+	if errors.Is(err, subscriptions.ErrNoMembership) {
+		return "", fhir.ForbiddenText("The subscription's author is no longer a member of its project")
+	}
+	if err != nil {
+		return "", subscriptions.ServerFault(err)
+	}
+	pol, err := s.policies.For(ctx, author)
+	if err != nil {
+		return "", subscriptions.ServerFault(err)
+	}
+	id, err := s.botByIdentifier(ctx, pol, sub.Project, ident)
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.readBot(ctx, pol, id, access.Read); err != nil {
+		return "", err
+	}
+	return id, nil
 }

@@ -73,7 +73,8 @@ var ErrNoMembership = errors.New("no active membership")
 // BotRun is one delivery to a subscription's bot.
 type BotRun struct {
 	Subscription *subscription.Subscription
-	// Bot is the bot's id, in the subscription's project.
+	// Bot is the bot's id, in the subscription's project; "" when the
+	// endpoint names it by identifier (Subscription.BotIdentifier).
 	Bot string
 	// Resource is the changed resource's reference (Type/id).
 	Resource string

@@ -286,6 +286,10 @@ func (s *Deliverer) attempt(ctx context.Context, d *delivery, attempt int) error
 		// it (deliverToBot), not as the author sees it.
 		return s.deliverToBot(ctx, d, sub, id, changed, attempt)
 	}
+	if _, ok := sub.BotIdentifier(); ok {
+		d.bot = true
+		return s.deliverToBot(ctx, d, sub, "", changed, attempt)
+	}
 	return s.deliverToHook(ctx, d, sub, seen, attempt)
 }
 
