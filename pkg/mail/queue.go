@@ -2,6 +2,8 @@ package mail
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 
@@ -12,11 +14,14 @@ import (
 )
 
 // Queue puts m on the durable e-mail queue: the one way any service sends
-// an e-mail. The queue keeps one copy per m.ID, so a retried step queues
-// it once.
+// an e-mail. The queue keeps one copy per m.ID and content, so a retried
+// step queues it once; but a step run again that made a new link (a
+// set-password secret, which spends the one queued before) queues its new
+// e-mail, rather than leave the person only the dead link.
 func Queue(ctx context.Context, js jetstream.JetStream, m Message) error {
 	b, _ := json.Marshal(m)
-	return saga.Publish(ctx, js, Subject, b, "mail:"+m.ID)
+	sum := sha256.Sum256(b)
+	return saga.Publish(ctx, js, Subject, b, "mail:"+m.ID+":"+hex.EncodeToString(sum[:8]))
 }
 
 // Consumer is the queue's durable consumer. Its name is the one it had

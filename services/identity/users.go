@@ -2,8 +2,6 @@ package identity
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -118,16 +116,7 @@ func (s *Service) inviteEmail(ctx context.Context, data []byte) error {
 			return err
 		}
 	}
-	m := mail.Invitation(rec, link, s.cfg.BaseURL)
-	if link != "" {
-		// Each link is its own e-mail: were this step run again after a
-		// crash between queuing and finishing, its new link spends the one
-		// queued before, and an e-mail with the same id would be dropped
-		// as already queued, leaving the person only a dead link.
-		sum := sha256.Sum256([]byte(link))
-		m.ID += "-" + hex.EncodeToString(sum[:8])
-	}
-	if err := mail.Queue(ctx, s.js, m); err != nil {
+	if err := mail.Queue(ctx, s.js, mail.Invitation(rec, link, s.cfg.BaseURL)); err != nil {
 		return err
 	}
 	invite.Announce(s.nc, rec.ID, rec)
