@@ -56,6 +56,8 @@ var Routes = []Route{
 	{"POST", "/fhir/R4/Bot/:id/$deploy", "pinion.botexec.POST.fhir.R4.Bot.:id.$deploy", Token, false, "botexec", "deploy"},
 	{"GET", "/fhir/R4/Bot/:id/$execute", "pinion.botexec.GET.fhir.R4.Bot.:id.$execute", Token, false, "botexec", "execute"},
 	{"POST", "/fhir/R4/Bot/:id/$execute", "pinion.botexec.POST.fhir.R4.Bot.:id.$execute", Token, false, "botexec", "execute"},
+	{"GET", "/fhir/R4/Bot/:id/_history/:vid/$execute", "pinion.botexec.GET.fhir.R4.Bot.:id._history.:vid.$execute", Token, false, "botexec", "execute"},
+	{"POST", "/fhir/R4/Bot/:id/_history/:vid/$execute", "pinion.botexec.POST.fhir.R4.Bot.:id._history.:vid.$execute", Token, false, "botexec", "execute"},
 	{"POST", "/fhir/R4/ClientApplication/:id/$rotate-secret", "pinion.identity.POST.fhir.R4.ClientApplication.:id.$rotate-secret", Token, false, "identity", "rotateOperation"},
 	{"GET", "/fhir/R4/Group/:id/$export", "pinion.fhir.GET.fhir.R4.Group.:id.$export", Token, false, "fhir", "export"},
 	{"POST", "/fhir/R4/Group/:id/$export", "pinion.fhir.POST.fhir.R4.Group.:id.$export", Token, false, "fhir", "export"},
@@ -95,4 +97,6 @@ var Routes = []Route{
 	{"GET", "/setpassword/:id/:secret", "pinion.identity.GET.setpassword.:id.:secret", Public, false, "identity", "setPasswordPage"},
 	{"POST", "/setpassword/:id/:secret", "pinion.identity.POST.setpassword.:id.:secret", Public, true, "identity", "setPasswordPage"},
 	{"GET", "/storage/:id/:vid", "pinion.fhir.GET.storage.:id.:vid", Public, false, "fhir", "storage"},
+	{"GET", "/verifyemail/:id/:secret", "pinion.identity.GET.verifyemail.:id.:secret", Public, false, "identity", "verifyEmailPage"},
+	{"POST", "/verifyemail/:id/:secret", "pinion.identity.POST.verifyemail.:id.:secret", Public, true, "identity", "verifyEmailPage"},
 }

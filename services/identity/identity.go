@@ -224,6 +224,8 @@ func (s *Service) Start(ctx context.Context) error {
 		// Pages for people in a browser.
 		bus.Handle("GET /setpassword/:id/:secret", bus.Public, s.setPasswordPage),
 		bus.Handle("POST /setpassword/:id/:secret", bus.Public|bus.SignInLimit, s.setPasswordPage),
+		bus.Handle("GET /verifyemail/:id/:secret", bus.Public, s.verifyEmailPage),
+		bus.Handle("POST /verifyemail/:id/:secret", bus.Public|bus.SignInLimit, s.verifyEmailPage),
 		bus.Handle("GET /resetpassword", bus.Public, s.resetPasswordPage),
 		bus.Handle("POST /resetpassword", bus.Public|bus.SignInLimit, s.resetPasswordPage),
 		bus.Handle("GET /oauth2/authorize", bus.Public, s.authorize),

@@ -2,8 +2,11 @@ package identity
 
 import (
 	"context"
+	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/pinion-health/pinion/pkg/bus"
 )
 
 // verificationLink is the verify-email link in a text, as id and secret.
@@ -82,4 +85,47 @@ func TestRequireVerifiedEmail(t *testing.T) {
 	}
 	resp, err := p.login(t, "10.3.5.1", nil)
 	decoded(t, resp, err, 200)
+}
+
+// The page the e-mail links to: opening it changes nothing; its button,
+// posted from the same browser, verifies once.
+func TestVerifyEmailPage(t *testing.T) {
+	ctx := context.Background()
+	email := newEmail("verifypage")
+	loginID := register(t, live.svc, map[string]any{"email": email})
+	l, err := live.conns.Sessions.GetLogin(ctx, loginID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := strings.TrimPrefix(l.User, "User/")
+	id, secret := verificationLink(t, mailTo(t, email).Text)
+	_, csrf, header := aBrowser(t)
+	call := func(method, id string, form url.Values, header map[string]string) *bus.Response {
+		t.Helper()
+		r := formRequest(form, header)
+		r.Method = method
+		r.Params = map[string]string{"id": id, "secret": secret}
+		resp, err := live.svc.verifyEmailPage(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	expectPage := func(resp *bus.Response, status int, text string) {
+		t.Helper()
+		if resp.Status != status || !strings.Contains(string(resp.Body), text) {
+			t.Fatalf("%d, want %d with %q:\n%s", resp.Status, status, text, resp.Body)
+		}
+	}
+	expectPage(call("GET", id, nil, header), 200, "Verify my address")
+	expectPage(call("GET", "not-an-id", nil, header), 404, "Link not valid")
+	if readJSON(t, "User", uid)["emailVerified"] != nil {
+		t.Fatal("opening the page verified the address")
+	}
+	expectPage(call("POST", id, url.Values{"csrf": {csrf}}, nil), 403, "Form expired")
+	expectPage(call("POST", id, url.Values{"csrf": {csrf}}, header), 200, "Your e-mail address is verified.")
+	if readJSON(t, "User", uid)["emailVerified"] != true {
+		t.Fatal("not verified")
+	}
+	expectPage(call("POST", id, url.Values{"csrf": {csrf}}, header), 400, "Link already used")
 }
