@@ -173,6 +173,8 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("GET /fhir/R4/Bot/$execute", bus.Token, s.execute),
 		bus.Handle("POST /fhir/R4/Bot/:id/$execute", bus.Token, s.execute),
 		bus.Handle("GET /fhir/R4/Bot/:id/$execute", bus.Token, s.execute),
+		bus.Handle("POST /fhir/R4/Bot/:id/_history/:vid/$execute", bus.Token, s.execute),
+		bus.Handle("GET /fhir/R4/Bot/:id/_history/:vid/$execute", bus.Token, s.execute),
 		bus.Handle("POST /fhir/R4/Bot/:id/$deploy", bus.Token, s.deploy),
 		bus.Handle("POST /admin/projects/:projectId/bot/:botId/secrets", bus.Token, s.setBotSecrets),
 		bus.Handle("GET /admin/projects/:projectId/bot/:botId/secrets", bus.Token, s.getBotSecrets),

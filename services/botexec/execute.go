@@ -232,7 +232,26 @@ func (s *Service) findBot(ctx context.Context, r *bus.Request) (*bot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return botOf(res)
+	b, err := botOf(res)
+	if err != nil {
+		return nil, err
+	}
+	if vid := r.Param("vid"); vid != "" {
+		// Bot/<id>/_history/<vid>/$execute runs the code that version
+		// deployed (each $deploy is a version naming its own Binary), as
+		// the caller may vread it, with the bot's settings as they are now:
+		// who it runs as and its limits are never rolled back with it.
+		v, err := pol.Gate(s.repo, "Bot", id).VRead(ctx, id, vid)
+		if err != nil {
+			return nil, err
+		}
+		old, err := decodeBot(v.ID, v.Project, v.JSON)
+		if err != nil {
+			return nil, err
+		}
+		b.Code = old.Code
+	}
+	return b, nil
 }
 
 // botOf is a stored Bot as an execution needs it, decoded once per version.
