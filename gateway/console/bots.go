@@ -132,7 +132,7 @@ func (c *Console) readBot(fc *fiber.Ctx, s *session) (*bot, map[string]any, *bus
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if typ, bid, ok := fhir.SplitReference(b.sourceURL); ok && typ == "Binary" {
+	if bid, ok := binaryOf(b.sourceURL); ok {
 		src, err := c.send(fc, &bus.Request{
 			Method: "GET", Path: "/fhir/R4/Binary/" + bid, Params: map[string]string{"type": "Binary", "id": bid},
 			Principal: s.who, Header: map[string]string{"Accept": "*/*"},
@@ -145,6 +145,22 @@ func (c *Console) readBot(fc *fiber.Ctx, s *session) (*bot, map[string]any, *bus
 		}
 	}
 	return &b, res, nil, nil
+}
+
+// binaryOf is the id of the Binary an attachment url names: "Binary/<id>"
+// as stored, or the signed storage URL (<base>storage/<id>/<vid>?...) a
+// read answers with (services/fhir signs them for browsers).
+func binaryOf(u string) (string, bool) {
+	if typ, id, ok := fhir.SplitReference(u); ok && typ == "Binary" {
+		return id, true
+	}
+	p, err := url.Parse(u)
+	if err != nil {
+		return "", false
+	}
+	_, rest, ok := strings.Cut(p.Path, "/storage/")
+	id, _, _ := strings.Cut(rest, "/")
+	return id, ok && id != ""
 }
 
 // latestRuns are the bot's last executions, from their AuditEvents.
