@@ -2,8 +2,6 @@ package fhirsvc
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"mime"
 	"strconv"
@@ -38,27 +36,17 @@ func (s *Service) storage(ctx context.Context, r *bus.Request) (*bus.Response, e
 	if err != nil {
 		return nil, err
 	}
-	var b struct {
-		ContentType string `json:"contentType"`
-		Data        string `json:"data"`
-	}
-	if err := json.Unmarshal(res.JSON, &b); err != nil {
+	resp, err := binaryContent(res)
+	if err != nil {
 		return nil, err
 	}
-	data, err := base64.StdEncoding.DecodeString(b.Data)
-	if err != nil {
-		return nil, fhir.BadRequest("Binary data is not valid base64")
-	}
-	ct := contentTypeOf(b.ContentType)
-	h := map[string]string{
-		"Content-Type":           ct,
-		"X-Content-Type-Options": "nosniff",
-		"Content-Disposition":    disposition(ct),
-		// Private: the URL is the credential; a shared cache must not keep it.
-		"Cache-Control": "private, max-age=" + strconv.Itoa(int(presign.Lifetime/time.Second)),
-		"ETag":          `W/"` + res.VersionID + `"`,
-	}
-	return &bus.Response{Status: 200, Header: h, Body: data}, nil
+	ct := contentTypeOf(resp.Header["Content-Type"])
+	resp.Header["Content-Type"] = ct
+	resp.Header["X-Content-Type-Options"] = "nosniff"
+	resp.Header["Content-Disposition"] = disposition(ct)
+	// Private: the URL is the credential; a shared cache must not keep it.
+	resp.Header["Cache-Control"] = "private, max-age=" + strconv.Itoa(int(presign.Lifetime/time.Second))
+	return resp, nil
 }
 
 // contentTypeOf is a Binary's content type as a header may carry it:
