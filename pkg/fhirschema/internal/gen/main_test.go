@@ -71,30 +71,3 @@ func TestGeneratedTableContents(t *testing.T) {
 		}
 	}
 }
-
-func TestExpand(t *testing.T) {
-	term := newTerminology()
-	term.systems["s"] = &codeSystem{URL: "s", Content: "complete", Concept: []concept{{Code: "a", Concept: []concept{{Code: "a1"}}}, {Code: "b"}}}
-	term.systems["frag"] = &codeSystem{URL: "frag", Content: "fragment", Concept: []concept{{Code: "x"}}}
-	term.valueSets["all"] = &valueSet{URL: "all", Compose: &compose{Include: []composeRule{{System: "s"}}, Exclude: []composeRule{{System: "s", Concept: []concept{{Code: "b"}}}}}}
-	term.valueSets["listed"] = &valueSet{URL: "listed", Compose: &compose{Include: []composeRule{{System: "t", Concept: []concept{{Code: "z"}}}, {ValueSet: []string{"all|1.0"}}}}}
-	term.valueSets["filtered"] = &valueSet{URL: "filtered", Compose: &compose{Include: []composeRule{{System: "s", Filter: []any{"is-a"}}}}}
-	term.valueSets["fragment"] = &valueSet{URL: "fragment", Compose: &compose{Include: []composeRule{{System: "frag"}}}}
-
-	gs, err := term.expand("listed", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := ""
-	for _, g := range gs {
-		got += g.system + ":" + strings.Join(g.codes, ",") + ";"
-	}
-	if got != "t:z;s:a,a1;" {
-		t.Errorf("expansion %q", got)
-	}
-	for _, url := range []string{"filtered", "fragment", "missing"} {
-		if _, err := term.expand(url, 0); err == nil {
-			t.Errorf("%s expanded", url)
-		}
-	}
-}
