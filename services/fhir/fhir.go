@@ -14,7 +14,6 @@ package fhirsvc
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -155,15 +154,4 @@ func (s *Service) Stop(ctx context.Context) error {
 		return nil
 	}
 	return s.svc.Stop(ctx)
-}
-
-// Run starts the service and serves until ctx ends.
-func (s *Service) Run(ctx context.Context) error {
-	if err := s.Start(ctx); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return s.Stop(sctx)
 }
