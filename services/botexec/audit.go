@@ -26,25 +26,30 @@ const maxAuditLog = 10 << 10
 // (the default) and/or as a log line.
 func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time, res *sandbox.Result, secrets map[string]any, subscription string, scheduled time.Time) {
 	ev := auditRecord(b, requester, runAs, start, time.Now(), res, secrets)
-	desc, _ := ev["outcomeDesc"].(string)
-	if !b.audited(ev["outcome"] == "0", desc) {
+	if !b.audited(ev.Outcome == "0", ev.OutcomeDesc) {
 		return
 	}
 	if subscription != "" {
 		// As Medplum: the subscription that ran the bot is an entity too.
-		ev["entity"] = append(ev["entity"].([]any), subscriptions.SubscriberEntity(subscription))
+		ev.Entity = append(ev.Entity, subscriptions.SubscriberEntity(subscription))
 	}
 	if !scheduled.IsZero() {
 		// Medplum's AuditEvent does not say what started a run; this
 		// says a schedule did, and for which tick.
-		ev["subtype"] = []any{map[string]any{"system": scheduledSystem, "code": "scheduled", "display": "Scheduled run due " + scheduled.UTC().Format(time.RFC3339)}}
+		ev.Subtype = []coding{{System: scheduledSystem, Code: "scheduled", Display: "Scheduled run due " + scheduled.UTC().Format(time.RFC3339)}}
 	}
 	for _, dest := range b.destinations() {
 		switch dest {
 		case "resource":
 			s.queueAudit(auditEvent{project: b.Project, bot: b.ID, ev: ev})
 		case "log":
-			s.log.Info("bot execution", "bot", b.ID, "project", b.Project, "auditEvent", ev)
+			// Logged as the map it is stored as, so the line reads as before.
+			m, err := resourceMap(ev)
+			if err != nil {
+				s.log.Error("bot audit event not encoded", "bot", b.ID, "err", err)
+				continue
+			}
+			s.log.Info("bot execution", "bot", b.ID, "project", b.Project, "auditEvent", m)
 		}
 	}
 }
@@ -77,14 +82,14 @@ func (s *Service) queueAudit(a auditEvent) {
 	select {
 	case s.audits <- a:
 	default:
-		s.log.Error("audit queue full: audit event dropped", "bot", a.bot, "outcome", a.ev["outcome"])
+		s.log.Error("audit queue full: audit event dropped", "bot", a.bot, "outcome", a.outcome())
 	}
 }
 
 // auditRecord is the AuditEvent of one execution from start to end, as
 // Medplum writes it: outcome 0 (success) or 4 (the bot failed), and the
 // console log, with any error and secrets masked, as outcomeDesc.
-func auditRecord(b *bot, requester, runAs *bus.Principal, start, end time.Time, res *sandbox.Result, secrets map[string]any) map[string]any {
+func auditRecord(b *bot, requester, runAs *bus.Principal, start, end time.Time, res *sandbox.Result, secrets map[string]any) *botAudit {
 	outcome, desc := "0", res.Log
 	if res.Err != nil {
 		outcome = "4"
@@ -95,31 +100,104 @@ func auditRecord(b *bot, requester, runAs *bus.Principal, start, end time.Time, 
 		desc = desc[len(desc)-maxAuditLog:] // the tail says how it ended
 	}
 	end = end.UTC()
-	ev := map[string]any{
-		"resourceType": "AuditEvent",
-		"type":         map[string]any{"system": "https://medplum.com/CodeSystem/audit-event", "code": "execute"},
-		"recorded":     end.Format(time.RFC3339Nano),
-		"period":       map[string]any{"start": start.UTC().Format(time.RFC3339Nano), "end": end.Format(time.RFC3339Nano)},
-		"outcome":      outcome,
-		"agent": []any{
-			map[string]any{"who": map[string]any{"reference": requester.Profile}, "requestor": true},
-			map[string]any{"who": map[string]any{"reference": runAs.Profile}, "requestor": false},
+	return &botAudit{
+		ResourceType: "AuditEvent",
+		Type:         coding{System: "https://medplum.com/CodeSystem/audit-event", Code: "execute"},
+		Recorded:     end.Format(time.RFC3339Nano),
+		Period:       period{Start: start.UTC().Format(time.RFC3339Nano), End: end.Format(time.RFC3339Nano)},
+		Outcome:      outcome,
+		OutcomeDesc:  desc,
+		Agent: []auditAgent{
+			{Who: reference{Reference: requester.Profile}, Requestor: true},
+			{Who: reference{Reference: runAs.Profile}, Requestor: false},
 		},
-		"source": map[string]any{"observer": map[string]any{"reference": "Bot/" + b.ID}},
-		"entity": []any{map[string]any{
-			"what": map[string]any{"reference": "Bot/" + b.ID},
-			"role": map[string]any{"system": "http://terminology.hl7.org/CodeSystem/object-role", "code": "4", "display": "Domain Resource"},
+		Source: auditSource{Observer: reference{Reference: "Bot/" + b.ID}},
+		Entity: []any{auditEntity{
+			What: reference{Reference: "Bot/" + b.ID},
+			Role: coding{System: "http://terminology.hl7.org/CodeSystem/object-role", Code: "4", Display: "Domain Resource"},
 		}},
 	}
-	if desc != "" {
-		ev["outcomeDesc"] = desc
-	}
-	return ev
 }
 
+// botAudit is the AuditEvent of one bot execution, the resource Pinion
+// writes itself; it becomes a map only where the repository takes it.
+type botAudit struct {
+	ResourceType string       `json:"resourceType"`
+	Type         coding       `json:"type"`
+	Subtype      []coding     `json:"subtype,omitempty"`
+	Recorded     string       `json:"recorded"`
+	Period       period       `json:"period"`
+	Outcome      string       `json:"outcome"`
+	OutcomeDesc  string       `json:"outcomeDesc,omitempty"`
+	Agent        []auditAgent `json:"agent"`
+	Source       auditSource  `json:"source"`
+	// Entity holds auditEntity values and the subscriber entity that the
+	// subscriptions package still builds as a map.
+	Entity []any `json:"entity"`
+}
+
+type coding struct {
+	System  string `json:"system,omitempty"`
+	Code    string `json:"code"`
+	Display string `json:"display,omitempty"`
+}
+
+type period struct {
+	Start string `json:"start"`
+	End   string `json:"end"`
+}
+
+type reference struct {
+	Reference string `json:"reference"`
+}
+
+type auditAgent struct {
+	Who       reference `json:"who"`
+	Requestor bool      `json:"requestor"`
+}
+
+type auditSource struct {
+	Observer reference `json:"observer"`
+}
+
+type auditEntity struct {
+	What reference `json:"what"`
+	Role coding    `json:"role"`
+}
+
+// auditEvent is one queued AuditEvent: a *botAudit, or the map a
+// subscription delivery still builds.
 type auditEvent struct {
 	project, bot string
-	ev           map[string]any
+	ev           any
+}
+
+// outcome is the queued event's outcome code, for logs.
+func (a auditEvent) outcome() any {
+	switch ev := a.ev.(type) {
+	case *botAudit:
+		return ev.Outcome
+	case map[string]any:
+		return ev["outcome"]
+	}
+	return nil
+}
+
+// resourceMap is a resource as the repository takes it: a typed resource
+// encoded to JSON and read back, a map as it is.
+func resourceMap(v any) (map[string]any, error) {
+	if m, ok := v.(map[string]any); ok {
+		return m, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // auditQueue bounds the audit events waiting to be written. Writers take
@@ -194,17 +272,26 @@ func (s *Service) drain(batch []auditEvent) []auditEvent {
 // writeBatch writes a batch with one insert per project.
 func (s *Service) writeBatch(batch []auditEvent) {
 	for project, evs := range byProject(batch) {
+		list := make([]map[string]any, 0, len(evs))
+		for _, ev := range evs {
+			m, err := resourceMap(ev)
+			if err != nil {
+				s.log.Error("bot audit event not encoded", "project", project, "err", err)
+				continue
+			}
+			list = append(list, m)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := s.repo.CreateMany(ctx, repo.Scope{Project: project}, "AuditEvent", evs, repo.WriteOptions{Project: project}); err != nil {
-			s.log.Error("bot audit events not written", "project", project, "count", len(evs), "err", err)
+		if err := s.repo.CreateMany(ctx, repo.Scope{Project: project}, "AuditEvent", list, repo.WriteOptions{Project: project}); err != nil {
+			s.log.Error("bot audit events not written", "project", project, "count", len(list), "err", err)
 		}
 		cancel()
 	}
 }
 
 // byProject groups a batch's events by project, in the batch's order.
-func byProject(batch []auditEvent) map[string][]map[string]any {
-	out := map[string][]map[string]any{}
+func byProject(batch []auditEvent) map[string][]any {
+	out := map[string][]any{}
 	for _, a := range batch {
 		out[a.project] = append(out[a.project], a.ev)
 	}

@@ -1,6 +1,7 @@
 package botexec
 
 import (
+	"encoding/json"
 	"log/slog"
 	"reflect"
 	"strconv"
@@ -79,25 +80,32 @@ func TestAuditRecord(t *testing.T) {
 			if tc.desc != "" {
 				want["outcomeDesc"] = tc.desc
 			}
-			if !reflect.DeepEqual(ev, want) {
-				t.Fatalf("%v\nwant %v", ev, want)
+			// The typed record writes the JSON the map it replaced wrote.
+			m, err := resourceMap(ev)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if d, _ := ev["outcomeDesc"].(string); len(d) > maxAuditLog {
-				t.Fatalf("outcomeDesc of %d bytes", len(d))
+			got, _ := json.Marshal(m)
+			wantJSON, _ := json.Marshal(want)
+			if string(got) != string(wantJSON) {
+				t.Fatalf("%s\nwant %s", got, wantJSON)
+			}
+			if len(ev.OutcomeDesc) > maxAuditLog {
+				t.Fatalf("outcomeDesc of %d bytes", len(ev.OutcomeDesc))
 			}
 		})
 	}
 }
 
 func TestByProject(t *testing.T) {
-	ev := func(n int) map[string]any { return map[string]any{"n": n} }
+	ev := func(n int) any { return map[string]any{"n": n} }
 	batch := []auditEvent{
 		{project: "p1", bot: "b1", ev: ev(1)},
 		{project: "p2", bot: "b2", ev: ev(2)},
 		{project: "p1", bot: "b3", ev: ev(3)},
 		{project: "p1", bot: "b1", ev: ev(4)},
 	}
-	want := map[string][]map[string]any{"p1": {ev(1), ev(3), ev(4)}, "p2": {ev(2)}}
+	want := map[string][]any{"p1": {ev(1), ev(3), ev(4)}, "p2": {ev(2)}}
 	if got := byProject(batch); !reflect.DeepEqual(got, want) {
 		t.Fatalf("%v, want %v", got, want)
 	}
@@ -185,7 +193,7 @@ func TestAuditQueueFull(t *testing.T) {
 		s.audit(b, p, p, time.Now(), &sandbox.Result{}, nil, "", time.Time{})
 	}
 	a := <-s.audits
-	if a.project != "p1" || a.bot != "b1" || a.ev["resourceType"] != "AuditEvent" || len(s.audits) != 0 {
+	if a.project != "p1" || a.bot != "b1" || a.ev.(*botAudit).ResourceType != "AuditEvent" || len(s.audits) != 0 {
 		t.Fatalf("%+v", a)
 	}
 }
@@ -219,5 +227,23 @@ func TestAuditTriggerAndDestination(t *testing.T) {
 			t.Errorf("trigger %q, destinations %v, error %v, log %q: %d AuditEvents, want %d",
 				c.trigger, c.dest, c.res.Err != nil, c.res.Log, len(s.audits), c.want)
 		}
+	}
+}
+
+// A run a subscription started names it as a second entity, written as
+// the subscriptions package builds it.
+func TestAuditSubscriberEntity(t *testing.T) {
+	s := &Service{audits: make(chan auditEvent, 1), log: slog.New(slog.DiscardHandler)}
+	p := &bus.Principal{Profile: "Practitioner/1"}
+	s.audit(&bot{ID: "b1", Project: "p1"}, p, p, time.Now(), &sandbox.Result{}, nil, "Subscription/s1", time.Time{})
+	m, err := resourceMap((<-s.audits).ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(m["entity"])
+	want := `[{"role":{"code":"4","display":"Domain Resource","system":"http://terminology.hl7.org/CodeSystem/object-role"},"what":{"reference":"Bot/b1"}},` +
+		`{"role":{"code":"9","display":"Subscriber"},"what":{"reference":"Subscription/s1"}}]`
+	if string(got) != want {
+		t.Fatalf("entity %s\nwant %s", got, want)
 	}
 }

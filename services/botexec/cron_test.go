@@ -226,13 +226,21 @@ func TestAuditScheduled(t *testing.T) {
 	due := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
 	s.audit(b, p, p, time.Now(), &sandbox.Result{}, nil, "", due)
 	s.audit(b, p, p, time.Now(), &sandbox.Result{}, nil, "", time.Time{})
-	scheduled, plain := <-s.audits, <-s.audits
-	sub, _ := scheduled.ev["subtype"].([]any)
+	a, b2 := <-s.audits, <-s.audits
+	scheduled, err := resourceMap(a.ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := resourceMap(b2.ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, _ := scheduled["subtype"].([]any)
 	if len(sub) != 1 || sub[0].(map[string]any)["code"] != "scheduled" ||
 		!strings.Contains(sub[0].(map[string]any)["display"].(string), "2026-01-01T09:00:00Z") {
-		t.Fatalf("scheduled run's subtype: %v", scheduled.ev["subtype"])
+		t.Fatalf("scheduled run's subtype: %v", scheduled["subtype"])
 	}
-	if _, ok := plain.ev["subtype"]; ok {
-		t.Fatalf("an unscheduled run says it was scheduled: %v", plain.ev)
+	if _, ok := plain["subtype"]; ok {
+		t.Fatalf("an unscheduled run says it was scheduled: %v", plain)
 	}
 }
