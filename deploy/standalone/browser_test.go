@@ -89,6 +89,24 @@ func pageText(t *testing.T, ctx context.Context) string {
 	return get(t, ctx, chromedp.Text(chromedp.CSS("main")))
 }
 
+// waitText waits until the page's main element holds want, and returns
+// its text. After a click that submits a form, the page being left may
+// still answer, or go in the middle of a read ("Cannot find context"):
+// each read is retried until the new page says it, up to 20 s.
+func waitText(t *testing.T, ctx context.Context, want string) string {
+	t.Helper()
+	var text string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if s, err := tryGet(ctx, chromedp.Text(chromedp.CSS("main"))); err == nil {
+			if text = s; strings.Contains(s, want) {
+				return s
+			}
+		}
+	}
+	t.Fatalf("the page never said %q; it says: %s", want, text)
+	return ""
+}
+
 // localLink points a link from an e-mail (made with the configured base
 // URL) at the test's server.
 func localLink(link string) string {

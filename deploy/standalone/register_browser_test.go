@@ -26,15 +26,10 @@ func TestVerifyEmailInBrowser(t *testing.T) {
 		t.Fatalf("page: %s", text)
 	}
 	shot(t, ctx, "verifyemail")
-	run(t, ctx, chromedp.Click(chromedp.CSS("button")), chromedp.WaitVisible(chromedp.CSS("main")))
-	if text := pageText(t, ctx); !strings.Contains(text, "Your e-mail address is verified.") {
-		t.Fatalf("after the click: %s", text)
-	}
+	run(t, ctx, chromedp.Click(chromedp.CSS("button")))
+	waitText(t, ctx, "Your e-mail address is verified.")
 	shot(t, ctx, "verifyemail-done")
 
-	run(t, ctx, chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS("button")),
-		chromedp.Click(chromedp.CSS("button")), chromedp.WaitVisible(chromedp.CSS("main")))
-	if text := pageText(t, ctx); !strings.Contains(text, "This address is verified already.") {
-		t.Fatalf("a second use: %s", text)
-	}
+	run(t, ctx, chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS("button")), chromedp.Click(chromedp.CSS("button")))
+	waitText(t, ctx, "This address is verified already.")
 }
