@@ -118,7 +118,7 @@ func (s *Service) discovery(ctx context.Context, r *bus.Request) (*bus.Response,
 		// RS256 is the default every client may assume (OIDC Discovery
 		// §3); ID tokens are signed with it (idtoken.go).
 		"id_token_signing_alg_values_supported": []string{"RS256", "ES256"},
-		"grant_types_supported":                 []string{"client_credentials", "authorization_code", "refresh_token"},
+		"grant_types_supported":                 []string{"client_credentials", "authorization_code", "refresh_token", grantTokenExchange},
 		"response_types_supported":              []string{"code"},
 		"subject_types_supported":               []string{"public"},
 		"scopes_supported":                      access.SupportedScopes,

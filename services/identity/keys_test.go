@@ -36,7 +36,7 @@ func TestDiscovery(t *testing.T) {
 		"end_session_endpoint":   testBase + "oauth2/logout",
 		"revocation_endpoint":    testBase + "oauth2/revoke",
 		"introspection_endpoint": testBase + "oauth2/introspect",
-		"grant_types_supported":  []any{"client_credentials", "authorization_code", "refresh_token"},
+		"grant_types_supported":  []any{"client_credentials", "authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:token-exchange"},
 		// What the token endpoint accepts, no more: see the grant and
 		// assertion tests.
 		"response_types_supported":                         []any{"code"},
