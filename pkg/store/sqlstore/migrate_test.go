@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,26 +15,12 @@ import (
 // and unpublished events intact.
 func TestMigrateFromVersion1(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "v1.db")
-	db, err := sql.Open("sqlite", dsn(path, "journal_mode(WAL)"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stmts := append([]string{}, migrations[0]...)
-	stmts = append(stmts,
-		`CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID`,
-		`INSERT INTO meta VALUES('schema_version', '1')`,
+	path := oldDatabase(t, 1,
 		`INSERT INTO resources(type, id, version, ts, project, deleted, json) VALUES('Patient', 'a', '2', 2000, 'p', 0, '{"v":2}')`,
 		`INSERT INTO history(type, id, version, ts, project, deleted, json) VALUES('Patient', 'a', '1', 1000, 'p', 0, '{"v":1}')`,
 		`INSERT INTO history(type, id, version, ts, project, deleted, json) VALUES('Patient', 'a', '2', 2000, 'p', 0, '{"v":2}')`,
 		`INSERT INTO outbox(id, event, at) VALUES('Patient/a/2', '{"e":2}', 2000)`,
 	)
-	for _, q := range stmts {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	db.Close()
 
 	s, err := Open(ctx, path, Options{Log: quiet})
 	if err != nil {
@@ -64,28 +51,11 @@ func TestMigrateFromVersion1(t *testing.T) {
 // :exact still finds them and an update replaces them.
 func TestMigrateExactRows(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "v3.db")
-	db, err := sql.Open("sqlite", dsn(path, "journal_mode(WAL)"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stmts []string
-	for _, m := range migrations[:3] {
-		stmts = append(stmts, m...)
-	}
-	stmts = append(stmts,
-		`CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID`,
-		`INSERT INTO meta VALUES('schema_version', '3')`,
+	path := oldDatabase(t, 3,
 		`INSERT INTO resources(rid, type, id, version, ts, project, deleted, json) VALUES(7, 'Patient', 'a', '1', 1000, 'p', 0, '{}')`,
 		`INSERT INTO history(rid, version, ts, project, deleted, json) VALUES(7, '1', 1000, 'p', 0, '{}')`,
 		`INSERT INTO search(key, value, project, rid) VALUES('Patient.s_family', 'smith', 'p', 7), ('Patient.s_family_exact', 'Smith', 'p', 7), ('Patient.s_exactly', 'x', 'p', 7)`,
 	)
-	for _, q := range stmts {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	db.Close()
 
 	s, err := Open(ctx, path, Options{Log: quiet})
 	if err != nil {
@@ -123,4 +93,30 @@ func TestMigrateExactRows(t *testing.T) {
 	if find("Smith") != 0 || find("SMITH") != 1 {
 		t.Fatal("an update did not replace the value as written")
 	}
+}
+
+// oldDatabase writes a database at schema version (the layout the first
+// version migrations build, as the code of that time left it) holding the
+// rows rows inserts, and returns its path.
+func oldDatabase(t *testing.T, version int, rows ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("v%d.db", version))
+	db, err := sql.Open("sqlite", dsn(path, "journal_mode(WAL)"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var stmts []string
+	for _, m := range migrations[:version] {
+		stmts = append(stmts, m...)
+	}
+	stmts = append(stmts,
+		`CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID`,
+		fmt.Sprintf(`INSERT INTO meta VALUES('schema_version', '%d')`, version))
+	for _, q := range append(stmts, rows...) {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	return path
 }
