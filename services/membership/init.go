@@ -3,9 +3,9 @@ package membership
 import (
 	"context"
 	"encoding/json"
-	"strings"
 
 	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -96,7 +96,7 @@ func initParams(body []byte) (map[string]any, string, error) {
 				project["owner"] = map[string]any{"reference": p.ValueReference.Reference}
 			}
 		case "ownerEmail":
-			ownerEmail = strings.ToLower(strings.TrimSpace(p.ValueString))
+			ownerEmail = auth.NormalEmail(p.ValueString)
 		default:
 			return nil, "", fhir.BadRequest("Unknown parameter: "+p.Name, "parameter")
 		}

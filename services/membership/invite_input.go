@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/invite"
 )
@@ -142,7 +143,8 @@ func checkInvite(in inviteInput) (*inviteDraft, []fhir.Issue) {
 		bad("lastName", "Last name is required")
 	}
 	// An address that does not parse is no address: externalId may stand in.
-	if req.Email = strings.ToLower(in.Email); req.Email != "" {
+	// Normalised as sign-in and registration find accounts (auth.NormalEmail).
+	if req.Email = auth.NormalEmail(in.Email); req.Email != "" {
 		if a, err := mail.ParseAddress(req.Email); err != nil || a.Address != req.Email {
 			req.Email = ""
 		}
