@@ -53,7 +53,8 @@ var Vars = []Var{
 	{"PINION_BOT_WORKERS", "2", "Worker processes that run bots (a bot that crashes its worker fails only the runs in it)."},
 	{"PINION_BOT_WORKER_MEMORY", "2147483648", "Address space, in bytes, each bot worker process may use beyond what the Go runtime reserves."},
 	{"PINION_BOT_PROJECT_CONCURRENCY", "8", "Bots one project may run at once per botexec instance; more wait up to 10 s, then 429."},
-	{"PINION_REST_HOOK_ALLOW_PRIVATE", "false", "true lets subscriptions' rest-hooks reach loopback, link-local and private addresses; refused by default, so a subscription cannot reach into the network Pinion runs in."},
+	{"PINION_EGRESS_ALLOW_PRIVATE", "false", "true lets every member-written URL Pinion reaches (subscriptions' rest-hooks, client key sets, external identity providers and their key sets, Google's keys) be on loopback, link-local and private addresses; refused by default, so a member cannot reach into the network Pinion runs in."},
+	{"PINION_REST_HOOK_ALLOW_PRIVATE", "", "The earlier name of PINION_EGRESS_ALLOW_PRIVATE, still read when that is unset; setting both to different values is refused."},
 	{"PINION_REGISTER_ENABLED", "true", "Whether people may create their own accounts (/auth/newuser, as Medplum's registerEnabled); false refuses every registration."},
 	{"PINION_RECAPTCHA_SECRET_KEY", "", "reCAPTCHA secret key; when set, /auth/newuser needs a recaptchaToken the verification URL accepts (Medplum's recaptchaSecretKey)."},
 	{"PINION_RECAPTCHA_VERIFY_URL", "https://www.google.com/recaptcha/api/siteverify", "Where reCAPTCHA tokens are verified (another provider's siteverify-compatible URL, or a local one in tests)."},
@@ -95,7 +96,9 @@ type Config struct {
 	BotWorkers          int
 	BotWorkerMemory     int64
 	BotProjectRuns      int
-	RestHookPrivate     bool
+	// EgressPrivate lets outbound requests to member-written URLs reach
+	// private addresses (PINION_EGRESS_ALLOW_PRIVATE).
+	EgressPrivate bool
 	// RegisterDisabled is PINION_REGISTER_ENABLED=false: the zero value
 	// lets people register, as Medplum's default does.
 	RegisterDisabled bool
@@ -225,8 +228,8 @@ func LoadFrom(get func(string) string) (*Config, error) {
 	if err := c.loadCluster(v("PINION_NATS_ROUTES")); err != nil {
 		return nil, err
 	}
-	if c.RestHookPrivate, err = strconv.ParseBool(v("PINION_REST_HOOK_ALLOW_PRIVATE")); err != nil {
-		return nil, fmt.Errorf("PINION_REST_HOOK_ALLOW_PRIVATE: want true or false")
+	if c.EgressPrivate, err = egressPrivate(get); err != nil {
+		return nil, err
 	}
 	if on, err := strconv.ParseBool(v("PINION_REGISTER_ENABLED")); err != nil {
 		return nil, fmt.Errorf("PINION_REGISTER_ENABLED: want true or false")
@@ -337,4 +340,38 @@ func DeriveBaseURL(addr string) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port) + "/"
+}
+
+// egressPrivate reads PINION_EGRESS_ALLOW_PRIVATE, or its earlier name
+// PINION_REST_HOOK_ALLOW_PRIVATE, which named only rest-hooks although the
+// one egress client has always served every outbound URL.
+func egressPrivate(get func(string) string) (bool, error) {
+	read := func(name string) (*bool, error) {
+		s := get(name)
+		if s == "" {
+			return nil, nil
+		}
+		on, err := strconv.ParseBool(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: want true or false", name)
+		}
+		return &on, nil
+	}
+	now, err := read("PINION_EGRESS_ALLOW_PRIVATE")
+	if err != nil {
+		return false, err
+	}
+	old, err := read("PINION_REST_HOOK_ALLOW_PRIVATE")
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case now != nil && old != nil && *now != *old:
+		return false, fmt.Errorf("PINION_EGRESS_ALLOW_PRIVATE and PINION_REST_HOOK_ALLOW_PRIVATE (its earlier name) disagree: set only PINION_EGRESS_ALLOW_PRIVATE")
+	case now != nil:
+		return *now, nil
+	case old != nil:
+		return *old, nil
+	}
+	return false, nil
 }

@@ -89,3 +89,35 @@ func TestBaseURLFollowsAddr(t *testing.T) {
 		t.Errorf("set base URL: %q %v", c.BaseURL, err)
 	}
 }
+
+// PINION_EGRESS_ALLOW_PRIVATE is the setting; its earlier name still
+// works alone, and the two may not disagree.
+func TestEgressPrivateAlias(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		want bool
+		bad  bool
+	}{
+		{"default", nil, false, false},
+		{"new name", map[string]string{"PINION_EGRESS_ALLOW_PRIVATE": "true"}, true, false},
+		{"old name", map[string]string{"PINION_REST_HOOK_ALLOW_PRIVATE": "true"}, true, false},
+		{"both agree", map[string]string{"PINION_EGRESS_ALLOW_PRIVATE": "true", "PINION_REST_HOOK_ALLOW_PRIVATE": "true"}, true, false},
+		{"both disagree", map[string]string{"PINION_EGRESS_ALLOW_PRIVATE": "false", "PINION_REST_HOOK_ALLOW_PRIVATE": "true"}, false, true},
+		{"not a boolean", map[string]string{"PINION_EGRESS_ALLOW_PRIVATE": "yes please"}, false, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := LoadFrom(func(k string) string { return tc.env[k] })
+			if tc.bad {
+				if err == nil {
+					t.Fatal("accepted")
+				}
+				return
+			}
+			if err != nil || c.EgressPrivate != tc.want {
+				t.Fatalf("EgressPrivate = %v, %v; want %v", c != nil && c.EgressPrivate, err, tc.want)
+			}
+		})
+	}
+}

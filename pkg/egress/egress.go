@@ -1,6 +1,7 @@
 // Package egress makes the HTTP clients Pinion uses to reach URLs that
-// project members write (subscription rest-hooks, client key sets): such a
-// URL must not become a way into the network Pinion runs in.
+// project members write (subscription rest-hooks, client key sets,
+// identity providers): such a URL must not become a way into the network
+// Pinion runs in.
 package egress
 
 import (
@@ -14,7 +15,7 @@ import (
 
 // ErrPrivateAddress refuses a connection to an address inside the network
 // Pinion runs in.
-var ErrPrivateAddress = errors.New("the endpoint's address is loopback, link-local or private: refused (PINION_REST_HOOK_ALLOW_PRIVATE allows it)")
+var ErrPrivateAddress = errors.New("the endpoint's address is loopback, link-local or private: refused (PINION_EGRESS_ALLOW_PRIVATE allows it)")
 
 // maxSetup bounds connecting and the TLS handshake, however long the
 // request may take.

@@ -25,6 +25,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/config"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -59,7 +60,7 @@ type Config struct {
 // NewConfig is the bot executor's Config from the process's settings.
 func NewConfig(c *config.Config) Config {
 	return Config{BaseURL: c.BaseURL, Workers: c.BotWorkers, WorkerMemoryBytes: c.BotWorkerMemory,
-		ProjectConcurrency: c.BotProjectRuns, RestHookPrivate: c.RestHookPrivate}
+		ProjectConcurrency: c.BotProjectRuns, RestHookPrivate: c.EgressPrivate}
 }
 
 // FromConfig builds the service from the settings, as both the standalone
@@ -120,7 +121,7 @@ func New(cfg Config, nc *nats.Conn, r *repo.Repo, sessions *session.Store, log *
 		BaseURL: cfg.BaseURL, JS: cfg.JS, EventStream: cfg.EventStream, RestHookPrivate: cfg.RestHookPrivate,
 		BotTimeout: maxTimeout * time.Second, NC: nc, Repo: r, Policies: s.policies,
 		Bots:  deliveryBots{s},
-		Audit: func(project string, ev map[string]any) { s.queueAudit(auditEvent{project: project, ev: ev}) },
+		Audit: func(project string, ev *resource.AuditEvent) { s.queueAudit(auditEvent{project: project, ev: ev}) },
 		Log:   log,
 	})
 	return s

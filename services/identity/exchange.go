@@ -164,7 +164,7 @@ func (s *Service) externalUserInfo(ctx context.Context, idp *identityProvider, t
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := egress.Client(s.cfg.RestHookPrivate, externalTimeout).Do(req)
+	resp, err := egress.Client(s.cfg.EgressPrivate, externalTimeout).Do(req)
 	if err != nil {
 		s.log.Warn("token exchange: user info request failed", "userInfoUrl", idp.UserInfoURL, "err", err)
 		return nil, failed

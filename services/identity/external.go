@@ -288,7 +288,7 @@ func (s *Service) verifyExternalCode(ctx context.Context, idp *identityProvider,
 	if idp.UsePkce && st.CodeChallenge != "" {
 		opts = append(opts, oauth2.VerifierOption(st.CodeChallenge))
 	}
-	hc := egress.Client(s.cfg.RestHookPrivate, externalTimeout)
+	hc := egress.Client(s.cfg.EgressPrivate, externalTimeout)
 	tok, err := conf.Exchange(context.WithValue(ctx, oauth2.HTTPClient, hc), code, opts...)
 	if err != nil {
 		s.log.Warn("external sign-in: the provider refused the code", "tokenUrl", idp.TokenURL, "err", err)
@@ -336,7 +336,7 @@ func (s *Service) externalVerifier(ctx context.Context, idp *identityProvider) (
 		return v, nil
 	}
 	// The key set outlives this request: its fetches get their own bound.
-	kctx := oidc.ClientContext(context.Background(), egress.Client(s.cfg.RestHookPrivate, externalTimeout))
+	kctx := oidc.ClientContext(context.Background(), egress.Client(s.cfg.EgressPrivate, externalTimeout))
 	var v *oidc.IDTokenVerifier
 	cfg := &oidc.Config{ClientID: audience}
 	if idp.JWKSURL != "" {

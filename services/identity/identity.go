@@ -53,9 +53,10 @@ type Config struct {
 	TokenLifetime      time.Duration
 	// SecretGrace is how long a rotated-out client secret keeps working.
 	SecretGrace time.Duration
-	// RestHookPrivate lets client key sets (jwksUri) be fetched from
-	// private addresses, as it lets rest-hooks reach them.
-	RestHookPrivate bool
+	// EgressPrivate lets client key sets (jwksUri), identity providers and
+	// Google's keys be fetched from private addresses
+	// (PINION_EGRESS_ALLOW_PRIVATE).
+	EgressPrivate bool
 	// RegisterDisabled refuses /auth/newuser (PINION_REGISTER_ENABLED=false);
 	// registration is on by default, as Medplum's registerEnabled.
 	RegisterDisabled bool
@@ -111,7 +112,7 @@ func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service,
 		BaseURL: cfg.BaseURL, DataDir: cfg.DataDir,
 		SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret,
 		TokenLifetime: cfg.AccessTokenLifetime, SecretGrace: cfg.ClientSecretGrace,
-		RestHookPrivate: cfg.RestHookPrivate, RegisterDisabled: cfg.RegisterDisabled,
+		EgressPrivate: cfg.EgressPrivate, RegisterDisabled: cfg.RegisterDisabled,
 		RecaptchaSecret: cfg.RecaptchaSecretKey, RecaptchaURL: cfg.RecaptchaVerifyURL,
 		AppBaseURL: cfg.AppBaseURL,
 	}, c.NC, c.JS, c.Repo, c.Sessions, log), nil
@@ -129,7 +130,7 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 		cfg.SecretGrace = 24 * time.Hour
 	}
 	return &Service{
-		cfg: cfg, nc: nc, js: js, repo: r, limiter: newSigninLimiter(), sessions: sessions, assertions: newAssertions(cfg.RestHookPrivate),
+		cfg: cfg, nc: nc, js: js, repo: r, limiter: newSigninLimiter(), sessions: sessions, assertions: newAssertions(cfg.EgressPrivate),
 		log: log.With("service", "identity"), policies: access.NewPolicies(r, log), clients: expirable.NewLRU[string, *clientEntry](maxClients, nil, clientTTL),
 	}
 }

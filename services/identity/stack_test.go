@@ -65,7 +65,7 @@ func runWithStack(m *testing.M) int {
 	}
 	defer c.Close()
 	// Client key sets are served from loopback in these tests.
-	cfg := &config.Config{BaseURL: testBase, DataDir: dir, AccessTokenLifetime: 10 * time.Minute, ClientSecretGrace: time.Hour, RestHookPrivate: true}
+	cfg := &config.Config{BaseURL: testBase, DataDir: dir, AccessTokenLifetime: 10 * time.Minute, ClientSecretGrace: time.Hour, EgressPrivate: true}
 	svc, err := FromConfig(cfg, c, quiet)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "identity:", err)
