@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/services/botexec/sandbox"
 	"github.com/pinion-health/pinion/services/botexec/subscriptions"
@@ -36,7 +37,7 @@ func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time
 	if !scheduled.IsZero() {
 		// Medplum's AuditEvent does not say what started a run; this
 		// says a schedule did, and for which tick.
-		ev.Subtype = []coding{{System: scheduledSystem, Code: "scheduled", Display: "Scheduled run due " + scheduled.UTC().Format(time.RFC3339)}}
+		ev.Subtype = []resource.Coding{{System: scheduledSystem, Code: "scheduled", Display: "Scheduled run due " + scheduled.UTC().Format(time.RFC3339)}}
 	}
 	for _, dest := range b.destinations() {
 		switch dest {
@@ -44,7 +45,7 @@ func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time
 			s.queueAudit(auditEvent{project: b.Project, bot: b.ID, ev: ev})
 		case "log":
 			// Logged as the map it is stored as, so the line reads as before.
-			m, err := resourceMap(ev)
+			m, err := resource.Map(ev)
 			if err != nil {
 				s.log.Error("bot audit event not encoded", "bot", b.ID, "err", err)
 				continue
@@ -82,14 +83,14 @@ func (s *Service) queueAudit(a auditEvent) {
 	select {
 	case s.audits <- a:
 	default:
-		s.log.Error("audit queue full: audit event dropped", "bot", a.bot, "outcome", a.outcome())
+		s.log.Error("audit queue full: audit event dropped", "bot", a.bot, "outcome", a.ev.Outcome)
 	}
 }
 
 // auditRecord is the AuditEvent of one execution from start to end, as
 // Medplum writes it: outcome 0 (success) or 4 (the bot failed), and the
 // console log, with any error and secrets masked, as outcomeDesc.
-func auditRecord(b *bot, requester, runAs *bus.Principal, start, end time.Time, res *sandbox.Result, secrets map[string]any) *botAudit {
+func auditRecord(b *bot, requester, runAs *bus.Principal, start, end time.Time, res *sandbox.Result, secrets map[string]any) *resource.AuditEvent {
 	outcome, desc := "0", res.Log
 	if res.Err != nil {
 		outcome = "4"
@@ -100,104 +101,30 @@ func auditRecord(b *bot, requester, runAs *bus.Principal, start, end time.Time, 
 		desc = desc[len(desc)-maxAuditLog:] // the tail says how it ended
 	}
 	end = end.UTC()
-	return &botAudit{
+	return &resource.AuditEvent{
 		ResourceType: "AuditEvent",
-		Type:         coding{System: "https://medplum.com/CodeSystem/audit-event", Code: "execute"},
+		Type:         resource.Coding{System: "https://medplum.com/CodeSystem/audit-event", Code: "execute"},
 		Recorded:     end.Format(time.RFC3339Nano),
-		Period:       period{Start: start.UTC().Format(time.RFC3339Nano), End: end.Format(time.RFC3339Nano)},
+		Period:       &resource.Period{Start: start.UTC().Format(time.RFC3339Nano), End: end.Format(time.RFC3339Nano)},
 		Outcome:      outcome,
 		OutcomeDesc:  desc,
-		Agent: []auditAgent{
-			{Who: reference{Reference: requester.Profile}, Requestor: true},
-			{Who: reference{Reference: runAs.Profile}, Requestor: false},
+		Agent: []resource.AuditAgent{
+			{Who: &resource.Reference{Reference: requester.Profile}, Requestor: true},
+			{Who: &resource.Reference{Reference: runAs.Profile}, Requestor: false},
 		},
-		Source: auditSource{Observer: reference{Reference: "Bot/" + b.ID}},
-		Entity: []any{auditEntity{
-			What: reference{Reference: "Bot/" + b.ID},
-			Role: coding{System: "http://terminology.hl7.org/CodeSystem/object-role", Code: "4", Display: "Domain Resource"},
+		Source: &resource.AuditSource{Observer: resource.Reference{Reference: "Bot/" + b.ID}},
+		Entity: []resource.AuditEntity{{
+			What: resource.Reference{Reference: "Bot/" + b.ID},
+			Role: resource.Coding{System: "http://terminology.hl7.org/CodeSystem/object-role", Code: "4", Display: "Domain Resource"},
 		}},
 	}
 }
 
-// botAudit is the AuditEvent of one bot execution, the resource Pinion
-// writes itself; it becomes a map only where the repository takes it.
-type botAudit struct {
-	ResourceType string       `json:"resourceType"`
-	Type         coding       `json:"type"`
-	Subtype      []coding     `json:"subtype,omitempty"`
-	Recorded     string       `json:"recorded"`
-	Period       period       `json:"period"`
-	Outcome      string       `json:"outcome"`
-	OutcomeDesc  string       `json:"outcomeDesc,omitempty"`
-	Agent        []auditAgent `json:"agent"`
-	Source       auditSource  `json:"source"`
-	// Entity holds auditEntity values and the subscriber entity that the
-	// subscriptions package still builds as a map.
-	Entity []any `json:"entity"`
-}
-
-type coding struct {
-	System  string `json:"system,omitempty"`
-	Code    string `json:"code"`
-	Display string `json:"display,omitempty"`
-}
-
-type period struct {
-	Start string `json:"start"`
-	End   string `json:"end"`
-}
-
-type reference struct {
-	Reference string `json:"reference"`
-}
-
-type auditAgent struct {
-	Who       reference `json:"who"`
-	Requestor bool      `json:"requestor"`
-}
-
-type auditSource struct {
-	Observer reference `json:"observer"`
-}
-
-type auditEntity struct {
-	What reference `json:"what"`
-	Role coding    `json:"role"`
-}
-
-// auditEvent is one queued AuditEvent: a *botAudit, or the map a
-// subscription delivery still builds.
+// auditEvent is one queued AuditEvent: a bot run's or a subscription
+// delivery's.
 type auditEvent struct {
 	project, bot string
-	ev           any
-}
-
-// outcome is the queued event's outcome code, for logs.
-func (a auditEvent) outcome() any {
-	switch ev := a.ev.(type) {
-	case *botAudit:
-		return ev.Outcome
-	case map[string]any:
-		return ev["outcome"]
-	}
-	return nil
-}
-
-// resourceMap is a resource as the repository takes it: a typed resource
-// encoded to JSON and read back, a map as it is.
-func resourceMap(v any) (map[string]any, error) {
-	if m, ok := v.(map[string]any); ok {
-		return m, nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	return m, nil
+	ev           *resource.AuditEvent
 }
 
 // auditQueue bounds the audit events waiting to be written. Writers take
@@ -274,7 +201,7 @@ func (s *Service) writeBatch(batch []auditEvent) {
 	for project, evs := range byProject(batch) {
 		list := make([]map[string]any, 0, len(evs))
 		for _, ev := range evs {
-			m, err := resourceMap(ev)
+			m, err := resource.Map(ev)
 			if err != nil {
 				s.log.Error("bot audit event not encoded", "project", project, "err", err)
 				continue
@@ -290,8 +217,8 @@ func (s *Service) writeBatch(batch []auditEvent) {
 }
 
 // byProject groups a batch's events by project, in the batch's order.
-func byProject(batch []auditEvent) map[string][]any {
-	out := map[string][]any{}
+func byProject(batch []auditEvent) map[string][]*resource.AuditEvent {
+	out := map[string][]*resource.AuditEvent{}
 	for _, a := range batch {
 		out[a.project] = append(out[a.project], a.ev)
 	}

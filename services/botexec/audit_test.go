@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/services/botexec/sandbox"
 )
 
@@ -81,7 +82,7 @@ func TestAuditRecord(t *testing.T) {
 				want["outcomeDesc"] = tc.desc
 			}
 			// The typed record writes the JSON the map it replaced wrote.
-			m, err := resourceMap(ev)
+			m, err := resource.Map(ev)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,14 +99,20 @@ func TestAuditRecord(t *testing.T) {
 }
 
 func TestByProject(t *testing.T) {
-	ev := func(n int) any { return map[string]any{"n": n} }
+	evs := map[int]*resource.AuditEvent{}
+	ev := func(n int) *resource.AuditEvent {
+		if evs[n] == nil {
+			evs[n] = &resource.AuditEvent{Outcome: strconv.Itoa(n)}
+		}
+		return evs[n]
+	}
 	batch := []auditEvent{
 		{project: "p1", bot: "b1", ev: ev(1)},
 		{project: "p2", bot: "b2", ev: ev(2)},
 		{project: "p1", bot: "b3", ev: ev(3)},
 		{project: "p1", bot: "b1", ev: ev(4)},
 	}
-	want := map[string][]any{"p1": {ev(1), ev(3), ev(4)}, "p2": {ev(2)}}
+	want := map[string][]*resource.AuditEvent{"p1": {ev(1), ev(3), ev(4)}, "p2": {ev(2)}}
 	if got := byProject(batch); !reflect.DeepEqual(got, want) {
 		t.Fatalf("%v, want %v", got, want)
 	}
@@ -193,7 +200,7 @@ func TestAuditQueueFull(t *testing.T) {
 		s.audit(b, p, p, time.Now(), &sandbox.Result{}, nil, "", time.Time{})
 	}
 	a := <-s.audits
-	if a.project != "p1" || a.bot != "b1" || a.ev.(*botAudit).ResourceType != "AuditEvent" || len(s.audits) != 0 {
+	if a.project != "p1" || a.bot != "b1" || a.ev.ResourceType != "AuditEvent" || len(s.audits) != 0 {
 		t.Fatalf("%+v", a)
 	}
 }
@@ -236,7 +243,7 @@ func TestAuditSubscriberEntity(t *testing.T) {
 	s := &Service{audits: make(chan auditEvent, 1), log: slog.New(slog.DiscardHandler)}
 	p := &bus.Principal{Profile: "Practitioner/1"}
 	s.audit(&bot{ID: "b1", Project: "p1"}, p, p, time.Now(), &sandbox.Result{}, nil, "Subscription/s1", time.Time{})
-	m, err := resourceMap((<-s.audits).ev)
+	m, err := resource.Map((<-s.audits).ev)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/testenv"
 	"github.com/pinion-health/pinion/services/botexec/sandbox"
@@ -227,11 +228,11 @@ func TestAuditScheduled(t *testing.T) {
 	s.audit(b, p, p, time.Now(), &sandbox.Result{}, nil, "", due)
 	s.audit(b, p, p, time.Now(), &sandbox.Result{}, nil, "", time.Time{})
 	a, b2 := <-s.audits, <-s.audits
-	scheduled, err := resourceMap(a.ev)
+	scheduled, err := resource.Map(a.ev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := resourceMap(b2.ev)
+	plain, err := resource.Map(b2.ev)
 	if err != nil {
 		t.Fatal(err)
 	}

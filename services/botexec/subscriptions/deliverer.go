@@ -23,6 +23,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/subscription"
 )
@@ -50,7 +51,7 @@ type Config struct {
 	Bots Bots
 	// Audit queues an AuditEvent to write in a project, off the
 	// delivery's path.
-	Audit func(project string, ev map[string]any)
+	Audit func(project string, ev *resource.AuditEvent)
 	Log   *slog.Logger
 }
 

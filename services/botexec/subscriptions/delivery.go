@@ -17,6 +17,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/metrics"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/subscription"
@@ -419,46 +420,50 @@ func metaAuthor(j []byte) string {
 // auditDelivery records a rest-hook attempt as Medplum's
 // createSubscriptionAuditEvent does, with its duration.
 func (s *Deliverer) auditDelivery(d *delivery, sub *subscription.Subscription, res *repo.Resource, outcome, desc string, start time.Time) {
+	s.cfg.Audit(sub.Project, attemptAudit(d, outcome, desc, start))
+}
+
+// attemptAudit is the AuditEvent of one attempt that started at start: from
+// the change's commit to now, and how long the attempt itself took.
+func attemptAudit(d *delivery, outcome, desc string, start time.Time) *resource.AuditEvent {
 	ev := transmitAudit(d, outcome, desc)
-	ev["period"] = map[string]any{"start": d.Committed.UTC().Format(time.RFC3339Nano), "end": ev["recorded"]}
-	ev["extension"] = []any{map[string]any{
-		"url": "https://medplum.com/fhir/StructureDefinition/durationMs", "valueInteger": time.Since(start).Milliseconds(),
-	}}
-	s.cfg.Audit(sub.Project, ev)
+	ev.Period = &resource.Period{Start: d.Committed.UTC().Format(time.RFC3339Nano), End: ev.Recorded}
+	ev.Extension = []resource.Extension{{URL: "https://medplum.com/fhir/StructureDefinition/durationMs", ValueInteger: time.Since(start).Milliseconds()}}
+	return ev
 }
 
 // transmitAudit is the AuditEvent of a delivery's attempt or end: the
 // subscription observed it, about the changed resource.
-func transmitAudit(d *delivery, outcome, desc string) map[string]any {
-	return map[string]any{
-		"resourceType": "AuditEvent",
-		"type":         map[string]any{"code": "transmit"},
-		"recorded":     time.Now().UTC().Format(time.RFC3339Nano),
-		"agent":        []any{map[string]any{"type": map[string]any{"text": "Subscription"}, "requestor": false}},
-		"source":       map[string]any{"observer": map[string]any{"reference": "Subscription/" + d.Subscription}},
-		"entity": []any{
-			map[string]any{"what": map[string]any{"reference": d.Event.Type + "/" + d.Event.ID}, "role": entityRole(d.Event.Type)},
+func transmitAudit(d *delivery, outcome, desc string) *resource.AuditEvent {
+	return &resource.AuditEvent{
+		ResourceType: "AuditEvent",
+		Type:         resource.Coding{Code: "transmit"},
+		Recorded:     time.Now().UTC().Format(time.RFC3339Nano),
+		Agent:        []resource.AuditAgent{{Type: &resource.CodeableConcept{Text: "Subscription"}, Requestor: false}},
+		Source:       &resource.AuditSource{Observer: resource.Reference{Reference: "Subscription/" + d.Subscription}},
+		Entity: []resource.AuditEntity{
+			{What: resource.Reference{Reference: d.Event.Type + "/" + d.Event.ID}, Role: entityRole(d.Event.Type)},
 			SubscriberEntity("Subscription/" + d.Subscription),
 		},
-		"outcome":     outcome,
-		"outcomeDesc": desc,
+		Outcome:     outcome,
+		OutcomeDesc: desc,
 	}
 }
 
 // SubscriberEntity names the subscription in an AuditEvent.
-func SubscriberEntity(ref string) map[string]any {
-	return map[string]any{"what": map[string]any{"reference": ref}, "role": entityRole("Subscription")}
+func SubscriberEntity(ref string) resource.AuditEntity {
+	return resource.AuditEntity{What: resource.Reference{Reference: ref}, Role: entityRole("Subscription")}
 }
 
 // entityRole is Medplum's getAuditEventEntityRole.
-func entityRole(typ string) map[string]any {
+func entityRole(typ string) resource.Coding {
 	switch typ {
 	case "Patient":
-		return map[string]any{"code": "1", "display": "Patient"}
+		return resource.Coding{Code: "1", Display: "Patient"}
 	case "Subscription":
-		return map[string]any{"code": "9", "display": "Subscriber"}
+		return resource.Coding{Code: "9", Display: "Subscriber"}
 	}
-	return map[string]any{"code": "4", "display": "Domain"}
+	return resource.Coding{Code: "4", Display: "Domain"}
 }
 
 // deadLetter keeps a delivery that failed its last attempt on the stream

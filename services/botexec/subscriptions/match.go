@@ -15,6 +15,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/subscription"
@@ -197,14 +198,18 @@ func (s *Deliverer) unmatched(m jetstream.Msg, md *jetstream.MsgMetadata, ev rep
 		}
 	}
 	if !recorded {
-		// The subscriptions could not be read: the project's record
-		// names the change alone.
-		a := transmitAudit(&delivery{Project: ev.Project, Event: ev}, "8", desc)
-		a["entity"] = a["entity"].([]any)[:1]
-		delete(a, "source")
-		s.cfg.Audit(ev.Project, a)
+		s.cfg.Audit(ev.Project, unmatchedAudit(ev, desc))
 	}
 	_ = m.Ack()
+}
+
+// unmatchedAudit is the record of a change set aside when the project's
+// subscriptions could not be read: it names the change alone.
+func unmatchedAudit(ev repo.Event, desc string) *resource.AuditEvent {
+	a := transmitAudit(&delivery{Project: ev.Project, Event: ev}, "8", desc)
+	a.Entity = a.Entity[:1]
+	a.Source = nil
+	return a
 }
 
 // activeSubscriptions reads a project's active subscriptions.

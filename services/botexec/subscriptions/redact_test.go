@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/testenv"
 )
@@ -44,7 +45,7 @@ func TestEndpointForLog(t *testing.T) {
 func TestDeadLetterLogRedactsEndpoint(t *testing.T) {
 	env := testenv.New(t)
 	var logs bytes.Buffer
-	s := New(Config{JS: env.JS, Audit: func(string, map[string]any) {},
+	s := New(Config{JS: env.JS, Audit: func(string, *resource.AuditEvent) {},
 		Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	// A real failed post: nothing listens on port 1.
 	endpoint := "http://hook-user:hook-pass@127.0.0.1:1/hook/in?token=s3cret-token#frag-part"

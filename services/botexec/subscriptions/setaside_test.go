@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/subscription"
 	"github.com/pinion-health/pinion/pkg/testenv"
@@ -26,8 +27,8 @@ func TestUnmatchableEventIsSetAside(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var logs bytes.Buffer
-	audits := make(chan map[string]any, 8)
-	s := New(Config{JS: env.JS, Audit: func(_ string, ev map[string]any) { audits <- ev },
+	audits := make(chan *resource.AuditEvent, 8)
+	s := New(Config{JS: env.JS, Audit: func(_ string, ev *resource.AuditEvent) { audits <- ev },
 		Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	cons, err := env.JS.CreateOrUpdateConsumer(ctx, testenv.ResourceStream, jetstream.ConsumerConfig{
 		Durable: "set-aside", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute,
@@ -99,9 +100,9 @@ func TestUnmatchableEventIsSetAside(t *testing.T) {
 		t.Fatalf("%d AuditEvents, want one for the Patient subscription", len(audits))
 	}
 	a := <-audits
-	desc, _ := a["outcomeDesc"].(string)
-	refs, _ := json.Marshal(a["entity"])
-	if a["outcome"] != "8" || !strings.Contains(desc, "Set aside after 5 tries") || !strings.Contains(desc, "store unavailable") ||
+	desc := a.OutcomeDesc
+	refs, _ := json.Marshal(a.Entity)
+	if a.Outcome != "8" || !strings.Contains(desc, "Set aside after 5 tries") || !strings.Contains(desc, "store unavailable") ||
 		!strings.Contains(string(refs), "Subscription/onPatients") || !strings.Contains(string(refs), "Patient/pat1") {
 		t.Fatalf("AuditEvent %v", a)
 	}
