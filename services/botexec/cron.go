@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/services/botexec/worker"
 )
 
@@ -33,6 +36,13 @@ import (
 // instance was down is due once at start; its following run is counted
 // from then, so missed ticks run once, not once each. A crash between a
 // claim and the run loses that run rather than repeating it.
+//
+// The same consumer follows the Project events, since a schedule runs
+// only while its project's features include cron: a project that gains
+// them schedules its bots written before (or while it lacked them), one
+// that loses them drops theirs. And, as the one follower of every Bot
+// event, it removes a deleted bot's own secrets (botsecrets.go) from the
+// store.
 const (
 	cronBucket   = "pinion_bot_cron"
 	cronConsumer = "bot-cron"
@@ -108,10 +118,10 @@ func (c *scheduler) Start(ctx context.Context) error {
 		return fmt.Errorf("bucket %s: %w", cronBucket, err)
 	}
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.stream, jetstream.ConsumerConfig{
-		Durable:       cronConsumer,
-		FilterSubject: bus.EventPrefix + "Bot.>",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       30 * time.Second,
+		Durable:        cronConsumer,
+		FilterSubjects: []string{bus.EventPrefix + "Bot.>", bus.EventPrefix + "Project.>"},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        30 * time.Second,
 	})
 	if err != nil {
 		return fmt.Errorf("bot schedule consumer: %w", err)
@@ -152,8 +162,12 @@ func (c *scheduler) onEvent(m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
-	if err := c.sync(c.ctx, ev.ID); err != nil {
-		c.log.Error("bot schedule: could not update", "bot", ev.ID, "err", err)
+	sync := c.sync
+	if ev.Type == "Project" {
+		sync = c.syncProject
+	}
+	if err := sync(c.ctx, ev.ID); err != nil {
+		c.log.Error("bot schedule: could not update", "type", ev.Type, "id", ev.ID, "err", err)
 		_ = m.NakWithDelay(time.Second)
 		return
 	}
@@ -163,6 +177,10 @@ func (c *scheduler) onEvent(m jetstream.Msg) {
 func (c *scheduler) sync(ctx context.Context, id string) error {
 	res, err := c.repo.Read(ctx, repo.AllProjects, "Bot", id)
 	if fhir.Missing(err) {
+		// Deleted: its own secrets go with it (nil deletes; none is fine).
+		if err := c.repo.SetSecret(ctx, botSecretsKey(id), nil); err != nil {
+			return err
+		}
 		return c.remove(ctx, id)
 	}
 	if err != nil {
@@ -199,6 +217,32 @@ func (c *scheduler) sync(ctx context.Context, id string) error {
 	b, _ := json.Marshal(cronEntry{Project: res.Project, Spec: sched.Spec, Next: sched.Next(c.clock.Now())})
 	_, err = c.kv.Put(ctx, id, b)
 	return err
+}
+
+// projectBotsPage is how many of a project's bots syncProject reads at once.
+const projectBotsPage = 500
+
+// syncProject brings every bot of the project in step with the project's
+// features as they now stand.
+func (c *scheduler) syncProject(ctx context.Context, project string) error {
+	for offset := 0; ; offset += projectBotsPage {
+		q, err := search.Parse("Bot", url.Values{"_count": {strconv.Itoa(projectBotsPage)}, "_offset": {strconv.Itoa(offset)}})
+		if err != nil {
+			return err
+		}
+		page, err := c.repo.Search(ctx, repo.Scope{Project: project}, "Bot", q)
+		if err != nil {
+			return err
+		}
+		for _, b := range page.Resources {
+			if err := c.sync(ctx, b.ID); err != nil {
+				return err
+			}
+		}
+		if !page.More {
+			return nil
+		}
+	}
 }
 
 func (c *scheduler) remove(ctx context.Context, id string) error {
