@@ -58,6 +58,7 @@ var Vars = []Var{
 	{"PINION_REGISTER_ENABLED", "true", "Whether people may create their own accounts (/auth/newuser, as Medplum's registerEnabled); false refuses every registration."},
 	{"PINION_RECAPTCHA_SECRET_KEY", "", "reCAPTCHA secret key; when set, /auth/newuser needs a recaptchaToken the verification URL accepts (Medplum's recaptchaSecretKey)."},
 	{"PINION_RECAPTCHA_VERIFY_URL", "https://www.google.com/recaptcha/api/siteverify", "Where reCAPTCHA tokens are verified (another provider's siteverify-compatible URL, or a local one in tests)."},
+	{"PINION_PASSWORD_BREACH_URL", "", "A k-anonymity range API new passwords are also checked against, the hash prefix appended (Have I Been Pwned's: https://api.pwnedpasswords.com/range/); empty checks only the list shipped with Pinion. An unreachable service lets the password through."},
 	{"PINION_LOG_LEVEL", "info", "debug, info, warn or error."},
 	{"PINION_LOG_FORMAT", "text", "text or json."},
 }
@@ -108,6 +109,9 @@ type Config struct {
 	RecaptchaVerifyURL string
 	LogLevel           string
 	LogFormat          string
+	// PasswordBreachURL, when set, is a range API passwords are checked
+	// against beside the shipped list (auth.BreachRange).
+	PasswordBreachURL string
 }
 
 // Load reads the environment; any invalid setting is an error naming it.
@@ -240,6 +244,11 @@ func LoadFrom(get func(string) string) (*Config, error) {
 	c.RecaptchaVerifyURL = v("PINION_RECAPTCHA_VERIFY_URL")
 	if u, err := url.Parse(c.RecaptchaVerifyURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("PINION_RECAPTCHA_VERIFY_URL: want an http(s) URL")
+	}
+	if c.PasswordBreachURL = v("PINION_PASSWORD_BREACH_URL"); c.PasswordBreachURL != "" {
+		if u, err := url.Parse(c.PasswordBreachURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return nil, fmt.Errorf("PINION_PASSWORD_BREACH_URL: want an http(s) URL")
+		}
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -44,6 +44,7 @@ func TestLoadRefusesBadSettings(t *testing.T) {
 		"no bot workers":   {"PINION_BOT_WORKERS": "0"},
 		"tiny workers":     {"PINION_BOT_WORKER_MEMORY": "1000"},
 		"no bot runs":      {"PINION_BOT_PROJECT_CONCURRENCY": "0"},
+		"bad breach url":   {"PINION_PASSWORD_BREACH_URL": "api.pwnedpasswords.com/range/"},
 		"bad proxies":      {"PINION_TRUSTED_PROXIES": "10.0.0.0/8, ingress"},
 		"routes alone":     {"PINION_NATS_ROUTES": "127.0.0.1:6222"},
 		"cluster alone":    {"PINION_NATS_CLUSTER_LISTEN": "127.0.0.1:6222"},

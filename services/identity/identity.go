@@ -63,6 +63,9 @@ type Config struct {
 	// RecaptchaSecret, when set, makes registration verify a reCAPTCHA
 	// token at RecaptchaURL (recaptcha.go).
 	RecaptchaSecret, RecaptchaURL string
+	// BreachURL, when set, is a k-anonymity range API new passwords are
+	// checked against (PINION_PASSWORD_BREACH_URL; breach.go).
+	BreachURL string
 	// AppBaseURL is the web app, whose sign-in page an external sign-in
 	// returns to (Medplum's appBaseUrl).
 	AppBaseURL string
@@ -101,6 +104,8 @@ type Service struct {
 	extOnce      sync.Once // external identity providers' ID token verifiers (external.go)
 	extVerifiers *verifiers
 
+	breachRange *auth.BreachRange // nil unless cfg.BreachURL (breach.go)
+
 	// SuperAdmin holds the bootstrap result, for the standalone to print.
 	SuperAdmin Bootstrap
 }
@@ -114,7 +119,7 @@ func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service,
 		TokenLifetime: cfg.AccessTokenLifetime, SecretGrace: cfg.ClientSecretGrace,
 		EgressPrivate: cfg.EgressPrivate, RegisterDisabled: cfg.RegisterDisabled,
 		RecaptchaSecret: cfg.RecaptchaSecretKey, RecaptchaURL: cfg.RecaptchaVerifyURL,
-		AppBaseURL: cfg.AppBaseURL,
+		AppBaseURL: cfg.AppBaseURL, BreachURL: cfg.PasswordBreachURL,
 	}, c.NC, c.JS, c.Repo, c.Sessions, log), nil
 }
 
@@ -132,6 +137,7 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 	return &Service{
 		cfg: cfg, nc: nc, js: js, repo: r, limiter: newSigninLimiter(), sessions: sessions, assertions: newAssertions(cfg.EgressPrivate),
 		log: log.With("service", "identity"), policies: access.NewPolicies(r, log), clients: expirable.NewLRU[string, *clientEntry](maxClients, nil, clientTTL),
+		breachRange: auth.NewBreachRange(cfg.BreachURL),
 	}
 }
 

@@ -587,7 +587,7 @@ func (s *Service) setPassword(ctx context.Context, r *bus.Request) (*bus.Respons
 	if err := in.check(); err != nil {
 		return nil, err
 	}
-	if auth.Breached(in.Password) {
+	if s.passwordBreached(ctx, in.Password) {
 		return nil, fhir.BadRequest(auth.BreachedText) // Medplum 5.1.13 names no field
 	}
 	rev, err := s.usePasswordLink(ctx, in.ID, in.Secret, in.Password)

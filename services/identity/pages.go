@@ -144,7 +144,7 @@ func (s *Service) setPasswordPage(ctx context.Context, r *bus.Request) (*bus.Res
 		d.Errors["password"] = shortPassword
 	case tooLong(password):
 		d.Errors["password"] = passwordLenText
-	case auth.Breached(password):
+	case s.passwordBreached(ctx, password):
 		d.Errors["password"] = auth.BreachedText
 	case form.Get("confirm") != password:
 		d.Errors["confirm"] = "The passwords do not match"

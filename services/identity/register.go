@@ -102,7 +102,7 @@ func (s *Service) newUser(ctx context.Context, r *bus.Request) (*bus.Response, e
 	if err := s.checkRecaptcha(ctx, in.RecaptchaToken, r.Remote); err != nil {
 		return nil, err
 	}
-	if auth.Breached(in.Password) {
+	if s.passwordBreached(ctx, in.Password) {
 		return nil, fhir.BadRequest(auth.BreachedText, "password")
 	}
 	email := auth.NormalEmail(in.Email)
