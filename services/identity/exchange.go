@@ -117,7 +117,7 @@ func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID
 		}
 		chosen = choices[i]
 	}
-	if err := s.checkAddress(ctx, chosen.ID, r.Remote); err != nil {
+	if err := s.checkSignIn(ctx, chosen.ID, r.Remote, authExchange); err != nil {
 		return nil, &refusal{"invalid_request", fhirText(err), 0}
 	}
 	if scope == "" {

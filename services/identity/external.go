@@ -166,7 +166,7 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 	var target *url.URL
 	if len(choices) == 1 && st.RedirectURI != "" && client != nil {
 		l.Membership = choices[0].ID
-		if err := s.checkAddress(ctx, l.Membership, r.Remote); err != nil {
+		if err := s.checkSignIn(ctx, l.Membership, r.Remote, authExternal); err != nil {
 			return nil, err
 		}
 		authCode := newCode(loginID, &l, now)

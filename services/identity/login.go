@@ -164,7 +164,7 @@ func (s *Service) loginResult(ctx context.Context, r *bus.Request, loginID strin
 		return bus.JSON(200, map[string]any{"login": loginID, "memberships": choices}), nil
 	}
 	l.Membership = choices[0].ID
-	if err := s.checkAddress(ctx, l.Membership, r.Remote); err != nil {
+	if err := s.checkSignIn(ctx, l.Membership, r.Remote, l.AuthMethod); err != nil {
 		return nil, err
 	}
 	code := newCode(loginID, l, time.Now())
@@ -217,16 +217,26 @@ func orDecoy(hash string) string {
 	return hash
 }
 
-// checkAddress applies a membership's sign-in conditions, every sign-in
-// path's one gate: its access-policy IP rules (Medplum's check and
-// answer), and a verified e-mail where its project requires one.
+// checkAddress is checkSignIn for a sign-in no identity provider vouched
+// for (a password, the usual case).
 func (s *Service) checkAddress(ctx context.Context, membership, remote string) error {
+	return s.checkSignIn(ctx, membership, remote, "")
+}
+
+// checkSignIn applies a membership's sign-in conditions, every sign-in
+// path's one gate: its access-policy IP rules (Medplum's check and
+// answer), a verified e-mail where its project requires one, and an
+// identity provider's sign-in (method) where it requires that.
+func (s *Service) checkSignIn(ctx context.Context, membership, remote, method string) error {
 	m, err := s.sessions.GetMembership(ctx, membership)
 	if err != nil {
 		return err
 	}
 	if !m.AllowsAddress(remote) {
 		return fhir.BadRequest("IP address not allowed")
+	}
+	if err := s.checkExternalOnly(ctx, m, method); err != nil {
+		return err
 	}
 	return s.checkVerifiedEmail(ctx, m)
 }
@@ -304,7 +314,7 @@ func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Respo
 		}
 		for _, c := range choices {
 			if c.ID == in.Profile {
-				if err := s.checkAddress(ctx, c.ID, r.Remote); err != nil {
+				if err := s.checkSignIn(ctx, c.ID, r.Remote, l.AuthMethod); err != nil {
 					return err
 				}
 				l.Membership = c.ID

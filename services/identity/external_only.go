@@ -1,0 +1,65 @@
+package identity
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/session"
+)
+
+// externalOnlySetting is the Project.setting (valueBoolean) that lets the
+// project's people sign in only through an identity provider: an external
+// OpenID provider (/auth/external) or a token exchange, never a password
+// (nor Google, whose accounts the organisation does not control), so that
+// ending someone's account at the provider ends their access here.
+// Medplum has no such setting.
+const externalOnlySetting = "requireExternalSignIn"
+
+// externalOnlyText is the refusal of any other sign-in to such a project.
+const externalOnlyText = "This project requires signing in through its identity provider"
+
+// viaProvider says whether a sign-in was vouched for by an external
+// identity provider.
+func viaProvider(method string) bool { return method == authExternal || method == authExchange }
+
+// checkExternalOnly refuses a sign-in that no provider vouched for to a
+// person's membership in a project with requireExternalSignIn.
+func (s *Service) checkExternalOnly(ctx context.Context, m *session.Membership, method string) error {
+	typ, _, ok := fhir.SplitReference(m.User)
+	if viaProvider(method) || !ok || typ != "User" || m.Project == "" {
+		return nil
+	}
+	on, err := s.projectFlag(ctx, m.Project, externalOnlySetting)
+	if err != nil {
+		return err
+	}
+	if on {
+		return fhir.BadRequest(externalOnlyText)
+	}
+	return nil
+}
+
+// projectFlag reads a Project.setting valueBoolean; unset is false.
+func (s *Service) projectFlag(ctx context.Context, projectID, name string) (bool, error) {
+	res, err := s.repo.Read(ctx, repo.AllProjects, "Project", projectID)
+	if err != nil {
+		return false, err
+	}
+	var p struct {
+		Setting []struct {
+			Name         string `json:"name"`
+			ValueBoolean *bool  `json:"valueBoolean"`
+		} `json:"setting"`
+	}
+	if err := json.Unmarshal(res.JSON, &p); err != nil {
+		return false, err
+	}
+	for _, st := range p.Setting {
+		if st.Name == name && st.ValueBoolean != nil && *st.ValueBoolean {
+			return true, nil
+		}
+	}
+	return false, nil
+}
