@@ -19,6 +19,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/fhirschema"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
@@ -135,8 +136,14 @@ func (s *Service) export(ctx context.Context, r *bus.Request) (*bus.Response, er
 	// The job, like its files, is kept for its requester (and the
 	// project's admins): its manifest lists them.
 	body := newExportJob(s.cfg.BaseURL, r.Path, r.RawQuery, time.Now())
-	body["meta"] = ownedMeta(r.Principal.Profile)
-	job, err := s.repo.Create(ctx, repo.Scope{Project: spec.Project}, body, repo.WriteOptions{Author: r.Principal.Profile})
+	if body.Meta, err = json.Marshal(ownedMeta(r.Principal.Profile)); err != nil {
+		return nil, err
+	}
+	m, err := resource.Map(body)
+	if err != nil {
+		return nil, err
+	}
+	job, err := s.repo.Create(ctx, repo.Scope{Project: spec.Project}, m, repo.WriteOptions{Author: r.Principal.Profile})
 	if err != nil {
 		return nil, err
 	}
@@ -217,11 +224,11 @@ func exportTypes(candidates []string, spec *exportSpec, searchable func(typ stri
 
 // newExportJob is the AsyncJob that records an export requested at path
 // (with its query) at now.
-func newExportJob(base, path, rawQuery string, now time.Time) map[string]any {
-	return map[string]any{
-		"resourceType": "AsyncJob", "status": "active",
-		"requestTime": now.UTC().Format(time.RFC3339Nano),
-		"request":     base + strings.TrimPrefix(path, "/") + querySuffix(rawQuery),
+func newExportJob(base, path, rawQuery string, now time.Time) *resource.AsyncJob {
+	return &resource.AsyncJob{
+		ResourceType: "AsyncJob", Status: "active",
+		RequestTime: now.UTC().Format(time.RFC3339Nano),
+		Request:     base + strings.TrimPrefix(path, "/") + querySuffix(rawQuery),
 	}
 }
 
@@ -415,35 +422,29 @@ type exportState struct {
 }
 
 // stateOf reads a job's progress from its output Parameters.
-func stateOf(job map[string]any) exportState {
+func stateOf(job *resource.AsyncJob) exportState {
 	var st exportState
-	out, _ := job["output"].(map[string]any)
-	params, _ := out["parameter"].([]any)
-	for _, p := range params {
-		pm, _ := p.(map[string]any)
-		parts := map[string]any{}
-		list, _ := pm["part"].([]any)
-		for _, part := range list {
-			m, _ := part.(map[string]any)
-			name, _ := m["name"].(string)
-			for k, v := range m {
-				if strings.HasPrefix(k, "value") {
-					parts[name] = v
-				}
-			}
+	if job.Output == nil {
+		return st
+	}
+	for _, p := range job.Output.Parameter {
+		parts := map[string]*resource.Parameter{}
+		for i := range p.Part {
+			parts[p.Part[i].Name] = &p.Part[i]
 		}
-		str := func(k string) string { s, _ := parts[k].(string); return s }
+		str := func(k string) string {
+			if v := parts[k]; v != nil {
+				return v.Text()
+			}
+			return ""
+		}
 		num := func(k string) int {
-			switch n := parts[k].(type) {
-			case json.Number:
-				i, _ := n.Int64()
-				return int(i)
-			case float64:
-				return int(n)
+			if v := parts[k]; v != nil {
+				return v.Int()
 			}
 			return 0
 		}
-		switch pm["name"] {
+		switch p.Name {
 		case "output":
 			st.Files = append(st.Files, exportFile{Type: str("type"), URL: str("url"), Count: num("count")})
 		case "cursor":
@@ -472,23 +473,23 @@ func (st exportState) advance(step int, after string) exportState {
 }
 
 // output is the job's output Parameters for a state; done drops the cursor.
-func (st exportState) output(done bool) map[string]any {
-	params := make([]any, 0, len(st.Files)+1)
+func (st exportState) output(done bool) *resource.Parameters {
+	params := make([]resource.Parameter, 0, len(st.Files)+1)
 	for _, f := range st.Files {
-		params = append(params, map[string]any{"name": "output", "part": []any{
-			map[string]any{"name": "type", "valueCode": f.Type},
-			map[string]any{"name": "url", "valueUri": f.URL},
-			map[string]any{"name": "count", "valueInteger": f.Count},
+		params = append(params, resource.Parameter{Name: "output", Part: []resource.Parameter{
+			{Name: "type", ValueCode: f.Type},
+			{Name: "url", ValueURI: f.URL},
+			{Name: "count", ValueInteger: resource.IntegerOf(f.Count)},
 		}})
 	}
 	if !done {
-		cursor := []any{map[string]any{"name": "step", "valueInteger": st.Step}}
+		cursor := []resource.Parameter{{Name: "step", ValueInteger: resource.IntegerOf(st.Step)}}
 		if st.After != "" {
-			cursor = append(cursor, map[string]any{"name": "after", "valueString": st.After})
+			cursor = append(cursor, resource.Parameter{Name: "after", ValueString: st.After})
 		}
-		params = append(params, map[string]any{"name": "cursor", "part": cursor})
+		params = append(params, resource.Parameter{Name: "cursor", Part: cursor})
 	}
-	return map[string]any{"resourceType": "Parameters", "parameter": params}
+	return &resource.Parameters{ResourceType: "Parameters", Parameter: params}
 }
 
 // changed reports a write refused because the job changed since it was
@@ -621,11 +622,11 @@ func (s *Service) runExportJob(ctx context.Context, spec *exportSpec, attempt ui
 	if err != nil {
 		return err
 	}
-	job, err := cur.Decode()
+	job, err := decodeJob(cur)
 	if err != nil {
 		return err
 	}
-	if job["status"] != "active" {
+	if job.Status != "active" {
 		return nil // finished, failed or cancelled already
 	}
 	if attempt > exportAttempts {
@@ -663,8 +664,12 @@ func (s *Service) runExportJob(ctx context.Context, spec *exportSpec, attempt ui
 			}
 			next.Files = append(next.Files, exportFile{Type: typ, URL: "Binary/" + bin.ID, Count: count})
 		}
-		job["output"] = next.output(false)
-		out, err := s.repo.Update(tctx, sc, job, repo.WriteOptions{IfMatch: version})
+		job.Output = next.output(false)
+		m, err := resource.Map(job)
+		if err != nil {
+			return err
+		}
+		out, err := s.repo.Update(tctx, sc, m, repo.WriteOptions{IfMatch: version})
 		if changed(err) {
 			return errCancelled
 		}
@@ -727,10 +732,14 @@ func (s *Service) runExportJob(ctx context.Context, spec *exportSpec, attempt ui
 			return err
 		}
 	}
-	job["status"] = "completed"
-	job["transactionTime"] = job["requestTime"]
-	job["output"] = st.output(true)
-	if _, err := s.repo.Update(ctx, sc, job, repo.WriteOptions{IfMatch: version}); err != nil {
+	job.Status = "completed"
+	job.TransactionTime = job.RequestTime
+	job.Output = st.output(true)
+	m, err := resource.Map(job)
+	if err != nil {
+		return err
+	}
+	if _, err := s.repo.Update(ctx, sc, m, repo.WriteOptions{IfMatch: version}); err != nil {
 		if changed(err) {
 			return errCancelled
 		}
@@ -771,14 +780,14 @@ func (s *Service) failExport(ctx context.Context, spec *exportSpec, cause error)
 	sc := repo.Scope{Project: spec.Project}
 	msg := failureMessage(cause)
 	_, err := s.repo.Modify(ctx, sc, "AsyncJob", spec.Job, repo.WriteOptions{}, func(cur *repo.Resource) (map[string]any, error) {
-		job, err := cur.Decode()
-		if err != nil || job["status"] != "active" {
+		job, err := decodeJob(cur)
+		if err != nil || job.Status != "active" {
 			return nil, nil // finished or cancelled meanwhile: nothing to record
 		}
 		s.deleteFiles(ctx, sc, stateOf(job).Files)
-		job["status"] = "error"
-		job["output"] = failedOutput(msg)
-		return job, nil
+		job.Status = "error"
+		job.Output = failedOutput(msg)
+		return resource.Map(job)
 	})
 	if err != nil && !changed(err) {
 		s.log.Error("export failure not recorded", "job", spec.Job, "err", err)
@@ -796,29 +805,22 @@ func failureMessage(cause error) string {
 }
 
 // failedOutput is a failed job's output: an OperationOutcome saying why.
-func failedOutput(msg string) map[string]any {
-	return map[string]any{"resourceType": "Parameters", "parameter": []any{
-		map[string]any{"name": "outcome", "resource": map[string]any{
-			"resourceType": "OperationOutcome",
-			"issue":        []any{map[string]any{"severity": "error", "code": "processing", "details": map[string]any{"text": msg}}},
-		}},
-	}}
+func failedOutput(msg string) *resource.Parameters {
+	return &resource.Parameters{ResourceType: "Parameters", Parameter: []resource.Parameter{{Name: "outcome", Resource: &fhir.OperationOutcome{
+		ResourceType: "OperationOutcome",
+		Issue:        []fhir.Issue{{Severity: "error", Code: "processing", Details: &fhir.Text{Text: msg}}},
+	}}}}
 }
 
 // failureText reads back the message of a failed job's output.
-func failureText(job map[string]any) string {
+func failureText(job *resource.AsyncJob) string {
 	msg := "The export failed"
-	out, _ := job["output"].(map[string]any)
-	params, _ := out["parameter"].([]any)
-	for _, p := range params {
-		if pm, _ := p.(map[string]any); pm["name"] == "outcome" {
-			if o, _ := pm["resource"].(map[string]any); o != nil {
-				if issues, _ := o["issue"].([]any); len(issues) > 0 {
-					if d, _ := issues[0].(map[string]any)["details"].(map[string]any); d != nil {
-						msg, _ = d["text"].(string)
-					}
-				}
-			}
+	if job.Output == nil {
+		return msg
+	}
+	for _, p := range job.Output.Parameter {
+		if p.Name == "outcome" && p.Resource != nil && len(p.Resource.Issue) > 0 && p.Resource.Issue[0].Details != nil {
+			msg = p.Resource.Issue[0].Details.Text
 		}
 	}
 	return msg
@@ -846,9 +848,9 @@ func (s *Service) exportStatus(ctx context.Context, r *bus.Request) (*bus.Respon
 }
 
 // exportStatusAnswer answers a status request from the job's AsyncJob.
-func exportStatusAnswer(base string, job map[string]any) (*bus.Response, error) {
+func exportStatusAnswer(base string, job *resource.AsyncJob) (*bus.Response, error) {
 	st := stateOf(job)
-	switch job["status"] {
+	switch job.Status {
 	case "active":
 		return &bus.Response{Status: 202, Header: map[string]string{
 			"Retry-After": "2",
@@ -860,8 +862,8 @@ func exportStatusAnswer(base string, job map[string]any) (*bus.Response, error) 
 			output = append(output, map[string]any{"type": f.Type, "url": base + "fhir/R4/" + f.URL, "count": f.Count})
 		}
 		return bus.JSON(200, map[string]any{
-			"transactionTime":     job["transactionTime"],
-			"request":             job["request"],
+			"transactionTime":     job.TransactionTime,
+			"request":             job.Request,
 			"requiresAccessToken": true,
 			"output":              output,
 			"error":               []any{},
@@ -894,7 +896,7 @@ func (s *Service) exportCancel(ctx context.Context, r *bus.Request) (*bus.Respon
 	// A job that wrote a file meanwhile is looked at again (Modify retries).
 	_, err = s.repo.Modify(ctx, sc, "AsyncJob", cur.ID, repo.WriteOptions{Author: r.Principal.Profile},
 		func(cur *repo.Resource) (map[string]any, error) {
-			job, err := cur.Decode()
+			job, err := decodeJob(cur)
 			if err != nil {
 				return nil, err
 			}
@@ -903,9 +905,9 @@ func (s *Service) exportCancel(ctx context.Context, r *bus.Request) (*bus.Respon
 				return nil, err
 			}
 			files = stateOf(job).Files
-			job["status"] = "cancelled"
-			job["output"] = exportState{}.output(true)
-			return job, nil
+			job.Status = "cancelled"
+			job.Output = exportState{}.output(true)
+			return resource.Map(job)
 		})
 	if changed(err) {
 		return nil, fhir.Conflict("The export is changing too fast to cancel; try again")
@@ -920,8 +922,8 @@ func (s *Service) exportCancel(ctx context.Context, r *bus.Request) (*bus.Respon
 // cancelled says whether a cancel finds the job cancelled already (and
 // answers 202 again); only a running or finished job can be cancelled,
 // any other is 404.
-func cancelled(job map[string]any) (bool, error) {
-	switch job["status"] {
+func cancelled(job *resource.AsyncJob) (bool, error) {
+	switch job.Status {
 	case "cancelled":
 		return true, nil
 	case "active", "completed":
@@ -931,7 +933,7 @@ func cancelled(job map[string]any) (bool, error) {
 }
 
 // readExportJob reads an export's AsyncJob as the caller may see it.
-func (s *Service) readExportJob(ctx context.Context, r *bus.Request) (map[string]any, *repo.Resource, error) {
+func (s *Service) readExportJob(ctx context.Context, r *bus.Request) (*resource.AsyncJob, *repo.Resource, error) {
 	pol, err := s.policies.For(ctx, r.Principal)
 	if err != nil {
 		return nil, nil, err
@@ -945,7 +947,7 @@ func (s *Service) readExportJob(ctx context.Context, r *bus.Request) (map[string
 	if err != nil {
 		return nil, nil, err
 	}
-	job, err := res.Decode()
+	job, err := decodeJob(res)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -956,7 +958,15 @@ func (s *Service) readExportJob(ctx context.Context, r *bus.Request) (map[string
 }
 
 // isExportJob tells an export's AsyncJob from other kinds by its request.
-func isExportJob(job map[string]any) bool {
-	req, _ := job["request"].(string)
-	return strings.Contains(req, "$export")
+func isExportJob(job *resource.AsyncJob) bool {
+	return strings.Contains(job.Request, "$export")
+}
+
+// decodeJob reads a stored AsyncJob.
+func decodeJob(res *repo.Resource) (*resource.AsyncJob, error) {
+	var job resource.AsyncJob
+	if err := json.Unmarshal(res.JSON, &job); err != nil {
+		return nil, fmt.Errorf("decode AsyncJob/%s: %w", res.ID, err)
+	}
+	return &job, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/fhirschema"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/store"
@@ -358,19 +360,25 @@ func TestQuerySuffix(t *testing.T) {
 	}
 }
 
-// jobWith is an AsyncJob as read from the store (numbers as json.Number)
-// whose output is the given Parameters.
-func jobWith(t *testing.T, status string, output any) map[string]any {
+// jobWith is an AsyncJob as read from the store whose output is the given
+// Parameters.
+func jobWith(t *testing.T, status string, output any) *resource.AsyncJob {
 	t.Helper()
-	b, err := json.Marshal(map[string]any{"resourceType": "AsyncJob", "status": status, "request": base + "fhir/R4/$export", "transactionTime": "2024-01-01T00:00:00Z", "output": output})
+	return asJob(t, map[string]any{"resourceType": "AsyncJob", "status": status, "request": base + "fhir/R4/$export", "transactionTime": "2024-01-01T00:00:00Z", "output": output})
+}
+
+// asJob is the AsyncJob a document reads as.
+func asJob(t *testing.T, doc map[string]any) *resource.AsyncJob {
+	t.Helper()
+	b, err := json.Marshal(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := fhir.Decode(b)
-	if err != nil {
+	var job resource.AsyncJob
+	if err := json.Unmarshal(b, &job); err != nil {
 		t.Fatal(err)
 	}
-	return m
+	return &job
 }
 
 func TestExportStateRoundTrip(t *testing.T) {
@@ -389,14 +397,17 @@ func TestExportStateRoundTrip(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out := tc.st.output(tc.done)
-			// As stored (json.Number) and as plain JSON (float64).
+			// As written, and with its numbers in other JSON forms (1e0, 1.0).
 			fromStore := stateOf(jobWith(t, "active", out))
 			b, _ := json.Marshal(map[string]any{"output": out})
-			var plain map[string]any
-			if err := json.Unmarshal(b, &plain); err != nil {
+			var exp, dec resource.AsyncJob
+			if err := json.Unmarshal(regexp.MustCompile(`("valueInteger":\d+)`).ReplaceAll(b, []byte("${1}e0")), &exp); err != nil {
 				t.Fatal(err)
 			}
-			for _, got := range []exportState{fromStore, stateOf(plain)} {
+			if err := json.Unmarshal(regexp.MustCompile(`("valueInteger":\d+)`).ReplaceAll(b, []byte("${1}.0")), &dec); err != nil {
+				t.Fatal(err)
+			}
+			for _, got := range []exportState{fromStore, stateOf(&exp), stateOf(&dec)} {
 				if !slices.Equal(got.Files, tc.want.Files) || got.Step != tc.want.Step || got.After != tc.want.After {
 					t.Fatalf("%+v, want %+v", got, tc.want)
 				}
@@ -412,12 +423,12 @@ func TestExportStateRoundTrip(t *testing.T) {
 func TestStateOf(t *testing.T) {
 	cases := []struct {
 		name string
-		job  map[string]any
+		job  *resource.AsyncJob
 		want exportState
 	}{
-		{"no output", map[string]any{"status": "active"}, exportState{}},
-		{"output not an object", map[string]any{"output": "x"}, exportState{}},
-		{"parameter not a list", map[string]any{"output": map[string]any{"parameter": map[string]any{}}}, exportState{}},
+		{"no output", asJob(t, map[string]any{"status": "active"}), exportState{}},
+		{"output not an object", asJob(t, map[string]any{"output": "x"}), exportState{}},
+		{"parameter not a list", asJob(t, map[string]any{"output": map[string]any{"parameter": map[string]any{}}}), exportState{}},
 		{"unknown parameters ignored", jobWith(t, "active", map[string]any{"parameter": []any{
 			map[string]any{"name": "outcome", "part": []any{map[string]any{"name": "step", "valueInteger": 4}}},
 			"not an object",
@@ -577,8 +588,8 @@ func TestExportFailure(t *testing.T) {
 		})
 	}
 	sameJSON(t, failedOutput("why"), `{"resourceType":"Parameters","parameter":[{"name":"outcome","resource":{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"processing","details":{"text":"why"}}]}}]}`)
-	for name, job := range map[string]map[string]any{
-		"no output":     {"status": "error"},
+	for name, job := range map[string]*resource.AsyncJob{
+		"no output":     asJob(t, map[string]any{"status": "error"}),
 		"no outcome":    jobWith(t, "error", exportState{}.output(true)),
 		"no issues":     jobWith(t, "error", map[string]any{"parameter": []any{map[string]any{"name": "outcome", "resource": map[string]any{"issue": []any{}}}}}),
 		"issue no text": jobWith(t, "error", map[string]any{"parameter": []any{map[string]any{"name": "outcome", "resource": map[string]any{"issue": []any{map[string]any{}}}}}}),
@@ -593,7 +604,7 @@ func TestExportStatusAnswer(t *testing.T) {
 	files := exportState{Files: []exportFile{{Type: "Patient", URL: "Binary/b1", Count: 500}, {Type: "Observation", URL: "Binary/b2", Count: 7}}, Step: 2}
 	cases := []struct {
 		name   string
-		job    map[string]any
+		job    *resource.AsyncJob
 		status int
 		header map[string]string
 		body   string
@@ -613,7 +624,7 @@ func TestExportStatusAnswer(t *testing.T) {
 		{name: "failed", job: jobWith(t, "error", failedOutput("Invalid value")), status: 500, text: "Invalid value"},
 		{name: "failed without a reason", job: jobWith(t, "error", nil), status: 500, text: "The export failed"},
 		{name: "cancelled", job: jobWith(t, "cancelled", exportState{}.output(true)), status: 404, text: "Not found"},
-		{name: "no status", job: map[string]any{}, status: 404, text: "Not found"},
+		{name: "no status", job: asJob(t, map[string]any{}), status: 404, text: "Not found"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -652,7 +663,7 @@ func TestCancelled(t *testing.T) {
 		{7, false, true},
 	}
 	for _, tc := range cases {
-		done, err := cancelled(map[string]any{"status": tc.status})
+		done, err := cancelled(asJob(t, map[string]any{"status": tc.status}))
 		if done != tc.done {
 			t.Errorf("%v: done %v", tc.status, done)
 		}
@@ -666,14 +677,14 @@ func TestCancelled(t *testing.T) {
 
 func TestIsExportJob(t *testing.T) {
 	cases := []struct {
-		job  map[string]any
+		job  *resource.AsyncJob
 		want bool
 	}{
-		{map[string]any{"request": base + "fhir/R4/$export?_type=Patient"}, true},
-		{map[string]any{"request": base + "fhir/R4/Group/g/$export"}, true},
-		{map[string]any{"request": base + "fhir/R4/Bot/b/$execute"}, false},
-		{map[string]any{"request": 5}, false},
-		{map[string]any{}, false},
+		{asJob(t, map[string]any{"request": base + "fhir/R4/$export?_type=Patient"}), true},
+		{asJob(t, map[string]any{"request": base + "fhir/R4/Group/g/$export"}), true},
+		{asJob(t, map[string]any{"request": base + "fhir/R4/Bot/b/$execute"}), false},
+		{asJob(t, map[string]any{"request": 5}), false},
+		{asJob(t, map[string]any{}), false},
 	}
 	for _, tc := range cases {
 		if got := isExportJob(tc.job); got != tc.want {
