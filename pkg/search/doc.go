@@ -23,7 +23,6 @@
 //
 //	string     s_c        values normalised (lower case, accents removed, spaces collapsed)
 //	           s_c_exact  the values as written, for :exact
-//	           s_c_sort   the first normalised value, for _sort
 //	           s_c_grams  for a parameter of HumanNames, the three-letter pieces of its
 //	                      values, which :contains on it and its parts looks up (grams.go)
 //	token      s_c        "code", and "system|code" and "system|", or "|code" without a system
@@ -72,6 +71,11 @@
 //   - _sort orders by the parameters given; the store breaks ties in an
 //     order of its own that stays the same from page to page, and puts a
 //     resource without the parameter last, ascending or descending.
+//   - A repeating value sorts by its smallest value ascending and its
+//     largest descending, as FHIR asks, for strings, numbers and URIs:
+//     the store sorts by s_c itself, so a string costs no extra row per
+//     write. A token sorts by its first code (s_c_sort), since the
+//     smallest of its stored keys would often be a "system|code".
 //   - phonetic, composite and special parameters (Location near), and those
 //     whose FHIRPath is outside the compiled subset (iif, indexers), are not
 //     offered: Parse answers 400 for them, as for any unknown parameter.

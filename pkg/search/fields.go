@@ -10,7 +10,7 @@ import (
 //
 // For a parameter with code c (every '-' written '_'):
 //
-//	string     s_c []string (normalised: lower case, no accents), s_c_exact []string, s_c_sort string
+//	string     s_c []string (normalised: lower case, no accents), s_c_exact []string
 //	token      s_c []string ("code", "system|code", "system|", or "|code" without a system), s_c_text []string, s_c_sort string
 //	reference  s_c []string ("Type/id" and "id"; canonical URLs as written and without |version)
 //	date       s_c_lo, s_c_hi time.Time (earliest start, latest end over all values)
@@ -84,7 +84,6 @@ func stringFields(p *Param, vals []value, out map[string]any) {
 	}
 	out[p.field] = []string(norm)
 	out[p.f.exact] = []string(exact)
-	out[p.f.sort] = norm[0]
 	if gramsOwner(p) {
 		if g := gramsOf(norm); len(g) > 0 {
 			out[p.f.grams] = g

@@ -247,6 +247,8 @@ func TestSearchPatients(t *testing.T) {
 		{"_project other", "_project=Project/other", nil},
 		{"sort by _lastUpdated descending", "_sort=-_lastUpdated", []string{"p4", "p3", "p2", "p1"}},
 		{"sort by name, missing last", "_sort=name", []string{"p3", "p1", "p2", "p4"}},
+		// By each one's largest name (smithers, smith, muller), not its first.
+		{"sort by name descending, by the largest value", "_sort=-name", []string{"p3", "p1", "p2", "p4"}},
 		{"sort by birthdate descending, missing last", "_sort=-birthdate", []string{"p3", "p2", "p1", "p4"}},
 		{"sort by gender then id descending", "_sort=gender,-_id", []string{"p3", "p2", "p1", "p4"}},
 		{"sort by identifier", "_sort=identifier", []string{"p1", "p2", "p3", "p4"}},

@@ -276,11 +276,15 @@ func sortFor(reg *registry, resourceType string, spec []string) ([]store.Sort, e
 				return nil, fhir.BadRequest("Unknown sort parameter: "+clip(code), "_sort")
 			}
 			switch p.Type {
-			case "string", "token":
+			case "token":
+				// Not the smallest key: "system|code" forms sort by
+				// system, so a token sorts by its first code.
 				field = p.f.sort
 			case "date":
 				field = p.f.lo
-			case "number", "uri":
+			case "string", "number", "uri":
+				// By the smallest value, descending by the largest, as
+				// FHIR asks for repeating elements.
 				field = p.field
 			default:
 				return nil, fhir.BadRequest(fmt.Sprintf("Cannot sort by %s parameter: %s", p.Type, code), "_sort")

@@ -153,7 +153,7 @@ func TestParseFilters(t *testing.T) {
 		{"meta tag on any type", "Bot", "_tag=s|t",
 			`s__tag="s|t"`, ""},
 		{"sort", "Patient", "_sort=-birthdate,name,_lastUpdated",
-			``, `-s_birthdate_lo,s_name_sort,ts`},
+			``, `-s_birthdate_lo,s_name,ts`},
 		{"sort by _id needs no tie-break", "Patient", "_sort=-_id",
 			``, `-_id`},
 		{"sort by token", "ProjectMembership", "_sort=profile-type",
