@@ -80,8 +80,9 @@ func Check(p *bus.Principal, typ string, i Interaction) error {
 			return fhir.Forbidden()
 		}
 		// Admins read these; membership changes go through /admin, and a
-		// Project is created only by super admins.
-		if i.IsWrite() {
+		// Project is created only by super admins. Admins update some fields
+		// of their own Project (projectsettings.go, checked by the Policy).
+		if i.IsWrite() && !(typ == "Project" && (i == Update || i == Patch)) {
 			return fhir.Forbidden()
 		}
 	}

@@ -248,6 +248,11 @@ func (g *Gate) Update(ctx context.Context, i Interaction, res map[string]any, o 
 		if err := g.policy.Write(i, g.typ, cur, res, cur.Project); err != nil {
 			return nil, err
 		}
+		// Checked once the caller may write the Project at all, so that
+		// nothing is told about projects they cannot see.
+		if err := g.checkProjectPolicy(ctx, res); err != nil {
+			return nil, err
+		}
 		return res, nil
 	})
 	if err != nil {

@@ -44,6 +44,9 @@ type entry struct {
 	never    bool
 	hidden   [][]string
 	readonly [][]string
+	// writeRule, when set, refuses a write that changes more than the
+	// entry lets its holder change (an admin's own Project).
+	writeRule func(old, after map[string]any) error
 	// except are types a "*" entry gives way on (owned.go).
 	except map[string]bool
 }
@@ -267,9 +270,10 @@ func fixedEntries(p *bus.Principal, user string) []*entry {
 	if p.Admin && p.Project != "" {
 		own := cond(store.Eq(store.FieldProject, p.Project))
 		out = append(out,
-			&entry{typ: "Project", allow: readBits, criteria: "Project?_id=" + p.Project,
-				filter: cond(store.Eq(store.FieldID, p.Project)),
-				hidden: [][]string{{"superAdmin"}, {"systemSecret"}, {"strictMode"}}},
+			&entry{typ: "Project", allow: readBits | bitUpdate, criteria: "Project?_id=" + p.Project,
+				filter:    cond(store.Eq(store.FieldID, p.Project)),
+				hidden:    [][]string{{"superAdmin"}, {"systemSecret"}, {"strictMode"}},
+				writeRule: checkAdminProjectWrite},
 			&entry{typ: "ProjectMembership", allow: readBits, criteria: "ProjectMembership?_project=" + p.Project, filter: own},
 			&entry{typ: "User", allow: readBits, criteria: "User?_project=" + p.Project, filter: own, hidden: userSecrets},
 			&entry{typ: "UserSecurityRequest", allow: readBits, criteria: "UserSecurityRequest?_project=" + p.Project, filter: own},
@@ -354,7 +358,7 @@ func (e *entry) applies(typ string) bool {
 
 // plain reports whether an entry grants without conditions.
 func (e *entry) plain() bool {
-	return e.filter == nil && !e.never && len(e.hidden) == 0 && len(e.readonly) == 0
+	return e.filter == nil && !e.never && len(e.hidden) == 0 && len(e.readonly) == 0 && e.writeRule == nil
 }
 
 // matches reports whether a resource meets the entry's criteria.
@@ -635,6 +639,11 @@ func (p *Policy) Write(i Interaction, typ string, before *repo.Resource, after m
 		for _, path := range rules.readonly {
 			if changed(old, after, path) {
 				return ReadOnlyError(strings.Join(path, "."))
+			}
+		}
+		if rules.writeRule != nil {
+			if err := rules.writeRule(old, after); err != nil {
+				return err
 			}
 		}
 		ad.Changed() // the content changed

@@ -1,0 +1,106 @@
+package access
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+)
+
+// A project's admins change their Project only where it is theirs to
+// decide: who may sign up as a patient and under which policy
+// (defaultPatientAccessPolicy) and the project settings Pinion reads. The
+// rest decides what the server grants the project (features, superAdmin,
+// links, systemSetting), who owns it, or has its own /admin route
+// (secret, site): super admins only. Medplum lets admins write all but
+// features, link and systemSetting, silently keeping those; Pinion
+// refuses the rest by name.
+const adminProjectField = "defaultPatientAccessPolicy"
+
+// AdminProjectSettings are the Project.setting entries, by name, that a
+// project's admins may add, change or remove: those Pinion reads
+// (identity's mfaRequired and requireVerifiedEmail).
+var AdminProjectSettings = []string{"mfaRequired", "requireVerifiedEmail"}
+
+// adminProjectWriteText is the 403 for an admin's change of anything else.
+func adminProjectWriteError(field string) error {
+	e := fhir.ForbiddenText("Project administrators may change only defaultPatientAccessPolicy and the settings " +
+		strings.Join(AdminProjectSettings, " and ") + " of their project; " + field + " is for super admins")
+	e.Outcome.Issue[0].Expression = []string{field}
+	return e
+}
+
+// checkAdminProjectWrite refuses an admin's Project write that changes
+// anything but the fields above; old is the stored version (hidden fields
+// already put back into after).
+func checkAdminProjectWrite(old, after map[string]any) error {
+	keys := make([]string, 0, len(old)+len(after))
+	for k := range old {
+		keys = append(keys, k)
+	}
+	for k := range after {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range slices.Compact(keys) {
+		switch k {
+		case "resourceType", "id", adminProjectField:
+			continue
+		case "setting":
+			if !reflect.DeepEqual(otherSettings(old), otherSettings(after)) {
+				return adminProjectWriteError("setting")
+			}
+			continue
+		}
+		if changed(old, after, []string{k}) {
+			return adminProjectWriteError(k)
+		}
+	}
+	return nil
+}
+
+// otherSettings are a Project's setting entries admins may not change, in
+// order.
+func otherSettings(p map[string]any) []any {
+	list, _ := p["setting"].([]any)
+	var out []any
+	for _, s := range list {
+		if m, ok := s.(map[string]any); ok {
+			if name, _ := m["name"].(string); slices.Contains(AdminProjectSettings, name) {
+				continue
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// checkProjectPolicy refuses a Project whose defaultPatientAccessPolicy is
+// not one of its own AccessPolicies: another project's would lend its
+// rules to this project's patients. A 400 naming the field.
+func (g *Gate) checkProjectPolicy(ctx context.Context, res map[string]any) error {
+	if g.typ != "Project" || g.policy.unrestricted {
+		return nil
+	}
+	ref, ok := res[adminProjectField].(map[string]any)
+	if !ok {
+		if _, present := res[adminProjectField]; present {
+			return fhir.BadRequest("Invalid access policy reference", adminProjectField)
+		}
+		return nil
+	}
+	s, _ := ref["reference"].(string)
+	typ, id, ok := fhir.SplitReference(s)
+	if !ok || typ != "AccessPolicy" {
+		return fhir.BadRequest("Invalid access policy reference", adminProjectField)
+	}
+	projectID, _ := res["id"].(string)
+	pol, err := g.repo.Read(ctx, repo.AllProjects, "AccessPolicy", id)
+	if fhir.Missing(err) || err == nil && pol.Project != projectID {
+		return fhir.BadRequest("Access policy "+s+" does not belong to this project", adminProjectField)
+	}
+	return err
+}
