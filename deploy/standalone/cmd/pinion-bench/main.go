@@ -61,7 +61,7 @@ var (
 	only       = flag.String("only", "", "comma-separated operation names to run (default all)")
 	seedN      = flag.Int("patients", 1000, "patients to seed")
 	membersN   = flag.Int("members", 200, "members to seed by invitation")
-	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of each measured operation to this path plus .<operation>.pprof (go tool pprof); warm-up and seeding are left out")
 	growN      = flag.Int("grow", 0, "patients to load in transaction Bundles after seeding, before measuring; the writes and bots are measured before it too (-only shapes: up to 100,000 in the project unless given)")
 	dataDir    = flag.String("data", "", "data directory to keep and reuse (default: a temporary one, removed at exit)")
 	target     = flag.String("url", "", "base URL of a running Pinion to measure instead of starting one (super-admin from PINION_SUPERADMIN_CLIENT_ID/SECRET or -data's superadmin.json)")
@@ -117,11 +117,13 @@ func driveWaiting(name string, c int, wait func(worker int), op func(worker int,
 		}(w)
 	}
 	time.Sleep(*warmup)
+	stopProfile := profile(name)
 	measuring.Store(true)
 	t0 := time.Now()
 	time.Sleep(*duration)
 	measuring.Store(false)
 	elapsed := time.Since(t0)
+	stopProfile()
 	stop.Store(true)
 	wg.Wait()
 	var all []time.Duration
@@ -133,6 +135,31 @@ func driveWaiting(name string, c int, wait func(worker int), op func(worker int,
 	r := summarize(name, all, nerrs, elapsed)
 	fmt.Println(r)
 	return r
+}
+
+// profile starts a CPU profile of the measured part of op name, server
+// included when it runs in this process, if -cpuprofile asks for one.
+func profile(name string) (stop func()) {
+	if *cpuProfile == "" {
+		return func() {}
+	}
+	slug := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, name)
+	f, err := os.Create(*cpuProfile + "." + slug + ".pprof")
+	if err != nil {
+		fail(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fail(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
 }
 
 // optIn are the ops that run only when -only names them.
@@ -153,17 +180,6 @@ func wanted(name string) bool {
 func main() {
 	worker.MainIfWorker() // the stack it starts runs bots in this binary
 	flag.Parse()
-	if *cpuProfile != "" {
-		// The whole run, server included when it runs in this process.
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			fail(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fail(err)
-		}
-		defer pprof.StopCPUProfile()
-	}
 	fmt.Printf("pinion-bench: %d clients, %s per operation after %s warm-up, loopback only\n", *clients, *duration, *warmup)
 
 	// Ceiling 1: a bare Fiber handler.
