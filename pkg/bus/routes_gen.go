@@ -13,6 +13,7 @@ var Routes = []Route{
 	{"POST", "/admin/Project", "pinion.membership.POST.admin.Project", Token, false, "membership", "createProject"},
 	{"GET", "/admin/projects/:projectId", "pinion.membership.GET.admin.projects.:projectId", Token, false, "membership", "getProject"},
 	{"POST", "/admin/projects/:projectId/bot", "pinion.botexec.POST.admin.projects.:projectId.bot", Token, false, "botexec", "createBot"},
+	{"GET", "/admin/projects/:projectId/bot/:botId/schedule", "pinion.botexec.GET.admin.projects.:projectId.bot.:botId.schedule", Token, false, "botexec", "getBotSchedule"},
 	{"GET", "/admin/projects/:projectId/bot/:botId/secrets", "pinion.botexec.GET.admin.projects.:projectId.bot.:botId.secrets", Token, false, "botexec", "getBotSecrets"},
 	{"POST", "/admin/projects/:projectId/bot/:botId/secrets", "pinion.botexec.POST.admin.projects.:projectId.bot.:botId.secrets", Token, false, "botexec", "setBotSecrets"},
 	{"POST", "/admin/projects/:projectId/client", "pinion.identity.POST.admin.projects.:projectId.client", Token, false, "identity", "createClient"},

@@ -179,6 +179,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /fhir/R4/Bot/:id/$deploy", bus.Token, s.deploy),
 		bus.Handle("POST /admin/projects/:projectId/bot/:botId/secrets", bus.Token, s.setBotSecrets),
 		bus.Handle("GET /admin/projects/:projectId/bot/:botId/secrets", bus.Token, s.getBotSecrets),
+		bus.Handle("GET /admin/projects/:projectId/bot/:botId/schedule", bus.Token, s.getBotSchedule),
 		bus.Handle("POST /fhir/R4/:type/:id/$resend", bus.Token, s.subs.Resend),
 	}, s.log)
 	if err != nil {
