@@ -59,6 +59,8 @@ var Vars = []Var{
 	{"PINION_RECAPTCHA_SECRET_KEY", "", "reCAPTCHA secret key; when set, /auth/newuser needs a recaptchaToken the verification URL accepts (Medplum's recaptchaSecretKey)."},
 	{"PINION_RECAPTCHA_VERIFY_URL", "https://www.google.com/recaptcha/api/siteverify", "Where reCAPTCHA tokens are verified (another provider's siteverify-compatible URL, or a local one in tests)."},
 	{"PINION_PASSWORD_BREACH_URL", "", "A k-anonymity range API new passwords are also checked against, the hash prefix appended (Have I Been Pwned's: https://api.pwnedpasswords.com/range/); empty checks only the list shipped with Pinion. An unreachable service lets the password through."},
+	{"PINION_GOOGLE_CLIENT_ID", "", "The server's Google client id (Medplum's googleClientId): POST /auth/google takes Google ID tokens for it, and for the googleClientId of a Project.site."},
+	{"PINION_GOOGLE_JWKS_URL", "https://www.googleapis.com/oauth2/v3/certs", "Google's signing keys, which Google ID tokens are checked against (a local key set in tests)."},
 	{"PINION_LOG_LEVEL", "info", "debug, info, warn or error."},
 	{"PINION_LOG_FORMAT", "text", "text or json."},
 }
@@ -107,8 +109,11 @@ type Config struct {
 	// token at RecaptchaVerifyURL.
 	RecaptchaSecretKey string
 	RecaptchaVerifyURL string
-	LogLevel           string
-	LogFormat          string
+	// GoogleClientID and GoogleJWKSURL: Google Sign-In (/auth/google).
+	GoogleClientID string
+	GoogleJWKSURL  string
+	LogLevel       string
+	LogFormat      string
 	// PasswordBreachURL, when set, is a range API passwords are checked
 	// against beside the shipped list (auth.BreachRange).
 	PasswordBreachURL string
@@ -239,6 +244,11 @@ func LoadFrom(get func(string) string) (*Config, error) {
 		return nil, fmt.Errorf("PINION_REGISTER_ENABLED: want true or false")
 	} else {
 		c.RegisterDisabled = !on
+	}
+	c.GoogleClientID = v("PINION_GOOGLE_CLIENT_ID")
+	c.GoogleJWKSURL = v("PINION_GOOGLE_JWKS_URL")
+	if u, err := url.Parse(c.GoogleJWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("PINION_GOOGLE_JWKS_URL: want an http(s) URL")
 	}
 	c.RecaptchaSecretKey = v("PINION_RECAPTCHA_SECRET_KEY")
 	c.RecaptchaVerifyURL = v("PINION_RECAPTCHA_VERIFY_URL")

@@ -9,6 +9,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/repo"
 )
 
@@ -41,7 +42,11 @@ func (s *Service) executeAsync(ctx context.Context, r *bus.Request) (*bus.Respon
 		}
 	}()
 	sc := repo.Scope{Project: r.Principal.Project}
-	job, err := s.repo.Create(ctx, sc, newAsyncJob(s.cfg.BaseURL, r, time.Now()), repo.WriteOptions{Author: r.Principal.Profile})
+	body, err := resource.Map(newAsyncJob(s.cfg.BaseURL, r, time.Now()))
+	if err != nil {
+		return nil, err
+	}
+	job, err := s.repo.Create(ctx, sc, body, repo.WriteOptions{Author: r.Principal.Profile})
 	if err != nil {
 		return nil, err
 	}
@@ -66,13 +71,18 @@ func (s *Service) executeAsync(ctx context.Context, r *bus.Request) (*bus.Respon
 			s.log.Error("async job lost", "job", job.ID, "err", err)
 			return
 		}
-		j, err := cur.Decode()
-		if err != nil {
+		var j resource.AsyncJob
+		if err := json.Unmarshal(cur.JSON, &j); err != nil {
 			s.log.Error("async job unreadable", "job", job.ID, "err", err)
 			return
 		}
-		completeJob(j, resp, time.Now())
-		if _, err := s.repo.Update(bctx, sc, j, repo.WriteOptions{}); err != nil {
+		completeJob(&j, resp, time.Now())
+		m, err := resource.Map(&j)
+		if err != nil {
+			s.log.Error("async job result not encoded", "job", job.ID, "err", err)
+			return
+		}
+		if _, err := s.repo.Update(bctx, sc, m, repo.WriteOptions{}); err != nil {
 			s.log.Error("async job result not stored", "job", job.ID, "err", err)
 		}
 	}()
@@ -93,13 +103,13 @@ func takeAsyncSlot(slots chan struct{}) error {
 // newAsyncJob is the AsyncJob recording a respond-async request at now.
 // It holds the bot's answer, which was for its caller: it is kept for the
 // caller and the project's admins (access.OwnerTag), as an export's is.
-func newAsyncJob(baseURL string, r *bus.Request, now time.Time) map[string]any {
-	job := map[string]any{
-		"resourceType": "AsyncJob", "status": "accepted", "requestTime": now.UTC().Format(time.RFC3339Nano),
-		"request": baseURL + strings.TrimPrefix(r.Path, "/") + querySuffix(r),
+func newAsyncJob(baseURL string, r *bus.Request, now time.Time) *resource.AsyncJob {
+	job := &resource.AsyncJob{
+		ResourceType: "AsyncJob", Status: "accepted", RequestTime: now.UTC().Format(time.RFC3339Nano),
+		Request: baseURL + strings.TrimPrefix(r.Path, "/") + querySuffix(r),
 	}
 	if r.Principal != nil && r.Principal.Profile != "" {
-		job["meta"] = map[string]any{"security": []any{access.OwnerTag(r.Principal.Profile)}}
+		job.Meta, _ = json.Marshal(map[string]any{"security": []any{access.OwnerTag(r.Principal.Profile)}})
 	}
 	return job
 }
@@ -113,21 +123,22 @@ func jobAccepted(baseURL, jobID string) *bus.Response {
 // completeJob records the execution's answer on its AsyncJob j at now:
 // "error" for a status of 400 or more, else "completed"; an outcome as a
 // resource, any other answer as responseBody text.
-func completeJob(j map[string]any, resp *bus.Response, now time.Time) {
-	status, param := "completed", map[string]any{"name": "responseBody", "valueString": string(resp.Body)}
+func completeJob(j *resource.AsyncJob, resp *bus.Response, now time.Time) {
+	status, param := "completed", resource.Parameter{Name: "responseBody", ValueString: string(resp.Body)}
 	if strings.HasPrefix(resp.Header["Content-Type"], "application/fhir+json") && json.Valid(resp.Body) {
-		// A decoded map, not raw bytes: the job is validated as a Go value.
-		var o map[string]any
-		if json.Unmarshal(resp.Body, &o) == nil && o["resourceType"] == "OperationOutcome" {
-			param = map[string]any{"name": "outcome", "resource": o}
+		var o struct {
+			ResourceType string `json:"resourceType"`
+		}
+		if json.Unmarshal(resp.Body, &o) == nil && o.ResourceType == "OperationOutcome" {
+			param = resource.Parameter{Name: "outcome", Resource: resp.Body}
 		}
 	}
 	if resp.Status >= 400 {
 		status = "error"
 	}
-	j["status"] = status
-	j["transactionTime"] = now.UTC().Format(time.RFC3339Nano)
-	j["output"] = map[string]any{"resourceType": "Parameters", "parameter": []any{param}}
+	j.Status = status
+	j.TransactionTime = now.UTC().Format(time.RFC3339Nano)
+	j.Output = &resource.Parameters{ResourceType: "Parameters", Parameter: []resource.Parameter{param}}
 }
 
 // querySuffix is the request's query as sent, with its "?" ("" for none).

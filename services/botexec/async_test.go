@@ -1,14 +1,15 @@
 package botexec
 
 import (
+	"encoding/json"
 	"errors"
-	"reflect"
 	"testing"
 	"time"
 
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 )
 
 func TestWantsAsync(t *testing.T) {
@@ -76,17 +77,34 @@ func TestNewAsyncJob(t *testing.T) {
 				"resourceType": "AsyncJob", "status": "accepted",
 				"requestTime": "2026-03-04T04:06:07.000000008Z", "request": tc.want,
 			}
-			if !reflect.DeepEqual(job, want) {
-				t.Fatalf("%v\nwant %v", job, want)
-			}
+			sameStored(t, job, want)
 		})
 	}
 	// A caller's job is kept for the caller (and admins).
 	job := newAsyncJob("https://pinion.example/", &bus.Request{Path: "/fhir/R4/Bot/b1/$execute",
 		Principal: &bus.Principal{Profile: "Practitioner/p1"}}, at)
-	want := map[string]any{"security": []any{access.OwnerTag("Practitioner/p1")}}
-	if !reflect.DeepEqual(job["meta"], want) {
-		t.Fatalf("meta %v, want %v", job["meta"], want)
+	sameStored(t, job, map[string]any{
+		"resourceType": "AsyncJob", "status": "accepted", "requestTime": "2026-03-04T04:06:07.000000008Z",
+		"request": "https://pinion.example/fhir/R4/Bot/b1/$execute",
+		"meta":    map[string]any{"security": []any{access.OwnerTag("Practitioner/p1")}},
+	})
+}
+
+// sameStored fails unless the typed resource is stored as the map the
+// code before it built would have been: the same JSON once the
+// repository's check has dropped empty values.
+func sameStored(t *testing.T, typed any, old map[string]any) {
+	t.Helper()
+	m, err := resource.Map(typed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fhir.DropEmpty(m)
+	fhir.DropEmpty(old)
+	got, _ := json.Marshal(m)
+	want, _ := json.Marshal(old)
+	if string(got) != string(want) {
+		t.Fatalf("%s\nwant %s", got, want)
 	}
 }
 
@@ -143,16 +161,18 @@ func TestCompleteJob(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			j := map[string]any{"resourceType": "AsyncJob", "id": "j1", "status": "accepted", "requestTime": "earlier"}
-			completeJob(j, tc.resp, at)
+			var j resource.AsyncJob
+			if err := json.Unmarshal([]byte(`{"resourceType":"AsyncJob","id":"j1","status":"accepted","requestTime":"earlier","identifier":[{"value":"mine"}]}`), &j); err != nil {
+				t.Fatal(err)
+			}
+			completeJob(&j, tc.resp, at)
 			want := map[string]any{
 				"resourceType": "AsyncJob", "id": "j1", "requestTime": "earlier",
-				"status": tc.status, "transactionTime": "2026-03-04T10:06:07Z",
+				"identifier": []any{map[string]any{"value": "mine"}}, // a member's, kept
+				"status":     tc.status, "transactionTime": "2026-03-04T10:06:07Z",
 				"output": map[string]any{"resourceType": "Parameters", "parameter": []any{tc.param}},
 			}
-			if !reflect.DeepEqual(j, want) {
-				t.Fatalf("%v\nwant %v", j, want)
-			}
+			sameStored(t, &j, want)
 		})
 	}
 }

@@ -806,10 +806,11 @@ func failureMessage(cause error) string {
 
 // failedOutput is a failed job's output: an OperationOutcome saying why.
 func failedOutput(msg string) *resource.Parameters {
-	return &resource.Parameters{ResourceType: "Parameters", Parameter: []resource.Parameter{{Name: "outcome", Resource: &fhir.OperationOutcome{
+	oo, _ := json.Marshal(fhir.OperationOutcome{
 		ResourceType: "OperationOutcome",
 		Issue:        []fhir.Issue{{Severity: "error", Code: "processing", Details: &fhir.Text{Text: msg}}},
-	}}}}
+	})
+	return &resource.Parameters{ResourceType: "Parameters", Parameter: []resource.Parameter{{Name: "outcome", Resource: oo}}}
 }
 
 // failureText reads back the message of a failed job's output.
@@ -819,8 +820,11 @@ func failureText(job *resource.AsyncJob) string {
 		return msg
 	}
 	for _, p := range job.Output.Parameter {
-		if p.Name == "outcome" && p.Resource != nil && len(p.Resource.Issue) > 0 && p.Resource.Issue[0].Details != nil {
-			msg = p.Resource.Issue[0].Details.Text
+		var oo fhir.OperationOutcome
+		// A value of the wrong kind reads as absent, the rest still reads.
+		_ = json.Unmarshal(p.Resource, &oo)
+		if p.Name == "outcome" && len(oo.Issue) > 0 && oo.Issue[0].Details != nil {
+			msg = oo.Issue[0].Details.Text
 		}
 	}
 	return msg

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"reflect"
 	"strings"
-
-	"github.com/pinion-health/pinion/pkg/fhir"
 )
 
-// AsyncJob is the AsyncJob of a bulk export: its status and, in output,
-// its progress. Elements Pinion does not set (an extension, an identifier a
-// member added) are kept in Other and written back as they were.
+// AsyncJob is the AsyncJob of a bulk export or of a bot run asked to
+// respond async: its status and, in output, its progress or answer.
+// Elements Pinion does not set (an extension, an identifier a member
+// added) are kept in Other and written back as they were.
 //
 // Decoding is lenient, as reading the job as a map was: a value of the
 // wrong kind reads as absent rather than failing the job.
@@ -44,7 +43,7 @@ func (j *AsyncJob) UnmarshalJSON(b []byte) error {
 }
 
 // Parameters is a FHIR Parameters resource with the value kinds Pinion
-// writes: an export's files and cursor, or the outcome of a failed one.
+// writes: an export's files and cursor, a bot's answer, or an outcome.
 type Parameters struct {
 	ResourceType string      `json:"resourceType"`
 	Parameter    []Parameter `json:"parameter"`
@@ -52,13 +51,15 @@ type Parameters struct {
 
 // Parameter is one Parameters.parameter, or one of its parts.
 type Parameter struct {
-	Name         string                 `json:"name"`
-	ValueCode    string                 `json:"valueCode,omitempty"`
-	ValueURI     string                 `json:"valueUri,omitempty"`
-	ValueString  string                 `json:"valueString,omitempty"`
-	ValueInteger *Integer               `json:"valueInteger,omitempty"`
-	Resource     *fhir.OperationOutcome `json:"resource,omitempty"`
-	Part         []Parameter            `json:"part,omitempty"`
+	Name         string   `json:"name"`
+	ValueCode    string   `json:"valueCode,omitempty"`
+	ValueURI     string   `json:"valueUri,omitempty"`
+	ValueString  string   `json:"valueString,omitempty"`
+	ValueInteger *Integer `json:"valueInteger,omitempty"`
+	// Resource is a resource as JSON: a failed export's outcome, or a
+	// bot's.
+	Resource json.RawMessage `json:"resource,omitempty"`
+	Part     []Parameter     `json:"part,omitempty"`
 }
 
 // Text is the parameter's value as text, whichever text kind holds it.
