@@ -304,6 +304,8 @@ func (s *Service) authorize(ctx context.Context, r *bus.Request) (*bus.Response,
 		return s.signInPosted(ctx, r, b, a, form)
 	case form != nil && form.Has("mfa_code"):
 		return s.factorPosted(ctx, r, b, a, form)
+	case form != nil && form.Has("passkey"):
+		return s.passkeyPosted(ctx, r, b, a, form)
 	case form != nil && form.Has("membership") && bs != nil:
 		return s.finish(ctx, r, b, a, bs, form)
 	case bs != nil && a.Prompt != "login" && !a.tooOld(bs, time.Now()):

@@ -69,9 +69,6 @@ type Config struct {
 	// AppBaseURL is the web app, whose sign-in page an external sign-in
 	// returns to (Medplum's appBaseUrl).
 	AppBaseURL string
-	// GoogleClientID is the server's Google client id (Medplum's
-	// googleClientId); GoogleJWKSURL, Google's keys (google.go).
-	GoogleClientID, GoogleJWKSURL string
 }
 
 // Service is the identity service.
@@ -109,6 +106,8 @@ type Service struct {
 
 	breachRange *auth.BreachRange // nil unless cfg.BreachURL (breach.go)
 
+	rp relyingParty // passkeys' WebAuthn relying party, made on first use (passkey.go)
+
 	// SuperAdmin holds the bootstrap result, for the standalone to print.
 	SuperAdmin Bootstrap
 }
@@ -123,7 +122,6 @@ func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service,
 		EgressPrivate: cfg.EgressPrivate, RegisterDisabled: cfg.RegisterDisabled,
 		RecaptchaSecret: cfg.RecaptchaSecretKey, RecaptchaURL: cfg.RecaptchaVerifyURL,
 		AppBaseURL: cfg.AppBaseURL, BreachURL: cfg.PasswordBreachURL,
-		GoogleClientID: cfg.GoogleClientID, GoogleJWKSURL: cfg.GoogleJWKSURL,
 	}, c.NC, c.JS, c.Repo, c.Sessions, log), nil
 }
 
@@ -214,7 +212,6 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /auth/method", bus.Public|bus.SignInLimit, s.method),
 		bus.Handle("POST /auth/profile", bus.Public|bus.SignInLimit, s.chooseProfile),
 		bus.Handle("GET /auth/external", bus.Public|bus.SignInLimit, s.externalCallback),
-		bus.Handle("POST /auth/google", bus.Public|bus.SignInLimit, s.google),
 		bus.Handle("GET /auth/login/:login", bus.Public|bus.SignInLimit, s.loginStatus),
 		bus.Handle("POST /auth/exchange", bus.Public|bus.SignInLimit, s.authExchangeAlias),
 		bus.Handle("POST /auth/setpassword", bus.Public|bus.SignInLimit, s.setPassword),
@@ -233,6 +230,14 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /auth/mfa/verify", bus.Public|bus.SignInLimit, s.mfaVerify),
 		bus.Handle("POST /auth/mfa/login-enroll", bus.Public|bus.SignInLimit, s.mfaLoginEnroll),
 		bus.Handle("POST /admin/projects/:projectId/members/:membershipId/$reset-mfa", bus.Token, s.mfaReset),
+		bus.Handle("GET /auth/passkeys", bus.Token, s.passkeysList),
+		bus.Handle("POST /auth/passkeys/register/begin", bus.Token, s.passkeysRegisterBegin),
+		bus.Handle("POST /auth/passkeys/register/finish", bus.Token, s.passkeysRegisterFinish),
+		bus.Handle("PATCH /auth/passkeys/:id", bus.Token, s.passkeysRename),
+		bus.Handle("DELETE /auth/passkeys/:id", bus.Token, s.passkeysRemove),
+		bus.Handle("GET /admin/projects/:projectId/mfa", bus.Token, s.mfaOverview),
+		bus.Handle("GET /passkeys", bus.Public, s.passkeysPage),
+		bus.Handle("POST /passkeys", bus.Public|bus.SignInLimit, s.passkeysPage),
 		// Pages for people in a browser.
 		bus.Handle("GET /setpassword/:id/:secret", bus.Public, s.setPasswordPage),
 		bus.Handle("POST /setpassword/:id/:secret", bus.Public|bus.SignInLimit, s.setPasswordPage),

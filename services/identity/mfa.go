@@ -465,7 +465,15 @@ func (s *Service) mfaDisable(ctx context.Context, r *bus.Request) (*bus.Response
 		return nil, err
 	}
 	if required {
-		return nil, fhir.BadRequest("MFA is required for this user and cannot be disabled")
+		// A passkey is a second factor too: the authenticator may go
+		// while one remains.
+		n, err := s.passkeyCount(ctx, uid)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, fhir.BadRequest("MFA is required for this user and cannot be disabled")
+		}
 	}
 	err = s.limitedCode(ctx, r, uid, func() error {
 		ok, err := s.spendToken(ctx, uid, in.Token, false)

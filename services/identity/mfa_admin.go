@@ -11,11 +11,12 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/store"
 )
 
 // mfaReset is POST /admin/projects/:projectId/members/:membershipId/$reset-mfa:
 // a project's admin (or a super admin) removes a member's authenticator
-// when its device is lost. The member enrols again at their next sign-in
+// and passkeys when a device is lost. The member enrols again at their next sign-in
 // (where MFA is required) or from their account; an AuditEvent in the
 // project records who reset whose factor.
 func (s *Service) mfaReset(ctx context.Context, r *bus.Request) (*bus.Response, error) {
@@ -43,6 +44,13 @@ func (s *Service) mfaReset(ctx context.Context, r *bus.Request) (*bus.Response, 
 	if _, err := s.updateMFA(ctx, uid, func(rec *mfaRecord) error {
 		// A new secret: the lost device's never works again.
 		rec.Enrolled, rec.Secret, rec.LastStep, rec.Recovery = false, newTOTPSecret(), 0, nil
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	// The passkeys go too: the lost device may hold one.
+	if _, err := s.updatePasskeys(ctx, uid, func(rec *passkeyRecord) error {
+		rec.Keys = nil
 		return nil
 	}); err != nil {
 		return nil, err
@@ -87,4 +95,64 @@ func (s *Service) requireMFA(ctx context.Context, userID string) error {
 		return nil
 	}
 	return err
+}
+
+// maxOverview bounds the memberships one overview reads (a console page
+// shows 50).
+const maxOverview = 100
+
+// mfaOverview is GET /admin/projects/:projectId/mfa?membership=<id>,<id>:
+// the project's admins see, for each membership named, whether its user
+// has an authenticator enrolled and how many passkeys, never the factors
+// themselves: {members: [{membership, user, enrolled, passkeys}]}.
+// Memberships of other projects, and those of clients and bots, are left
+// out.
+func (s *Service) mfaOverview(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	projectID := r.Param("projectId")
+	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, v := range r.Query["membership"] {
+		ids = append(ids, strings.Split(v, ",")...)
+	}
+	if len(ids) > maxOverview {
+		return nil, fhir.Invalid(fhir.FieldIssue("membership", "At most 100 memberships at once"))
+	}
+	type state struct {
+		Membership string `json:"membership"`
+		User       string `json:"user"`
+		Enrolled   bool   `json:"enrolled"`
+		Passkeys   int    `json:"passkeys"`
+	}
+	out := []state{}
+	for _, id := range ids {
+		if id == "" || len(id) > 64 {
+			continue
+		}
+		res, err := s.repo.Read(ctx, repo.AllProjects, "ProjectMembership", id)
+		if fhir.Missing(err) || errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var m struct {
+			User *fhir.Reference `json:"user"`
+		}
+		if res.Project != projectID || json.Unmarshal(res.JSON, &m) != nil || m.User == nil || !strings.HasPrefix(m.User.Reference, "User/") {
+			continue
+		}
+		uid := userIDOf(m.User.Reference)
+		rec, _, err := s.loadMFA(ctx, uid)
+		if err != nil {
+			return nil, err
+		}
+		n, err := s.passkeyCount(ctx, uid)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, state{Membership: id, User: m.User.Reference, Enrolled: rec.Enrolled, Passkeys: n})
+	}
+	return noStore(bus.JSON(200, map[string]any{"members": out})), nil
 }

@@ -38,11 +38,23 @@ type mfaPage struct {
 	QRCode   template.URL // a data: URL made here, never the client's
 	Key      string
 	Recovery []string
+	Passkey  bool // the person has a passkey, which may serve instead of a code
 }
 
 // askFactor keeps the password's success for browser b (a new id) and
 // asks for the factor.
 func (s *Service) askFactor(ctx context.Context, b browser, a authRequest, userID, step string) (*bus.Response, error) {
+	if step == "enroll" {
+		// A factor is required and no authenticator is enrolled: a
+		// passkey, when the person has one, is that factor.
+		n, err := s.passkeyCount(ctx, userID)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			step = "passkey"
+		}
+	}
 	now := time.Now()
 	p := pendingFactor{
 		browserSession: browserSession{User: "User/" + userID, AuthTime: now.Unix(), Start: now.UnixMilli()},
@@ -61,8 +73,18 @@ func (s *Service) factorPage(ctx context.Context, b browser, a authRequest, p *p
 	if err != nil {
 		return nil, err
 	}
+	if p.Step == "passkey" {
+		return s.passkeyStep(ctx, b, a, userIDOf(p.User), "")
+	}
 	mp := &mfaPage{}
 	title := "Enter your code"
+	if p.Step == "verify" {
+		n, err := s.passkeyCount(ctx, userIDOf(p.User))
+		if err != nil {
+			return nil, err
+		}
+		mp.Passkey = n > 0
+	}
 	if p.Step == "enroll" {
 		title = "Set up your authenticator"
 		uid := userIDOf(p.User)
@@ -105,6 +127,10 @@ func (s *Service) factorPosted(ctx context.Context, r *bus.Request, b browser, a
 	}
 	if p == nil || time.Now().Unix() > p.Expires {
 		return s.signInPage(ctx, b, a, "", map[string]string{"password": "Sign in again: the code came too late"})
+	}
+	if p.Step == "passkey" {
+		// Only a passkey is owed: no code is checked.
+		return s.passkeyStep(ctx, b, a, userIDOf(p.User), "")
 	}
 	uid := userIDOf(p.User)
 	token := form.Get("mfa_code")

@@ -34,8 +34,9 @@ var (
 )
 
 func init() {
-	for _, name := range []string{"message", "setpassword", "resetpassword", "signin", "choose", "consent", "mfa", "recovery"} {
-		t := template.New("layout").Funcs(template.FuncMap{"style": func() template.CSS { return template.CSS(pageStyle) }})
+	for _, name := range []string{"message", "setpassword", "resetpassword", "signin", "choose", "consent", "mfa", "recovery", "passkeys", "passkeysignin"} {
+		t := template.New("layout").Funcs(template.FuncMap{"style": func() template.CSS { return template.CSS(pageStyle) },
+			"passkeyScript": func() template.JS { return template.JS(passkeyScript) }})
 		pageTmpl[name] = template.Must(t.ParseFS(pageFiles, "pages/layout.html", "pages/"+name+".html"))
 	}
 }
@@ -60,6 +61,8 @@ type pageData struct {
 	Registrar  string // the project the client is registered in
 	// The second-factor pages (mfa.go, mfa_page.go).
 	MFA *mfaPage
+	// The passkey pages (passkey_page.go).
+	Passkeys *passkeyPage
 }
 
 // render answers with a page and the headers every page carries: no

@@ -1,0 +1,211 @@
+package identity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/webstyle"
+)
+
+// The passkey pages: /passkeys, where a person signed in in this browser
+// manages theirs, and the passkey step of /oauth2/authorize (no password,
+// or after one in place of a code). WebAuthn is a browser API: these are
+// the only pages with a script (pages/passkey.js), allowed by its hash.
+
+var (
+	passkeyScript = mustPage("pages/passkey.js")
+	passkeyCSP    = "script-src 'sha256-" + webstyle.CSPHash(passkeyScript) + "'; "
+)
+
+func mustPage(name string) string {
+	b, err := pageFiles.ReadFile(name)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// withPasskeyScript adds the script's hash to a page's policy.
+func withPasskeyScript(csp string) string {
+	return strings.Replace(csp, "default-src 'none'; ", "default-src 'none'; "+passkeyCSP, 1)
+}
+
+// passkeyPage is what the passkey pages show.
+type passkeyPage struct {
+	Email   string
+	Keys    []passkeyView
+	Options string // a pending ceremony's options, JSON, for the script
+	Name    string // the name of the passkey being added
+	Notice  string
+}
+
+// passkeysPage is GET and POST /passkeys: the signed-in person's passkeys,
+// and the forms that add (begin, then finish), rename and remove one.
+func (s *Service) passkeysPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	b := browserOf(r)
+	bs, err := s.signedIn(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	if bs == nil {
+		return s.message(401, b, "Sign in first", s.cfg.BaseURL+"console", "Sign in",
+			"Your passkeys are managed here once you are signed in in this browser.")
+	}
+	uid := userIDOf(bs.User)
+	pp := &passkeyPage{}
+	errs := map[string]string{}
+	if r.Method == "POST" {
+		form, refused, err := s.form(ctx, r, b)
+		if form == nil {
+			return refused, err
+		}
+		pp.Name = strings.TrimSpace(form.Get("name"))
+		err = nil
+		switch form.Get("action") {
+		case "begin":
+			if _, err = passkeyName(pp.Name); err == nil {
+				var creation any
+				if creation, err = s.beginRegistration(ctx, uid); err == nil {
+					o, _ := json.Marshal(creation)
+					pp.Options = string(o)
+				}
+			}
+		case "finish":
+			if _, err = s.finishRegistration(ctx, uid, pp.Name, []byte(form.Get("credential"))); err == nil {
+				pp.Notice, pp.Name = "Passkey “"+pp.Name+"” added.", ""
+			}
+		case "rename":
+			if err = s.renamePasskey(ctx, uid, form.Get("id"), pp.Name); err == nil {
+				pp.Notice, pp.Name = "Passkey renamed.", ""
+			}
+		case "remove":
+			if err = s.removePasskey(ctx, uid, form.Get("id")); err == nil {
+				pp.Notice, pp.Name = "Passkey removed.", ""
+			}
+		default:
+			err = fhir.BadRequest("Unknown action")
+		}
+		if fe := (*fhir.Error)(nil); errors.As(err, &fe) && fe.Status < 500 {
+			field := "passkey"
+			if len(fe.Outcome.Issue) > 0 && len(fe.Outcome.Issue[0].Expression) > 0 && fe.Outcome.Issue[0].Expression[0] == "name" {
+				field = "name"
+			}
+			errs[field] = fe.Message()
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	if pp.Email, err = s.userEmail(ctx, uid); err != nil {
+		return nil, err
+	}
+	rec, _, err := s.loadPasskeys(ctx, uid)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range rec.Keys {
+		pp.Keys = append(pp.Keys, viewOf(k))
+	}
+	csrf, err := s.csrfToken(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	status := 200
+	if len(errs) > 0 {
+		status = 400
+	}
+	resp, err := s.render(status, "passkeys", b, pageData{Title: "Your passkeys", CSRF: csrf, Errors: errs, Passkeys: pp})
+	if resp != nil {
+		resp.Header["Content-Security-Policy"] = withPasskeyScript(pageCSP)
+	}
+	return resp, err
+}
+
+// passkeyPosted is the passkey step of /oauth2/authorize ("passkey" is
+// "begin" or "finish"): with no password (any passkey; the browser
+// offers those it holds), or after one (a pending second factor, that
+// user's passkeys only).
+func (s *Service) passkeyPosted(ctx context.Context, r *bus.Request, b browser, a authRequest, form url.Values) (*bus.Response, error) {
+	var p *pendingFactor
+	if !b.isNew {
+		var err error
+		if p, err = entry[pendingFactor](ctx, s.browsers, pendingKey(b)); err != nil {
+			return nil, err
+		}
+		if p != nil && time.Now().Unix() > p.Expires {
+			p = nil
+		}
+	}
+	wantUser := ""
+	if p != nil {
+		wantUser = userIDOf(p.User)
+	}
+	if form.Get("passkey") != "finish" {
+		return s.passkeyStep(ctx, b, a, wantUser, "")
+	}
+	uid, err := s.finishPasskeyLogin(ctx, b, []byte(form.Get("credential")))
+	if fe := (*fhir.Error)(nil); errors.As(err, &fe) && fe.Status < 500 {
+		return s.passkeyStep(ctx, b, a, wantUser, fe.Message())
+	}
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	bs := browserSession{User: "User/" + uid, AuthTime: now.Unix(), Start: now.UnixMilli()}
+	nb := b
+	if p != nil {
+		// The password was given under this browser id already (a new one).
+		if err := s.browsers.Delete(ctx, pendingKey(b)); err != nil {
+			return nil, err
+		}
+		bs = p.browserSession
+	} else {
+		// A new browser id at sign-in, as after a password.
+		nb = browserOf(&bus.Request{})
+	}
+	v, _ := json.Marshal(bs)
+	if _, err := s.browsers.Put(ctx, sessionKey(nb), v); err != nil {
+		return nil, err
+	}
+	resp, err := s.finish(ctx, r, nb, a, &bs, nil)
+	if resp != nil && resp.Header["Set-Cookie"] == "" {
+		resp.Header["Set-Cookie"] = s.setCookie(nb)
+	}
+	return resp, err
+}
+
+// passkeyStep makes a sign-in challenge for browser b (userID's passkeys,
+// or any) and shows the page that answers it, with problem beside it.
+func (s *Service) passkeyStep(ctx context.Context, b browser, a authRequest, userID, problem string) (*bus.Response, error) {
+	assertion, err := s.beginPasskeyLogin(ctx, b, userID)
+	if fe := (*fhir.Error)(nil); errors.As(err, &fe) && fe.Status < 500 && userID == "" {
+		return s.signInPage(ctx, b, a, "", map[string]string{"password": fe.Message()})
+	}
+	if err != nil {
+		return nil, err
+	}
+	o, _ := json.Marshal(assertion)
+	csrf, err := s.csrfToken(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	d := pageData{Title: "Sign in with a passkey", CSRF: csrf, Hidden: a.values(), App: clientName(a.client),
+		Passkeys: &passkeyPage{Options: string(o)}}
+	status := 200
+	if problem != "" {
+		d.Errors, status = map[string]string{"passkey": problem}, 400
+	}
+	resp, err := s.render(status, "passkeysignin", b, d)
+	if resp != nil {
+		resp.Header["Content-Security-Policy"] = withPasskeyScript(authorizeCSP(a.target))
+		if resp.Header["Set-Cookie"] == "" {
+			resp.Header["Set-Cookie"] = s.setCookie(b)
+		}
+	}
+	return resp, err
+}
