@@ -31,6 +31,7 @@ var Routes = []Route{
 	{"DELETE", "/auth/consents/:clientId", "pinion.identity.DELETE.auth.consents.:clientId", Token, false, "identity", "withdrawConsent"},
 	{"POST", "/auth/exchange", "pinion.identity.POST.auth.exchange", Public, true, "identity", "authExchangeAlias"},
 	{"GET", "/auth/external", "pinion.identity.GET.auth.external", Public, true, "identity", "externalCallback"},
+	{"POST", "/auth/google", "pinion.identity.POST.auth.google", Public, true, "identity", "google"},
 	{"POST", "/auth/login", "pinion.identity.POST.auth.login", Public, true, "identity", "login"},
 	{"GET", "/auth/login/:login", "pinion.identity.GET.auth.login.:login", Public, true, "identity", "loginStatus"},
 	{"GET", "/auth/me", "pinion.identity.GET.auth.me", Token, false, "identity", "me"},

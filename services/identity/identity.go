@@ -69,6 +69,9 @@ type Config struct {
 	// AppBaseURL is the web app, whose sign-in page an external sign-in
 	// returns to (Medplum's appBaseUrl).
 	AppBaseURL string
+	// GoogleClientID is the server's Google client id (Medplum's
+	// googleClientId); GoogleJWKSURL, Google's keys (google.go).
+	GoogleClientID, GoogleJWKSURL string
 }
 
 // Service is the identity service.
@@ -122,6 +125,7 @@ func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service,
 		EgressPrivate: cfg.EgressPrivate, RegisterDisabled: cfg.RegisterDisabled,
 		RecaptchaSecret: cfg.RecaptchaSecretKey, RecaptchaURL: cfg.RecaptchaVerifyURL,
 		AppBaseURL: cfg.AppBaseURL, BreachURL: cfg.PasswordBreachURL,
+		GoogleClientID: cfg.GoogleClientID, GoogleJWKSURL: cfg.GoogleJWKSURL,
 	}, c.NC, c.JS, c.Repo, c.Sessions, log), nil
 }
 
@@ -212,6 +216,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /auth/method", bus.Public|bus.SignInLimit, s.method),
 		bus.Handle("POST /auth/profile", bus.Public|bus.SignInLimit, s.chooseProfile),
 		bus.Handle("GET /auth/external", bus.Public|bus.SignInLimit, s.externalCallback),
+		bus.Handle("POST /auth/google", bus.Public|bus.SignInLimit, s.google),
 		bus.Handle("GET /auth/login/:login", bus.Public|bus.SignInLimit, s.loginStatus),
 		bus.Handle("POST /auth/exchange", bus.Public|bus.SignInLimit, s.authExchangeAlias),
 		bus.Handle("POST /auth/setpassword", bus.Public|bus.SignInLimit, s.setPassword),
