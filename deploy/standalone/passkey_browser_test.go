@@ -1,0 +1,88 @@
+package standalone
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/webauthn"
+	"github.com/chromedp/chromedp"
+)
+
+// virtualAuthenticator gives the browser's tab a platform authenticator
+// (Chromium's DevTools WebAuthn domain): it holds passkeys, verifies its
+// user and answers at once, as a laptop's fingerprint reader would.
+func virtualAuthenticator(t *testing.T, ctx context.Context) webauthn.AuthenticatorID {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := chromedp.Call(ctx, webauthn.Enable, webauthn.EnableParams{}); err != nil {
+		t.Fatalf("WebAuthn.enable: %v", err)
+	}
+	got, err := chromedp.Call(ctx, webauthn.AddVirtualAuthenticator, webauthn.AddVirtualAuthenticatorParams{Options: &webauthn.VirtualAuthenticatorOptions{
+		Protocol: webauthn.AuthenticatorProtocolCtap2, Ctap2version: webauthn.Ctap2versionCtap21, Transport: webauthn.AuthenticatorTransportInternal,
+		HasResidentKey: true, HasUserVerification: true, IsUserVerified: true, AutomaticPresenceSimulation: true,
+	}})
+	if err != nil {
+		t.Fatalf("WebAuthn.addVirtualAuthenticator: %v", err)
+	}
+	return got.AuthenticatorID
+}
+
+// Passkeys in Chromium: a person signed in to the console adds a passkey
+// on /passkeys (the page's script and Chromium's virtual authenticator),
+// signs out, and signs in to the console again with the passkey alone,
+// through /oauth2/authorize, typing no password.
+func TestPasskeyInBrowser(t *testing.T) {
+	pid, su := adminProject(t, "Passkey clinic")
+	email := "passkey-" + pid + "@example.com"
+	member(t, su, pid, "resourceType", "Practitioner", "firstName", "Kay", "lastName", "Passe",
+		"email", email, "password", "kay's password", "admin", true)
+	ctx, consoleURL := consoleSignIn(t, email, "kay's password")
+	authenticator := virtualAuthenticator(t, ctx)
+	passkeysURL := strings.TrimSuffix(consoleURL, "console") + "passkeys"
+
+	// Add a passkey: its name, then the browser's ceremony.
+	run(t, ctx, chromedp.Navigate(passkeysURL), chromedp.WaitVisible(chromedp.ID("passkey-name")))
+	if text := pageText(t, ctx); !strings.Contains(text, email) || !strings.Contains(text, "No passkeys yet") {
+		t.Fatalf("passkeys page: %s", text)
+	}
+	run(t, ctx, chromedp.SendKeys(chromedp.ID("passkey-name"), "Kay's laptop"),
+		chromedp.Click(chromedp.Search(`//button[.="Add a passkey"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//button[.="Create the passkey"]`)))
+	run(t, ctx, chromedp.Click(chromedp.Search(`//button[.="Create the passkey"]`)))
+	text := waitText(t, ctx, "added")
+	shot(t, ctx, "passkeys")
+	if !strings.Contains(text, "Passkey “Kay's laptop” added.") {
+		t.Fatalf("after adding: %s", text)
+	}
+	creds, err := chromedp.Call(ctx, webauthn.GetCredentials, webauthn.GetCredentialsParams{AuthenticatorID: authenticator})
+	if err != nil || len(creds.Credentials) != 1 || !creds.Credentials[0].IsResidentCredential {
+		t.Fatalf("the authenticator holds %+v (%v)", creds, err)
+	}
+
+	// Sign out of the console, which ends the browser's sign-in too.
+	run(t, ctx, chromedp.Navigate(consoleURL), chromedp.WaitVisible(chromedp.Search(`//button[.="Sign out"]`)),
+		chromedp.Click(chromedp.Search(`//button[.="Sign out"]`)))
+	waitText(t, ctx, "Signed out")
+
+	// The console again: the sign-in page, a passkey, no password.
+	run(t, ctx, chromedp.Navigate(consoleURL), chromedp.WaitVisible(chromedp.ID("passkey-signin")),
+		chromedp.Click(chromedp.ID("passkey-signin")),
+		chromedp.WaitVisible(chromedp.Search(`//button[.="Use your passkey"]`)))
+	shot(t, ctx, "passkey-signin")
+	run(t, ctx, chromedp.Click(chromedp.Search(`//button[.="Use your passkey"]`)))
+	loc := ""
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if loc, _ = tryGet(ctx, chromedp.Location()); loc == consoleURL {
+			break
+		}
+	}
+	if loc != consoleURL {
+		t.Fatalf("after the passkey, the browser is at %s: %s", loc, pageText(t, ctx))
+	}
+	if h1 := get(t, ctx, chromedp.Text(chromedp.CSS("h1"))); h1 != "Passkey clinic" {
+		t.Fatalf("signed in with a passkey, the console shows %q", h1)
+	}
+}
