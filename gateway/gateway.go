@@ -29,6 +29,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/metrics"
+	"github.com/pinion-health/pinion/pkg/scim"
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
@@ -398,6 +399,11 @@ func (g *Gateway) onError(c *fiber.Ctx, err error) error {
 	if c.Locals("rid") == nil {
 		c.Set("X-Request-Id", uuid.NewString())
 		c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	}
+	// SCIM clients read SCIM's error envelope, whoever refused (RFC 7644 §3.12).
+	if strings.HasPrefix(c.Path(), scim.PathPrefix) {
+		c.Set("Content-Type", scim.ContentType)
+		return c.Status(fe.Status).Send(scim.From(fe).JSON())
 	}
 	c.Set("Content-Type", bus.FHIRContentType)
 	return c.Status(fe.Status).Send(fe.JSON())

@@ -151,40 +151,52 @@ func (s *Service) deleteMember(ctx context.Context, r *bus.Request) (*bus.Respon
 	if err != nil {
 		return nil, err
 	}
+	rev, err := s.removeMember(ctx, cur)
+	if err != nil {
+		return nil, err
+	}
+	return bus.OK().WithSession(session.MembershipsBucket, rev), nil
+}
+
+// removeMember deletes a membership and its claims (and its user, when
+// scoped to the project and left without one), and returns the memberships
+// bucket revision after which no request gets through with it. The
+// admin route and SCIM's DELETE both remove a member this way.
+func (s *Service) removeMember(ctx context.Context, cur *repo.Resource) (uint64, error) {
 	var m struct {
 		User       fhir.Reference `json:"user"`
 		ExternalID string         `json:"externalId"`
 	}
 	if err := json.Unmarshal(cur.JSON, &m); err != nil {
-		return nil, err
+		return 0, err
 	}
 	pj, err := projects.Get(ctx, s.repo, cur.Project)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	if pj.Owner != nil && pj.Owner.Reference == m.User.Reference {
-		return nil, fhir.BadRequest("Cannot delete the owner of the project")
+		return 0, fhir.BadRequest("Cannot delete the owner of the project")
 	}
 	if err := s.repo.Delete(ctx, repo.Scope{Project: cur.Project}, "ProjectMembership", cur.ID); err != nil {
-		return nil, err
+		return 0, err
 	}
 	// The answer waits for the entry to go: then no request gets through.
 	rev, err := projects.Project(ctx, s.nc, "ProjectMembership", cur.ID, cur.Project)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	if err := s.repo.Release(ctx, repo.MembershipKey(cur.Project, m.User.Reference), cur.ID); err != nil {
-		return nil, err
+		return 0, err
 	}
 	if m.ExternalID != "" {
 		if err := s.repo.Release(ctx, repo.ExternalIDKey(cur.Project, m.ExternalID), cur.ID); err != nil {
-			return nil, err
+			return 0, err
 		}
 	}
 	if err := s.dropOrphanUser(ctx, cur.Project, m.User.Reference); err != nil {
-		return nil, err
+		return 0, err
 	}
-	return bus.OK().WithSession(session.MembershipsBucket, rev), nil
+	return rev, nil
 }
 
 // dropOrphanUser deletes a user scoped to this project once it has no

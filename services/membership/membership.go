@@ -76,7 +76,7 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.stops = append(s.stops, stop)
-	s.svc, err = bus.Serve(s.nc, "membership", "1.0.0", []bus.Endpoint{
+	s.svc, err = bus.Serve(s.nc, "membership", "1.0.0", append([]bus.Endpoint{
 		bus.Handle("POST /admin/Project", bus.Token, s.createProject),
 		bus.Handle("POST /admin/projects/:projectId/secrets", bus.Token, s.setSecrets),
 		bus.Handle("POST /admin/projects/:projectId/sites", bus.Token, s.setSites),
@@ -87,7 +87,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("DELETE /admin/projects/:projectId/members/:membershipId", bus.Token, s.deleteMember),
 		bus.Handle("GET /admin/projects/:projectId", bus.Token, s.getProject),
 		bus.Handle("POST /fhir/R4/Project/$init", bus.Token, s.initProject),
-	}, s.log)
+	}, s.scimEndpoints()...), s.log)
 	return err
 }
 
