@@ -4,8 +4,10 @@
 # it on a fresh data directory, driven by this tree's pinion-bench (-url),
 # one build at a time, alternating, ROUNDS times each. It prints every
 # run's lines, then per operation the median req/s, p50 and p99 of each
-# build and the ratio this / base. Machines differ from day to day: only
-# the ratio, taken in one sitting, says which build is faster.
+# build and the ratio this / base, and the server's CPU per request (its
+# worker processes included) with the ratio base / this. Machines differ
+# from day to day: only the ratio, taken in one sitting, says which build
+# is faster; CPU per request moves least with the machine's other load.
 #
 #   BASE=e29f1b3 ROUNDS=3 ONLY=token,read deploy/standalone/cmd/pinion-bench/compare.sh [pinion-bench flags]
 #
@@ -47,7 +49,7 @@ run() {
 		sleep 0.1
 	done
 	PINION_SUPERADMIN_CLIENT_ID=compare-super PINION_SUPERADMIN_CLIENT_SECRET=compare-super-secret-0123456789abcdefghij \
-		"$work/bench" -url "http://127.0.0.1:$PORT/" -only "$ONLY" "${@:3}" | grep ' req/s ' | sed "s/^/$2|/" | tee -a "$work/results"
+		"$work/bench" -url "http://127.0.0.1:$PORT/" -server-pid "$pid" -only "$ONLY" "${@:3}" | grep ' req/s ' | sed "s/^/$2|/" | tee -a "$work/results"
 	kill $pid
 	wait $pid 2>/dev/null || true
 	server=
@@ -72,6 +74,8 @@ awk -F'|' '
 		p99 = substr($2, RSTART + 4, RLENGTH - 4) + 0
 		k = $1 SUBSEP name
 		c[k]++; r[k, c[k]] = rps; a[k, c[k]] = p50; b[k, c[k]] = p99
+		# The server CPU per request: steady where req/s moves with other load.
+		u[k, c[k]] = match($2, /cpu +[0-9.]+/) ? substr($2, RSTART + 4, RLENGTH - 4) + 0 : 0
 		# Failed requests count in req/s: a build that fails fast must show it.
 		if (match($2, /errors +[0-9]+/)) e[k] += substr($2, RSTART + 7, RLENGTH - 7)
 		if (!(name in seen)) { seen[name] = 1; order[++ops] = name }
@@ -82,13 +86,15 @@ awk -F'|' '
 		return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
 	}
 	END {
-		printf "%-44s %12s %12s %7s   %s\n", "operation", "this req/s", "base req/s", "ratio", "p50 / p99 ms, this | base"
+		printf "%-44s %12s %12s %7s   %-44s %s\n", "operation", "this req/s", "base req/s", "ratio", "p50 / p99 ms, this | base", "cpu ms/req, this | base"
 		for (o = 1; o <= ops; o++) {
 			t = "this" SUBSEP order[o]; s = "base" SUBSEP order[o]
 			if (!c[t] || !c[s]) continue
 			rt = med(r, t, c[t]); rb = med(r, s, c[s])
-			printf "%-44s %12.0f %12.0f %6.2fx   %.3f / %.3f | %.3f / %.3f", order[o], rt, rb, rt / rb,
-				med(a, t, c[t]), med(b, t, c[t]), med(a, s, c[s]), med(b, s, c[s])
+			printf "%-44s %12.0f %12.0f %6.2fx   %-44s", order[o], rt, rb, rt / rb,
+				sprintf("%.3f / %.3f | %.3f / %.3f", med(a, t, c[t]), med(b, t, c[t]), med(a, s, c[s]), med(b, s, c[s]))
+			ut = med(u, t, c[t]); ub = med(u, s, c[s])
+			if (ut > 0 && ub > 0) printf " %.3f | %.3f (%.2fx)", ut, ub, ub / ut
 			if (e[t] || e[s]) printf "   errors %d | %d", e[t], e[s]
 			printf "\n"
 		}

@@ -73,11 +73,16 @@ type result struct {
 	n, errs       int64
 	rps           float64
 	p50, p90, p99 time.Duration
+	cpu           time.Duration // server CPU per request; 0 when not known
 }
 
 func (r result) String() string {
-	return fmt.Sprintf("%-44s %9.0f req/s  p50 %7.3f ms  p90 %7.3f ms  p99 %7.3f ms  errors %d",
+	s := fmt.Sprintf("%-44s %9.0f req/s  p50 %7.3f ms  p90 %7.3f ms  p99 %7.3f ms  errors %d",
 		r.name, r.rps, ms(r.p50), ms(r.p90), ms(r.p99), r.errs)
+	if r.cpu > 0 {
+		s += fmt.Sprintf("  cpu %7.3f ms/req", ms(r.cpu))
+	}
+	return s
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -118,11 +123,13 @@ func driveWaiting(name string, c int, wait func(worker int), op func(worker int,
 	}
 	time.Sleep(*warmup)
 	stopProfile := profile(name)
+	cpu0 := cpuTime()
 	measuring.Store(true)
 	t0 := time.Now()
 	time.Sleep(*duration)
 	measuring.Store(false)
 	elapsed := time.Since(t0)
+	cpu1 := cpuTime()
 	stopProfile()
 	stop.Store(true)
 	wg.Wait()
@@ -133,6 +140,9 @@ func driveWaiting(name string, c int, wait func(worker int), op func(worker int,
 		nerrs += errs[w]
 	}
 	r := summarize(name, all, nerrs, elapsed)
+	if cpu0 >= 0 && cpu1 >= 0 && r.n > 0 {
+		r.cpu = (cpu1 - cpu0) / time.Duration(r.n)
+	}
 	fmt.Println(r)
 	return r
 }
