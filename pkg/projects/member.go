@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/repo"
 )
 
@@ -57,20 +58,9 @@ func AddMember(ctx context.Context, r *repo.Repo, nc *nats.Conn, projectID, proj
 	if err != nil {
 		return "", err
 	}
-	m := map[string]any{
-		"resourceType": "ProjectMembership",
-		"project":      map[string]any{"reference": "Project/" + projectID, "display": projectName},
-		"user":         map[string]any{"reference": p.User},
-		"profile":      map[string]any{"reference": p.ProfileType + "/" + pr.ID},
-	}
-	if p.Admin {
-		m["admin"] = true
-	}
-	if p.AccessPolicy != "" {
-		m["accessPolicy"] = map[string]any{"reference": p.AccessPolicy}
-	}
-	if p.InvitedBy != "" {
-		m["invitedBy"] = map[string]any{"reference": p.InvitedBy}
+	m, err := resource.Map(memberMembership(projectID, projectName, p, p.ProfileType+"/"+pr.ID))
+	if err != nil {
+		return "", err
 	}
 	id := uuid.NewString()
 	if owner, err := r.Claim(ctx, repo.MembershipKey(projectID, p.User), id); err != nil {
@@ -86,4 +76,25 @@ func AddMember(ctx context.Context, r *repo.Repo, nc *nats.Conn, projectID, proj
 		return "", err
 	}
 	return pm.ID, nil
+}
+
+// memberMembership is the membership of p, whose profile is profile:
+// admin only when p is.
+func memberMembership(projectID, projectName string, p Person, profile string) *resource.ProjectMembership {
+	m := &resource.ProjectMembership{
+		ResourceType: "ProjectMembership",
+		Project:      resource.Reference{Reference: "Project/" + projectID, Display: projectName},
+		User:         resource.Reference{Reference: p.User},
+		Profile:      resource.Reference{Reference: profile},
+	}
+	if p.Admin {
+		m.Admin = new(true)
+	}
+	if p.AccessPolicy != "" {
+		m.AccessPolicy = &resource.Reference{Reference: p.AccessPolicy}
+	}
+	if p.InvitedBy != "" {
+		m.InvitedBy = &resource.Reference{Reference: p.InvitedBy}
+	}
+	return m
 }

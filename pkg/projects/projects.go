@@ -17,6 +17,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -99,20 +100,11 @@ func CreateAgent(ctx context.Context, r *repo.Repo, nc *nats.Conn, p *Info, a Ag
 	}
 	ref := typ + "/" + res.ID
 	display, _ := a.Resource["name"].(string)
-	m := map[string]any{
-		"resourceType": "ProjectMembership",
-		"project":      map[string]any{"reference": "Project/" + p.ID, "display": p.Name},
-		"user":         map[string]any{"reference": ref, "display": display},
-		"profile":      map[string]any{"reference": ref, "display": display},
-		"admin":        false,
+	m, err := resource.Map(agentMembership(p, ref, display, a))
+	var pm *repo.Resource
+	if err == nil {
+		pm, err = r.Create(ctx, repo.Scope{Project: p.ID}, m, repo.WriteOptions{Project: p.ID})
 	}
-	if a.Policy != nil {
-		m["accessPolicy"] = map[string]any{"reference": a.Policy.Reference}
-	}
-	if a.InvitedBy != "" {
-		m["invitedBy"] = map[string]any{"reference": a.InvitedBy}
-	}
-	pm, err := r.Create(ctx, repo.Scope{Project: p.ID}, m, repo.WriteOptions{Project: p.ID})
 	if err == nil {
 		_, err = Project(ctx, nc, "ProjectMembership", pm.ID, p.ID)
 	}
@@ -126,6 +118,25 @@ func CreateAgent(ctx context.Context, r *repo.Repo, nc *nats.Conn, p *Info, a Ag
 		return nil, err
 	}
 	return res, nil
+}
+
+// agentMembership is the membership of an agent (ref, named display) that
+// is its own user and profile, and never an admin.
+func agentMembership(p *Info, ref, display string, a Agent) *resource.ProjectMembership {
+	m := &resource.ProjectMembership{
+		ResourceType: "ProjectMembership",
+		Project:      resource.Reference{Reference: "Project/" + p.ID, Display: p.Name},
+		User:         resource.Reference{Reference: ref, Display: display},
+		Profile:      resource.Reference{Reference: ref, Display: display},
+		Admin:        new(false),
+	}
+	if a.Policy != nil {
+		m.AccessPolicy = &resource.Reference{Reference: a.Policy.Reference}
+	}
+	if a.InvitedBy != "" {
+		m.InvitedBy = &resource.Reference{Reference: a.InvitedBy}
+	}
+	return m
 }
 
 // AgentRequest is what an admin route that creates a client application

@@ -16,6 +16,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/clientsecret"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/store"
@@ -87,13 +88,11 @@ func (s *Service) bootstrap(ctx context.Context) (Bootstrap, error) {
 	}
 	ref := "ClientApplication/" + b.ClientID
 	mid := membershipIDFor(ref)
-	if err := s.ensure(ctx, "ProjectMembership", mid, map[string]any{
-		"resourceType": "ProjectMembership",
-		"project":      map[string]any{"reference": "Project/" + SuperAdminProjectID, "display": "Super Admin"},
-		"user":         map[string]any{"reference": ref, "display": "Super Admin Client"},
-		"profile":      map[string]any{"reference": ref, "display": "Super Admin Client"},
-		"admin":        true,
-	}, SuperAdminProjectID); err != nil {
+	pm, err := resource.Map(superAdminMembership(ref))
+	if err != nil {
+		return b, err
+	}
+	if err := s.ensure(ctx, "ProjectMembership", mid, pm, SuperAdminProjectID); err != nil {
 		return b, err
 	}
 	if _, err := projects.Project(ctx, s.nc, "ProjectMembership", mid, SuperAdminProjectID); err != nil {
@@ -109,6 +108,18 @@ func (s *Service) bootstrap(ctx context.Context) (Bootstrap, error) {
 		}
 	}
 	return b, nil
+}
+
+// superAdminMembership is the super-admin client's membership, an admin
+// of the super-admin project.
+func superAdminMembership(ref string) *resource.ProjectMembership {
+	return &resource.ProjectMembership{
+		ResourceType: "ProjectMembership",
+		Project:      resource.Reference{Reference: "Project/" + SuperAdminProjectID, Display: "Super Admin"},
+		User:         resource.Reference{Reference: ref, Display: "Super Admin Client"},
+		Profile:      resource.Reference{Reference: ref, Display: "Super Admin Client"},
+		Admin:        new(true),
+	}
 }
 
 // ensure creates a resource with a fixed id unless it already exists.

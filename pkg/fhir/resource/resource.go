@@ -1,5 +1,5 @@
 // Package resource holds the FHIR resources Pinion writes itself
-// (AuditEvent, AsyncJob, ProjectMembership, User) as typed structs, and
+// (AuditEvent, AsyncJob, ProjectMembership) as typed structs, and
 // their encoding to the map the repository stores. Resources a caller
 // sends stay maps: only these have a shape Pinion decides.
 package resource
@@ -34,9 +34,10 @@ type CodeableConcept struct {
 	Text string `json:"text"`
 }
 
-// Reference is a FHIR Reference by its literal reference.
+// Reference is a FHIR Reference by its literal reference, and its display.
 type Reference struct {
 	Reference string `json:"reference"`
+	Display   string `json:"display,omitempty"`
 }
 
 // Period is a FHIR Period, its instants as RFC 3339 text.
