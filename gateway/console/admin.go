@@ -102,6 +102,7 @@ var notices = map[string]string{
 	"member":  "The member was removed; their tokens no longer work.",
 	"invited": "The invitation was made.",
 	"saved":   "The membership was saved.",
+	"mfa":     "The member's authenticator, recovery codes and passkeys were removed.",
 }
 
 // secrets adds, replaces or removes one project secret: the project's list
@@ -161,6 +162,7 @@ type member struct {
 	Email                           string
 	PolicyRef                       string // the one accessPolicy, for the edit form
 	Admin, Active, Removable        bool
+	MFA                             string // "enrolled", "not enrolled", ", passkeys n" after either (mfa.go)
 }
 
 // profileTypes are the kinds of member a project has.
@@ -209,6 +211,9 @@ func (c *Console) members(fc *fiber.Ctx) error {
 			return err
 		}
 		d.Members = append(d.Members, m)
+	}
+	if err := c.mfaStates(fc, s, d.Members); err != nil {
+		return err
 	}
 	for _, l := range b.Link {
 		if l.Relation == "next" {

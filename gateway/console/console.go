@@ -77,6 +77,7 @@ func (c *Console) Register(app *fiber.App) {
 	app.Post("/console/members/:id/remove", c.remove)
 	app.Get("/console/members/:id", c.editMember)
 	app.Post("/console/members/:id", c.saveMember)
+	app.Post("/console/members/:id/reset-mfa", c.resetMFA)
 	app.Get("/console/invite", c.inviteForm)
 	app.Post("/console/invite", c.invite)
 	app.Get("/console/clients", c.clients)

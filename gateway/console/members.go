@@ -123,7 +123,13 @@ func (c *Console) editMember(fc *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.render(fc, 200, "member", page{Title: m.Name, CSRF: s.csrf(), Project: &project{}, Member: m, Policies: pols})
+	one := []member{*m}
+	if err := c.mfaStates(fc, s, one); err != nil {
+		return err
+	}
+	m.MFA = one[0].MFA
+	return c.render(fc, 200, "member", page{Title: m.Name, CSRF: s.csrf(), Project: &project{}, Member: m, Policies: pols,
+		Notice: notices[fc.Query("done")]})
 }
 
 // saveMember writes the membership back with the form's admin flag and
