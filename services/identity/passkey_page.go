@@ -158,7 +158,7 @@ func (s *Service) passkeyPosted(ctx context.Context, r *bus.Request, b browser, 
 	now := time.Now()
 	bs := browserSession{User: "User/" + uid, AuthTime: now.Unix(), Start: now.UnixMilli()}
 	nb := b
-	if p != nil {
+	if p != nil && uid == wantUser {
 		// The password was given under this browser id already (a new one).
 		if err := s.browsers.Delete(ctx, pendingKey(b)); err != nil {
 			return nil, err
