@@ -165,6 +165,54 @@ func TestSCIMProvisioning(t *testing.T) {
 		expectSCIMError(t, entra.do(t, "PATCH", "Users/"+id, map[string]any{"schemas": []string{scimPatchSchema}, "Operations": []any{map[string]any{"op": "replace", "path": "userType", "value": "Patient"}}}), 400, "mutability")
 	})
 
+	t.Run("groups are access policies", func(t *testing.T) {
+		r := do(t, "POST", "fhir/R4/AccessPolicy", entra.token, "application/fhir+json", mustJSON(map[string]any{
+			"resourceType": "AccessPolicy", "name": "Nurses", "resource": []any{map[string]any{"resourceType": "Patient"}}}))
+		expect(t, r, 201)
+		gid := r.json(t)["id"].(string)
+		r = entra.do(t, "POST", "Users", newSCIMUser("nurse@example.com", "Flo", "Nightingale", "ext-nurse"))
+		expect(t, r, 201)
+		uid := r.json(t)["id"].(string)
+
+		r = entra.do(t, "GET", "Groups?filter="+url.QueryEscape(`displayName eq "nurses"`), nil)
+		expect(t, r, 200)
+		list := r.json(t)["Resources"].([]any)
+		if len(list) != 1 || list[0].(map[string]any)["id"] != gid {
+			t.Fatalf("groups by displayName: %s", r.body)
+		}
+		members := func(r *response) []any {
+			t.Helper()
+			expect(t, r, 200)
+			m, _ := r.json(t)["members"].([]any)
+			return m
+		}
+		policyOf := func() any {
+			r := do(t, "GET", "fhir/R4/ProjectMembership/"+uid, su, "", nil)
+			expect(t, r, 200)
+			return r.json(t)["accessPolicy"]
+		}
+		add := map[string]any{"schemas": []string{scimPatchSchema}, "Operations": []any{
+			map[string]any{"op": "Add", "path": "members", "value": []any{map[string]any{"value": uid}}}}}
+		if got := members(entra.do(t, "PATCH", "Groups/"+gid, add)); len(got) != 1 || got[0].(map[string]any)["value"] != uid {
+			t.Fatalf("members after add: %v", got)
+		}
+		if p, _ := policyOf().(map[string]any); p["reference"] != "AccessPolicy/"+gid {
+			t.Fatalf("membership's policy after add: %v", p)
+		}
+		remove := map[string]any{"schemas": []string{scimPatchSchema}, "Operations": []any{
+			map[string]any{"op": "Remove", "path": `members[value eq "` + uid + `"]`}}}
+		if got := members(entra.do(t, "PATCH", "Groups/"+gid, remove)); len(got) != 0 {
+			t.Fatalf("members after remove: %v", got)
+		}
+		if p := policyOf(); p != nil {
+			t.Fatalf("membership's policy after remove: %v", p)
+		}
+		expectSCIMError(t, entra.do(t, "PATCH", "Groups/"+gid, map[string]any{"schemas": []string{scimPatchSchema}, "Operations": []any{
+			map[string]any{"op": "replace", "value": map[string]any{"displayName": "Doctors"}}}}), 400, "mutability")
+		expectSCIMError(t, entra.do(t, "GET", "Groups/"+uid, nil), 404, "")
+		expectSCIMError(t, entra.do(t, "GET", "Groups?filter="+url.QueryEscape(`members pr`), nil), 400, "invalidFilter")
+	})
+
 	t.Run("discovery", func(t *testing.T) {
 		for _, p := range []string{"ServiceProviderConfig", "ResourceTypes", "Schemas"} {
 			r := entra.do(t, "GET", p, nil)

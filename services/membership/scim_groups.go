@@ -3,6 +3,7 @@ package membership
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/url"
 	"strconv"
 	"strings"
@@ -200,7 +201,10 @@ func (s *Service) patchGroup(ctx context.Context, projectID string, r *bus.Reque
 		want[k] = true
 	}
 	for _, o := range op.Operations {
-		ids, all, err := groupOperation(o)
+		ids, all, err := groupOperation(o, g.DisplayName)
+		if errors.Is(err, errNoMembers) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -272,14 +276,19 @@ func (s *Service) patchGroup(ctx context.Context, projectID string, r *bus.Reque
 	return scimJSON(200, g).WithSession(session.MembershipsBucket, rev), nil
 }
 
+// errNoMembers is groupOperation's answer for an operation that names no
+// members (Entra's echo of the group's own name): it changes nothing.
+var errNoMembers = errors.New("no members named")
+
 // groupOperation reads which members one Group PATCH operation names:
 // the values of [{"value": id}] (path "members", or no path and a
 // {"members": [...]} value), or the one a path members[value eq "id"]
 // selects; all is a remove of every member (path "members", no value).
-func groupOperation(o scim.Operation) (ids []string, all bool, err error) {
+func groupOperation(o scim.Operation, displayName string) (ids []string, all bool, err error) {
 	path := strings.TrimSpace(o.Path)
 	var raw json.RawMessage = o.Value
 	if path == "" {
+		raw = nil
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(o.Value, &obj); err != nil {
 			return nil, false, pscim.BadRequest(pscim.InvalidValue, "Without a path, the value must be an object")
@@ -288,11 +297,19 @@ func groupOperation(o scim.Operation) (ids []string, all bool, err error) {
 			switch strings.ToLower(k) {
 			case "members":
 				raw = v
-			case "id", "displayname", "schemas", "meta":
-				// Entra ID sends the group's own id and name back: unchanged.
+			case "displayname":
+				// Entra ID sends the group's name back: only a change is refused.
+				var name string
+				if json.Unmarshal(v, &name) != nil || name != displayName {
+					return nil, false, pscim.BadRequest(pscim.Mutability, "A group's displayName is its access policy's name, changed in Pinion")
+				}
+			case "id", "schemas", "meta":
 			default:
 				return nil, false, pscim.BadRequest(pscim.Mutability, "Only a group's members can be changed")
 			}
+		}
+		if raw == nil {
+			return nil, false, errNoMembers
 		}
 		path = "members"
 	}
