@@ -15,6 +15,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/egress"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -252,6 +253,14 @@ func (s *Service) userByEmail(ctx context.Context, email, projectID string) (str
 	return s.repo.ClaimOwner(ctx, repo.UserEmailKey("", email))
 }
 
+// googleUser is the User a Google sign-in registers: Google verified its
+// address.
+func googleUser(project, email string, c *googleClaims) *resource.User {
+	u := resource.NewUser(project, c.GivenName, c.FamilyName, email)
+	u.EmailVerified = true
+	return u
+}
+
 // registerGoogleUser makes the account a Google sign-in asked for
 // (createUser): no password, its names and address from Google, which
 // verified the address. It is a registration like /auth/newuser's: off
@@ -269,15 +278,9 @@ func (s *Service) registerGoogleUser(ctx context.Context, r *bus.Request, in goo
 		return "", err
 	}
 	id := uuid.NewString()
-	u := map[string]any{"resourceType": "User", "email": email, "emailVerified": true}
-	if c.GivenName != "" {
-		u["firstName"] = c.GivenName
-	}
-	if c.FamilyName != "" {
-		u["lastName"] = c.FamilyName
-	}
-	if project != "" {
-		u["project"] = map[string]any{"reference": "Project/" + project}
+	u, err := resource.Map(googleUser(project, email, c))
+	if err != nil {
+		return "", err
 	}
 	if _, err := s.repo.Create(ctx, repo.AllProjects, u, repo.WriteOptions{ID: id, Project: project}); err != nil {
 		return "", fmt.Errorf("create user: %w", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/mail"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -131,14 +132,11 @@ func (s *Service) inviteEmailFailed(ctx context.Context, data []byte, err error)
 
 // createUser stores a User with a fixed id; an earlier attempt's user counts.
 func (s *Service) createUser(ctx context.Context, id, project string, req invite.Request) error {
-	u := map[string]any{"resourceType": "User", "firstName": req.FirstName, "lastName": req.LastName}
-	if req.Email != "" {
-		u["email"] = req.Email
+	u, err := resource.Map(resource.NewUser(project, req.FirstName, req.LastName, req.Email))
+	if err != nil {
+		return err
 	}
-	if project != "" {
-		u["project"] = map[string]any{"reference": "Project/" + project}
-	}
-	_, err := s.repo.Create(ctx, repo.AllProjects, u, repo.WriteOptions{ID: id, Project: project})
+	_, err = s.repo.Create(ctx, repo.AllProjects, u, repo.WriteOptions{ID: id, Project: project})
 	if errors.Is(err, fhir.ErrConflict) {
 		err = nil
 	}

@@ -1,5 +1,5 @@
 // Package resource holds the FHIR resources Pinion writes itself
-// (AuditEvent, AsyncJob, ProjectMembership) as typed structs, and
+// (AuditEvent, AsyncJob, ProjectMembership, User) as typed structs, and
 // their encoding to the map the repository stores. Resources a caller
 // sends stay maps: only these have a shape Pinion decides.
 package resource
