@@ -307,3 +307,22 @@ func TestMFAOverviewAndReset(t *testing.T) {
 		t.Fatalf("%d passkeys after the reset", n)
 	}
 }
+
+// An enrolled person's code page offers their passkey instead of a code.
+func TestPasskeyInsteadOfCode(t *testing.T) {
+	now := pinClock(t)
+	p := newPerson(t, "passkeyinstead")
+	p.enroll(t, now)
+	k := newSoftKey(t)
+	registerPasskey(t, p, k, "Laptop")
+	app := newWebApp(t, p.project)
+	_, csrf, header := aBrowser(t)
+	page := app.post(t, header, "10.40.3.1", "csrf", csrf, "email", p.email, "password", p.password)
+	expectPage(t, page, 200, "Use a passkey instead")
+	step := pagePost(t, page, "10.40.3.1", "passkey", "begin")
+	expectPage(t, step, 200, "Use your passkey")
+	done := pagePost(t, step, "10.40.3.1", "passkey", "finish", "credential", string(k.get(t, optionsOf(t, step), testOrigin)))
+	if q := returned(t, app.allow(t, done, "10.40.3.1")); q.Get("code") == "" {
+		t.Fatalf("no code: %v", q)
+	}
+}
