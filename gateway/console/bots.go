@@ -18,6 +18,11 @@ type bot struct {
 	ID, Name, Filename, Source, Deployed string
 	Identifiers                          []string // system|value
 	sourceURL                            string
+	// Its schedule, deployed versions and own secrets' names (botextras.go).
+	Schedule     schedule
+	Versions     []version
+	SecretNames  []string
+	SecretsShown bool
 }
 
 // output is what a run answered.
@@ -27,7 +32,7 @@ type output struct {
 }
 
 // run is one execution, from its AuditEvent.
-type run struct{ When, Outcome, Duration, Log string }
+type run struct{ When, Outcome, Duration, Log, Scheduled string }
 
 // inputTypes are the content types $execute takes.
 var inputTypes = []string{"application/json", "text/plain", "application/fhir+json", "x-application/hl7-v2+er7", "application/x-www-form-urlencoded"}
@@ -173,9 +178,10 @@ func (c *Console) latestRuns(fc *fiber.Ctx, s *session, id string) ([]run, error
 	var b struct {
 		Entry []struct {
 			Resource struct {
-				Recorded    string `json:"recorded"`
-				Outcome     string `json:"outcome"`
-				OutcomeDesc string `json:"outcomeDesc"`
+				Recorded    string   `json:"recorded"`
+				Outcome     string   `json:"outcome"`
+				OutcomeDesc string   `json:"outcomeDesc"`
+				Subtype     []coding `json:"subtype"`
 				Period      struct {
 					Start string `json:"start"`
 					End   string `json:"end"`
@@ -189,7 +195,7 @@ func (c *Console) latestRuns(fc *fiber.Ctx, s *session, id string) ([]run, error
 	var out []run
 	for _, e := range b.Entry {
 		r := e.Resource
-		x := run{When: r.Recorded, Outcome: "success", Log: r.OutcomeDesc}
+		x := run{When: r.Recorded, Outcome: "success", Log: r.OutcomeDesc, Scheduled: scheduledDue(r.Subtype)}
 		if r.Outcome != "0" {
 			x.Outcome = "failure"
 		}
@@ -205,7 +211,7 @@ func (c *Console) latestRuns(fc *fiber.Ctx, s *session, id string) ([]run, error
 
 // renderBot shows the bot page.
 func (c *Console) renderBot(fc *fiber.Ctx, s *session, status int, d page) error {
-	b, _, resp, err := c.readBot(fc, s)
+	b, res, resp, err := c.readBot(fc, s)
 	if err != nil {
 		return err
 	}
@@ -213,6 +219,9 @@ func (c *Console) renderBot(fc *fiber.Ctx, s *session, status int, d page) error
 		return c.message(fc, resp.Status, "Bot", failure(resp))
 	}
 	if d.Runs, err = c.latestRuns(fc, s, b.ID); err != nil {
+		return err
+	}
+	if err := c.loadExtras(fc, s, b, res); err != nil {
 		return err
 	}
 	if d.Bot != nil {
@@ -237,6 +246,9 @@ var botNotices = map[string]string{
 	"saved":       "The source was saved.",
 	"deployed":    "The source was saved and deployed.",
 	"identifiers": "The identifiers were saved.",
+	"schedule":    "The schedule was saved.",
+	"rollback":    "That version's code was deployed again, as a new version.",
+	"secrets":     "The bot's secrets were saved.",
 }
 
 // sourceType is the content type of a bot source, by its file name.

@@ -96,6 +96,9 @@ func (c *Console) Register(app *fiber.App) {
 	app.Post("/console/bots/:id/source", c.saveSource)
 	app.Post("/console/bots/:id/run", c.runBot)
 	app.Post("/console/bots/:id/identifiers", c.saveIdentifiers)
+	app.Post("/console/bots/:id/schedule", c.saveSchedule)
+	app.Post("/console/bots/:id/rollback", c.rollback)
+	app.Post("/console/bots/:id/secrets", c.saveBotSecret)
 }
 
 const (
