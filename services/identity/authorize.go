@@ -36,6 +36,9 @@ type browserSession struct {
 	User     string `json:"user"`     // User/<id>
 	AuthTime int64  `json:"authTime"` // Unix seconds, OIDC's auth_time
 	Start    int64  `json:"start"`    // Unix milliseconds, to compare with a password change
+	// Method is how the person signed in: "" for a password, or
+	// authExternal through their organisation's provider.
+	Method string `json:"method,omitempty"`
 }
 
 func sessionKey(b browser) string {
@@ -361,6 +364,10 @@ func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b browser, a
 	if !ok {
 		return s.signInPage(ctx, b, a, email, map[string]string{"email": "Valid email address is required"})
 	}
+	// A domain with its own provider signs in there, password or not.
+	if resp, err := s.providerPage(ctx, b, a, email); resp != nil || err != nil {
+		return resp, err
+	}
 	if err := s.limiter.allow(r.Remote, email); err != nil {
 		return s.signInPage(ctx, b, a, email, map[string]string{"password": fhir.AsError(err).Message()})
 	}
@@ -424,7 +431,7 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b browser, a authR
 		}
 		return s.choosePage(ctx, b, a, choices)
 	}
-	if err := s.checkAddress(ctx, membership, r.Remote); err != nil {
+	if err := s.checkSignIn(ctx, membership, r.Remote, bs.Method); err != nil {
 		return a.fail("access_denied", fhir.AsError(err).Message()), nil
 	}
 	if !a.firstParty {
@@ -466,6 +473,7 @@ func (a authRequest) login(bs *browserSession, membership string) session.Login 
 		User: bs.User, Client: a.ClientID, Scope: a.Scope, Nonce: a.Nonce, Membership: membership,
 		Challenge: a.Challenge, ChallengeMethod: cmp.Or(a.ChallengeMethod, "plain"), NoPKCE: a.Challenge == "",
 		AuthTime: bs.AuthTime, Start: bs.Start, RedirectURI: a.RedirectURI, Consented: !a.firstParty,
+		AuthMethod: bs.Method,
 	}
 }
 

@@ -48,6 +48,11 @@ type externalState struct {
 	CodeChallenge       string `json:"codeChallenge"`
 	CodeChallengeMethod string `json:"codeChallengeMethod"`
 	RedirectURI         string `json:"redirectUri"`
+	// Authorize and Browser are Pinion's, for a sign-in its own page sent
+	// to the provider (external_page.go): the authorization request to
+	// return to, and the value binding the state to the browser.
+	Authorize string `json:"authorize,omitempty"`
+	Browser   string `json:"browser,omitempty"`
 }
 
 // identityProvider is Medplum's IdentityProvider, on a ClientApplication
@@ -147,6 +152,9 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 	userRef, choices, err := s.externalMember(ctx, email, externalID, projectID)
 	if err != nil {
 		return nil, err
+	}
+	if st.Authorize != "" {
+		return s.externalPageSignIn(ctx, r, st, userRef)
 	}
 	scope := st.Scope
 	if scope == "" {

@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -21,7 +22,8 @@ const (
 // putSignIn stores a person's new login, noting how and from where it was
 // made, and adds it to the person's list of sessions (/auth/me).
 func (s *Service) putSignIn(ctx context.Context, r *bus.Request, loginID string, l *session.Login) error {
-	l.SetOrigin(authPassword, r.Remote, r.Get("User-Agent"))
+	// A browser that signed in through its provider keeps saying so.
+	l.SetOrigin(cmp.Or(l.AuthMethod, authPassword), r.Remote, r.Get("User-Agent"))
 	if _, err := s.sessions.PutLogin(ctx, loginID, *l); err != nil {
 		return err
 	}
