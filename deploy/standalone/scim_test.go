@@ -165,6 +165,20 @@ func TestSCIMProvisioning(t *testing.T) {
 		expectSCIMError(t, entra.do(t, "PATCH", "Users/"+id, map[string]any{"schemas": []string{scimPatchSchema}, "Operations": []any{map[string]any{"op": "replace", "path": "userType", "value": "Patient"}}}), 400, "mutability")
 	})
 
+	t.Run("a member invited before SCIM is found by e-mail", func(t *testing.T) {
+		invited := member(t, su, pid, "resourceType", "Practitioner", "firstName", "Old", "lastName", "Hand", "email", "old.hand@example.com")
+		got := entra.list(t, `userName eq "Old.Hand@example.com"`)
+		if len(got) != 1 || got[0]["id"] != invited["id"] || got[0]["userName"] != "old.hand@example.com" {
+			t.Fatalf("invited member by userName: %v", got)
+		}
+		// An externalId with FHIR search's separators is one value.
+		r := entra.do(t, "POST", "Users", newSCIMUser("comma@example.com", "Com", "Ma", `a,b|c$d\e`))
+		expect(t, r, 201)
+		if got := entra.list(t, `externalId eq "a,b|c$d\\e"`); len(got) != 1 || got[0]["id"] != r.json(t)["id"] {
+			t.Fatalf("by an externalId with separators: %v", got)
+		}
+	})
+
 	t.Run("groups are access policies", func(t *testing.T) {
 		r := do(t, "POST", "fhir/R4/AccessPolicy", entra.token, "application/fhir+json", mustJSON(map[string]any{
 			"resourceType": "AccessPolicy", "name": "Nurses", "resource": []any{map[string]any{"resourceType": "Patient"}}}))

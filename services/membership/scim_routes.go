@@ -270,11 +270,18 @@ func scimPage(q url.Values) (start, count int, err error) {
 // scimMaxScan of them.
 func (s *Service) scimCandidates(ctx context.Context, projectID string, f *scim.Filter) ([]*repo.Resource, error) {
 	if v, ok := f.Equals("externalId"); ok {
-		id, err := s.repo.ClaimOwner(ctx, repo.ExternalIDKey(projectID, v))
-		if err != nil || id == "" {
+		// The claim holds what invites and SCIM wrote; the search finds an
+		// externalId written through the FHIR API, which claims nothing.
+		found, err := s.searchMembers(ctx, projectID, "external-id:exact", v)
+		if err != nil {
 			return nil, err
 		}
-		return s.readMembers(ctx, projectID, []string{id})
+		id, err := s.repo.ClaimOwner(ctx, repo.ExternalIDKey(projectID, v))
+		if err != nil || id == "" || slices.ContainsFunc(found, func(r *repo.Resource) bool { return r.ID == id }) {
+			return found, err
+		}
+		more, err := s.readMembers(ctx, projectID, []string{id})
+		return append(found, more...), err
 	}
 	if v, ok := f.Equals("userName"); ok {
 		return s.membersByUserName(ctx, projectID, v)
@@ -307,15 +314,10 @@ func (s *Service) scimCandidates(ctx context.Context, projectID string, f *scim.
 // user signing in with v as e-mail, at either scope (a member invited
 // before SCIM, whose userName is their e-mail).
 func (s *Service) membersByUserName(ctx context.Context, projectID, v string) ([]*repo.Resource, error) {
-	q, err := search.Parse("ProjectMembership", url.Values{"user-name": {v}, "_count": {"100"}})
-	if err != nil {
-		return nil, pscim.BadRequest(pscim.InvalidFilter, "userName cannot be searched for")
-	}
-	page, err := s.repo.Search(ctx, repo.Scope{Project: projectID}, "ProjectMembership", q)
+	out, err := s.searchMembers(ctx, projectID, "user-name", v)
 	if err != nil {
 		return nil, err
 	}
-	out := page.Resources
 	var ids []string
 	for _, scope := range []string{projectID, ""} {
 		uid, err := s.repo.ClaimOwner(ctx, repo.UserEmailKey(scope, auth.NormalEmail(v)))
@@ -335,6 +337,21 @@ func (s *Service) membersByUserName(ctx context.Context, projectID, v string) ([
 	}
 	more, err := s.readMembers(ctx, projectID, ids)
 	return append(out, more...), err
+}
+
+// searchMembers finds the project's memberships whose search parameter
+// param matches v, taken as one value (FHIR's separators escaped).
+func (s *Service) searchMembers(ctx context.Context, projectID, param, v string) ([]*repo.Resource, error) {
+	escaped := strings.NewReplacer(`\`, `\\`, ",", `\,`, "$", `\$`, "|", `\|`).Replace(v)
+	q, err := search.Parse("ProjectMembership", url.Values{param: {escaped}, "_count": {"100"}})
+	if err != nil {
+		return nil, pscim.BadRequest(pscim.InvalidFilter, "The filter's value cannot be searched for")
+	}
+	page, err := s.repo.Search(ctx, repo.Scope{Project: projectID}, "ProjectMembership", q)
+	if err != nil {
+		return nil, err
+	}
+	return page.Resources, nil
 }
 
 // readMembers reads memberships of the project by id; gone ones are skipped.

@@ -1,6 +1,7 @@
 package scim
 
 import (
+	"encoding/json"
 	"strings"
 
 	filter "github.com/scim2/filter-parser/v2"
@@ -29,7 +30,29 @@ func ParseFilter(s string) (*Filter, error) {
 	if err := check(e, ""); err != nil {
 		return nil, err
 	}
+	unescape(e)
 	return &Filter{expr: e}, nil
+}
+
+// unescape decodes the JSON escapes of a filter's strings (RFC 7644
+// §3.4.2.2: values are JSON strings), which the parser leaves as written.
+func unescape(e filter.Expression) {
+	switch e := e.(type) {
+	case *filter.LogicalExpression:
+		unescape(e.Left)
+		unescape(e.Right)
+	case *filter.NotExpression:
+		unescape(e.Expression)
+	case *filter.ValuePath:
+		unescape(e.ValueFilter)
+	case *filter.AttributeExpression:
+		if v, ok := e.CompareValue.(string); ok && strings.Contains(v, `\`) {
+			var out string
+			if json.Unmarshal([]byte(`"`+v+`"`), &out) == nil {
+				e.CompareValue = out
+			}
+		}
+	}
 }
 
 // check refuses, before any membership is read, a filter naming an

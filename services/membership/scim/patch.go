@@ -122,6 +122,9 @@ func parsePath(s string) (filter.Path, error) {
 	if err != nil {
 		return filter.Path{}, pscim.BadRequest(pscim.InvalidPath, "The path could not be parsed: "+s)
 	}
+	if p.ValueExpression != nil {
+		unescape(p.ValueExpression)
+	}
 	return p, nil
 }
 

@@ -59,6 +59,7 @@ func TestFilter(t *testing.T) {
 		{"not", `not (userName eq "bob")`, u, true},
 		{"present", `externalId pr`, u, true},
 		{"ne", `userName ne "bob"`, u, true},
+		{"JSON escapes in the value", `externalId eq "00u1\u0041bC"`, u, true},
 		{"core schema prefix", `urn:ietf:params:scim:schemas:core:2.0:User:userName eq "ada.lovelace@example.com"`, u, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
