@@ -44,7 +44,10 @@ func TestPasskeyInBrowser(t *testing.T) {
 	passkeysURL := strings.TrimSuffix(consoleURL, "console") + "passkeys"
 
 	// Add a passkey: its name, then the browser's ceremony.
-	run(t, ctx, chromedp.Navigate(passkeysURL), chromedp.WaitVisible(chromedp.ID("passkey-name")))
+	run(t, ctx, chromedp.Click(chromedp.Search(`//a[.="Your passkeys"]`)), chromedp.WaitVisible(chromedp.ID("passkey-name")))
+	if loc := get(t, ctx, chromedp.Location()); loc != passkeysURL {
+		t.Fatalf("the console's link led to %s", loc)
+	}
 	if text := pageText(t, ctx); !strings.Contains(text, email) || !strings.Contains(text, "No passkeys yet") {
 		t.Fatalf("passkeys page: %s", text)
 	}

@@ -119,7 +119,8 @@ func (s *Service) passkeysPage(ctx context.Context, r *bus.Request) (*bus.Respon
 	if len(errs) > 0 {
 		status = 400
 	}
-	resp, err := s.render(status, "passkeys", b, pageData{Title: "Your passkeys", CSRF: csrf, Errors: errs, Passkeys: pp})
+	resp, err := s.render(status, "passkeys", b, pageData{Title: "Your passkeys", CSRF: csrf, Errors: errs, Passkeys: pp,
+		Link: s.cfg.BaseURL + "console"})
 	if resp != nil {
 		resp.Header["Content-Security-Policy"] = withPasskeyScript(pageCSP)
 	}
