@@ -163,6 +163,9 @@ type member struct {
 	PolicyRef                       string // the one accessPolicy, for the edit form
 	Admin, Active, Removable        bool
 	MFA                             string // "enrolled", "not enrolled", ", passkeys n" after either (mfa.go)
+	// ExternalID is the membership's externalId: the subject its
+	// organisation's provider (or SCIM) knows the person by.
+	ExternalID string
 }
 
 // profileTypes are the kinds of member a project has.
@@ -231,6 +234,7 @@ func memberOf(raw []byte, s *session) (member, error) {
 		User         fhir.Reference  `json:"user"`
 		Admin        bool            `json:"admin"`
 		Active       *bool           `json:"active"`
+		ExternalID   string          `json:"externalId"`
 		AccessPolicy *fhir.Reference `json:"accessPolicy"`
 		Access       []struct {
 			Policy fhir.Reference `json:"policy"`
@@ -243,7 +247,7 @@ func memberOf(raw []byte, s *session) (member, error) {
 	m := member{
 		ID: pm.ID, Name: pm.Profile.Display, Type: typ, Profile: pm.Profile.Reference, Admin: pm.Admin,
 		Active:    pm.Active == nil || *pm.Active,
-		Removable: pm.ID != s.who.Membership,
+		Removable: pm.ID != s.who.Membership, ExternalID: pm.ExternalID,
 	}
 	if m.Name == "" {
 		m.Name = pm.Profile.Reference

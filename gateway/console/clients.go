@@ -119,7 +119,8 @@ func (c *Console) renderClient(fc *fiber.Ctx, s *session, status int, raw []byte
 		Secret string `json:"secret"`
 	}
 	_ = json.Unmarshal(raw, &secret)
-	return c.render(fc, status, "client", page{Title: cl.Name, CSRF: s.csrf(), Project: &project{}, Client: &cl, Secret: secret.Secret, Errors: errs})
+	return c.render(fc, status, "client", page{Title: cl.Name, CSRF: s.csrf(), Project: &project{}, Client: &cl, Secret: secret.Secret, Errors: errs,
+		Provider: providerOf(raw)})
 }
 
 func (c *Console) showClient(fc *fiber.Ctx) error {

@@ -85,6 +85,7 @@ func (c *Console) Register(app *fiber.App) {
 	app.Get("/console/clients/:id", c.showClient)
 	app.Post("/console/clients/:id", c.saveClient)
 	app.Post("/console/clients/:id/rotate", c.rotateClient)
+	app.Post("/console/clients/:id/provider", c.saveClientProvider)
 	app.Get("/console/policies", c.listPolicies)
 	app.Get("/console/policies/new", c.newPolicy)
 	app.Post("/console/policies/new", c.savePolicy)
@@ -163,7 +164,8 @@ type page struct {
 	ProfileKinds []string
 	Clients      []client
 	Client       *client
-	Secret       string // a client secret, shown once
+	Secret       string    // a client secret, shown once
+	Provider     *provider // a client's identity provider (client_provider.go)
 	Bots         []bot
 	Bot          *bot
 	InputTypes   []string
