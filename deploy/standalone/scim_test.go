@@ -235,6 +235,11 @@ func TestSCIMProvisioning(t *testing.T) {
 				t.Fatalf("%s: Content-Type %q", p, ct)
 			}
 		}
+		expect(t, entra.do(t, "GET", "ResourceTypes/User", nil), 200)
+		if r := entra.do(t, "GET", "Schemas/"+scimUserSchema, nil); r.status != 200 || r.json(t)["name"] != "User" {
+			t.Fatalf("the User schema: %d %s", r.status, r.body)
+		}
+		expectSCIMError(t, entra.do(t, "GET", "Schemas/urn:example:none", nil), 404, "")
 		if r := entra.do(t, "GET", "ServiceProviderConfig", nil).json(t); r["patch"].(map[string]any)["supported"] != true {
 			t.Fatalf("ServiceProviderConfig: %v", r)
 		}

@@ -27,6 +27,8 @@ func (s *Service) scimEndpoints() []bus.Endpoint {
 		bus.Handle("GET /scim/v2/ServiceProviderConfig", bus.Token, s.scimServiceProviderConfig),
 		bus.Handle("GET /scim/v2/ResourceTypes", bus.Token, s.scimResourceTypes),
 		bus.Handle("GET /scim/v2/Schemas", bus.Token, s.scimSchemas),
+		bus.Handle("GET /scim/v2/ResourceTypes/:id", bus.Token, s.scimResourceType),
+		bus.Handle("GET /scim/v2/Schemas/:id", bus.Token, s.scimSchema),
 		bus.Handle("GET /scim/v2/Users", bus.Token, s.scimListUsers),
 		bus.Handle("POST /scim/v2/Users", bus.Token, s.scimCreateUser),
 		bus.Handle("GET /scim/v2/Users/:id", bus.Token, s.scimReadUser),
@@ -106,6 +108,29 @@ func (s *Service) scimSchemas(ctx context.Context, r *bus.Request) (*bus.Respons
 		list := scim.Schemas(s.cfg.BaseURL)
 		return scimJSON(200, scim.ListResponse(len(list), 1, list)), nil
 	})
+}
+
+// scimResourceType is one of ResourceTypes, by id (User, Group).
+func (s *Service) scimResourceType(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	return s.scimServe(ctx, r, func(context.Context, string, *bus.Request) (*bus.Response, error) {
+		return scimOneOf(scim.ResourceTypes(s.cfg.BaseURL), r.Param("id"), "ResourceType")
+	})
+}
+
+// scimSchema is one of Schemas, by its URI.
+func (s *Service) scimSchema(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	return s.scimServe(ctx, r, func(context.Context, string, *bus.Request) (*bus.Response, error) {
+		return scimOneOf(scim.Schemas(s.cfg.BaseURL), r.Param("id"), "Schema")
+	})
+}
+
+func scimOneOf(list []map[string]any, id, what string) (*bus.Response, error) {
+	for _, m := range list {
+		if m["id"] == id {
+			return scimJSON(200, m), nil
+		}
+	}
+	return nil, pscim.New(404, "", what+" "+id+" not found")
 }
 
 // scimMember is a membership as SCIM reads and writes it.
