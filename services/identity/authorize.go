@@ -350,7 +350,8 @@ func (s *Service) signInPage(ctx context.Context, b browser, a authRequest, emai
 		status = 400
 	}
 	resp, err := s.render(status, "signin", b, pageData{Title: "Sign in", CSRF: csrf, Email: email, Errors: errs,
-		Hidden: a.values(), App: clientName(a.client), Link: s.cfg.BaseURL + "resetpassword", LinkText: "Forgot your password?"})
+		Hidden: a.values(), App: clientName(a.client), Link: s.cfg.BaseURL + "resetpassword", LinkText: "Forgot your password?",
+		Register: s.registerLink(a)})
 	if resp != nil {
 		resp.Header["Content-Security-Policy"] = authorizeCSP(a.target)
 	}
@@ -421,6 +422,11 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b browser, a authR
 		return nil, err
 	}
 	if len(choices) == 0 {
+		if a.anyProject && !s.cfg.RegisterDisabled {
+			// Someone who registered and has no project yet founds one,
+			// and comes back here (register_page.go).
+			return s.projectForm(ctx, b, a.values(), []string{"You have no project yet."}, "", nil)
+		}
 		return a.fail("access_denied", "This person has no active membership in the application's project"), nil
 	}
 	membership := chooseMembership(choices, form.Get("membership"))

@@ -61,6 +61,9 @@ type pageData struct {
 	Registrar  string // the project the client is registered in
 	// The second-factor pages (mfa.go, mfa_page.go).
 	MFA *mfaPage
+	// The registration pages, and the sign-in page's link to them
+	// (register_page.go).
+	Register *registerPage
 	// The passkey pages (passkey_page.go).
 	Passkeys *passkeyPage
 }

@@ -96,32 +96,9 @@ func (s *Service) newUser(ctx context.Context, r *bus.Request) (*bus.Response, e
 	if err := r.DecodeJSON(&in); err != nil {
 		return nil, err
 	}
-	if err := in.check(); err != nil {
-		return nil, err
-	}
-	if err := s.checkRecaptcha(ctx, in.RecaptchaToken, r.Remote); err != nil {
-		return nil, err
-	}
-	if s.passwordBreached(ctx, in.Password) {
-		return nil, fhir.BadRequest(auth.BreachedText, "password")
-	}
-	email := auth.NormalEmail(in.Email)
-	project, err := s.registrationProject(ctx, in.ProjectID, in.ClientID)
+	userID, project, err := s.createAccount(ctx, r.Remote, in)
 	if err != nil {
 		return nil, err
-	}
-	if err := s.limiter.register(r.Remote, email); err != nil {
-		return nil, err
-	}
-	userID, err := s.registerUser(ctx, project, in.FirstName, in.LastName, email, in.Password)
-	if err != nil {
-		return nil, err
-	}
-	s.log.InfoContext(ctx, "user registered", "user", userID, "project", project)
-	// The account exists whatever befalls the e-mail: a failure to queue it
-	// is logged, not answered (a retry would find the address taken).
-	if err := s.sendVerification(ctx, userID, email, in.FirstName); err != nil {
-		s.log.ErrorContext(ctx, "verification e-mail not queued", "user", userID, "err", err)
 	}
 	now := time.Now()
 	l := session.Login{
@@ -134,6 +111,43 @@ func (s *Service) newUser(ctx context.Context, r *bus.Request) (*bus.Response, e
 		return nil, err
 	}
 	return bus.JSON(200, map[string]any{"login": loginID}), nil
+}
+
+// createAccount is a registration, from /auth/newuser or the /register
+// pages alike: the fields' checks, reCAPTCHA, the breached-password check,
+// the project it joins, the per-address and per-domain limits, the user,
+// and the verification e-mail. It returns the new user's id and project
+// ("" for a server-wide user).
+func (s *Service) createAccount(ctx context.Context, remote string, in newUserRequest) (userID, project string, err error) {
+	if s.cfg.RegisterDisabled {
+		return "", "", fhir.BadRequest(registerOffText)
+	}
+	if err := in.check(); err != nil {
+		return "", "", err
+	}
+	if err := s.checkRecaptcha(ctx, in.RecaptchaToken, remote); err != nil {
+		return "", "", err
+	}
+	if s.passwordBreached(ctx, in.Password) {
+		return "", "", fhir.BadRequest(auth.BreachedText, "password")
+	}
+	email := auth.NormalEmail(in.Email)
+	if project, err = s.registrationProject(ctx, in.ProjectID, in.ClientID); err != nil {
+		return "", "", err
+	}
+	if err := s.limiter.register(remote, email); err != nil {
+		return "", "", err
+	}
+	if userID, err = s.registerUser(ctx, project, in.FirstName, in.LastName, email, in.Password); err != nil {
+		return "", "", err
+	}
+	s.log.InfoContext(ctx, "user registered", "user", userID, "project", project)
+	// The account exists whatever befalls the e-mail: a failure to queue it
+	// is logged, not answered (a retry would find the address taken).
+	if err := s.sendVerification(ctx, userID, email, in.FirstName); err != nil {
+		s.log.ErrorContext(ctx, "verification e-mail not queued", "user", userID, "err", err)
+	}
+	return userID, project, nil
 }
 
 func cmpOr(a, b string) string {
@@ -284,25 +298,36 @@ func (s *Service) newProject(ctx context.Context, r *bus.Request) (*bus.Response
 	if err != nil {
 		return nil, err
 	}
-	if u.Project != nil {
-		// A project's own user (a patient who signed up) owns no other project.
-		return nil, fhir.BadRequest("Project owner must not belong to another Project")
-	}
-	name := strings.TrimSpace(in.ProjectName)
-	id := uuid.NewString()
-	project := map[string]any{"resourceType": "Project", "name": name, "strictMode": true, "owner": map[string]any{"reference": l.User}}
-	if _, err := s.repo.Create(ctx, repo.AllProjects, project, repo.WriteOptions{ID: id, Project: id, Author: l.User, Strict: true}); err != nil {
-		return nil, err
-	}
-	membership, err := projects.AddMember(ctx, s.repo, s.nc, id, name, projects.Person{
-		User: l.User, FirstName: u.FirstName, LastName: u.LastName, Email: u.Email,
-		ProfileType: "Practitioner", Admin: true,
-	})
+	membership, err := s.foundProject(ctx, l.User, u, in.ProjectName)
 	if err != nil {
 		return nil, err
 	}
-	s.log.InfoContext(ctx, "project registered", "project", id, "user", l.User)
 	return s.grantMembership(ctx, r, in.Login, membership)
+}
+
+// foundProject creates a project named name (checked already) owned by
+// user, as $init does (strict), with user as its admin under a
+// Practitioner profile, and returns that membership's id.
+func (s *Service) foundProject(ctx context.Context, user string, u *registeredUser, name string) (string, error) {
+	if u.Project != nil {
+		// A project's own user (a patient who signed up) owns no other project.
+		return "", fhir.BadRequest("Project owner must not belong to another Project")
+	}
+	name = strings.TrimSpace(name)
+	id := uuid.NewString()
+	project := map[string]any{"resourceType": "Project", "name": name, "strictMode": true, "owner": map[string]any{"reference": user}}
+	if _, err := s.repo.Create(ctx, repo.AllProjects, project, repo.WriteOptions{ID: id, Project: id, Author: user, Strict: true}); err != nil {
+		return "", err
+	}
+	membership, err := projects.AddMember(ctx, s.repo, s.nc, id, name, projects.Person{
+		User: user, FirstName: u.FirstName, LastName: u.LastName, Email: u.Email,
+		ProfileType: "Practitioner", Admin: true,
+	})
+	if err != nil {
+		return "", err
+	}
+	s.log.InfoContext(ctx, "project registered", "project", id, "user", user)
+	return membership, nil
 }
 
 // newPatientRequest is POST /auth/newpatient's body.
@@ -339,30 +364,38 @@ func (s *Service) newPatient(ctx context.Context, r *bus.Request) (*bus.Response
 	if err != nil {
 		return nil, err
 	}
-	// Medplum asks only that the user belong to some project; the project
-	// must be this one, or a patient of one clinic could join another.
-	if u.Project == nil || u.Project.Reference != "Project/"+in.ProjectID {
-		return nil, fhir.BadRequest("User must be scoped to the project")
-	}
-	policy, err := s.patientPolicy(ctx, in.ProjectID)
-	if err != nil {
-		return nil, err
-	}
-	info, err := projects.Get(ctx, s.repo, in.ProjectID)
-	if err != nil {
-		return nil, err
-	}
-	membership, err := projects.AddMember(ctx, s.repo, s.nc, in.ProjectID, info.Name, projects.Person{
-		User: l.User, FirstName: u.FirstName, LastName: u.LastName, Email: u.Email,
-		ProfileType: "Patient", AccessPolicy: policy,
-	})
-	if errors.Is(err, projects.ErrAlreadyMember) {
-		return nil, fhir.BadRequest(hasMemberText)
-	}
+	membership, err := s.joinAsPatient(ctx, l.User, u, in.ProjectID)
 	if err != nil {
 		return nil, err
 	}
 	return s.grantMembership(ctx, r, in.Login, membership)
+}
+
+// joinAsPatient makes user, registered in projectID, a patient there: a
+// Patient profile and a membership under the project's
+// defaultPatientAccessPolicy, whose id it returns.
+func (s *Service) joinAsPatient(ctx context.Context, user string, u *registeredUser, projectID string) (string, error) {
+	// Medplum asks only that the user belong to some project; the project
+	// must be this one, or a patient of one clinic could join another.
+	if u.Project == nil || u.Project.Reference != "Project/"+projectID {
+		return "", fhir.BadRequest("User must be scoped to the project")
+	}
+	policy, err := s.patientPolicy(ctx, projectID)
+	if err != nil {
+		return "", err
+	}
+	info, err := projects.Get(ctx, s.repo, projectID)
+	if err != nil {
+		return "", err
+	}
+	membership, err := projects.AddMember(ctx, s.repo, s.nc, projectID, info.Name, projects.Person{
+		User: user, FirstName: u.FirstName, LastName: u.LastName, Email: u.Email,
+		ProfileType: "Patient", AccessPolicy: policy,
+	})
+	if errors.Is(err, projects.ErrAlreadyMember) {
+		return "", fhir.BadRequest(hasMemberText)
+	}
+	return membership, err
 }
 
 // registeredUser is what registration reads of a sign-in's user.
