@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -80,8 +82,15 @@ func (s *Service) inviteMembership(ctx context.Context, data []byte) error {
 				return s.conflict(ctx, rec, "Membership with externalId "+req.ExternalID+" already exists")
 			}
 		}
-		pm := newMembership(req, userRef, rec.ProfileRef)
-		_, err := s.repo.Create(ctx, repo.AllProjects, pm, repo.WriteOptions{ID: candidate, Project: req.ProjectID})
+		pm, err := newMembership(req, userRef, rec.ProfileRef)
+		if err != nil {
+			return err
+		}
+		m, err := resource.Map(pm)
+		if err != nil {
+			return err
+		}
+		_, err = s.repo.Create(ctx, repo.AllProjects, m, repo.WriteOptions{ID: candidate, Project: req.ProjectID})
 		if err != nil && !(errors.Is(err, fhir.ErrConflict)) {
 			return fmt.Errorf("create membership: %w", err)
 		}
@@ -124,20 +133,27 @@ func otherScope(req invite.Request) string {
 
 // newMembership is the ProjectMembership an invite creates: the invite's
 // template, with the project, user and profile it names, each displayed.
-func newMembership(req invite.Request, userRef, profileRef string) map[string]any {
-	pm := map[string]any{}
-	for k, v := range req.Membership {
-		pm[k] = v
-	}
-	pm["resourceType"] = "ProjectMembership"
-	pm["project"] = map[string]any{"reference": "Project/" + req.ProjectID, "display": req.ProjectName}
+func newMembership(req invite.Request, userRef, profileRef string) (*resource.ProjectMembership, error) {
 	display := req.Email
 	if display == "" {
 		display = req.ExternalID
 	}
-	pm["user"] = map[string]any{"reference": userRef, "display": display}
-	pm["profile"] = map[string]any{"reference": profileRef, "display": req.FirstName + " " + req.LastName}
-	return pm
+	pm := &resource.ProjectMembership{
+		ResourceType: "ProjectMembership",
+		Project:      resource.Reference{Reference: "Project/" + req.ProjectID, Display: req.ProjectName},
+		User:         resource.Reference{Reference: userRef, Display: display},
+		Profile:      resource.Reference{Reference: profileRef, Display: req.FirstName + " " + req.LastName},
+	}
+	if len(req.Membership) > 0 {
+		b, err := json.Marshal(req.Membership)
+		if err != nil {
+			return nil, fmt.Errorf("membership template: %w", err)
+		}
+		if err := json.Unmarshal(b, &pm.Other); err != nil {
+			return nil, fmt.Errorf("membership template: %w", err)
+		}
+	}
+	return pm, nil
 }
 
 // conflict ends an invite with 409. What the invite found or created

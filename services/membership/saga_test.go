@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pinion-health/pinion/pkg/config"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/mail"
@@ -57,16 +58,27 @@ func TestNewMembership(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			pm := newMembership(tc.req, "User/u-1", "Practitioner/pr-1")
-			got, _ := json.Marshal(pm)
+			pm, err := newMembership(tc.req, "User/u-1", "Practitioner/pr-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// As the repository takes it (and so with its keys in order).
+			m, err := resource.Map(pm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := json.Marshal(m)
 			if string(got) != tc.want {
 				t.Errorf("membership\n %s\nwant\n %s", got, tc.want)
 			}
 		})
 	}
 	// The record's template is not written through: the saga may run the step again.
-	pm := newMembership(invite.Request{Membership: tmpl}, "User/u-1", "Practitioner/pr-1")
-	pm["admin"] = false
+	pm, err := newMembership(invite.Request{Membership: tmpl}, "User/u-1", "Practitioner/pr-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm.Other["admin"] = json.RawMessage("false")
 	if tmpl["admin"] != true || tmpl["resourceType"] != nil {
 		t.Errorf("template changed: %v", tmpl)
 	}
