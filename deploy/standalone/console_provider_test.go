@@ -13,7 +13,6 @@ import (
 // identity provider, whose client secret is written but never shown back,
 // kept when the form is saved again without it, and removed with it.
 func TestConsoleIdentityProviderInBrowser(t *testing.T) {
-	parallelIn(t, browsers)
 	pid, su := adminProject(t, "Console SSO clinic")
 	admin := "console-sso-" + pid + "@example.com"
 	member(t, su, pid, "resourceType", "Practitioner", "firstName", "Ida", "lastName", "Admin",
