@@ -75,6 +75,7 @@ func pkce(seed string) (verifier, challenge string) {
 // allow the app, and the app gets a code it exchanges, authenticated, for
 // tokens of that project.
 func TestAuthorizeInBrowser(t *testing.T) {
+	parallelIn(t, browsers)
 	pid, su := adminProject(t, "Authorize clinic")
 	other, _ := adminProject(t, "Authorize lab")
 	cy := "cy-" + pid + "@example.com" // a new person each run
@@ -258,6 +259,7 @@ func idTokenClaims(t *testing.T, jwt string) string {
 // sets a password from the link in a browser, is added to a second
 // project, and signs in to the first project's app.
 func TestInvitationStoryInBrowser(t *testing.T) {
+	parallelIn(t, browsers)
 	pid, su := adminProject(t, "Story clinic")
 	other, _ := adminProject(t, "Story lab")
 	admin := projectAdmin(t, su, pid, "story-admin-"+pid+"@example.com")

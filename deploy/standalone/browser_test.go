@@ -118,6 +118,7 @@ func localLink(link string) string {
 // that checks the link, refuses a bad form beside the field, sets the
 // password, and is spent afterwards; the reset page sends a new link.
 func TestSetPasswordInBrowser(t *testing.T) {
+	parallelIn(t, browsers)
 	pid, su := adminProject(t, "Browser clinic")
 	bea := "bea-" + pid + "@example.com" // a new person each run
 	link := invitedLink(t, su, pid, "Bea", bea)

@@ -71,6 +71,7 @@ func (c *cli) command(ctx context.Context, args ...string) *exec.Cmd {
 // `medplum login`, the tool's default (authorization code) flow, completes
 // against Pinion in a browser, and the tool then works with that sign-in.
 func TestMedplumLogin(t *testing.T) {
+	parallelIn(t, browsers)
 	c := newCLI(t)
 	pid, su := adminProject(t, "CLI clinic")
 	// A new person each run: one project, so no project page.
@@ -191,6 +192,7 @@ func printed(t *testing.T, out string) map[string]any {
 // signed in with a project-admin client's credentials from the
 // environment, as Medplum's documentation sets it up.
 func TestMedplumCLICommands(t *testing.T) {
+	parallelIn(t, browsers)
 	c := newCLI(t)
 	pid, su := adminProject(t, "CLI tools")
 	id, secret := adminClient(t, su, pid, "CLI robot")
@@ -339,6 +341,7 @@ func TestMedplumCLICommands(t *testing.T) {
 // The CLI's other ways to sign in: HTTP Basic on every request works; the
 // JWT grants Pinion does not take are refused with a reason.
 func TestMedplumCLILogins(t *testing.T) {
+	parallelIn(t, browsers)
 	pid, su := adminProject(t, "CLI logins")
 	id, secret := adminClient(t, su, pid, "CLI signer")
 	dir := t.TempDir()

@@ -349,9 +349,7 @@ func driveCluster(t *testing.T, c *clusterStack, pid, bot string, workers int, b
 // these first requests are retried while they answer 503.
 func clusterProject(t *testing.T, c *clusterStack, name string) (string, string) {
 	t.Helper()
-	saved := base
-	base = c.bases[0]
-	defer func() { base = saved }()
+	defer useBase(t, c.bases[0])()
 	call := func(method, path, token string, body any, want int) map[string]any {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
@@ -391,6 +389,7 @@ func TestClusterRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a three-server NATS cluster and ten service processes; skipped with -short")
 	}
+	parallelIn(t, processStacks)
 	bin := buildBinaries(t)
 	c := startCluster(t, bin, 2, 3)
 	if _, err := c.waitCurrent(); err != nil {
@@ -496,9 +495,7 @@ const scaleGrowth = 1000
 // first gateway.
 func growCluster(t *testing.T, c *clusterStack, n int) {
 	t.Helper()
-	saved := base
-	base = c.bases[0]
-	defer func() { base = saved }()
+	defer useBase(t, c.bases[0])()
 	su := superToken(t)
 	t0 := time.Now()
 	for from := 0; from < n; from += 250 {

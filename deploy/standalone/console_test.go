@@ -54,6 +54,7 @@ func consoleSignIn(t *testing.T, email, password string) (ctx context.Context, c
 // fails); a member who is not an administrator is refused; a form posted
 // without its CSRF token is refused.
 func TestConsoleInBrowser(t *testing.T) {
+	parallelIn(t, browsers)
 	pid, su := adminProject(t, "Console clinic")
 	admin := "console-admin-" + pid + "@example.com"
 	member(t, su, pid, "resourceType", "Practitioner", "firstName", "Connie", "lastName", "Sole",

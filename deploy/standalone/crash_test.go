@@ -22,6 +22,7 @@ func TestCrashRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a multi-process stack under load; skipped with -short")
 	}
+	parallelIn(t, processStacks)
 	bin := buildBinaries(t)
 	data := t.TempDir()
 	natsAddr, httpAddr := loopback.FreeAddr(t), loopback.FreeAddr(t)
@@ -75,14 +76,13 @@ func TestCrashRecovery(t *testing.T) {
 			running[name].stop()
 		}
 	}()
-	saved := base
-	base = "http://" + httpAddr + "/"
-	defer func() { base = saved }()
-	waitReadyAt(t, base)
+	own := "http://" + httpAddr + "/"
+	defer useBase(t, own)()
+	waitReadyAt(t, own)
 	pid, su := adminProject(t, "Crash")
 	bot := newBot(t, su, pid, "echo", "", `exports.handler = async (m, e) => e.input;`, "echo.js")
 
-	cfg := load.Config{Base: base, ClientID: saID, Secret: saSec, ProjectID: pid, BotID: bot,
+	cfg := load.Config{Base: own, ClientID: saID, Secret: saSec, ProjectID: pid, BotID: bot,
 		Workers: 6, Duration: *loadDuration, MaxOps: 1_000_000, Deadline: 20 * time.Second}
 	done := make(chan *load.Result)
 	go func() { done <- load.Run(context.Background(), cfg) }()
@@ -96,7 +96,7 @@ func TestCrashRecovery(t *testing.T) {
 		faults++
 	}
 	res := <-done
-	waitReadyAt(t, base)
+	waitReadyAt(t, own)
 
 	// Invites settle: each is done or failed with a reason, none pending.
 	pending, failed, doneN := settleInvites(t, urls["membership"])

@@ -15,6 +15,7 @@ import (
 // codes once); a later sign-in asks for a code, computed here; a recovery
 // code does instead; an admin's reset has them enrol again.
 func TestMFAInBrowser(t *testing.T) {
+	parallelIn(t, browsers)
 	pid, su := adminProject(t, "MFA browser clinic")
 	r := do(t, "GET", "fhir/R4/Project/"+pid, su, "", nil)
 	expect(t, r, 200)

@@ -29,6 +29,7 @@ func TestMultiProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts six processes; skipped with -short")
 	}
+	parallelIn(t, processStacks)
 	bin := buildBinaries(t)
 	data := t.TempDir()
 	natsAddr, httpAddr := loopback.FreeAddr(t), loopback.FreeAddr(t)
@@ -66,10 +67,9 @@ func TestMultiProcess(t *testing.T) {
 			stopProc(p)
 		}
 	}()
-	saved := base
-	base = "http://" + httpAddr + "/"
-	defer func() { base = saved }()
-	waitReadyAt(t, base)
+	own := "http://" + httpAddr + "/"
+	defer useBase(t, own)()
+	waitReadyAt(t, own)
 
 	// The main story, over HTTP, across processes. The invite runs every
 	// step with each process's own NATS permissions, the e-mail step too:
@@ -169,20 +169,6 @@ func TestMultiProcess(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// buildBinaries builds every command into a temporary directory.
-func buildBinaries(t *testing.T) string {
-	t.Helper()
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/",
-		"./deploy/standalone/cmd/pinion", "./gateway/cmd/gateway", "./services/identity/cmd/identity",
-		"./services/membership/cmd/membership", "./services/fhir/cmd/fhir", "./services/botexec/cmd/botexec")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // natsURLs are each process's address of the embedded NATS, with its own

@@ -2,7 +2,6 @@ package standalone
 
 import (
 	"context"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -21,12 +20,8 @@ func TestStandaloneCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a standalone process under load; skipped with -short")
 	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/", "./deploy/standalone/cmd/pinion")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	parallelIn(t, processStacks)
+	bin := buildBinaries(t)
 	data, httpAddr := t.TempDir(), loopback.FreeAddr(t)
 	env := []string{
 		"PINION_DATA_DIR=" + data, "PINION_ADDR=" + httpAddr, "PINION_LOG_LEVEL=error",
@@ -35,15 +30,14 @@ func TestStandaloneCrash(t *testing.T) {
 	}
 	pinion := supervise(t, bin, "pinion", env)
 	defer pinion.stop()
-	saved := base
-	base = "http://" + httpAddr + "/"
-	defer func() { base = saved }()
-	waitReadyAt(t, base)
+	own := "http://" + httpAddr + "/"
+	defer useBase(t, own)()
+	waitReadyAt(t, own)
 	pid, su := adminProject(t, "SQLite crash")
 	bot := newBot(t, su, pid, "echo", "", `exports.handler = async (m, e) => e.input;`, "echo.js")
 
 	duration := 12 * time.Second
-	cfg := load.Config{Base: base, ClientID: saID, Secret: saSec, ProjectID: pid, BotID: bot,
+	cfg := load.Config{Base: own, ClientID: saID, Secret: saSec, ProjectID: pid, BotID: bot,
 		Workers: 6, Duration: duration, MaxOps: 1_000_000, Deadline: 20 * time.Second}
 	done := make(chan *load.Result)
 	go func() { done <- load.Run(context.Background(), cfg) }()
@@ -53,7 +47,7 @@ func TestStandaloneCrash(t *testing.T) {
 		pinion.kill()
 	}
 	res := <-done
-	waitReadyAt(t, base)
+	waitReadyAt(t, own)
 	rep := load.Verify(context.Background(), cfg, res)
 	s := res.Stats
 	n := pinion.restarts()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,8 +19,21 @@ import (
 	"github.com/pinion-health/pinion/services/botexec/worker"
 )
 
-// The suite runs against one real stack: embedded NATS and FerretDB, every
-// service, and the gateway on a loopback port.
+// The suite runs against one real stack: embedded NATS and the SQLite
+// store, every service, and the gateway on a loopback port, started once in
+// TestMain.
+//
+// Sharing it, and running in parallel (make test's longest package, so its
+// time is CI's): a test that only makes its own projects, clients and
+// people (names and e-mails carrying the project id) and reads only what
+// it made calls t.Parallel() first; Go runs these together once the
+// sequential tests are done. A test stays sequential when it swaps base
+// (ownStack, ownStackLogging), counts or watches what the whole stack does
+// (a bucket's traffic, the delivery workers, the async-execution bound),
+// measures time or latency, or fills a shared pool. A test running
+// Chromium or Medplum's CLI calls parallelIn(t, browsers) instead, one
+// starting processes parallelIn(t, processStacks) with useBase for its own
+// server's URL (see parallel_test.go). -parallel defaults to 16 here.
 var (
 	base    string
 	stack   *Stack
@@ -52,6 +66,8 @@ func testConfig(dir string, extra map[string]string) *config.Config {
 func TestMain(m *testing.M) {
 	// The stack runs bots in workers started from this test binary.
 	worker.MainIfWorker()
+	flag.Parse()
+	raiseParallel()
 	dir, err := os.MkdirTemp("", "pinion-stack-")
 	if err != nil {
 		panic(err)
@@ -73,6 +89,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	stack.Close()
 	os.RemoveAll(dir)
+	removeBinaries()
 	os.Exit(code)
 }
 
@@ -148,7 +165,7 @@ func (r *response) outcomeText(t *testing.T) string {
 
 func do(t *testing.T, method, path, token, contentType string, body []byte, hdr ...string) *response {
 	t.Helper()
-	req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
+	req, err := http.NewRequest(method, baseFor(t)+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
