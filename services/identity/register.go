@@ -14,6 +14,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -235,9 +236,9 @@ func (s *Service) registerUser(ctx context.Context, project, firstName, lastName
 		return "", err
 	}
 	id := uuid.NewString()
-	u := map[string]any{"resourceType": "User", "firstName": firstName, "lastName": lastName, "email": email}
-	if project != "" {
-		u["project"] = map[string]any{"reference": "Project/" + project}
+	u, err := resource.Map(resource.NewUser(project, firstName, lastName, email))
+	if err != nil {
+		return "", err
 	}
 	if _, err := s.repo.Create(ctx, repo.AllProjects, u, repo.WriteOptions{ID: id, Project: project}); err != nil {
 		return "", fmt.Errorf("create user: %w", err)

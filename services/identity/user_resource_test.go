@@ -24,6 +24,9 @@ func TestUserJSON(t *testing.T) {
 		{"invited by external id, server user", resource.NewUser("", "Ada", "", ""), map[string]any{
 			"resourceType": "User", "firstName": "Ada", "lastName": "",
 		}},
+		{"registered", resource.NewUser("", "Ada", "Lovelace", "ada@example.com"), map[string]any{
+			"resourceType": "User", "firstName": "Ada", "lastName": "Lovelace", "email": "ada@example.com",
+		}},
 		{"Google, names given", googleUser("p1", "g@example.com", &googleClaims{GivenName: "Grace", FamilyName: "Hopper"}), map[string]any{
 			"resourceType": "User", "email": "g@example.com", "emailVerified": true, "firstName": "Grace", "lastName": "Hopper",
 			"project": map[string]any{"reference": "Project/p1"},
