@@ -233,7 +233,8 @@ func TestPasswordResetEndsSessions(t *testing.T) {
 // An access policy's ipAccessRule holds at sign-in, at the token endpoint
 // and on every request, and follows edits of the policy.
 func TestIPAccessRules(t *testing.T) {
-	ownStack(t, map[string]string{"PINION_TRUSTED_PROXIES": "127.0.0.1"})
+	parallelIn(t, ownStacks)
+	parallelStack(t, map[string]string{"PINION_TRUSTED_PROXIES": "127.0.0.1"})
 	pid, su := adminProject(t, "ip rules")
 	policy := map[string]any{
 		"resourceType": "AccessPolicy", "name": "office only", "meta": map[string]any{"project": pid},

@@ -247,7 +247,8 @@ func TestLargeBinaryUpload(t *testing.T) {
 // before it is parsed into memory (before: a megabyte of '|' became some
 // 360 MB on its way to the bot); a large realistic message still runs.
 func TestHL7Amplification(t *testing.T) {
-	ownStack(t, map[string]string{"PINION_MAX_BODY_BYTES": "8388608"})
+	parallelIn(t, ownStacks)
+	parallelStack(t, map[string]string{"PINION_MAX_BODY_BYTES": "8388608"})
 	pid, su := adminProject(t, "HL7 bombs")
 	echo := newBot(t, su, pid, "hl7 echo", "", `exports.handler = async (medplum, event) => event.input.getSegment('MSH').getField(9).toString();`, "echo.js")
 	const hdr = "MSH|^~\\&|A|B|C|D|20240101||ADT^A01|1|P|2.5\r"

@@ -39,6 +39,7 @@ const medplumAppDir = "../../../shared/medplum-app"
 // the step where the walk stopped); calls to the internet (the bot
 // editor's code panes) do not count.
 func TestMedplumApp(t *testing.T) {
+	parallelIn(t, browsers)
 	app := startMedplumApp(t)
 	ctx := newBrowser(t)
 	traffic := recordPinionTraffic(t, ctx, app.pinion)
@@ -289,7 +290,7 @@ func startMedplumApp(t *testing.T) medplumApp {
 	l.Close()
 	appURL := "http://" + appAddr + "/"
 
-	st := ownStack(t, map[string]string{
+	st := parallelStack(t, map[string]string{
 		"PINION_APP_BASE_URL":    appURL,
 		"PINION_AUTH_RATE_LIMIT": "", // the defaults, as make run has them
 		"PINION_MAX_BODY_BYTES":  "",
@@ -322,7 +323,7 @@ func startMedplumApp(t *testing.T) medplumApp {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return medplumApp{url: appURL, pinion: []string{pinionURL, base}}
+	return medplumApp{url: appURL, pinion: []string{pinionURL, baseFor(t)}}
 }
 
 // pinionTraffic records, from the browser's network events, every request

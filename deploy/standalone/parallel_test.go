@@ -1,13 +1,17 @@
 package standalone
 
 import (
+	"context"
 	"flag"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // How the package's tests share time (see the comment atop stack_test.go):
@@ -43,6 +47,9 @@ var (
 	// browsers: Chromium and Medplum's CLI are CPU-bound; two at once keep
 	// CI's two cores busy without pushing a step past its time-out.
 	browsers = make(group, 2)
+	// ownStacks: tests that start a stack of their own (parallelStack);
+	// two at once, so that their start-ups do not starve the rest.
+	ownStacks = make(group, 2)
 )
 
 // parallelIn marks the test parallel and holds a slot of g until it ends
@@ -73,6 +80,28 @@ func useBase(t *testing.T, b string) (restore func()) {
 			ownBases.Delete(name)
 		}
 	}
+}
+
+// parallelStack starts a stack of the test's own, on a fresh data
+// directory with extra settings, as ownStack does, for a test that runs in
+// parallel: its requests go there through useBase, and base stays the
+// shared stack's. The stack stops when the test ends.
+func parallelStack(t *testing.T, extra map[string]string) *Stack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := Start(ctx, testConfig(t.TempDir(), extra), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := "http://" + st.Addr + "/"
+	restore := useBase(t, own)
+	t.Cleanup(func() {
+		restore()
+		st.Close()
+	})
+	waitReadyAt(t, own)
+	return st
 }
 
 // baseFor is the base URL requests of t go to: its own server's if it

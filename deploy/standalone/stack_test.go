@@ -31,9 +31,12 @@ import (
 // (ownStack, ownStackLogging), counts or watches what the whole stack does
 // (a bucket's traffic, the delivery workers, the async-execution bound),
 // measures time or latency, or fills a shared pool. A test running
-// Chromium or Medplum's CLI calls parallelIn(t, browsers) instead, one
-// starting processes parallelIn(t, processStacks) with useBase for its own
-// server's URL (see parallel_test.go). -parallel defaults to 16 here.
+// Chromium or Medplum's CLI calls parallelIn(t, browsers) instead; one
+// needing settings of its own parallelIn(t, ownStacks) and parallelStack
+// rather than ownStack (unless it reads base itself, or races a short
+// PINION_REQUEST_TIMEOUT); one starting processes parallelIn(t,
+// processStacks) with useBase for its server's URL (see parallel_test.go).
+// -parallel defaults to 16 here.
 var (
 	base    string
 	stack   *Stack

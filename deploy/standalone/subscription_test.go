@@ -475,7 +475,8 @@ func TestSubscriptionIsolation(t *testing.T) {
 }
 
 func TestSubscriptionRefusesPrivateAddresses(t *testing.T) {
-	ownStack(t, map[string]string{"PINION_REST_HOOK_ALLOW_PRIVATE": "false"})
+	parallelIn(t, ownStacks)
+	parallelStack(t, map[string]string{"PINION_REST_HOOK_ALLOW_PRIVATE": "false"})
 	_, tok := project(t, "SSRF")
 	h := newHook(t, 200)
 	sub := newSubscription(t, tok, "Patient", h.srv.URL, map[string]any{"url": subscription.ExtMaxAttempts, "valueInteger": 0})

@@ -310,7 +310,8 @@ func minPositive(a, b time.Duration) time.Duration {
 // count per (e-mail, client address) and per address, the address read
 // through a trusted proxy's X-Forwarded-For.
 func TestSignInLimiter(t *testing.T) {
-	ownStack(t, map[string]string{"PINION_TRUSTED_PROXIES": "127.0.0.1"})
+	parallelIn(t, ownStacks)
+	parallelStack(t, map[string]string{"PINION_TRUSTED_PROXIES": "127.0.0.1"})
 	pid, su := adminProject(t, "guessing")
 	member(t, su, pid, "resourceType", "Practitioner", "firstName", "Vic", "lastName", "Tim",
 		"email", "victim@example.com", "password", "the victim's password")
