@@ -92,6 +92,9 @@ type provisionShape struct {
 // the name, delete; then the refusals, each in SCIM's error envelope.
 func TestSCIMProvisioning(t *testing.T) {
 	pid, su := adminProject(t, "scim provisioning")
+	// Addresses are the run's own: the stack, its users and its mail
+	// outlive one run under -count.
+	mail := func(local string) string { return local + "-" + pid[:8] + "@example.com" }
 	oktaID, oktaSecret := adminClient(t, su, pid, "okta scim")
 	entraID, entraSecret := adminClient(t, su, pid, "entra scim")
 	okta := scimClient{basic: base64.StdEncoding.EncodeToString([]byte(oktaID + ":" + oktaSecret))}
@@ -124,7 +127,7 @@ func TestSCIMProvisioning(t *testing.T) {
 		}},
 	}
 	for _, s := range shapes {
-		t.Run(s.shape.name, func(t *testing.T) { provision(t, pid, s.c, s.shape) })
+		t.Run(s.shape.name, func(t *testing.T) { provision(t, pid, mail("ada-"+s.shape.name), s.c, s.shape) })
 	}
 
 	t.Run("refusals", func(t *testing.T) {
@@ -137,13 +140,13 @@ func TestSCIMProvisioning(t *testing.T) {
 		otherPID, otherSU := adminProject(t, "scim elsewhere")
 		oid, osecret := adminClient(t, otherSU, otherPID, "other scim")
 		other := scimClient{token: clientToken(t, oid, osecret)}
-		r := other.do(t, "POST", "Users", newSCIMUser("elsewhere@example.com", "Else", "Where", "ext-else"))
+		r := other.do(t, "POST", "Users", newSCIMUser(mail("elsewhere"), "Else", "Where", "ext-else"))
 		expect(t, r, 201)
 		foreign := r.json(t)["id"].(string)
 		expectSCIMError(t, entra.do(t, "GET", "Users/"+foreign, nil), 404, "")
 		expectSCIMError(t, entra.do(t, "PATCH", "Users/"+foreign, okta404Patch()), 404, "")
 		expectSCIMError(t, entra.do(t, "DELETE", "Users/"+foreign, nil), 404, "")
-		if got := entra.list(t, `userName eq "elsewhere@example.com"`); len(got) != 0 {
+		if got := entra.list(t, `userName eq "`+mail("elsewhere")+`"`); len(got) != 0 {
 			t.Fatalf("another project's user listed: %v", got)
 		}
 		// Still there for its own project.
@@ -157,22 +160,22 @@ func TestSCIMProvisioning(t *testing.T) {
 		expectSCIMError(t, entra.do(t, "POST", "Users", map[string]any{"schemas": []string{scimUserSchema}, "name": map[string]any{"givenName": "No"}}), 400, "invalidValue")
 		expectSCIMError(t, do(t, "POST", "scim/v2/Users", entra.token, "text/plain", []byte("userName")), 415, "")
 
-		r = entra.do(t, "POST", "Users", newSCIMUser("twice@example.com", "Tw", "Ice", "ext-twice"))
+		r = entra.do(t, "POST", "Users", newSCIMUser(mail("twice"), "Tw", "Ice", "ext-twice"))
 		expect(t, r, 201)
 		id := r.json(t)["id"].(string)
-		expectSCIMError(t, entra.do(t, "POST", "Users", newSCIMUser("TWICE@example.com", "Tw", "Ice", "ext-twice-2")), 409, "uniqueness")
+		expectSCIMError(t, entra.do(t, "POST", "Users", newSCIMUser(strings.ToUpper(mail("twice")), "Tw", "Ice", "ext-twice-2")), 409, "uniqueness")
 		expectSCIMError(t, entra.do(t, "PATCH", "Users/"+id, map[string]any{"Operations": []any{map[string]any{"op": "replace", "path": "active", "value": false}}}), 400, "invalidSyntax")
 		expectSCIMError(t, entra.do(t, "PATCH", "Users/"+id, map[string]any{"schemas": []string{scimPatchSchema}, "Operations": []any{map[string]any{"op": "replace", "path": "userType", "value": "Patient"}}}), 400, "mutability")
 	})
 
 	t.Run("a member invited before SCIM is found by e-mail", func(t *testing.T) {
-		invited := member(t, su, pid, "resourceType", "Practitioner", "firstName", "Old", "lastName", "Hand", "email", "old.hand@example.com")
-		got := entra.list(t, `userName eq "Old.Hand@example.com"`)
-		if len(got) != 1 || got[0]["id"] != invited["id"] || got[0]["userName"] != "old.hand@example.com" {
+		invited := member(t, su, pid, "resourceType", "Practitioner", "firstName", "Old", "lastName", "Hand", "email", mail("old.hand"))
+		got := entra.list(t, `userName eq "`+strings.ToUpper(mail("old.hand"))+`"`)
+		if len(got) != 1 || got[0]["id"] != invited["id"] || got[0]["userName"] != mail("old.hand") {
 			t.Fatalf("invited member by userName: %v", got)
 		}
 		// An externalId with FHIR search's separators is one value.
-		r := entra.do(t, "POST", "Users", newSCIMUser("comma@example.com", "Com", "Ma", `a,b|c$d\e`))
+		r := entra.do(t, "POST", "Users", newSCIMUser(mail("comma"), "Com", "Ma", `a,b|c$d\e`))
 		expect(t, r, 201)
 		if got := entra.list(t, `externalId eq "a,b|c$d\\e"`); len(got) != 1 || got[0]["id"] != r.json(t)["id"] {
 			t.Fatalf("by an externalId with separators: %v", got)
@@ -184,7 +187,7 @@ func TestSCIMProvisioning(t *testing.T) {
 			"resourceType": "AccessPolicy", "name": "Nurses", "resource": []any{map[string]any{"resourceType": "Patient"}}}))
 		expect(t, r, 201)
 		gid := r.json(t)["id"].(string)
-		r = entra.do(t, "POST", "Users", newSCIMUser("nurse@example.com", "Flo", "Nightingale", "ext-nurse"))
+		r = entra.do(t, "POST", "Users", newSCIMUser(mail("nurse"), "Flo", "Nightingale", "ext-nurse"))
 		expect(t, r, 201)
 		uid := r.json(t)["id"].(string)
 
@@ -259,8 +262,7 @@ func newSCIMUser(email, given, family, externalID string) map[string]any {
 }
 
 // provision is one provider's script.
-func provision(t *testing.T, pid string, c scimClient, s provisionShape) {
-	email := "ada-" + s.name + "@example.com"
+func provision(t *testing.T, pid, email string, c scimClient, s provisionShape) {
 	if got := c.list(t, `userName eq "`+email+`"`); len(got) != 0 {
 		t.Fatalf("before create: %v", got)
 	}
