@@ -99,7 +99,7 @@ func (l *signinLimiter) allow(ip, email string) error {
 	defer l.mu.Unlock()
 	now := time.Now()
 	pair, addr := l.attempts(pairKey(ip, email), now, false), l.attempts(ipKey(ip), now, false)
-	if len(pair.failed)+len(pair.pending) >= maxFailures || len(addr.failed)+len(addr.pending) >= maxAddressFailures {
+	if !pairLimit.allows(pair.failed, len(pair.pending), now) || !addressLimit.allows(addr.failed, len(addr.pending), now) {
 		return fhir.TooManyRequests()
 	}
 	for _, k := range []string{pairKey(ip, email), ipKey(ip)} {

@@ -29,11 +29,11 @@ func (l *signinLimiter) register(ip, email string) error {
 	defer l.mu.Unlock()
 	now := time.Now()
 	limits := []struct {
-		key string
-		max int
-	}{{registerAddressKey(ip), maxRegistrationsPerAddress}, {registerDomainKey(email), maxRegistrationsPerDomain}}
+		key   string
+		limit limit
+	}{{registerAddressKey(ip), registerAddressLimit}, {registerDomainKey(email), registerDomainLimit}}
 	for _, lim := range limits {
-		if len(l.attempts(lim.key, now, false).failed) >= lim.max {
+		if !lim.limit.allows(l.attempts(lim.key, now, false).failed, 0, now) {
 			return fhir.TooManyRequests()
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,9 +68,9 @@ func (s *Service) sendReset(ctx context.Context, email, projectID string) error 
 }
 
 // Resets mailed to one person: at most one within resetGap and
-// maxResetsPerHour within an hour. Anyone can ask for a reset of any
-// address, so without a bound a stranger could fill a mailbox (and each
-// reset spends the person's last reset link).
+// maxResetsPerHour within an hour (resetLimit, ratelimit.go). Anyone can
+// ask for a reset of any address, so without a bound a stranger could
+// fill a mailbox (and each reset spends the person's last reset link).
 const (
 	resetGap         = time.Minute
 	maxResetsPerHour = 5
@@ -100,15 +101,10 @@ func (s *Service) takeResetSlot(ctx context.Context, userID string, now time.Tim
 		if err != nil {
 			return false, fmt.Errorf("reset throttle: %w", err)
 		}
-		recent := r.Sent[:0:0]
-		for _, t := range r.Sent {
-			if now.Sub(t) < time.Hour {
-				recent = append(recent, t)
-			}
-		}
-		if len(recent) >= maxResetsPerHour || len(recent) > 0 && now.Sub(recent[len(recent)-1]) < resetGap {
+		if !resetLimit.allows(r.Sent, 0, now) {
 			return false, nil
 		}
+		recent := slices.Clone(resetLimit.recent(r.Sent, now))
 		err = s.swapSecret(ctx, resetsKey(userID), raw, resetsSent{Sent: append(recent, now.UTC())})
 		switch {
 		case err == nil:
