@@ -88,6 +88,16 @@ func (s *Service) authorizeURL(params url.Values) string {
 	return s.localPath("oauth2/authorize?" + params.Encode())
 }
 
+// registerFormLimit bounds a registration page's form: its few fields,
+// the CSRF token and the authorization request it carries (8 parameters
+// of at most 2048 bytes each, escaped).
+const registerFormLimit = 32 << 10
+
+// tooLargeForm is the page for a form over registerFormLimit.
+func (s *Service) tooLargeForm(b browser) (*bus.Response, error) {
+	return s.message(413, b, "Form too large", "", "", "This form is larger than the page sends. Go back, reload the page and try again.")
+}
+
 // registrationOff is the page for any registration page when registration
 // is off.
 func (s *Service) registrationOff(b browser) (*bus.Response, error) {
@@ -136,6 +146,9 @@ func (s *Service) registrationPage(ctx context.Context, r *bus.Request, projectI
 	params := carried(r.Query)
 	if r.Method != "POST" {
 		return s.registerForm(ctx, b, title, params, url.Values{}, nil)
+	}
+	if len(r.Body) > registerFormLimit {
+		return s.tooLargeForm(b)
 	}
 	form, refused, err := s.form(ctx, r, b)
 	if refused != nil || err != nil {
@@ -292,6 +305,9 @@ func (s *Service) registerProjectPage(ctx context.Context, r *bus.Request) (*bus
 	}
 	if r.Method != "POST" {
 		return s.projectForm(ctx, b, params, nil, "", nil)
+	}
+	if len(r.Body) > registerFormLimit {
+		return s.tooLargeForm(b)
 	}
 	form, refused, err := s.form(ctx, r, b)
 	if refused != nil || err != nil {
