@@ -11,8 +11,9 @@ import (
 )
 
 // A project's admins change their Project only where it is theirs to
-// decide: who may sign up as a patient and under which policy
-// (defaultPatientAccessPolicy) and the project settings Pinion reads. The
+// decide: its name and description, who may sign up as a patient and
+// under which policy (defaultPatientAccessPolicy) and the project
+// settings Pinion reads. The
 // rest decides what the server grants the project (features, superAdmin,
 // links, systemSetting), who owns it, or has its own /admin route
 // (secret, site): super admins only. Medplum lets admins write all but
@@ -22,13 +23,18 @@ const adminProjectField = "defaultPatientAccessPolicy"
 
 // AdminProjectSettings are the Project.setting entries, by name, that a
 // project's admins may add, change or remove: those Pinion reads
-// (identity's mfaRequired and requireVerifiedEmail).
-var AdminProjectSettings = []string{"mfaRequired", "requireVerifiedEmail"}
+// (identity's mfaRequired, requireVerifiedEmail and requireExternalSignIn).
+var AdminProjectSettings = []string{"mfaRequired", "requireVerifiedEmail", "requireExternalSignIn"}
+
+// adminProjectText are the Project's plain fields its admins may change,
+// as in Medplum: what the project is called and described as.
+var adminProjectText = []string{"name", "description"}
 
 // adminProjectWriteText is the 403 for an admin's change of anything else.
 func adminProjectWriteError(field string) error {
-	e := fhir.ForbiddenText("Project administrators may change only defaultPatientAccessPolicy and the settings " +
-		strings.Join(AdminProjectSettings, " and ") + " of their project; " + field + " is for super admins")
+	e := fhir.ForbiddenText("Project administrators may change only " + strings.Join(adminProjectText, ", ") +
+		", defaultPatientAccessPolicy and the settings " + strings.Join(AdminProjectSettings, ", ") +
+		" of their project; " + field + " is for super admins")
 	e.Outcome.Issue[0].Expression = []string{field}
 	return e
 }
@@ -47,7 +53,7 @@ func checkAdminProjectWrite(old, after map[string]any) error {
 	slices.Sort(keys)
 	for _, k := range slices.Compact(keys) {
 		switch k {
-		case "resourceType", "id", adminProjectField:
+		case "resourceType", "id", adminProjectField, adminProjectText[0], adminProjectText[1]:
 			continue
 		case "setting":
 			if !reflect.DeepEqual(otherSettings(old), otherSettings(after)) {

@@ -86,6 +86,13 @@ func TestAdminProjectSettings(t *testing.T) {
 			return m
 		}},
 		{"hidden fields sent are put back", func(m map[string]any) map[string]any { m["superAdmin"] = true; return m }},
+		{"name and description", func(m map[string]any) map[string]any {
+			m["name"], m["description"] = "Renamed", "A clinic"
+			return m
+		}},
+		{"external sign-in required", func(m map[string]any) map[string]any {
+			return withSettings(m, setting("requireExternalSignIn", true))
+		}},
 	}
 	for _, c := range allowed {
 		t.Run("allowed: "+c.name, func(t *testing.T) {
@@ -99,6 +106,7 @@ func TestAdminProjectSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got struct {
+		Name       string          `json:"name"`
 		Policy     *fhir.Reference `json:"defaultPatientAccessPolicy"`
 		SuperAdmin bool            `json:"superAdmin"`
 		Setting    []struct {
@@ -109,8 +117,9 @@ func TestAdminProjectSettings(t *testing.T) {
 	if err := json.Unmarshal(stored.JSON, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Policy == nil || got.Policy.Reference != own || got.SuperAdmin || len(got.Setting) != 3 ||
-		got.Setting[1].Name != "mfaRequired" || *got.Setting[1].Value || !*got.Setting[2].Value {
+	if got.Policy == nil || got.Policy.Reference != own || got.SuperAdmin || len(got.Setting) != 4 || got.Name != "Renamed" ||
+		got.Setting[1].Name != "mfaRequired" || *got.Setting[1].Value || !*got.Setting[2].Value ||
+		got.Setting[3].Name != "requireExternalSignIn" || !*got.Setting[3].Value {
 		t.Fatalf("stored %s", stored.JSON)
 	}
 
@@ -118,7 +127,7 @@ func TestAdminProjectSettings(t *testing.T) {
 		name, expr string
 		change     func(map[string]any) map[string]any
 	}{
-		{"name", "name", func(m map[string]any) map[string]any { m["name"] = "Renamed"; return m }},
+		{"checkReferencesOnWrite", "checkReferencesOnWrite", func(m map[string]any) map[string]any { m["checkReferencesOnWrite"] = true; return m }},
 		{"owner", "owner", func(m map[string]any) map[string]any { m["owner"] = ref("User/u1"); return m }},
 		{"features", "features", func(m map[string]any) map[string]any { m["features"] = []any{"bots", "cron"}; return m }},
 		{"features removed", "features", func(m map[string]any) map[string]any { delete(m, "features"); return m }},
