@@ -2,10 +2,8 @@ package identity
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
@@ -39,27 +37,4 @@ func (s *Service) checkExternalOnly(ctx context.Context, m *session.Membership, 
 		return fhir.BadRequest(externalOnlyText)
 	}
 	return nil
-}
-
-// projectFlag reads a Project.setting valueBoolean; unset is false.
-func (s *Service) projectFlag(ctx context.Context, projectID, name string) (bool, error) {
-	res, err := s.repo.Read(ctx, repo.AllProjects, "Project", projectID)
-	if err != nil {
-		return false, err
-	}
-	var p struct {
-		Setting []struct {
-			Name         string `json:"name"`
-			ValueBoolean *bool  `json:"valueBoolean"`
-		} `json:"setting"`
-	}
-	if err := json.Unmarshal(res.JSON, &p); err != nil {
-		return false, err
-	}
-	for _, st := range p.Setting {
-		if st.Name == name && st.ValueBoolean != nil && *st.ValueBoolean {
-			return true, nil
-		}
-	}
-	return false, nil
 }

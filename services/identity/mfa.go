@@ -525,28 +525,7 @@ func (s *Service) mfaRequiredFor(ctx context.Context, userRef, projectID string,
 
 // projectRequiresMFA reads Project.setting mfaRequired.
 func (s *Service) projectRequiresMFA(ctx context.Context, projectID string) (bool, error) {
-	res, err := s.repo.Read(ctx, repo.AllProjects, "Project", projectID)
-	if fhir.Missing(err) || errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	var p struct {
-		Setting []struct {
-			Name         string `json:"name"`
-			ValueBoolean *bool  `json:"valueBoolean"`
-		} `json:"setting"`
-	}
-	if err := json.Unmarshal(res.JSON, &p); err != nil {
-		return false, err
-	}
-	for _, st := range p.Setting {
-		if st.Name == mfaRequiredSetting && st.ValueBoolean != nil && *st.ValueBoolean {
-			return true, nil
-		}
-	}
-	return false, nil
+	return s.projectFlag(ctx, projectID, mfaRequiredSetting)
 }
 
 // mfaLoginStep decides what a password sign-in owes before its result:

@@ -150,25 +150,9 @@ func (s *Service) checkVerifiedEmail(ctx context.Context, m *session.Membership)
 	if !ok || typ != "User" || m.SuperAdmin || m.Project == "" {
 		return nil
 	}
-	res, err := s.repo.Read(ctx, repo.AllProjects, "Project", m.Project)
-	if err != nil {
+	required, err := s.projectFlag(ctx, m.Project, verifiedEmailSetting)
+	if err != nil || !required {
 		return err
-	}
-	var p struct {
-		Setting []struct {
-			Name         string `json:"name"`
-			ValueBoolean *bool  `json:"valueBoolean"`
-		} `json:"setting"`
-	}
-	if err := json.Unmarshal(res.JSON, &p); err != nil {
-		return err
-	}
-	required := false
-	for _, st := range p.Setting {
-		required = required || st.Name == verifiedEmailSetting && st.ValueBoolean != nil && *st.ValueBoolean
-	}
-	if !required {
-		return nil
 	}
 	u, err := s.repo.Read(ctx, repo.AllProjects, "User", uid)
 	if err != nil {
