@@ -272,7 +272,7 @@ func fixedEntries(p *bus.Principal, user string) []*entry {
 		out = append(out,
 			&entry{typ: "Project", allow: readBits | bitUpdate, criteria: "Project?_id=" + p.Project,
 				filter:    cond(store.Eq(store.FieldID, p.Project)),
-				hidden:    [][]string{{"superAdmin"}, {"systemSecret"}, {"strictMode"}},
+				hidden:    [][]string{{"superAdmin"}, {"systemSecret"}, {"strictMode"}, {"site", "recaptchaSecretKey"}},
 				writeRule: checkAdminProjectWrite},
 			&entry{typ: "ProjectMembership", allow: readBits, criteria: "ProjectMembership?_project=" + p.Project, filter: own},
 			&entry{typ: "User", allow: readBits, criteria: "User?_project=" + p.Project, filter: own, hidden: userSecrets},

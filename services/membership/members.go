@@ -252,5 +252,8 @@ func (s *Service) getProject(ctx context.Context, r *bus.Request) (*bus.Response
 		Site     any    `json:"site,omitempty"`
 	}
 	_ = json.Unmarshal(res.JSON, &p)
+	if !r.Principal.SuperAdmin {
+		hideSiteSecrets(p.Site) // write-only for admins (site_secrets.go)
+	}
 	return bus.JSON(200, map[string]any{"project": p}), nil
 }

@@ -47,9 +47,12 @@ func (s *Service) replaceList(ctx context.Context, r *bus.Request, field string,
 			if err != nil {
 				return nil, err
 			}
-			if len(list) == 0 {
+			switch {
+			case len(list) == 0:
 				delete(p, field)
-			} else {
+			case field == "site":
+				p[field] = keepSiteSecrets(list, p[field])
+			default:
 				p[field] = list
 			}
 			return p, nil
@@ -60,7 +63,14 @@ func (s *Service) replaceList(ctx context.Context, r *bus.Request, field string,
 	if err != nil {
 		return nil, err
 	}
-	return bus.FHIR(200, out.JSON), nil
+	if r.Principal.SuperAdmin {
+		return bus.FHIR(200, out.JSON), nil
+	}
+	shown, err := withoutSiteSecrets(out.JSON)
+	if err != nil {
+		return nil, err
+	}
+	return bus.FHIR(200, shown), nil
 }
 
 // readList reads a body that replaces a project's list: only an array
