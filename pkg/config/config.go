@@ -56,6 +56,7 @@ var Vars = []Var{
 	{"PINION_EGRESS_ALLOW_PRIVATE", "false", "true lets every member-written URL Pinion reaches (subscriptions' rest-hooks, client key sets, external identity providers and their key sets, Google's keys) be on loopback, link-local and private addresses; refused by default, so a member cannot reach into the network Pinion runs in."},
 	{"PINION_REST_HOOK_ALLOW_PRIVATE", "", "The earlier name of PINION_EGRESS_ALLOW_PRIVATE, still read when that is unset; setting both to different values is refused."},
 	{"PINION_REGISTER_ENABLED", "true", "Whether people may create their own accounts (/auth/newuser, as Medplum's registerEnabled); false refuses every registration."},
+	{"PINION_RECAPTCHA_SITE_KEY", "", "The server's reCAPTCHA site key (Medplum's recaptchaSiteKey): a registration naming another site key is verified with the secret key of the Project.site that has it."},
 	{"PINION_RECAPTCHA_SECRET_KEY", "", "reCAPTCHA secret key; when set, /auth/newuser needs a recaptchaToken the verification URL accepts (Medplum's recaptchaSecretKey)."},
 	{"PINION_RECAPTCHA_VERIFY_URL", "https://www.google.com/recaptcha/api/siteverify", "Where reCAPTCHA tokens are verified (another provider's siteverify-compatible URL, or a local one in tests)."},
 	{"PINION_PASSWORD_BREACH_URL", "", "A k-anonymity range API new passwords are also checked against, the hash prefix appended (Have I Been Pwned's: https://api.pwnedpasswords.com/range/); empty checks only the list shipped with Pinion. An unreachable service lets the password through."},
@@ -109,6 +110,9 @@ type Config struct {
 	// token at RecaptchaVerifyURL.
 	RecaptchaSecretKey string
 	RecaptchaVerifyURL string
+	// RecaptchaSiteKey is the server's own site key; any other a
+	// registration names is a project site's.
+	RecaptchaSiteKey string
 	// GoogleClientID and GoogleJWKSURL: Google Sign-In (/auth/google).
 	GoogleClientID string
 	GoogleJWKSURL  string
@@ -251,6 +255,7 @@ func LoadFrom(get func(string) string) (*Config, error) {
 		return nil, fmt.Errorf("PINION_GOOGLE_JWKS_URL: want an http(s) URL")
 	}
 	c.RecaptchaSecretKey = v("PINION_RECAPTCHA_SECRET_KEY")
+	c.RecaptchaSiteKey = v("PINION_RECAPTCHA_SITE_KEY")
 	c.RecaptchaVerifyURL = v("PINION_RECAPTCHA_VERIFY_URL")
 	if u, err := url.Parse(c.RecaptchaVerifyURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("PINION_RECAPTCHA_VERIFY_URL: want an http(s) URL")

@@ -63,6 +63,9 @@ type Config struct {
 	// RecaptchaSecret, when set, makes registration verify a reCAPTCHA
 	// token at RecaptchaURL (recaptcha.go).
 	RecaptchaSecret, RecaptchaURL string
+	// RecaptchaSiteKey is the server's own site key; another one a
+	// registration names selects a project site's secret.
+	RecaptchaSiteKey string
 	// BreachURL, when set, is a k-anonymity range API new passwords are
 	// checked against (PINION_PASSWORD_BREACH_URL; breach.go).
 	BreachURL string
@@ -123,7 +126,7 @@ func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service,
 		SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret,
 		TokenLifetime: cfg.AccessTokenLifetime, SecretGrace: cfg.ClientSecretGrace,
 		EgressPrivate: cfg.EgressPrivate, RegisterDisabled: cfg.RegisterDisabled,
-		RecaptchaSecret: cfg.RecaptchaSecretKey, RecaptchaURL: cfg.RecaptchaVerifyURL,
+		RecaptchaSecret: cfg.RecaptchaSecretKey, RecaptchaURL: cfg.RecaptchaVerifyURL, RecaptchaSiteKey: cfg.RecaptchaSiteKey,
 		AppBaseURL: cfg.AppBaseURL, BreachURL: cfg.PasswordBreachURL,
 		GoogleClientID: cfg.GoogleClientID, GoogleJWKSURL: cfg.GoogleJWKSURL,
 	}, c.NC, c.JS, c.Repo, c.Sessions, log), nil

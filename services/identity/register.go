@@ -53,6 +53,7 @@ type newUserRequest struct {
 	CodeChallenge       string `json:"codeChallenge"`
 	CodeChallengeMethod string `json:"codeChallengeMethod"`
 	RecaptchaToken      string `json:"recaptchaToken"`
+	RecaptchaSiteKey    string `json:"recaptchaSiteKey"`
 }
 
 // check finds what is wrong with the fields, one issue per field, with
@@ -126,16 +127,27 @@ func (s *Service) createAccount(ctx context.Context, remote string, in newUserRe
 	if err := in.check(); err != nil {
 		return "", "", err
 	}
-	if err := s.checkRecaptcha(ctx, in.RecaptchaToken, remote); err != nil {
+	if project, err = s.namedProject(ctx, in.ProjectID, in.ClientID); err != nil {
+		return "", "", err
+	}
+	// A project site's reCAPTCHA key may choose the project; Medplum
+	// checks that the project takes registrations before the token.
+	var secret string
+	if project, secret, err = s.recaptchaSecret(ctx, in.RecaptchaSiteKey, project); err != nil {
+		return "", "", err
+	}
+	if project != "" {
+		if _, err := s.patientPolicy(ctx, project); err != nil {
+			return "", "", err
+		}
+	}
+	if err := s.checkRecaptcha(ctx, secret, in.RecaptchaToken, remote); err != nil {
 		return "", "", err
 	}
 	if s.passwordBreached(ctx, in.Password) {
 		return "", "", fhir.BadRequest(auth.BreachedText, "password")
 	}
 	email := auth.NormalEmail(in.Email)
-	if project, err = s.registrationProject(ctx, in.ProjectID, in.ClientID); err != nil {
-		return "", "", err
-	}
 	if err := s.limiter.register(remote, email); err != nil {
 		return "", "", err
 	}
@@ -158,11 +170,26 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// registrationProject is the project a new user belongs to ("" for a
+// registrationProject is the project a registration with no reCAPTCHA
+// (a Google sign-in's) joins: the one it names, which must let patients
+// sign up.
+func (s *Service) registrationProject(ctx context.Context, projectID, clientID string) (string, error) {
+	project, err := s.namedProject(ctx, projectID, clientID)
+	if err != nil || project == "" {
+		return project, err
+	}
+	if _, err := s.patientPolicy(ctx, project); err != nil {
+		return "", err
+	}
+	return project, nil
+}
+
+// namedProject is the project a registration names ("" for a
 // server-wide user): projectId ("new" means none, as in Medplum's app) or
 // the client's project; the two must agree. A project takes registrations
-// only when patients may sign up to it.
-func (s *Service) registrationProject(ctx context.Context, projectID, clientID string) (string, error) {
+// only when patients may sign up to it (patientPolicy, checked by the
+// caller once reCAPTCHA has settled the project).
+func (s *Service) namedProject(ctx context.Context, projectID, clientID string) (string, error) {
 	if projectID == "new" {
 		projectID = ""
 	}
@@ -178,12 +205,6 @@ func (s *Service) registrationProject(ctx context.Context, projectID, clientID s
 			return "", fhir.BadRequest("Client and project do not match")
 		}
 		projectID = c.Project
-	}
-	if projectID == "" {
-		return "", nil
-	}
-	if _, err := s.patientPolicy(ctx, projectID); err != nil {
-		return "", err
 	}
 	return projectID, nil
 }

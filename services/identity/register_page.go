@@ -160,6 +160,12 @@ func (s *Service) registrationPage(ctx context.Context, r *bus.Request, projectI
 		Email: form.Get("email"), Password: form.Get("password"), ProjectID: projectID,
 		RecaptchaToken: form.Get("g-recaptcha-response"),
 	}
+	if projectID != "" {
+		// A patient sign-up page embedded in the project's site posts that
+		// site's key; on the server's own page a key would move the account
+		// into a project this page does not finish.
+		in.RecaptchaSiteKey = form.Get("recaptchaSiteKey")
+	}
 	userID, _, err := s.createAccount(ctx, r.Remote, in)
 	if err != nil {
 		return s.registerRefused(ctx, b, title, params, form, err)
