@@ -6,6 +6,7 @@
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
 import { last, loginClient, newClient, rejectsWithOutcome, startPinion, waitForMail } from './harness.js';
 
 const PASSWORD = 'a long registered password';
@@ -167,5 +168,68 @@ test('registration turned off (PINION_REGISTER_ENABLED=false): 400 "Registration
     });
   } finally {
     await closed.stop();
+  }
+});
+
+test('startNewUser with a project site\'s recaptchaSiteKey: that site\'s secret verifies the token', async () => {
+  // A local siteverify that accepts one token per secret key.
+  const tokens = { 'server-secret': 'server-token', 'portal-secret': 'portal-token' };
+  const verifier = createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk) => (body += chunk));
+    req.on('end', () => {
+      const form = new URLSearchParams(body);
+      res.setHeader('Content-Type', 'application/json');
+      res.end(JSON.stringify({ success: tokens[form.get('secret')] === form.get('response') }));
+    });
+  });
+  await new Promise((resolve) => verifier.listen(0, '127.0.0.1', resolve));
+  const guarded = await startPinion({
+    env: {
+      PINION_RECAPTCHA_SITE_KEY: 'server-site-key',
+      PINION_RECAPTCHA_SECRET_KEY: 'server-secret',
+      PINION_RECAPTCHA_VERIFY_URL: `http://127.0.0.1:${verifier.address().port}/siteverify`,
+    },
+  });
+  try {
+    const su = await loginClient(guarded.baseUrl, guarded.superAdmin.clientId, guarded.superAdmin.clientSecret);
+    // A founder registers with the server's key, and founds a project.
+    const f = newClient(guarded.baseUrl);
+    const { login } = await f.medplum.startNewUser({
+      firstName: 'Sid', lastName: 'Site', email: 'sid@example.com', password: PASSWORD,
+      recaptchaSiteKey: 'server-site-key', recaptchaToken: 'server-token',
+    });
+    await f.medplum.processCode((await f.medplum.startNewProject({ login, projectName: 'Portal Clinic' })).code);
+    const project = f.medplum.getProject();
+    const patients = await f.medplum.createResource({
+      resourceType: 'AccessPolicy', name: 'patients', resource: [{ resourceType: 'Patient', criteria: 'Patient?_id=%patient.id' }],
+    });
+    const p = await su.medplum.readResource('Project', project.id);
+    await su.medplum.updateResource({
+      ...p,
+      defaultPatientAccessPolicy: { reference: `AccessPolicy/${patients.id}` },
+      site: [{ name: 'portal', domain: ['portal.example'], recaptchaSiteKey: 'portal-site-key', recaptchaSecretKey: 'portal-secret' }],
+    });
+    // The project's admin sees the site, not its secret key.
+    const seen = await f.medplum.readResource('Project', project.id);
+    assert.equal(seen.site?.[0]?.recaptchaSiteKey, 'portal-site-key');
+    assert.equal(seen.site?.[0]?.recaptchaSecretKey, undefined);
+
+    const patient = { firstName: 'Pam', lastName: 'Portal', password: PASSWORD, projectId: project.id, recaptchaSiteKey: 'portal-site-key' };
+    const c = newClient(guarded.baseUrl);
+    await rejectsWithOutcome(c.medplum.startNewUser({ ...patient, email: 'pam@example.com', recaptchaToken: 'server-token' }), {
+      status: 400,
+      text: 'Recaptcha failed',
+    });
+    await rejectsWithOutcome(c.medplum.startNewUser({ ...patient, email: 'pam@example.com', recaptchaSiteKey: 'unknown-site-key', recaptchaToken: 'portal-token' }), {
+      status: 400,
+      text: 'Invalid recaptchaSiteKey',
+    });
+    const signup = await c.medplum.startNewUser({ ...patient, email: 'pam@example.com', recaptchaToken: 'portal-token' });
+    const me = await c.medplum.processCode((await c.medplum.startNewPatient({ login: signup.login, projectId: project.id })).code);
+    assert.equal(me.resourceType, 'Patient');
+  } finally {
+    await guarded.stop();
+    verifier.close();
   }
 });
