@@ -135,8 +135,8 @@ func TestPatientSignUpPageInBrowser(t *testing.T) {
 	p := r.json(t)
 	p["defaultPatientAccessPolicy"] = map[string]any{"reference": policy}
 	expect(t, do(t, "PUT", "fhir/R4/Project/"+pid, admin, "application/fhir+json", mustJSON(p)), 200)
-	// Nothing else of the project is the admin's to change.
-	p["name"] = "Renamed Clinic"
+	// What the server grants the project is not the admin's to change.
+	p["features"] = []any{"bots", "cron"}
 	r = do(t, "PUT", "fhir/R4/Project/"+pid, admin, "application/fhir+json", mustJSON(p))
 	expect(t, r, 403)
 
