@@ -176,49 +176,104 @@ func (c *scheduler) onEvent(m jetstream.Msg) {
 	_ = m.Ack()
 }
 
+// syncAttempts bounds how often sync starts over because another
+// instance changed the bot's key while it looked.
+const syncAttempts = 8
+
+// testHookSynced, if set, runs in sync between reading the bot and writing
+// its key: tests change the bot there, as another instance would.
+var testHookSynced func(id string)
+
+// sync brings the bot's key in step with the bot. The key is written only
+// at the revision read before the bot was: instances handle one bot's
+// events at once, and one holding an older version of the bot must not
+// overwrite the key another wrote from a newer one (a bot made and then
+// given a schedule lost it that way, now and then, with two instances).
+// On a conflict it reads both again.
 func (c *scheduler) sync(ctx context.Context, id string) error {
-	res, err := c.repo.Read(ctx, repo.AllProjects, "Bot", id)
-	if fhir.Missing(err) {
-		// Deleted: its own secrets go with it (nil deletes; none is fine).
-		if err := c.repo.SetSecret(ctx, botSecretsKey(id), nil); err != nil {
+	for attempt := 1; ; attempt++ {
+		err := c.syncOnce(ctx, id)
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) || attempt == syncAttempts {
 			return err
 		}
-		return c.remove(ctx, id)
 	}
+}
+
+func (c *scheduler) syncOnce(ctx context.Context, id string) error {
+	var held *cronEntry
+	var rev uint64
+	switch cur, err := c.kv.Get(ctx, id); {
+	case err == nil:
+		rev, held = cur.Revision(), &cronEntry{}
+		if json.Unmarshal(cur.Value(), held) != nil {
+			held.Spec = "" // unreadable: written again
+		}
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return err
+	}
+	want, err := c.wanted(ctx, id)
 	if err != nil {
 		return err
 	}
+	if testHookSynced != nil {
+		testHookSynced(id)
+	}
+	switch {
+	case want == nil && held == nil:
+		return nil
+	case want == nil:
+		return c.kv.Delete(ctx, id, jetstream.LastRevision(rev))
+	case held != nil && held.Spec == want.sched.Spec && held.Project == want.project:
+		return nil // the same schedule: its next run stands
+	}
+	// A new or changed schedule: its next run from now.
+	b, _ := json.Marshal(cronEntry{Project: want.project, Spec: want.sched.Spec, Next: want.sched.Next(c.clock.Now())})
+	if held == nil {
+		_, err = c.kv.Create(ctx, id, b)
+	} else {
+		_, err = c.kv.Update(ctx, id, b, rev)
+	}
+	return err
+}
+
+// wantedSchedule is the schedule a bot should have.
+type wantedSchedule struct {
+	project string
+	sched   *botcron.Schedule
+}
+
+// wanted is the schedule the bot should have now, or nil for none. A
+// deleted bot's own secrets go with it here.
+func (c *scheduler) wanted(ctx context.Context, id string) (*wantedSchedule, error) {
+	res, err := c.repo.Read(ctx, repo.AllProjects, "Bot", id)
+	if fhir.Missing(err) {
+		// nil deletes; none is fine.
+		return nil, c.repo.SetSecret(ctx, botSecretsKey(id), nil)
+	}
+	if err != nil {
+		return nil, err
+	}
 	var body map[string]any
 	if err := json.Unmarshal(res.JSON, &body); err != nil {
-		return err
+		return nil, err
 	}
 	sched, err := botcron.Of(body)
 	if err != nil {
 		// Written before the check, or by the services themselves.
 		c.log.Warn("bot schedule: not scheduled", "bot", id, "err", err)
-		return c.remove(ctx, id)
+		return nil, nil
 	}
 	if sched == nil {
-		return c.remove(ctx, id)
+		return nil, nil
 	}
 	features, err := access.ProjectFeatures(ctx, c.repo, res.Project)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !botcron.Enabled(features) {
-		return c.remove(ctx, id)
+		return nil, nil
 	}
-	if cur, err := c.kv.Get(ctx, id); err == nil {
-		var e cronEntry
-		if json.Unmarshal(cur.Value(), &e) == nil && e.Spec == sched.Spec && e.Project == res.Project {
-			return nil // the same schedule: its next run stands
-		}
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return err
-	}
-	b, _ := json.Marshal(cronEntry{Project: res.Project, Spec: sched.Spec, Next: sched.Next(c.clock.Now())})
-	_, err = c.kv.Put(ctx, id, b)
-	return err
+	return &wantedSchedule{project: res.Project, sched: sched}, nil
 }
 
 // projectBotsPage is how many of a project's bots syncProject reads at once.
@@ -245,14 +300,6 @@ func (c *scheduler) syncProject(ctx context.Context, project string) error {
 			return nil
 		}
 	}
-}
-
-func (c *scheduler) remove(ctx context.Context, id string) error {
-	err := c.kv.Delete(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil
-	}
-	return err
 }
 
 // watch keeps this instance's copy of the bucket.
