@@ -102,6 +102,7 @@ func (g *Gateway) verify(tok string) (*auth.Claims, error) {
 func (g *Gateway) principal(ctx context.Context, loginID, tokenID, remote string) (*bus.Principal, error) {
 	login, mid, m, err := g.sessions.Lookup(ctx, loginID)
 	if errors.Is(err, session.ErrInactive) {
+		g.log.Debug("login refused", "login", loginID, "err", err)
 		if tokenID != "" {
 			return nil, g.invalidToken()
 		}

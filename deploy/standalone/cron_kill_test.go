@@ -71,6 +71,9 @@ func TestScheduledBotAcrossKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts seven processes; skipped with -short")
 	}
+	// Mostly waiting on ticks ten seconds apart, so beside the other
+	// parallel tests rather than in processStacks' queue.
+	t.Parallel()
 	bin := buildBinaries(t)
 	self, err := os.Executable()
 	if err != nil {
@@ -107,10 +110,9 @@ func TestScheduledBotAcrossKill(t *testing.T) {
 	killed := start(t, filepath.Dir(self), filepath.Base(self), helperEnv)
 	survivor := start(t, filepath.Dir(self), filepath.Base(self), helperEnv)
 	procs = append(procs, killed, survivor)
-	saved := base
-	base = "http://" + httpAddr + "/"
-	defer func() { base = saved }()
-	waitReadyAt(t, base)
+	own := "http://" + httpAddr + "/"
+	defer useBase(t, own)()
+	waitReadyAt(t, own)
 
 	su := superToken(t)
 	r := do(t, "POST", "admin/Project", su, "application/json", mustJSON(map[string]any{"resourceType": "Project", "name": "Cron kill", "features": []any{"bots", "cron"}}))

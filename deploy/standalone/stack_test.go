@@ -3,6 +3,7 @@ package standalone
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -142,6 +143,7 @@ type response struct {
 	status int
 	header http.Header
 	body   []byte
+	token  string // the bearer token sent, to explain a 401
 }
 
 func (r *response) json(t *testing.T) map[string]any {
@@ -187,7 +189,7 @@ func do(t *testing.T, method, path, token, contentType string, body []byte, hdr 
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return &response{status: resp.StatusCode, header: resp.Header, body: b}
+	return &response{status: resp.StatusCode, header: resp.Header, body: b, token: token}
 }
 
 func mustJSON(v any) []byte {
@@ -201,7 +203,11 @@ func mustJSON(v any) []byte {
 func expect(t *testing.T, r *response, status int) {
 	t.Helper()
 	if r.status != status {
-		t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
+		why := ""
+		if r.status == 401 && r.token != "" && stack != nil {
+			why = "\nthe shared stack says: " + whyRefused(r.token)
+		}
+		t.Fatalf("status %d, want %d: %s%s", r.status, status, r.body, why)
 	}
 }
 
@@ -228,4 +234,27 @@ func project(t *testing.T, name string) (string, string) {
 	expect(t, r, 201)
 	c := r.json(t)
 	return pid, clientToken(t, c["id"].(string), c["secret"].(string))
+}
+
+// whyRefused says why the shared stack's gateway refuses tok, from its own
+// session view, for a test that met an unexpected 401.
+func whyRefused(tok string) string {
+	_, payload, _ := strings.Cut(tok, ".")
+	payload, _, _ = strings.Cut(payload, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	var c struct {
+		ID      string `json:"jti"`
+		LoginID string `json:"login_id"`
+		Exp     int64  `json:"exp"`
+	}
+	if err != nil || json.Unmarshal(raw, &c) != nil {
+		return "not a JWT"
+	}
+	if stack.view.Revoked(c.ID) {
+		return "token " + c.ID + " revoked"
+	}
+	if _, _, _, err := stack.view.Lookup(context.Background(), c.LoginID); err != nil {
+		return fmt.Sprintf("login %s: %v", c.LoginID, err)
+	}
+	return fmt.Sprintf("login %s counts now; token expires %v", c.LoginID, time.Unix(c.Exp, 0))
 }

@@ -528,7 +528,7 @@ func (v *View) Lookup(ctx context.Context, loginID string) (*Login, string, *Mem
 		defer cancel()
 		var err error
 		if l, err = v.store.GetLogin(ctx, loginID); errors.Is(err, ErrNotFound) {
-			return nil, "", nil, ErrInactive
+			return nil, "", nil, fmt.Errorf("%w: no such login", ErrInactive)
 		} else if err != nil {
 			return nil, "", nil, err
 		}
@@ -537,21 +537,24 @@ func (v *View) Lookup(ctx context.Context, loginID string) (*Login, string, *Mem
 	ended := v.ended[l.User] // keyed by user reference ("User/<id>")
 	m := v.memberships[l.Membership]
 	v.mu.RUnlock()
-	if l.Revoked || l.Dead(ended) {
-		return nil, "", nil, ErrInactive
+	switch {
+	case l.Revoked:
+		return nil, "", nil, fmt.Errorf("%w: login revoked", ErrInactive)
+	case l.Dead(ended):
+		return nil, "", nil, fmt.Errorf("%w: login began at %d, before the user's sessions ended at %d", ErrInactive, l.Start, ended)
 	}
 	if m == nil {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		var err error
 		if m, err = v.store.GetMembership(ctx, l.Membership); errors.Is(err, ErrNotFound) {
-			return nil, "", nil, ErrInactive
+			return nil, "", nil, fmt.Errorf("%w: no membership %s", ErrInactive, l.Membership)
 		} else if err != nil {
 			return nil, "", nil, err
 		}
 	}
 	if !m.Active {
-		return nil, "", nil, ErrInactive
+		return nil, "", nil, fmt.Errorf("%w: membership %s inactive", ErrInactive, l.Membership)
 	}
 	return l, l.Membership, m, nil
 }
