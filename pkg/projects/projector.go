@@ -164,41 +164,76 @@ func (p *Projector) apply(ctx context.Context, typ, id, project string) (uint64,
 	defer mu.Unlock()
 	switch typ {
 	case "ProjectMembership":
-		res, err := p.repo.Read(ctx, repo.AllProjects, typ, id)
-		if fhir.Missing(err) {
-			return p.sessions.DeleteMembership(ctx, id)
-		}
-		if err != nil {
-			return 0, err
-		}
-		return p.put(ctx, res)
+		return p.membership(ctx, id)
 	case "AccessPolicy":
 		return p.policyUsers(ctx, project, typ+"/"+id)
 	}
 	return 0, fmt.Errorf("no session entry is fed by %s", typ)
 }
 
-// put writes a stored membership's entry (an inactive one stays, marked
+// membershipAttempts bounds how often membership starts over because
+// another process wrote the entry meanwhile.
+const membershipAttempts = 8
+
+// membership brings one membership's entry in step with the store. The
+// locks above order this process's projections of it; other processes
+// project it too (one durable consumer and queue group), so the entry is
+// written only at the revision read before the resource, and read again
+// on a conflict: a projection of an older version of the membership (an
+// admin since demoted, a member since removed) never lands last.
+func (p *Projector) membership(ctx context.Context, id string) (uint64, error) {
+	for attempt := 1; ; attempt++ {
+		rev, err := p.membershipOnce(ctx, id)
+		if !errors.Is(err, session.ErrConflict) || attempt == membershipAttempts {
+			return rev, err
+		}
+	}
+}
+
+func (p *Projector) membershipOnce(ctx context.Context, id string) (uint64, error) {
+	rev, err := p.sessions.MembershipRevision(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	res, err := p.repo.Read(ctx, repo.AllProjects, "ProjectMembership", id)
+	if fhir.Missing(err) {
+		return p.sessions.DeleteMembershipAt(ctx, id, rev)
+	}
+	if err != nil {
+		return 0, err
+	}
+	e, err := p.entry(ctx, res)
+	if err != nil {
+		return 0, err
+	}
+	if testHookProjected != nil {
+		testHookProjected(id)
+	}
+	return p.sessions.PutMembershipAt(ctx, id, *e, rev)
+}
+
+// testHookProjected, if set, runs between reading a membership and
+// writing its entry: tests change the membership there, as another
+// process would.
+var testHookProjected func(id string)
+
+// entry is a stored membership's entry (an inactive one stays, marked
 // inactive: its tokens fail).
-func (p *Projector) put(ctx context.Context, res *repo.Resource) (uint64, error) {
+func (p *Projector) entry(ctx context.Context, res *repo.Resource) (*session.Membership, error) {
 	var m membershipDoc
 	if err := json.Unmarshal(res.JSON, &m); err != nil {
-		return 0, err
+		return nil, err
 	}
 	_, projectID, _ := fhir.SplitReference(m.Project.Reference)
 	pj, err := Get(ctx, p.repo, projectID)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	addresses, err := access.AddressRules(ctx, p.repo, res)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	e, err := Entry(res.JSON, pj.SuperAdmin, addresses)
-	if err != nil {
-		return 0, err
-	}
-	return p.sessions.PutMembership(ctx, res.ID, *e)
+	return Entry(res.JSON, pj.SuperAdmin, addresses)
 }
 
 // policyUsers writes again the entry of every membership of the project
@@ -218,7 +253,9 @@ func (p *Projector) policyUsers(ctx context.Context, project, policy string) (ui
 			return 0, err
 		}
 		for _, m := range page.Resources {
-			if rev, err = p.put(ctx, m); err != nil {
+			// Read again under its revision: the search's copy may be
+			// older than another process's projection.
+			if rev, err = p.membership(ctx, m.ID); err != nil {
 				return 0, err
 			}
 		}

@@ -220,6 +220,59 @@ func (s *Store) PutMembership(ctx context.Context, id string, m Membership) (uin
 	return s.memberships.Put(ctx, id, b)
 }
 
+// ErrConflict: the entry changed since the revision a write was made at.
+var ErrConflict = errors.New("session: entry changed meanwhile")
+
+// MembershipRevision is the revision of a membership's entry, 0 if none:
+// a writer that derives the entry from the stored resource reads it
+// before the resource and writes at it (PutMembershipAt,
+// DeleteMembershipAt), so an older read never overwrites a newer entry,
+// whichever process made it.
+func (s *Store) MembershipRevision(ctx context.Context, id string) (uint64, error) {
+	e, err := s.memberships.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return e.Revision(), nil
+}
+
+// PutMembershipAt records a membership's rights if its entry is still at
+// rev (0: there is none), else fails with ErrConflict.
+func (s *Store) PutMembershipAt(ctx context.Context, id string, m Membership, rev uint64) (uint64, error) {
+	b, _ := json.Marshal(m)
+	var err error
+	if rev == 0 {
+		rev, err = s.memberships.Create(ctx, id, b)
+	} else {
+		rev, err = s.memberships.Update(ctx, id, b, rev)
+	}
+	return rev, conflict(err)
+}
+
+// DeleteMembershipAt forgets a membership if its entry is still at rev
+// (0: there is none, and nothing is written), else fails with
+// ErrConflict. It returns the bucket's revision after the delete.
+func (s *Store) DeleteMembershipAt(ctx context.Context, id string, rev uint64) (uint64, error) {
+	if rev != 0 {
+		if err := s.memberships.Delete(ctx, id, jetstream.LastRevision(rev)); err != nil {
+			return 0, conflict(err)
+		}
+	}
+	return lastRevision(ctx, s.memberships)
+}
+
+// conflict maps the bucket's answers to a write at a stale revision to
+// ErrConflict.
+func conflict(err error) error {
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return fmt.Errorf("%w (%v)", ErrConflict, err)
+	}
+	return err
+}
+
 // DeleteMembership forgets a membership: its tokens stop working. It
 // returns the bucket's revision after the delete.
 func (s *Store) DeleteMembership(ctx context.Context, id string) (uint64, error) {

@@ -75,7 +75,7 @@ func TestLoginsExpire(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if _, _, _, err := v.Lookup(ctx, "l1"); err != ErrInactive {
+	if _, _, _, err := v.Lookup(ctx, "l1"); !errors.Is(err, ErrInactive) {
 		t.Fatalf("expired login looked up: %v", err)
 	}
 	// Memberships have no TTL.
