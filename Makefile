@@ -3,7 +3,10 @@
 
 GO        ?= go
 BIN       := bin
-MODULES   := pkg gateway services/identity services/membership services/fhir services/botexec deploy/standalone deploy/checks
+# deploy/standalone first: go test starts packages in the order named, and
+# its five minutes (mostly waiting on browsers and child processes) then
+# run beside the other packages' tests instead of after them.
+MODULES   := deploy/standalone pkg gateway services/identity services/membership services/fhir services/botexec deploy/checks
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/pinion-health/pinion/gateway.Version=$(VERSION)
 PKGS      := $(addsuffix /...,$(addprefix ./,$(MODULES)))

@@ -253,8 +253,12 @@ func whyRefused(tok string) string {
 	if stack.view.Revoked(c.ID) {
 		return "token " + c.ID + " revoked"
 	}
+	stored := "not in the bucket"
+	if l, err := stack.conns.Sessions.GetLogin(context.Background(), c.LoginID); err == nil {
+		stored = fmt.Sprintf("in the bucket: membership %q, granted %v, revoked %v", l.Membership, l.Granted, l.Revoked)
+	}
 	if _, _, _, err := stack.view.Lookup(context.Background(), c.LoginID); err != nil {
-		return fmt.Sprintf("login %s: %v", c.LoginID, err)
+		return fmt.Sprintf("login %s: %v (%s)", c.LoginID, err, stored)
 	}
 	return fmt.Sprintf("login %s counts now; token expires %v", c.LoginID, time.Unix(c.Exp, 0))
 }

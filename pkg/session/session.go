@@ -571,12 +571,15 @@ func (v *View) Revoked(jti string) bool {
 }
 
 // Lookup returns a live login and its membership. A login not yet seen by
-// the watcher (issued a moment ago) is read from the bucket directly.
+// the watcher (issued a moment ago), or seen only before its sign-in chose
+// a membership, is read from the bucket directly: no token names a login
+// without one, so such a copy is behind (a token used the moment it was
+// issued, while the watcher lagged, was refused).
 func (v *View) Lookup(ctx context.Context, loginID string) (*Login, string, *Membership, error) {
 	v.mu.RLock()
 	l := v.logins[loginID]
 	v.mu.RUnlock()
-	if l == nil {
+	if l == nil || l.Membership == "" {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		var err error

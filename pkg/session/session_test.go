@@ -184,3 +184,40 @@ func TestMissingIsNotFailing(t *testing.T) {
 		t.Errorf("lookup with the bucket down: %v, want a failure that is not ErrInactive", err)
 	}
 }
+
+// A view that saw a login only before its sign-in chose a membership reads
+// the bucket for it: a token used the moment it was issued, while the
+// watcher lagged, was refused ("no membership").
+func TestLookupBehindTheSignIn(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, Config{LoginTTL: time.Hour})
+	if _, err := s.PutMembership(ctx, "m1", Membership{Project: "p", User: "User/u", Profile: "Patient/p", Active: true}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	rev, err := s.PutLogin(ctx, "l1", Login{Membership: "m1", User: "User/u", Granted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.WaitApplied(ctx, LoginsBucket, rev); err != nil {
+		t.Fatal(err)
+	}
+	// The copy the watcher held before the sign-in went on.
+	v.mu.Lock()
+	v.logins["l1"] = &Login{User: "User/u"}
+	v.mu.Unlock()
+	if _, mid, _, err := v.Lookup(ctx, "l1"); err != nil || mid != "m1" {
+		t.Fatalf("a login the view holds from before its membership: %q, %v", mid, err)
+	}
+	// One with no membership in the bucket either does not count.
+	if _, err := s.PutLogin(ctx, "l2", Login{User: "User/u"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := v.Lookup(ctx, "l2"); !errors.Is(err, ErrInactive) {
+		t.Fatalf("a login without a membership: %v", err)
+	}
+}
