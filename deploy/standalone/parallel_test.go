@@ -41,11 +41,9 @@ func raiseParallel() {
 type group chan struct{}
 
 var (
-	// processStacks: multi-process stacks (up to thirteen processes under
-	// load, with deadlines on every request), two at once: one at a time
-	// they made a chain of some 180 s, the longest of the package, and
-	// most of it is waiting on faults and restarts.
-	processStacks = make(group, 2)
+	// processStacks: a multi-process stack (up to thirteen processes under
+	// load, with deadlines on every request) runs alone among its kind.
+	processStacks = make(group, 1)
 	// browsers: Chromium and Medplum's CLI are CPU-bound; two at once keep
 	// CI's two cores busy without pushing a step past its time-out.
 	browsers = make(group, 2)
