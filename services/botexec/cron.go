@@ -184,12 +184,12 @@ const syncAttempts = 8
 // its key: tests change the bot there, as another instance would.
 var testHookSynced func(id string)
 
-// sync brings the bot's key in step with the bot. The key is written only
-// at the revision read before the bot was: instances handle one bot's
-// events at once, and one holding an older version of the bot must not
-// overwrite the key another wrote from a newer one (a bot made and then
-// given a schedule lost it that way, now and then, with two instances).
-// On a conflict it reads both again.
+// sync brings the bot's key in step with the bot. It reads the key's
+// revision before the bot and writes only at that revision: instances
+// handle one bot's events at once, and one holding an older version of
+// the bot must not overwrite the key another wrote from a newer one (a
+// bot made and then given a schedule lost it that way, now and then, with
+// two instances). On a conflict it reads both again.
 func (c *scheduler) sync(ctx context.Context, id string) error {
 	for attempt := 1; ; attempt++ {
 		err := c.syncOnce(ctx, id)
