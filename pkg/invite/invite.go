@@ -9,7 +9,6 @@ package invite
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/kvcas"
 	"github.com/pinion-health/pinion/pkg/saga"
 )
 
@@ -217,12 +217,11 @@ func (s *Store) update(ctx context.Context, id string, r *Record, f func(*Record
 		r.Updated = time.Now().UTC()
 		b, _ := json.Marshal(r)
 		rev, err := s.kv.Update(ctx, id, b, r.rev)
+		if kvcas.Conflict(err) {
+			r = nil
+			continue
+		}
 		if err != nil {
-			var apiErr *jetstream.APIError
-			if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-				r = nil
-				continue
-			}
 			return nil, fmt.Errorf("invite %s: %w", id, err)
 		}
 		r.rev = rev

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pinion-health/pinion/pkg/kvcas"
 )
 
 // Bucket names.
@@ -267,7 +269,7 @@ func (s *Store) DeleteMembershipAt(ctx context.Context, id string, rev uint64) (
 // conflict maps the bucket's answers to a write at a stale revision to
 // ErrConflict.
 func conflict(err error) error {
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+	if kvcas.Conflict(err) {
 		return fmt.Errorf("%w (%v)", ErrConflict, err)
 	}
 	return err
@@ -320,11 +322,10 @@ func (s *Store) UpdateLoginRev(ctx context.Context, id string, f func(*Login) er
 		}
 		b, _ := json.Marshal(l)
 		rev, err := s.logins.Update(ctx, id, b, e.Revision())
+		if kvcas.Conflict(err) {
+			continue
+		}
 		if err != nil {
-			var apiErr *jetstream.APIError
-			if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-				continue
-			}
 			return nil, 0, err
 		}
 		return l, rev, nil

@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pinion-health/pinion/pkg/kvcas"
 )
 
 // UserLoginsBucket keeps, per user, the ids of its recent sign-ins. The
@@ -135,8 +137,7 @@ func (u *UserLogins) Add(ctx context.Context, user, loginID string, start time.T
 		if err == nil {
 			return nil
 		}
-		var apiErr *jetstream.APIError
-		if !errors.Is(err, jetstream.ErrKeyExists) && !(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence) {
+		if !kvcas.Conflict(err) {
 			return fmt.Errorf("user logins: %w", err)
 		}
 	}

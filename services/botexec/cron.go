@@ -18,6 +18,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/botcron"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/kvcas"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/services/botexec/worker"
@@ -193,7 +194,7 @@ var testHookSynced func(id string)
 func (c *scheduler) sync(ctx context.Context, id string) error {
 	for attempt := 1; ; attempt++ {
 		err := c.syncOnce(ctx, id)
-		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) || attempt == syncAttempts {
+		if !kvcas.Conflict(err) || attempt == syncAttempts {
 			return err
 		}
 	}
