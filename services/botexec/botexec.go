@@ -90,6 +90,9 @@ type Service struct {
 	// identifiers caches identifier lookups for identifierTTL, at most
 	// maxIdentifiers of them.
 	identifiers *expirable.LRU[string, identifierHit]
+	// botSecrets caches bots' own secrets (nil for none) for
+	// botSecretsTTL, so that a run of a bot without any reads nothing.
+	botSecrets *expirable.LRU[string, []any]
 	// botMembers keeps bots' membership entries (nil without JetStream:
 	// the bucket is read on every run).
 	botMembers *session.MemberCache
@@ -116,6 +119,7 @@ func New(cfg Config, nc *nats.Conn, r *repo.Repo, sessions *session.Store, log *
 	s := &Service{cfg: cfg, nc: nc, repo: r, sessions: sessions, policies: access.NewPolicies(r, log), log: log,
 		asyncSlots: make(chan struct{}, maxAsync), slots: newProjectSlots(cfg.ProjectConcurrency),
 		identifiers: expirable.NewLRU[string, identifierHit](maxIdentifiers, nil, identifierTTL),
+		botSecrets:  expirable.NewLRU[string, []any](maxBotSecrets, nil, botSecretsTTL),
 		members:     expirable.NewLRU[string, string](maxMembers, nil, memberTTL)}
 	s.subs = subscriptions.New(subscriptions.Config{
 		BaseURL: cfg.BaseURL, JS: cfg.JS, EventStream: cfg.EventStream, RestHookPrivate: cfg.RestHookPrivate,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"time"
 
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
@@ -52,6 +53,7 @@ func (s *Service) setBotSecrets(ctx context.Context, r *bus.Request) (*bus.Respo
 	if err := s.repo.SetSecret(ctx, botSecretsKey(id), val); err != nil {
 		return nil, err
 	}
+	s.botSecrets.Remove(id)
 	return botSecretsAnswer(list)
 }
 
@@ -108,6 +110,15 @@ func (s *Service) ownSecrets(ctx context.Context, botID string) ([]any, error) {
 	return list, nil
 }
 
+// A run reuses a bot's own secrets for botSecretsTTL: most bots have none,
+// and reading that from the store cost every run a query. A
+// change reaches the next run at once in the executor that made it, and
+// within botSecretsTTL in any other (as a bot's identifier does).
+const (
+	botSecretsTTL = 5 * time.Second
+	maxBotSecrets = 10_000
+)
+
 // runSecrets is a run's event.secrets: the project's, with the bot's own
 // in place of any of the same name.
 func (s *Service) runSecrets(ctx context.Context, b *bot) (map[string]any, error) {
@@ -115,9 +126,15 @@ func (s *Service) runSecrets(ctx context.Context, b *bot) (map[string]any, error
 	if err != nil {
 		return nil, err
 	}
-	own, err := s.ownSecrets(ctx, b.ID)
-	if err != nil || len(own) == 0 {
-		return shared, err
+	own, ok := s.botSecrets.Get(b.ID)
+	if !ok {
+		if own, err = s.ownSecrets(ctx, b.ID); err != nil {
+			return nil, err
+		}
+		s.botSecrets.Add(b.ID, own)
+	}
+	if len(own) == 0 {
+		return shared, nil
 	}
 	// The project's map is shared by every run of the project: copied.
 	out := maps.Clone(shared)
