@@ -587,8 +587,13 @@ func (r *Repo) CreateMany(ctx context.Context, sc Scope, typ string, list []map[
 	if err := r.st.Write(ctx, ws...); err != nil {
 		return storeError(err, typ, "")
 	}
+	// Not cached, unlike stored: nothing reads them at once, and at a
+	// bot's rate of audit events they would push out of the cache what
+	// is read (and keep the heap large for the collector to walk).
 	for _, v := range vs {
-		r.stored(v)
+		if !v.quiet {
+			r.publishAfter(v.ev, v.w.Event)
+		}
 	}
 	return nil
 }
