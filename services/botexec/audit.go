@@ -45,12 +45,7 @@ func (s *Service) audit(b *bot, requester, runAs *bus.Principal, start time.Time
 			s.queueAudit(auditEvent{project: b.Project, bot: b.ID, ev: ev})
 		case "log":
 			// Logged as the map it is stored as, so the line reads as before.
-			m, err := resource.Map(ev)
-			if err != nil {
-				s.log.Error("bot audit event not encoded", "bot", b.ID, "err", err)
-				continue
-			}
-			s.log.Info("bot execution", "bot", b.ID, "project", b.Project, "auditEvent", m)
+			s.log.Info("bot execution", "bot", b.ID, "project", b.Project, "auditEvent", ev.Map())
 		}
 	}
 }
@@ -199,14 +194,9 @@ func (s *Service) drain(batch []auditEvent) []auditEvent {
 // writeBatch writes a batch with one insert per project.
 func (s *Service) writeBatch(batch []auditEvent) {
 	for project, evs := range byProject(batch) {
-		list := make([]map[string]any, 0, len(evs))
-		for _, ev := range evs {
-			m, err := resource.Map(ev)
-			if err != nil {
-				s.log.Error("bot audit event not encoded", "project", project, "err", err)
-				continue
-			}
-			list = append(list, m)
+		list := make([]map[string]any, len(evs))
+		for i, ev := range evs {
+			list[i] = ev.Map()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := s.repo.CreateMany(ctx, repo.Scope{Project: project}, "AuditEvent", list, repo.WriteOptions{Project: project}); err != nil {

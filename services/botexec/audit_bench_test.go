@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/pinion-health/pinion/pkg/bus"
-	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/services/botexec/sandbox"
@@ -27,10 +26,7 @@ func BenchmarkAuditEncode(b *testing.B) {
 	start := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
-		m, err := resource.Map(auditRecord(bt, req, runAs, start, start, res, nil))
-		if err != nil {
-			b.Fatal(err)
-		}
+		m := auditRecord(bt, req, runAs, start, start, res, nil).Map()
 		if _, err := json.Marshal(m); err != nil {
 			b.Fatal(err)
 		}
@@ -42,10 +38,7 @@ func BenchmarkAuditEncode(b *testing.B) {
 func BenchmarkAuditWriteChecks(b *testing.B) {
 	bt, req, runAs, res := auditBenchRun()
 	start := time.Now()
-	m, err := resource.Map(auditRecord(bt, req, runAs, start, start, res, nil))
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := auditRecord(bt, req, runAs, start, start, res, nil).Map()
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := repo.Check(m, false); err != nil {
