@@ -37,7 +37,22 @@ func TestAuditEventMap(t *testing.T) {
 		Extension:    []Extension{{URL: "https://medplum.com/fhir/StructureDefinition/tracking-duration", ValueInteger: -12345678901}},
 	}
 	bare := AuditEvent{ResourceType: "AuditEvent"}
-	for name, ev := range map[string]*AuditEvent{"run": &run, "scheduled": &scheduled, "delivery": &delivery, "bare": &bare} {
+	// full sets every field at every depth, so a field added to these
+	// types fails here until it is set, and then until Map writes it.
+	ref := Reference{Reference: "Device/d", Display: "d"}
+	coding := Coding{System: "s", Code: "c", Display: "d"}
+	full := AuditEvent{
+		ResourceType: "AuditEvent", Type: coding, Subtype: []Coding{coding}, Recorded: "2026-11-27T10:00:00Z",
+		Period: &Period{Start: "2026-11-27T10:00:00Z", End: "2026-11-27T10:00:01Z"}, Outcome: "8", OutcomeDesc: "d",
+		Agent:     []AuditAgent{{Type: &CodeableConcept{Text: "t"}, Who: &ref, Requestor: true}},
+		Source:    &AuditSource{Observer: ref},
+		Entity:    []AuditEntity{{What: ref, Role: coding}},
+		Extension: []Extension{{URL: "u", ValueInteger: 1}},
+	}
+	if path := unset(reflect.ValueOf(full), "AuditEvent"); path != "" {
+		t.Fatalf("full leaves %s unset", path)
+	}
+	for name, ev := range map[string]*AuditEvent{"run": &run, "scheduled": &scheduled, "delivery": &delivery, "bare": &bare, "full": &full} {
 		want, err := Map(ev)
 		if err != nil {
 			t.Fatal(err)
@@ -46,4 +61,30 @@ func TestAuditEventMap(t *testing.T) {
 			t.Errorf("%s:\n got %#v\nwant %#v", name, got, want)
 		}
 	}
+}
+
+// unset is the path of the first zero field in v, a struct, its pointers
+// and its slices' elements; "" when every field is set.
+func unset(v reflect.Value, path string) string {
+	switch v.Kind() {
+	case reflect.Pointer:
+		return unset(v.Elem(), path)
+	case reflect.Slice:
+		for i := range v.Len() {
+			if p := unset(v.Index(i), path+"[i]"); p != "" {
+				return p
+			}
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			f, p := v.Field(i), path+"."+v.Type().Field(i).Name
+			if f.IsZero() {
+				return p
+			}
+			if p := unset(f, p); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }
