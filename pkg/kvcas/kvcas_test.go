@@ -1,34 +1,21 @@
-package kvcas
+package kvcas_test
 
 import (
 	"context"
 	"errors"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pinion-health/pinion/pkg/embedded"
+	"github.com/pinion-health/pinion/pkg/kvcas"
+	"github.com/pinion-health/pinion/pkg/testenv"
 )
 
 // Each compare-and-set write at a stale revision, on a real embedded
 // server, is a conflict; other failures are not.
 func TestConflict(t *testing.T) {
 	ctx := context.Background()
-	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir(), NoListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testenv.JetStream(t)
 	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "cas"})
 	if err != nil {
 		t.Fatal(err)
@@ -44,13 +31,13 @@ func TestConflict(t *testing.T) {
 	_, updateErr := kv.Update(ctx, "k", []byte("3"), rev)
 	deleteErr := kv.Delete(ctx, "k", jetstream.LastRevision(rev))
 	for name, err := range map[string]error{"create": createErr, "update": updateErr, "delete": deleteErr} {
-		if !Conflict(err) {
+		if !kvcas.Conflict(err) {
 			t.Errorf("%s at a stale revision: %v is not a conflict", name, err)
 		}
 	}
 	_, getErr := kv.Get(ctx, "missing")
 	for _, err := range []error{nil, getErr, errors.New("connection lost")} {
-		if Conflict(err) {
+		if kvcas.Conflict(err) {
 			t.Errorf("%v is a conflict", err)
 		}
 	}

@@ -37,20 +37,8 @@ func New(t testing.TB) *Env {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
-	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: filepath.Join(dir, "nats"), NoListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := JetStream(t)
+	nc := js.Conn()
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: ResourceStream, Subjects: []string{bus.EventPrefix + ">"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -69,4 +57,26 @@ func New(t testing.TB) *Env {
 	}
 	t.Cleanup(r.Close)
 	return &Env{NC: nc, JS: js, Repo: r, Sessions: sessions}
+}
+
+// JetStream starts an embedded NATS server only this process can reach,
+// stopped when the test ends, and answers JetStream on a connection to it
+// (js.Conn() is the connection).
+func JetStream(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: t.TempDir(), NoListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
