@@ -48,7 +48,7 @@ func TestSchedulerFollowsProjectAndBotDeletes(t *testing.T) {
 	if err := env.Repo.Delete(ctx, repo.Scope{Project: p.ID}, "Bot", other.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the deleted bot's secrets to go", func() bool {
+	testenv.Eventually(t, "the deleted bot's secrets to go", func() bool {
 		_, err := env.Repo.Secret(ctx, botSecretsKey(other.ID))
 		return errors.Is(err, store.ErrNotFound)
 	})
@@ -70,11 +70,11 @@ func TestSchedulerFollowsProjectAndBotDeletes(t *testing.T) {
 		}
 	}
 	setFeatures("bots", "cron")
-	waitUntil(t, "the bot to be scheduled with its project", scheduled)
-	waitUntil(t, "the instance to hold it", func() bool { return held(s) == 1 })
+	testenv.Eventually(t, "the bot to be scheduled with its project", scheduled)
+	testenv.Eventually(t, "the instance to hold it", func() bool { return held(s) == 1 })
 	clk.Add(time.Minute)
-	waitUntil(t, "its run", func() bool { return len(f.snapshot()) == 1 })
+	testenv.Eventually(t, "its run", func() bool { return len(f.snapshot()) == 1 })
 
 	setFeatures("bots")
-	waitUntil(t, "the schedule to end with the feature", func() bool { return !scheduled() })
+	testenv.Eventually(t, "the schedule to end with the feature", func() bool { return !scheduled() })
 }

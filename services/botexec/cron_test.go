@@ -72,17 +72,6 @@ func together(ss ...*scheduler) {
 	wg.Wait()
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // settled says whether every scheduler holds the bot's latest entry and
 // none has a run due: after that no claim of an earlier tick can succeed.
 func settled(ctx context.Context, kv jetstream.KeyValue, now time.Time, id string, ss ...*scheduler) bool {
@@ -152,7 +141,7 @@ func TestSchedulerRunsEachTickOnce(t *testing.T) {
 	unscheduled := mkBot(without, "* * * * *")
 	bot := mkBot(withCron, "* * * * *")
 	kv := a.kv
-	waitUntil(t, "the bot's schedule", func() bool { return settled(ctx, kv, clk.Now(), bot.ID, a, b) && held(a) == 1 })
+	testenv.Eventually(t, "the bot's schedule", func() bool { return settled(ctx, kv, clk.Now(), bot.ID, a, b) && held(a) == 1 })
 	if _, err := kv.Get(ctx, unscheduled.ID); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("a bot of a project without cron was scheduled: %v", err)
 	}
@@ -161,7 +150,7 @@ func TestSchedulerRunsEachTickOnce(t *testing.T) {
 	for i := 1; i <= 5; i++ {
 		clk.Add(time.Minute)
 		together(a, b)
-		waitUntil(t, "a run", func() bool { return len(f.snapshot()) >= i && settled(ctx, kv, clk.Now(), bot.ID, a, b) })
+		testenv.Eventually(t, "a run", func() bool { return len(f.snapshot()) >= i && settled(ctx, kv, clk.Now(), bot.ID, a, b) })
 		runs := f.snapshot()
 		if len(runs) != i {
 			t.Fatalf("tick %d: %d runs: %v", i, len(runs), runs)
@@ -176,13 +165,13 @@ func TestSchedulerRunsEachTickOnce(t *testing.T) {
 	b.Stop()
 	clk.Add(10 * time.Minute) // 00:15:30
 	c := start("c")
-	waitUntil(t, "the missed run", func() bool { return len(f.snapshot()) >= 6 && settled(ctx, kv, clk.Now(), bot.ID, c) })
+	testenv.Eventually(t, "the missed run", func() bool { return len(f.snapshot()) >= 6 && settled(ctx, kv, clk.Now(), bot.ID, c) })
 	runs := f.snapshot()
 	if len(runs) != 6 || runs[5].by != "c" || !runs[5].due.Equal(time.Date(2026, 1, 1, 0, 6, 0, 0, time.UTC)) {
 		t.Fatalf("after the restart: %v, want one run of the 00:06 tick", runs)
 	}
 	d := start("d")
-	waitUntil(t, "the second instance", func() bool { return settled(ctx, kv, clk.Now(), bot.ID, c, d) })
+	testenv.Eventually(t, "the second instance", func() bool { return settled(ctx, kv, clk.Now(), bot.ID, c, d) })
 
 	// Every five minutes from now: the 00:16 tick of the old schedule
 	// does not run, the 00:20 one does.
@@ -190,16 +179,16 @@ func TestSchedulerRunsEachTickOnce(t *testing.T) {
 	if _, err := env.Repo.Update(ctx, repo.Scope{Project: withCron}, upd, repo.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the new schedule", func() bool {
+	testenv.Eventually(t, "the new schedule", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		h, ok := c.entries[bot.ID]
 		return ok && h.Spec == "*/5 * * * *"
 	})
-	waitUntil(t, "both instances to hold it", func() bool { return settled(ctx, kv, clk.Now(), bot.ID, c, d) })
+	testenv.Eventually(t, "both instances to hold it", func() bool { return settled(ctx, kv, clk.Now(), bot.ID, c, d) })
 	clk.Add(5 * time.Minute) // 00:20:30
 	together(c, d)
-	waitUntil(t, "the run on the new schedule", func() bool { return len(f.snapshot()) >= 7 && settled(ctx, kv, clk.Now(), bot.ID, c, d) })
+	testenv.Eventually(t, "the run on the new schedule", func() bool { return len(f.snapshot()) >= 7 && settled(ctx, kv, clk.Now(), bot.ID, c, d) })
 	runs = f.snapshot()
 	if len(runs) != 7 || !runs[6].due.Equal(time.Date(2026, 1, 1, 0, 20, 0, 0, time.UTC)) {
 		t.Fatalf("after the change: %v, want one run of the 00:20 tick", runs)
@@ -211,7 +200,7 @@ func TestSchedulerRunsEachTickOnce(t *testing.T) {
 	}
 	// settled alone holds before the delete's event is handled too (both
 	// instances hold the latest entry, not yet due): the key must be gone.
-	waitUntil(t, "the schedule to end", func() bool {
+	testenv.Eventually(t, "the schedule to end", func() bool {
 		_, err := kv.Get(ctx, bot.ID)
 		return errors.Is(err, jetstream.ErrKeyNotFound) && settled(ctx, kv, clk.Now(), bot.ID, c, d)
 	})
