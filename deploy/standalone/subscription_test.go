@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/subscription"
+	"github.com/pinion-health/pinion/pkg/testenv"
 	"github.com/pinion-health/pinion/services/botexec/subscriptions"
 )
 
@@ -412,6 +413,10 @@ func TestSubscriptionResend(t *testing.T) {
 	tok := clientToken(t, r.json(t)["id"].(string), r.json(t)["secret"].(string))
 	p := newPatient(t, tok, "Resent") // before any subscription: nothing sent
 	id := p["id"].(string)
+	// Writes are stamped to the millisecond, and a subscription written in
+	// the change's millisecond is sent it: wait for the next one.
+	written, _ := time.Parse(time.RFC3339Nano, p["meta"].(map[string]any)["lastUpdated"].(string))
+	testenv.Eventually(t, "the next millisecond", func() bool { return time.Now().Truncate(time.Millisecond).After(written) })
 	h, h2 := newHook(t, 200), newHook(t, 200)
 	sub := newSubscription(t, tok, "Patient", h.srv.URL)
 	newSubscription(t, tok, "Patient", h2.srv.URL)

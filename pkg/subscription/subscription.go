@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/fhirpath"
@@ -63,6 +64,8 @@ const (
 // Subscription is a stored Subscription as delivery needs it.
 type Subscription struct {
 	ID, Project string
+	// Written is when this version was stored, if its reader says.
+	Written time.Time
 	// Author is meta.author: whose access to a changed resource decides
 	// whether the subscription may see it.
 	Author string

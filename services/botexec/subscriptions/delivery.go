@@ -263,7 +263,7 @@ func (s *Deliverer) attempt(ctx context.Context, d *delivery, attempt int) error
 			return nil // a retry or a delivery put off never sends a version older than one that may have been sent
 		}
 	}
-	changed, err := s.changedVersion(ctx, ev, d.Resent)
+	changed, _, err := s.changedVersion(ctx, ev, d.Resent)
 	if fhir.Missing(err) {
 		return nil
 	}

@@ -255,6 +255,7 @@ type change struct {
 func (s *Deliverer) matchChange(ctx context.Context, c change, subs []*subscription.Subscription) error {
 	ev := c.ev
 	var changed *repo.Resource
+	var at time.Time
 	var doc *search.Doc
 	var previous func() map[string]any
 	fhirPathLeft := eventFHIRPathTime
@@ -264,7 +265,7 @@ func (s *Deliverer) matchChange(ctx context.Context, c change, subs []*subscript
 		}
 		if changed == nil {
 			var err error
-			if changed, err = s.changedVersion(ctx, ev, c.resend != ""); err != nil {
+			if changed, at, err = s.changedVersion(ctx, ev, c.resend != ""); err != nil {
 				if fhir.Missing(err) {
 					return nil // the version is gone (an expired history): nothing to send
 				}
@@ -272,6 +273,15 @@ func (s *Deliverer) matchChange(ctx context.Context, c change, subs []*subscript
 			}
 			doc = search.StoredDoc(changed.Type, changed.ID, changed.Project, changed.LastUpdated, changed.JSON)
 			previous = s.previousVersion(ctx, changed)
+		}
+		if c.resend == "" {
+			ok, err := s.activeAt(ctx, sub, at)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
 		}
 		route, err := s.route(ctx, c, sub, doc, previous, &fhirPathLeft)
 		if err != nil {
@@ -351,20 +361,25 @@ var (
 
 // changedVersion is the resource as the change left it; for a delete, the
 // last version before it (what Medplum sends as the deleted resource). A
-// resent change is the version named, whatever the interaction.
-func (s *Deliverer) changedVersion(ctx context.Context, ev repo.Event, resent bool) (*repo.Resource, error) {
+// resent change is the version named, whatever the interaction. at is when
+// the change was written.
+func (s *Deliverer) changedVersion(ctx context.Context, ev repo.Event, resent bool) (res *repo.Resource, at time.Time, err error) {
 	if ev.Op != subscription.Delete || resent {
-		return s.repo.VRead(ctx, repo.Scope{Project: ev.Project}, ev.Type, ev.ID, ev.VersionID)
+		res, err = s.repo.VRead(ctx, repo.Scope{Project: ev.Project}, ev.Type, ev.ID, ev.VersionID)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		return res, res.LastUpdated, nil
 	}
 	return s.versionBefore(ctx, ev.Project, ev.Type, ev.ID, ev.VersionID)
 }
 
 // versionBefore is the newest stored (not deleted) version older than
-// version vid; NotFound when there is none.
-func (s *Deliverer) versionBefore(ctx context.Context, project, typ, id, vid string) (*repo.Resource, error) {
+// version vid, and when vid was written; NotFound when there is none.
+func (s *Deliverer) versionBefore(ctx context.Context, project, typ, id, vid string) (*repo.Resource, time.Time, error) {
 	versions, err := s.repo.History(ctx, repo.Scope{Project: project}, typ, id)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	for i, v := range versions {
 		if v.VersionID != vid {
@@ -372,12 +387,40 @@ func (s *Deliverer) versionBefore(ctx context.Context, project, typ, id, vid str
 		}
 		for _, older := range versions[i+1:] {
 			if !older.Deleted {
-				return older, nil
+				return older, v.LastUpdated, nil
 			}
 		}
 		break
 	}
-	return nil, fhir.NotFound()
+	return nil, time.Time{}, fhir.NotFound()
+}
+
+// activeAt reports whether sub, active now, was already active when a
+// change was written at at. The matcher may run well after a write, and a
+// write is matched against the subscriptions of its moment, as in Medplum,
+// not against those made or switched on since. Within one millisecond the
+// order is not known, and the change is sent. Only a subscription written
+// after the change needs its history read.
+func (s *Deliverer) activeAt(ctx context.Context, sub *subscription.Subscription, at time.Time) (bool, error) {
+	if !sub.Written.After(at) {
+		return true, nil
+	}
+	versions, err := s.repo.History(ctx, repo.Scope{Project: sub.Project}, "Subscription", sub.ID)
+	if err != nil {
+		return false, err
+	}
+	for _, v := range versions { // newest first: the unbroken run of active versions
+		if v.Deleted {
+			return false, nil
+		}
+		if old, err := subscriptionOf(v); err != nil || !old.Active {
+			return false, nil
+		}
+		if !v.LastUpdated.After(at) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // previousVersion gives, when first asked, the version before res as
@@ -389,7 +432,7 @@ func (s *Deliverer) previousVersion(ctx context.Context, res *repo.Resource) fun
 			return prev
 		}
 		prev = map[string]any{}
-		older, err := s.versionBefore(ctx, res.Project, res.Type, res.ID, res.VersionID)
+		older, _, err := s.versionBefore(ctx, res.Project, res.Type, res.ID, res.VersionID)
 		switch {
 		case err == nil:
 			if m, err := fhir.Decode(older.JSON); err == nil {
@@ -405,7 +448,11 @@ func (s *Deliverer) previousVersion(ctx context.Context, res *repo.Resource) fun
 // subscriptionOf is a stored Subscription, parsed once per version.
 func subscriptionOf(res *repo.Resource) (*subscription.Subscription, error) {
 	return repo.Memo(res, "botexec.subscription", func(j []byte) (*subscription.Subscription, error) {
-		return subscription.Parse(res.ID, res.Project, j)
+		sub, err := subscription.Parse(res.ID, res.Project, j)
+		if err == nil {
+			sub.Written = res.LastUpdated
+		}
+		return sub, err
 	})
 }
 
