@@ -166,6 +166,18 @@ func (s *Store) SwapSecret(ctx context.Context, key string, old, new []byte) err
 	return fmt.Errorf("secret %s: %w", key, store.ErrConflict)
 }
 
+// upsert runs an upsert by _id, and once more if it lost a race: two
+// upserts of a new key at once can both try to insert, and the loser gets
+// a duplicate key (MongoDB retries that itself since 4.2, FerretDB does
+// not). The key exists now, so the second try updates it.
+func upsert(f func() error) error {
+	err := f()
+	if mongo.IsDuplicateKeyError(err) {
+		err = f()
+	}
+	return err
+}
+
 // SetSecret implements store.Store.
 func (s *Store) SetSecret(ctx context.Context, key string, value []byte) error {
 	c := s.db.Collection(secretsColl)
@@ -173,15 +185,10 @@ func (s *Store) SetSecret(ctx context.Context, key string, value []byte) error {
 	if value == nil {
 		_, err = c.DeleteOne(ctx, bson.D{{Key: "_id", Value: key}})
 	} else {
-		// Two upserts of a new key at once can both try to insert, and the
-		// loser gets a duplicate key: the key exists now, so replacing it
-		// again does what was asked.
-		for try := 0; ; try++ {
-			_, err = c.ReplaceOne(ctx, bson.D{{Key: "_id", Value: key}}, secretDoc{ID: key, Value: value}, options.Replace().SetUpsert(true))
-			if !mongo.IsDuplicateKeyError(err) || try == 1 {
-				break
-			}
-		}
+		err = upsert(func() error {
+			_, err := c.ReplaceOne(ctx, bson.D{{Key: "_id", Value: key}}, secretDoc{ID: key, Value: value}, options.Replace().SetUpsert(true))
+			return err
+		})
 	}
 	if err != nil {
 		return fmt.Errorf("secret %s: %w", key, err)

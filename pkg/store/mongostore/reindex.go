@@ -63,8 +63,12 @@ func (s *Store) Reindex(ctx context.Context, typ string, version int, fields sto
 			progress(done)
 		}
 	}
-	if _, err := meta.UpdateOne(ctx, bson.D{{Key: "_id", Value: key}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "version", Value: version}}}}, options.UpdateOne().SetUpsert(true)); err != nil {
+	// $max: a process still on an older version never lowers it.
+	if err := upsert(func() error {
+		_, err := meta.UpdateOne(ctx, bson.D{{Key: "_id", Value: key}},
+			bson.D{{Key: "$max", Value: bson.D{{Key: "version", Value: version}}}}, options.UpdateOne().SetUpsert(true))
+		return err
+	}); err != nil {
 		return done, fmt.Errorf("reindex %s: %w", typ, err)
 	}
 	if progress != nil {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -86,5 +87,27 @@ func testReindex(t *testing.T, s store.Store) {
 	// A type never written records its version and reads nothing.
 	if none, err := s.Reindex(ctx, "Empty", 2, fields, nil); err != nil || none != 0 {
 		t.Errorf("Reindex of an empty type = %d, %v", none, err)
+	}
+}
+
+// testConcurrentReindex: processes starting together (the replicas of a
+// service after an upgrade) reindex one type at once, and all succeed.
+func testConcurrentReindex(t *testing.T, s store.Store) {
+	ctx := ctxOf(t)
+	fields := func([]byte) (map[string]any, error) { return map[string]any{"s_tag": []string{"t1"}}, nil }
+	for round := range 3 {
+		typ := fmt.Sprintf("Type%d", round)
+		mustWrite(t, s, create(record(typ, "one", "1", "pa", t0, `{}`), map[string]any{"s_name": []string{"one"}}))
+		for i, err := range parallel(8, func(int) error {
+			_, err := s.Reindex(ctx, typ, 2, fields, nil)
+			return err
+		}) {
+			if err != nil {
+				t.Fatalf("%s, reindex %d of 8 at once: %v", typ, i, err)
+			}
+		}
+		if n, err := s.Reindex(ctx, typ, 2, fields, nil); err != nil || n != 0 {
+			t.Errorf("%s: Reindex after the others = %d, %v; want the version recorded", typ, n, err)
+		}
 	}
 }

@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Options) {
 		{"SearchKinds", testSearchKinds},
 		{"Sort", testSort},
 		{"Reindex", testReindex},
+		{"ConcurrentReindex", testConcurrentReindex},
 		{"Outbox", testOutbox},
 		{"Secrets", testSecrets},
 		{"ConcurrentSwapSecret", testConcurrentSwapSecret},
