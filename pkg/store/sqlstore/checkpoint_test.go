@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,11 +37,67 @@ func TestCheckpointer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * checkpointEvery)
-	for size() == before {
-		if time.Now().After(deadline) {
-			t.Fatalf("database file still %d bytes after %s: no checkpoint", before, 10*checkpointEvery)
+	eventually(t, "a checkpoint to grow the database file", func() bool { return size() != before })
+}
+
+// TestWALRestartsUnderLoad: with writes committing back to back, no pass
+// of the checkpointer leaves the WAL all copied at the start of a
+// transaction, so SQLite does not start it again; asked to, the writer
+// finishes the checkpoint and the WAL starts again from its beginning.
+func TestWALRestartsUnderLoad(t *testing.T) {
+	s := openFull(t)
+	s.ckpt.halt() // its passes are the test's
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body := []byte(fmt.Sprintf(`{"resourceType":"Patient","text":%q}`, strings.Repeat("x", 16<<10))) // five pages a write
+	const writers = 32                                                                               // enough that the writer never waits for one
+	errs := make(chan error, writers)
+	for g := range writers {
+		go func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				w := patientWrite(fmt.Sprintf("g%d-%d", g, i))
+				w.JSON = body
+				if err := s.Write(ctx, w); err != nil && ctx.Err() == nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	var long int
+	eventually(t, "a WAL long enough to restart", func() bool {
+		long, _ = s.ckpt.pass()
+		return long >= 2*restartFrames
+	})
+	if !s.ckpt.once(true) {
+		t.Fatal("the checkpointer did not ask for a restart")
+	}
+	eventually(t, "the WAL started again", func() bool {
+		frames, ok := s.ckpt.pass()
+		if frames > writerAutoCheckpoint/2 {
+			t.Fatalf("the WAL grew to %d frames without starting again", frames)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return ok && frames < long/2
+	})
+	cancel()
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// eventually is testenv.Eventually, which this package's tests cannot
+// import (testenv opens a store): it polls cond until it holds, for 10 s at
+// most.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for pause := time.Millisecond; !cond(); pause = min(2*pause, 50*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %s", what)
+		}
+		time.Sleep(pause)
 	}
 }

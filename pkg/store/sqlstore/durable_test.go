@@ -57,13 +57,7 @@ func TestAnsweredOnceSynced(t *testing.T) {
 	for i := range n {
 		go func() { more <- s.Write(ctx, patientWrite("m"+string(rune('0'+i)))) }()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for s.w.taken.Load() < taken+n {
-		if time.Now().After(deadline) {
-			t.Fatal("the writer did not take the writes queued during the sync")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, "the writer to take the writes queued during the sync", func() bool { return s.w.taken.Load() >= taken+n })
 	select {
 	case err := <-first:
 		t.Fatalf("answered (%v) before its sync ended", err)
@@ -137,13 +131,7 @@ func TestStrictCommitsFull(t *testing.T) {
 			return nil
 		})
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.w.taken.Load() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the writer did not take the plain write")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, "the writer to take the plain write", func() bool { return s.w.taken.Load() >= 2 })
 	txs := s.w.txs.Load()
 	strict := make(chan error, 1)
 	go func() {

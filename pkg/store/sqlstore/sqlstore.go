@@ -104,7 +104,8 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	if sync == "full" {
 		wsync = "normal"
 	}
-	wdb, err := sql.Open("sqlite", dsn(path, "journal_mode(WAL)", fmt.Sprintf("wal_autocheckpoint(%d)", writerAutoCheckpoint), busy, "synchronous("+wsync+")",
+	wdb, err := sql.Open("sqlite", dsn(path, "journal_mode(WAL)", fmt.Sprintf("wal_autocheckpoint(%d)", writerAutoCheckpoint),
+		fmt.Sprintf("journal_size_limit(%d)", walSizeLimit), busy, "synchronous("+wsync+")",
 		"cache_size(-32000)", "temp_store(MEMORY)"))
 	if err != nil {
 		return nil, err
@@ -152,7 +153,7 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 		return fail(err)
 	}
 	s := &Store{log: log, wdb: wdb, w: w}
-	if s.ckpt, err = startCheckpointer(ctx, path, sync, log); err != nil {
+	if s.ckpt, err = startCheckpointer(ctx, path, sync, w.askRestart, log); err != nil {
 		s.w.close()
 		wdb.Close()
 		return nil, fmt.Errorf("sqlstore: open %s: %w", path, err)

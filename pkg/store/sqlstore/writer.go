@@ -157,6 +157,37 @@ type writer struct {
 	// a pipelined transaction: the next transaction starts with it.
 	// Only the writer's goroutine touches it.
 	carry *op
+	// restart asks the writer to finish a checkpoint (checkpoint.go).
+	restart atomic.Bool
+}
+
+// askRestart has the writer finish the checkpointer's passes before its
+// next transaction, so that the WAL starts again (checkpoint.go).
+func (w *writer) askRestart() { w.restart.Store(true) }
+
+// restartWAL copies what was written since the checkpointer's last pass,
+// if it asked: little, as the pass has just ended. The transaction after
+// it then finds every frame copied, and SQLite starts the WAL again unless
+// a reader still holds an older snapshot. SQLite syncs the WAL before it
+// copies and the database after, as in any checkpoint, so what was
+// acknowledged stays as durable as before.
+func (w *writer) restartWAL() {
+	if !w.restart.CompareAndSwap(true, false) {
+		return
+	}
+	var busy, frames, copied int
+	start := time.Now()
+	if err := w.c.conn.QueryRowContext(w.c.ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
+		w.log.Warn("sqlstore: the writer's checkpoint failed", "err", err)
+		return
+	}
+	if busy != 0 {
+		// Another checkpoint holds the lock (a pass, a backup): try again
+		// after the next transaction, at the cost of a lock's test.
+		w.restart.Store(true)
+		return
+	}
+	w.log.Debug("sqlstore: the writer finished a checkpoint", "took", time.Since(start), "frames", frames, "copied", copied)
 }
 
 func newWriter(ctx context.Context, conn *sql.Conn, durable *syncer, log *slog.Logger) (*writer, error) {
@@ -237,6 +268,7 @@ func (w *writer) loop() {
 			return
 		}
 		for w.queue.len() > 0 || w.carry != nil {
+			w.restartWAL()
 			w.commit(w.gather(batch[:0]))
 		}
 	}
