@@ -31,9 +31,10 @@ import (
 // in writer.go), so that its next transaction starts the WAL again. That
 // copy waits for two syncs, 20–40 ms under such a load: done every second
 // it delayed more than one write in a hundred. The writer's automatic
-// checkpoint stays as the bound should the checkpointer ever fall behind,
-// and journal_size_limit gives the WAL's file back to the disk once a
-// restart finds it past that size.
+// checkpoint stays as the bound should the checkpointer ever fall behind.
+// The WAL's file keeps the length it reached (160,000 frames, 640 MiB, in
+// that test) until the store is closed: cut back at each restart, it would
+// be extended again within seconds (docs/decisions.md).
 
 // checkpointEvery is how often the checkpointer copies the WAL back: about
 // as often as the 8,000-page threshold used to fire under a steady load of
@@ -43,12 +44,11 @@ const checkpointEvery = time.Second
 
 // The WAL is started again when it holds restartFrames or more, at most
 // every restartEvery; the writer's own bound is writerAutoCheckpoint (1
-// GiB of 4 KiB pages), and the file is cut back to walSizeLimit bytes.
+// GiB of 4 KiB pages).
 const (
 	restartFrames        = 4096
 	restartEvery         = 4 * time.Second
 	writerAutoCheckpoint = 262144
-	walSizeLimit         = 64 << 20
 )
 
 // A restart's passes stop when one finds fewer than settledFrames new

@@ -105,7 +105,7 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 		wsync = "normal"
 	}
 	wdb, err := sql.Open("sqlite", dsn(path, "journal_mode(WAL)", fmt.Sprintf("wal_autocheckpoint(%d)", writerAutoCheckpoint),
-		fmt.Sprintf("journal_size_limit(%d)", walSizeLimit), busy, "synchronous("+wsync+")",
+		busy, "synchronous("+wsync+")",
 		"cache_size(-32000)", "temp_store(MEMORY)"))
 	if err != nil {
 		return nil, err
