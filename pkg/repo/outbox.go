@@ -72,19 +72,62 @@ func (r *Repo) publishAfter(ev Event, b []byte) {
 		return
 	}
 	r.acks.Add(1)
-	go func() {
-		defer r.acks.Done()
-		t := time.NewTimer(outboxGrace)
-		defer t.Stop()
-		select {
-		case <-f.Ok():
-			r.clear(outboxID(ev))
-		case err := <-f.Err():
-			r.log.Warn("resource event left to the outbox relay", "type", ev.Type, "id", ev.ID, "err", err)
-		case <-t.C:
-			r.log.Warn("resource event left to the outbox relay", "type", ev.Type, "id", ev.ID, "err", "no ack")
-		}
-	}()
+	r.acksOnce.Do(func() {
+		r.acksIn = make(chan ackWait, maxAckWaits)
+		go r.awaitAcks()
+	})
+	a := ackWait{ev: ev, f: f, deadline: time.Now().Add(outboxGrace)}
+	select {
+	case r.acksIn <- a:
+	default:
+		go r.awaitAck(a) // more than maxAckWaits unanswered: never hold the write
+	}
+}
+
+// ackWait is an event published without waiting, and when its ack is due.
+type ackWait struct {
+	ev       Event
+	f        jetstream.PubAckFuture
+	deadline time.Time
+}
+
+// maxAckWaits bounds the acks awaitAcks holds.
+const maxAckWaits = 4096
+
+// awaitAcks waits for the acks in the order the events were published,
+// which is the order the stream answers them in, on one goroutine: a
+// goroutine and a timer per event had the scheduler wake some 3,000
+// goroutines a second under a load of transactions, each competing with
+// the requests for the two cores. An ack that is late holds the others
+// back by outboxGrace at most; their records are cleared that much later,
+// and at worst published again by the relay, which the stream drops.
+func (r *Repo) awaitAcks() {
+	for a := range r.acksIn {
+		r.awaitAck(a)
+	}
+}
+
+func (r *Repo) awaitAck(a ackWait) {
+	defer r.acks.Done()
+	select {
+	case <-a.f.Ok():
+		r.clear(outboxID(a.ev))
+		return
+	case err := <-a.f.Err():
+		r.log.Warn("resource event left to the outbox relay", "type", a.ev.Type, "id", a.ev.ID, "err", err)
+		return
+	default:
+	}
+	t := time.NewTimer(time.Until(a.deadline))
+	defer t.Stop()
+	select {
+	case <-a.f.Ok():
+		r.clear(outboxID(a.ev))
+	case err := <-a.f.Err():
+		r.log.Warn("resource event left to the outbox relay", "type", a.ev.Type, "id", a.ev.ID, "err", err)
+	case <-t.C:
+		r.log.Warn("resource event left to the outbox relay", "type", a.ev.Type, "id", a.ev.ID, "err", "no ack")
+	}
 }
 
 // settle waits for the acks of the events publishAfter sent (each waits

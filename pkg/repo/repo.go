@@ -119,9 +119,12 @@ type Repo struct {
 	clearMu sync.Mutex
 	cleared []string
 	// acks counts the events published without waiting (publishAfter)
-	// whose ack has not come yet.
-	acks sync.WaitGroup
-	sub  *nats.Subscription
+	// whose ack has not come yet; acksIn takes them to awaitAcks, started
+	// with the first.
+	acks     sync.WaitGroup
+	acksOnce sync.Once
+	acksIn   chan ackWait
+	sub      *nats.Subscription
 }
 
 // Options configures New.
