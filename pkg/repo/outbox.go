@@ -3,6 +3,7 @@ package repo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -109,24 +110,34 @@ func (r *Repo) awaitAcks() {
 
 func (r *Repo) awaitAck(a ackWait) {
 	defer r.acks.Done()
-	select {
-	case <-a.f.Ok():
-		r.clear(outboxID(a.ev))
-		return
-	case err := <-a.f.Err():
+	if err := a.wait(); err != nil {
 		r.log.Warn("resource event left to the outbox relay", "type", a.ev.Type, "id", a.ev.ID, "err", err)
 		return
+	}
+	r.clear(outboxID(a.ev))
+}
+
+var errNoAck = errors.New("no ack")
+
+// wait returns nil once the stream acknowledges the event, its refusal,
+// or errNoAck past the deadline. An ack already in costs no timer.
+func (a ackWait) wait() error {
+	select {
+	case <-a.f.Ok():
+		return nil
+	case err := <-a.f.Err():
+		return err
 	default:
 	}
 	t := time.NewTimer(time.Until(a.deadline))
 	defer t.Stop()
 	select {
 	case <-a.f.Ok():
-		r.clear(outboxID(a.ev))
+		return nil
 	case err := <-a.f.Err():
-		r.log.Warn("resource event left to the outbox relay", "type", a.ev.Type, "id", a.ev.ID, "err", err)
+		return err
 	case <-t.C:
-		r.log.Warn("resource event left to the outbox relay", "type", a.ev.Type, "id", a.ev.ID, "err", "no ack")
+		return errNoAck
 	}
 }
 

@@ -107,15 +107,15 @@ func (c *checkpointer) run() {
 	}
 }
 
-// once copies what the WAL holds that no reader still needs. With restart,
-// when the WAL is long enough to be worth starting again, it goes on until
-// a pass finds little new and asks the writer to finish; it reports
-// whether it asked.
-func (c *checkpointer) once(restart bool) bool {
+// once copies what the WAL holds that no reader still needs. When a
+// restart is due and the WAL is long enough to be worth starting again, it
+// goes on until a pass finds little new and asks the writer to finish; it
+// reports whether it asked.
+func (c *checkpointer) once(due bool) bool {
 	prev := -1
 	for range maxPasses {
 		frames, ok := c.pass()
-		if !ok || !restart || frames < restartFrames {
+		if !ok || !due || frames < restartFrames {
 			return false
 		}
 		if prev >= 0 && frames-prev < settledFrames {
@@ -132,14 +132,25 @@ func (c *checkpointer) once(restart bool) bool {
 // or reader waits for; a busy answer only means another checkpoint (the
 // writer's, a backup) was running.
 func (c *checkpointer) pass() (frames int, ok bool) {
-	var busy, copied int
 	start := time.Now()
-	if err := c.db.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
+	busy, frames, copied, err := checkpoint(context.Background(), c.db)
+	if err != nil {
 		c.log.Warn("sqlstore: checkpoint failed", "err", err)
 		return 0, false
 	}
 	c.log.Debug("sqlstore: checkpoint pass", "took", time.Since(start), "frames", frames, "copied", copied, "busy", busy)
-	return frames, busy == 0
+	return frames, !busy
+}
+
+// checkpoint runs a PASSIVE checkpoint on db (the checkpointer's pool or
+// the writer's connection): busy when another checkpoint held the lock,
+// frames the WAL's length, copied how many of them are in the database.
+func checkpoint(ctx context.Context, db interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (busy bool, frames, copied int, err error) {
+	var b int
+	err = db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&b, &frames, &copied)
+	return b != 0, frames, copied, err
 }
 
 // halt stops the passes every checkpointEvery; a test then runs them.

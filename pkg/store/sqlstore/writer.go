@@ -175,13 +175,13 @@ func (w *writer) restartWAL() {
 	if !w.restart.CompareAndSwap(true, false) {
 		return
 	}
-	var busy, frames, copied int
 	start := time.Now()
-	if err := w.c.conn.QueryRowContext(w.c.ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
+	busy, frames, copied, err := checkpoint(w.c.ctx, w.c.conn)
+	if err != nil {
 		w.log.Warn("sqlstore: the writer's checkpoint failed", "err", err)
 		return
 	}
-	if busy != 0 {
+	if busy {
 		// Another checkpoint holds the lock (a pass, a backup): try again
 		// after the next transaction, at the cost of a lock's test.
 		w.restart.Store(true)
