@@ -155,6 +155,13 @@ func New(st store.Store, nc *nats.Conn, o Options) (*Repo, error) {
 		}
 		sub.SetPendingLimits(1<<20, 256<<20)
 		r.sub = sub
+		// The server registers the subscription when it reads it: until
+		// then another instance's write would not reach this cache, and a
+		// version read meanwhile would be served stale. Wait for it.
+		if err := nc.Flush(); err != nil {
+			_ = sub.Unsubscribe()
+			return nil, fmt.Errorf("repo events: %w", err)
+		}
 	}
 	return r, nil
 }
