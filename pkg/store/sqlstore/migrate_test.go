@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -63,7 +64,7 @@ func TestMigrateExactRows(t *testing.T) {
 	}
 	defer s.Close()
 	var inSearch, moved int
-	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM search WHERE key = 'Patient.s_family_exact'`).Scan(&inSearch); err != nil {
+	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM search s JOIN names k ON k.id = s.key WHERE k.name = 'Patient.s_family_exact'`).Scan(&inSearch); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM search_exact WHERE rid = 7 AND key = 'Patient.s_family_exact' AND value = 'Smith'`).Scan(&moved); err != nil {
@@ -95,6 +96,66 @@ func TestMigrateExactRows(t *testing.T) {
 	}
 }
 
+// A version 4 database's search rows keep their keys and projects as the
+// ids of their names: every search finds what it found, in each project,
+// and an update replaces the rows it changes.
+func TestMigrateSearchNames(t *testing.T) {
+	ctx := context.Background()
+	path := oldDatabase(t, 4,
+		`INSERT INTO resources(rid, type, id, version, ts, project, deleted, json) VALUES
+			(1, 'Patient', 'a', '1', 1000, 'p1', 0, '{}'), (2, 'Patient', 'b', '1', 1000, 'p1', 0, '{}'), (3, 'Patient', 'c', '1', 1000, 'p2', 0, '{}')`,
+		`INSERT INTO history(rid, version, ts, project, deleted, json) VALUES
+			(1, '1', 1000, 'p1', 0, '{}'), (2, '1', 1000, 'p1', 0, '{}'), (3, '1', 1000, 'p2', 0, '{}')`,
+		`INSERT INTO search(key, value, project, rid) VALUES
+			('Patient.s_family', 'smith', 'p1', 1), ('Patient.s_given', 'ann', 'p1', 1),
+			('Patient.s_family', 'jones', 'p1', 2),
+			('Patient.s_family', 'smith', 'p2', 3)`,
+	)
+	s, err := Open(ctx, path, Options{Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var texts int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM search WHERE typeof(key) != 'integer' OR typeof(project) != 'integer'`).Scan(&texts); err != nil || texts != 0 {
+		t.Fatalf("%d search rows still keep a text key or project (%v)", texts, err)
+	}
+	ids := func(project string, cs ...store.Cond) string {
+		t.Helper()
+		recs, err := s.Search(ctx, "Patient", &store.Query{Project: project, Filter: cs, Sort: []store.Sort{{Field: "s_family"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := ""
+		for _, r := range recs {
+			out += r.ID
+		}
+		return out
+	}
+	if got := ids("p1", store.Eq("s_family", "smith")); got != "a" {
+		t.Errorf("p1's smiths: %q, want a", got)
+	}
+	if got := ids("p2", store.Eq("s_family", "smith")); got != "c" {
+		t.Errorf("p2's smiths: %q, want c", got)
+	}
+	if got := ids("p1"); got != "ba" {
+		t.Errorf("p1 sorted by family: %q, want ba", got)
+	}
+	if got := ids("p1", store.Eq("s_given", "ann")); got != "a" {
+		t.Errorf("p1's anns: %q, want a", got)
+	}
+	if err := s.Write(ctx, &store.Write{Record: store.Record{Type: "Patient", ID: "a", Version: "2", Time: time.Now(), Project: "p1", JSON: []byte("{}")}, Prev: "1",
+		Fields: map[string]any{"s_family": []string{"smith"}, "s_birth": []string{"x"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids("p1", store.Eq("s_given", "ann")); got != "" {
+		t.Errorf("a value the update dropped is still found: %q", got)
+	}
+	if got := ids("p1", store.Eq("s_family", "smith"), store.Eq("s_birth", "x")); got != "a" {
+		t.Errorf("the updated Patient by its kept and new values: %q, want a", got)
+	}
+}
+
 // oldDatabase writes a database at schema version (the layout the first
 // version migrations build, as the code of that time left it) holding the
 // rows rows inserts, and returns its path.
@@ -119,4 +180,38 @@ func oldDatabase(t *testing.T, version int, rows ...string) string {
 		}
 	}
 	return path
+}
+
+// A name first stored by a transaction that rolls back is not remembered:
+// SQLite may give its id to the next new name, and the two would then
+// share one id in the search table.
+func TestNamesOfARolledBackTransaction(t *testing.T) {
+	s := openFull(t)
+	ctx := context.Background()
+	do := func(run func(*wconn) error) error { return s.w.do(ctx, "p", 0, false, run) }
+	var x, y, again int64
+	failed := errors.New("this call fails")
+	if err := do(func(c *wconn) (err error) {
+		if x, err = c.nameID("x"); err != nil {
+			return err
+		}
+		return failed
+	}); !errors.Is(err, failed) {
+		t.Fatalf("the failing call answered %v", err)
+	}
+	if err := do(func(c *wconn) (err error) { y, err = c.nameID("y"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := do(func(c *wconn) (err error) { again, err = c.nameID("x"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if again == y {
+		t.Fatalf("x and y share the id %d (x had %d in the rolled-back transaction)", y, x)
+	}
+	for name, id := range map[string]int64{"x": again, "y": y} {
+		var stored string
+		if err := s.rdb.QueryRowContext(ctx, `SELECT name FROM names WHERE id = ?`, id).Scan(&stored); err != nil || stored != name {
+			t.Errorf("id %d names %q (%v), want %q", id, stored, err, name)
+		}
+	}
 }

@@ -129,6 +129,15 @@ func (b *builder) arg(v any) {
 	b.args = append(b.args, v)
 }
 
+// name binds a key or a project of the search table, which keeps them as
+// their ids in names. SQLite runs the subquery once per statement, and a
+// name never stored is NULL, which equals nothing.
+func (b *builder) name(s string) {
+	b.w("(SELECT id FROM names WHERE name = ")
+	b.arg(s)
+	b.w(")")
+}
+
 // list writes "(?, ?, ...)".
 func (b *builder) list(vs []any) {
 	b.w("(")
@@ -319,11 +328,11 @@ func (b *builder) order(sorts []store.Sort, byRid bool) {
 			key := b.typ + "." + s.Field
 			if i == 0 {
 				b.w("(SELECT ", agg, "(x.value) FROM search x WHERE x.rid = r.rid AND x.key = ")
-				b.arg(key)
+				b.name(key)
 				b.w(") IS NULL, ")
 			}
 			b.w("(SELECT ", agg, "(x.value) FROM search x WHERE x.rid = r.rid AND x.key = ")
-			b.arg(key)
+			b.name(key)
 			b.w(")", dir)
 		}
 		b.w(", ")
@@ -478,10 +487,10 @@ func (b *builder) searchField(c store.Cond) {
 		b.w("r.rid IN ")
 	}
 	b.w("(SELECT rid FROM search WHERE key = ")
-	b.arg(key)
+	b.name(key)
 	if b.project != "" {
 		b.w(" AND project = ")
-		b.arg(b.project)
+		b.name(b.project)
 	}
 	b.w(" AND ")
 	b.values("value", c)
@@ -510,9 +519,9 @@ func (b *builder) probe(c store.Cond) {
 }
 
 func (b *builder) probeField(c store.Cond) {
-	table := "search"
+	table, key := "search", b.name
 	if exactField(c.Field) {
-		table = "search_exact"
+		table, key = "search_exact", func(k string) { b.arg(k) } // keys kept as text
 	}
 	switch c.Op {
 	case store.OpExists:
@@ -520,7 +529,7 @@ func (b *builder) probeField(c store.Cond) {
 			b.w("NOT ")
 		}
 		b.w("EXISTS (SELECT 1 FROM ", table, " x WHERE x.rid = r.rid AND x.key = ")
-		b.arg(b.typ + "." + c.Field)
+		key(b.typ + "." + c.Field)
 		b.w(")")
 		return
 	case store.OpEq, store.OpNotIn:
@@ -533,7 +542,7 @@ func (b *builder) probeField(c store.Cond) {
 		}
 	}
 	b.w("EXISTS (SELECT 1 FROM ", table, " x WHERE x.rid = r.rid AND x.key = ")
-	b.arg(b.typ + "." + c.Field)
+	key(b.typ + "." + c.Field)
 	b.w(" AND ")
 	b.values("x.value", c)
 	b.w(")")

@@ -165,10 +165,10 @@ func (s *Store) estimate(ctx context.Context, typ string, q *store.Query, d driv
 // driverRange writes d's range of the search table s, in the project.
 func (b *builder) driverRange(d driver, flat []store.Cond) {
 	b.w("s.key = ")
-	b.arg(b.typ + "." + d.field)
+	b.name(b.typ + "." + d.field)
 	if b.project != "" {
 		b.w(" AND s.project = ")
-		b.arg(b.project)
+		b.name(b.project)
 	}
 	if d.instant {
 		b.w(" AND ")
@@ -317,9 +317,9 @@ func (s *Store) walkPays(ctx context.Context, typ string, q *store.Query, least 
 		b.w(" AND r.deleted = 0")
 	} else {
 		b.w("SELECT count(*) FROM (SELECT 1 FROM search s WHERE s.key = ")
-		b.arg(typ + "." + f)
+		b.name(typ + "." + f)
 		b.w(" AND s.project = ")
-		b.arg(q.Project)
+		b.name(q.Project)
 	}
 	b.w(" LIMIT ")
 	b.arg(limit)
@@ -346,7 +346,7 @@ func sortedSQL(typ string, q *store.Query, present, count bool) (string, []any) 
 		b.w(" AND r.deleted = 0 AND r.project = ")
 		b.arg(q.Project)
 		b.w(" AND NOT EXISTS (SELECT 1 FROM search x WHERE x.rid = r.rid AND x.key = ")
-		b.arg(key)
+		b.name(key)
 		b.w(")")
 		b.probes(flatten(q.Filter), nil)
 		if !count {
@@ -360,9 +360,9 @@ func sortedSQL(typ string, q *store.Query, present, count bool) (string, []any) 
 		cmp, dir = " > ", " DESC"
 	}
 	b.w("SELECT ", cols, " FROM search s JOIN resources r ON r.rid = s.rid WHERE s.key = ")
-	b.arg(key)
+	b.name(key)
 	b.w(" AND s.project = ")
-	b.arg(q.Project)
+	b.name(q.Project)
 	b.w(" AND NOT EXISTS (SELECT 1 FROM search d WHERE d.rid = s.rid AND d.key = s.key AND d.value", cmp, "s.value)")
 	b.scope(typ, q.Project)
 	b.probes(flatten(q.Filter), nil)

@@ -118,7 +118,8 @@ func (c *wconn) put(w *store.Write, at int64) error {
 	return nil
 }
 
-// searchRow is one search value of a resource, as stored.
+// searchRow is one search value of a resource, with its key and project
+// by name (the table keeps their ids: wconn.nameID).
 type searchRow struct {
 	key     string
 	value   any // string, float64 or int64
@@ -214,8 +215,16 @@ func (c *wconn) dropRows(rid int64, old map[searchRow]bool) error {
 		if n > 0 {
 			sb.WriteString(" OR ")
 		}
+		key, err := c.nameID(r.key)
+		if err != nil {
+			return err
+		}
+		project, err := c.nameID(r.project)
+		if err != nil {
+			return err
+		}
 		sb.WriteString("(key = ? AND value = ? AND project = ?)")
-		args = append(args, r.key, r.value, r.project)
+		args = append(args, key, r.value, project)
 		if n++; n == searchChunk {
 			sb.WriteString(")")
 			if err := flush(); err != nil {
@@ -253,8 +262,10 @@ func (c *wconn) putFields(w *store.Write, rid int64, old map[searchRow]bool) err
 		exact = exact[:0]
 		return err
 	}
+	var project int64 = -1 // the project's name id, once a row needs it
 	for k, v := range w.Fields {
 		key := w.Type + "." + k
+		var keyID int64 = -1
 		err := eachValue(v, func(x any) error {
 			if exactField(key) {
 				if r := exactRow(key, x); old[r] {
@@ -270,7 +281,19 @@ func (c *wconn) putFields(w *store.Write, rid int64, old map[searchRow]bool) err
 				delete(old, r)
 				return nil
 			}
-			args = append(args, key, x, w.Project, rid)
+			if keyID < 0 {
+				var err error
+				if keyID, err = c.nameID(key); err != nil {
+					return err
+				}
+			}
+			if project < 0 {
+				var err error
+				if project, err = c.nameID(w.Project); err != nil {
+					return err
+				}
+			}
+			args = append(args, keyID, x, project, rid)
 			if len(args) == 4*searchChunk {
 				return flush()
 			}

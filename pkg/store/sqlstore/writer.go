@@ -61,13 +61,20 @@ type wconn struct {
 	args, exactArgs                                             []any      // putFields' buffers
 	shapes                                                      *stmtCache // dropRows' and putFields' statements
 
+	// The ids of the names the search table keeps as numbers (schema
+	// version 5): names holds those committed, pending those first
+	// stored by the open transaction, which a rollback takes back (and
+	// SQLite may then give their ids to other names).
+	selName, insName *sql.Stmt
+	names, pending   map[string]int64
+
 	claimIns, claimOwner, claimDel *sql.Stmt
 
 	secret, setSecret, delSecret, insSecret, updSecret *sql.Stmt
 }
 
 func newWconn(ctx context.Context, conn *sql.Conn) (*wconn, error) {
-	c := &wconn{ctx: context.Background(), conn: conn}
+	c := &wconn{ctx: context.Background(), conn: conn, names: map[string]int64{}, pending: map[string]int64{}}
 	c.shapes = newStmtCache(conn.PrepareContext, maxShapes)
 	for _, p := range []struct {
 		st **sql.Stmt
@@ -79,7 +86,9 @@ func newWconn(ctx context.Context, conn *sql.Conn) (*wconn, error) {
 		{&c.insHistory, "INSERT INTO history(rid, version, ts, project, deleted, json, event, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"},
 		{&c.insResource, "INSERT INTO resources(type, id, version, ts, project, deleted, json) VALUES (?, ?, ?, ?, ?, ?, ?)"},
 		{&c.updResource, "UPDATE resources SET version = ?, ts = ?, project = ?, deleted = ?, json = ? WHERE type = ? AND id = ? AND version = ? RETURNING rid"},
-		{&c.selSearch, "SELECT key, value, project FROM search WHERE rid = ?"},
+		{&c.selSearch, "SELECT k.name, s.value, p.name FROM search s JOIN names k ON k.id = s.key JOIN names p ON p.id = s.project WHERE s.rid = ?"},
+		{&c.selName, "SELECT id FROM names WHERE name = ?"},
+		{&c.insName, "INSERT INTO names(name) VALUES (?) RETURNING id"},
 		{&c.selExact, "SELECT key, value FROM search_exact WHERE rid = ?"},
 		{&c.delExact, "DELETE FROM search_exact WHERE rid = ? AND key = ? AND value = ?"},
 		{&c.clearEvent, "UPDATE history SET event = NULL, at = NULL WHERE rid = (SELECT rid FROM resources WHERE type = ? AND id = ?) AND version = ? AND event IS NOT NULL"},
@@ -104,7 +113,7 @@ func newWconn(ctx context.Context, conn *sql.Conn) (*wconn, error) {
 
 func (c *wconn) close() {
 	for _, st := range []*sql.Stmt{c.begin, c.commit, c.rollback,
-		c.insHistory, c.insResource, c.updResource, c.selSearch, c.clearEvent, c.selExact, c.delExact,
+		c.insHistory, c.insResource, c.updResource, c.selSearch, c.clearEvent, c.selExact, c.delExact, c.selName, c.insName,
 		c.claimIns, c.claimOwner, c.claimDel, c.secret, c.setSecret, c.delSecret, c.insSecret, c.updSecret} {
 		if st != nil {
 			st.Close()
@@ -135,6 +144,59 @@ func (c *wconn) execText(text string, args []any) error {
 func (c *wconn) exec(st *sql.Stmt) error {
 	_, err := st.ExecContext(c.ctx)
 	return err
+}
+
+// maxNames bounds the ids kept in memory; past it they are read again.
+const maxNames = 100_000
+
+// nameID is name's id in the names table, which it is added to if new.
+func (c *wconn) nameID(name string) (int64, error) {
+	if id, ok := c.names[name]; ok {
+		return id, nil
+	}
+	if id, ok := c.pending[name]; ok {
+		return id, nil
+	}
+	var id int64
+	err := c.selName.QueryRowContext(c.ctx, name).Scan(&id)
+	if err == nil {
+		// Not added by this transaction (pending would have it): committed.
+		if len(c.names) >= maxNames {
+			clear(c.names)
+		}
+		c.names[name] = id
+		return id, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return 0, err
+	}
+	if err := c.insName.QueryRowContext(c.ctx, name).Scan(&id); err != nil {
+		return 0, err
+	}
+	c.pending[name] = id
+	return id, nil
+}
+
+// beginTx begins a transaction; pending names are those of a transaction
+// that did not commit.
+func (c *wconn) beginTx() error {
+	clear(c.pending)
+	return c.exec(c.begin)
+}
+
+// commitTx commits the open transaction, and with it its new names.
+func (c *wconn) commitTx() error {
+	if err := c.exec(c.commit); err != nil {
+		return err
+	}
+	for name, id := range c.pending {
+		if len(c.names) >= maxNames {
+			clear(c.names)
+		}
+		c.names[name] = id
+	}
+	clear(c.pending)
+	return nil
 }
 
 // writer runs every write of the store on one connection.
@@ -433,7 +495,7 @@ func (w *writer) tx(calls []*op) int {
 		}()
 	}
 	w.txs.Add(1)
-	if err := c.exec(c.begin); err != nil {
+	if err := c.beginTx(); err != nil {
 		w.log.Error("sqlstore: begin", "err", err)
 		for _, o := range calls {
 			o.done <- err
@@ -444,7 +506,7 @@ func (w *writer) tx(calls []*op) int {
 		// Alone in its transaction: on failure it is rolled back whole.
 		err := calls[0].run(c)
 		if err == nil {
-			if err = c.exec(c.commit); err != nil {
+			if err = c.commitTx(); err != nil {
 				w.log.Error("sqlstore: commit", "err", err)
 				err = fmt.Errorf("%w: %w", errAborted, err)
 			}
@@ -472,7 +534,7 @@ func (w *writer) tx(calls []*op) int {
 	first := true
 	for len(pending) > 0 {
 		if !first {
-			if err := c.exec(c.begin); err != nil {
+			if err := c.beginTx(); err != nil {
 				for _, i := range pending {
 					results[i] = err
 				}
@@ -491,7 +553,7 @@ func (w *writer) tx(calls []*op) int {
 			failed = w.grow(&calls, &results, &pending)
 		}
 		if failed < 0 {
-			if err := c.exec(c.commit); err != nil {
+			if err := c.commitTx(); err != nil {
 				_ = c.exec(c.rollback)
 				w.log.Error("sqlstore: write transaction failed", "err", err, "calls", len(pending))
 				for _, i := range pending {
