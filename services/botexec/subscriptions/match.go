@@ -87,12 +87,13 @@ type delivery struct {
 
 func (d *delivery) key() string { return d.Subscription + "/" + d.Event.Type + "/" + d.Event.ID }
 
-// matchLoop takes events in batches: one event, then every event already
-// received. The subscriptions of a project are read once per batch, after
-// every event in it was stored, so no subscription committed before a
-// change is missed.
+// matchLoop takes events in batches: one event, then those received
+// within matchLinger. The subscriptions of a project are read once per
+// batch, after every event in it was stored, so no subscription committed
+// before a change is missed.
 func (s *Deliverer) matchLoop() {
 	defer s.wg.Done()
+	linger := time.NewTimer(matchLinger)
 	for {
 		var batch []jetstream.Msg
 		select {
@@ -101,18 +102,28 @@ func (s *Deliverer) matchLoop() {
 		case <-s.quit:
 			return
 		}
+		linger.Reset(matchLinger)
 	more:
 		for len(batch) < matchBatch {
 			select {
 			case m := <-s.events:
 				batch = append(batch, m)
-			default:
+			case <-linger.C:
 				break more
+			case <-s.quit:
+				return // the batch is delivered again
 			}
 		}
+		linger.Stop()
 		s.match(batch)
 	}
 }
+
+// matchLinger is how long a batch waits for more events. Reading a
+// project's subscriptions is a search (some 30 µs), once per batch: at
+// 16 clients creating, batches of one event each spent 5% of the
+// server's CPU on it. A delivery starts that much later.
+const matchLinger = 5 * time.Millisecond
 
 // What one event or one project may take of the matcher, which every
 // project shares. FHIRPath criteria cost what their author writes: an
