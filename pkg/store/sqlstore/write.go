@@ -262,12 +262,14 @@ func (c *wconn) putFields(w *store.Write, rid int64, old map[searchRow]bool) err
 		exact = exact[:0]
 		return err
 	}
-	var project int64 = -1 // the project's name id, once a row needs it
+	project, err := c.nameID(w.Project)
+	if err != nil {
+		return err
+	}
 	for k, v := range w.Fields {
 		key := w.Type + "." + k
-		var keyID int64 = -1
-		err := eachValue(v, func(x any) error {
-			if exactField(key) {
+		if exactField(key) {
+			err = eachValue(v, func(x any) error {
 				if r := exactRow(key, x); old[r] {
 					delete(old, r)
 					return nil
@@ -276,34 +278,27 @@ func (c *wconn) putFields(w *store.Write, rid int64, old map[searchRow]bool) err
 					return flushExact()
 				}
 				return nil
+			})
+		} else {
+			var keyID int64
+			if keyID, err = c.nameID(key); err == nil {
+				err = eachValue(v, func(x any) error {
+					if r := (searchRow{key, x, w.Project}); old[r] {
+						delete(old, r)
+						return nil
+					}
+					if args = append(args, keyID, x, project, rid); len(args) == 4*searchChunk {
+						return flush()
+					}
+					return nil
+				})
 			}
-			if r := (searchRow{key, x, w.Project}); old[r] {
-				delete(old, r)
-				return nil
-			}
-			if keyID < 0 {
-				var err error
-				if keyID, err = c.nameID(key); err != nil {
-					return err
-				}
-			}
-			if project < 0 {
-				var err error
-				if project, err = c.nameID(w.Project); err != nil {
-					return err
-				}
-			}
-			args = append(args, keyID, x, project, rid)
-			if len(args) == 4*searchChunk {
-				return flush()
-			}
-			return nil
-		})
+		}
 		if err != nil {
 			return err
 		}
 	}
-	err := errors.Join(flush(), flushExact())
+	err = errors.Join(flush(), flushExact())
 	clear(args[:cap(args)])
 	clear(exact[:cap(exact)])
 	c.args, c.exactArgs = args, exact

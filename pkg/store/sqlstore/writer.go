@@ -161,10 +161,7 @@ func (c *wconn) nameID(name string) (int64, error) {
 	err := c.selName.QueryRowContext(c.ctx, name).Scan(&id)
 	if err == nil {
 		// Not added by this transaction (pending would have it): committed.
-		if len(c.names) >= maxNames {
-			clear(c.names)
-		}
-		c.names[name] = id
+		c.remember(name, id)
 		return id, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
@@ -190,13 +187,18 @@ func (c *wconn) commitTx() error {
 		return err
 	}
 	for name, id := range c.pending {
-		if len(c.names) >= maxNames {
-			clear(c.names)
-		}
-		c.names[name] = id
+		c.remember(name, id)
 	}
 	clear(c.pending)
 	return nil
+}
+
+// remember keeps a committed name's id, up to maxNames of them.
+func (c *wconn) remember(name string, id int64) {
+	if len(c.names) >= maxNames {
+		clear(c.names)
+	}
+	c.names[name] = id
 }
 
 // writer runs every write of the store on one connection.
