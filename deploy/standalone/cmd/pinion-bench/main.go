@@ -39,6 +39,7 @@ import (
 	"net"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,7 @@ var (
 	seedN      = flag.Int("patients", 1000, "patients to seed")
 	membersN   = flag.Int("members", 200, "members to seed by invitation")
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of each measured operation to this path plus .<operation>.pprof (go tool pprof); warm-up and seeding are left out")
+	traceOut   = flag.String("trace", "", "write a runtime execution trace of each measured operation to this path plus .<operation>.trace (go tool trace): where a slow request waited, with the server in this process")
 	growN      = flag.Int("grow", 0, "patients to load in transaction Bundles after seeding, before measuring; the writes and bots are measured before it too (-only shapes: up to 100,000 in the project unless given)")
 	dataDir    = flag.String("data", "", "data directory to keep and reuse (default: a temporary one, removed at exit)")
 	target     = flag.String("url", "", "base URL of a running Pinion to measure instead of starting one (super-admin from PINION_SUPERADMIN_CLIENT_ID/SECRET or -data's superadmin.json)")
@@ -147,29 +149,44 @@ func driveWaiting(name string, c int, wait func(worker int), op func(worker int,
 	return r
 }
 
-// profile starts a CPU profile of the measured part of op name, server
-// included when it runs in this process, if -cpuprofile asks for one.
+// profile starts a CPU profile and an execution trace of the measured
+// part of op name, server included when it runs in this process, as
+// -cpuprofile and -trace ask.
 func profile(name string) (stop func()) {
-	if *cpuProfile == "" {
-		return func() {}
-	}
 	slug := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
 			return r
 		}
 		return '-'
 	}, name)
-	f, err := os.Create(*cpuProfile + "." + slug + ".pprof")
+	var stops []func()
+	if *cpuProfile != "" {
+		f := createFile(*cpuProfile + "." + slug + ".pprof")
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		stops = append(stops, func() { pprof.StopCPUProfile(); _ = f.Close() })
+	}
+	if *traceOut != "" {
+		f := createFile(*traceOut + "." + slug + ".trace")
+		if err := trace.Start(f); err != nil {
+			fail(err)
+		}
+		stops = append(stops, func() { trace.Stop(); _ = f.Close() })
+	}
+	return func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
+}
+
+func createFile(path string) *os.File {
+	f, err := os.Create(path)
 	if err != nil {
 		fail(err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		fail(err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		_ = f.Close()
-	}
+	return f
 }
 
 // optIn are the ops that run only when -only names them.
