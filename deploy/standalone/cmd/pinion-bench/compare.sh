@@ -86,13 +86,15 @@ awk -F'|' '
 		return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
 	}
 	END {
-		printf "%-44s %12s %12s %7s   %-44s %s\n", "operation", "this req/s", "base req/s", "ratio", "p50 / p99 ms, this | base", "cpu ms/req, this | base"
+		printf "%-44s %12s %12s %7s   %-58s %s\n", "operation", "this req/s", "base req/s", "ratio", "p50 / p99 ms (p99 / p50), this | base", "cpu ms/req, this | base"
 		for (o = 1; o <= ops; o++) {
 			t = "this" SUBSEP order[o]; s = "base" SUBSEP order[o]
 			if (!c[t] || !c[s]) continue
 			rt = med(r, t, c[t]); rb = med(r, s, c[s])
-			printf "%-44s %12.0f %12.0f %6.2fx   %-44s", order[o], rt, rb, rt / rb,
-				sprintf("%.3f / %.3f | %.3f / %.3f", med(a, t, c[t]), med(b, t, c[t]), med(a, s, c[s]), med(b, s, c[s]))
+			# The tail as the issue states it: p99 as a multiple of p50.
+			pt = med(a, t, c[t]); qt = med(b, t, c[t]); ps = med(a, s, c[s]); qs = med(b, s, c[s])
+			printf "%-44s %12.0f %12.0f %6.2fx   %-58s", order[o], rt, rb, rt / rb,
+				sprintf("%.3f / %.3f (%.1fx) | %.3f / %.3f (%.1fx)", pt, qt, pt > 0 ? qt / pt : 0, ps, qs, ps > 0 ? qs / ps : 0)
 			ut = med(u, t, c[t]); ub = med(u, s, c[s])
 			if (ut > 0 && ub > 0) printf " %.3f | %.3f (%.2fx)", ut, ub, ub / ut
 			if (e[t] || e[s]) printf "   errors %d | %d", e[t], e[s]
