@@ -4,7 +4,7 @@
 # it on a fresh data directory, driven by this tree's pinion-bench (-url),
 # one build at a time, alternating, ROUNDS times each. It prints every
 # run's lines, then per operation the median req/s, p50 and p99 of each
-# build and the ratio this / base, and the server's CPU per request (its
+# build (and p99 / p50) and the ratio this / base, and the server's CPU per request (its
 # worker processes included) with the ratio base / this. Machines differ
 # from day to day: only the ratio, taken in one sitting, says which build
 # is faster; CPU per request moves least with the machine's other load.
@@ -91,7 +91,7 @@ awk -F'|' '
 			t = "this" SUBSEP order[o]; s = "base" SUBSEP order[o]
 			if (!c[t] || !c[s]) continue
 			rt = med(r, t, c[t]); rb = med(r, s, c[s])
-			# The tail as the issue states it: p99 as a multiple of p50.
+			# The tail of each build as a multiple of its median: p99 / p50.
 			pt = med(a, t, c[t]); qt = med(b, t, c[t]); ps = med(a, s, c[s]); qs = med(b, s, c[s])
 			printf "%-44s %12.0f %12.0f %6.2fx   %-58s", order[o], rt, rb, rt / rb,
 				sprintf("%.3f / %.3f (%.1fx) | %.3f / %.3f (%.1fx)", pt, qt, pt > 0 ? qt / pt : 0, ps, qs, ps > 0 ? qs / ps : 0)
