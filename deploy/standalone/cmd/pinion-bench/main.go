@@ -38,6 +38,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"strings"
@@ -63,6 +64,7 @@ var (
 	seedN      = flag.Int("patients", 1000, "patients to seed")
 	membersN   = flag.Int("members", 200, "members to seed by invitation")
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of each measured operation to this path plus .<operation>.pprof (go tool pprof); warm-up and seeding are left out")
+	memProfile = flag.String("memprofile", "", "write a heap profile at the end of each measured operation to this path plus .<operation>.pprof (go tool pprof -sample_index=inuse_space): what the server keeps live, with the server in this process")
 	traceOut   = flag.String("trace", "", "write a runtime execution trace of each measured operation to this path plus .<operation>.trace (go tool trace): where a slow request waited, with the server in this process")
 	growN      = flag.Int("grow", 0, "patients to load in transaction Bundles after seeding, before measuring; the writes and bots are measured before it too (-only shapes: up to 100,000 in the project unless given)")
 	dataDir    = flag.String("data", "", "data directory to keep and reuse (default: a temporary one, removed at exit)")
@@ -150,8 +152,8 @@ func driveWaiting(name string, c int, wait func(worker int), op func(worker int,
 }
 
 // profile starts a CPU profile and an execution trace of the measured
-// part of op name, server included when it runs in this process, as
-// -cpuprofile and -trace ask.
+// part of op name, and writes a heap profile at its end, server included
+// when it runs in this process, as -cpuprofile, -trace and -memprofile ask.
 func profile(name string) (stop func()) {
 	slug := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
@@ -173,6 +175,16 @@ func profile(name string) (stop func()) {
 			fail(err)
 		}
 		stops = append(stops, func() { trace.Stop(); _ = f.Close() })
+	}
+	if *memProfile != "" {
+		stops = append(stops, func() {
+			f := createFile(*memProfile + "." + slug + ".pprof")
+			runtime.GC() // the profile's live objects are as of the last collection
+			if err := pprof.WriteHeapProfile(f); err != nil {
+				fail(err)
+			}
+			_ = f.Close()
+		})
 	}
 	return func() {
 		for _, stop := range stops {
