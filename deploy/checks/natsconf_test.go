@@ -166,7 +166,7 @@ func TestNATSPermissions(t *testing.T) {
 		{"serve botexec", false, "pinion.botexec.>", []string{"botexec"}},
 		{"micro services", false, "$SRV.PING.fhir", []string{"identity", "membership", "fhir", "botexec"}},
 		// Resource events follow writes, which only services make.
-		{"publish events", true, bus.EventSubject("Patient", "1"), []string{"identity", "membership", "fhir", "botexec"}},
+		{"publish events", true, bus.EventSubject("Patient", "create"), []string{"identity", "membership", "fhir", "botexec"}},
 		{"cache invalidation", false, bus.EventPrefix + ">", []string{"identity", "membership", "fhir", "botexec"}},
 		// Invite saga steps: each step from the service before it.
 		{"user step", true, invite.SubjUser, []string{"membership"}},

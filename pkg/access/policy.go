@@ -569,9 +569,7 @@ func (p *Policy) Redact(res *repo.Resource) (*repo.Resource, error) {
 	if err != nil {
 		return nil, err
 	}
-	cp := *res
-	cp.JSON = body
-	return &cp, nil
+	return res.WithJSON(body), nil
 }
 
 // ReadOnlyError is the 400 for a write that changes a read-only field.

@@ -45,11 +45,11 @@ func (r *Repo) publish(ctx context.Context, ev Event) {
 	b, _ := json.Marshal(ev)
 	if r.js == nil {
 		if r.nc != nil {
-			_ = r.nc.Publish(bus.EventSubject(ev.Type, ev.ID), b)
+			_ = r.nc.Publish(bus.EventSubject(ev.Type, ev.Op), b)
 		}
 		return
 	}
-	if _, err := r.js.Publish(ctx, bus.EventSubject(ev.Type, ev.ID), b, jetstream.WithMsgID(outboxID(ev))); err != nil {
+	if _, err := r.js.Publish(ctx, bus.EventSubject(ev.Type, ev.Op), b, jetstream.WithMsgID(outboxID(ev))); err != nil {
 		r.log.Warn("resource event left to the outbox relay", "type", ev.Type, "id", ev.ID, "err", err)
 		return
 	}
@@ -67,7 +67,7 @@ func (r *Repo) publishAfter(ev Event, b []byte) {
 		r.publish(context.Background(), ev)
 		return
 	}
-	f, err := r.js.PublishAsync(bus.EventSubject(ev.Type, ev.ID), b, jetstream.WithMsgID(outboxID(ev)))
+	f, err := r.js.PublishAsync(bus.EventSubject(ev.Type, ev.Op), b, jetstream.WithMsgID(outboxID(ev)))
 	if err != nil {
 		r.log.Warn("resource event left to the outbox relay", "type", ev.Type, "id", ev.ID, "err", err)
 		return

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/google/uuid"
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -39,9 +40,12 @@ type Resource struct {
 	Deleted     bool
 	// JSON is the complete resource, id and meta included.
 	JSON []byte
-	// memo holds what callers decoded from this version (see Memo); nil
-	// for a Resource made outside the repository.
-	memo *sync.Map
+	// memo holds what callers decoded from this version (see Memo), made
+	// at the first call: most versions, cached or not, are never decoded,
+	// and a map each was an object more for every garbage collection to
+	// walk. memoOK is false for a Resource made outside the repository.
+	memoOK bool
+	memo   atomic.Pointer[sync.Map]
 }
 
 // Memo returns decode(res.JSON), decoded once per version and key and
@@ -49,17 +53,30 @@ type Resource struct {
 // serves every request that needs it (a bot, a membership, a project's
 // secrets), and decoding it each time cost more than reading it.
 func Memo[T any](res *Resource, key string, decode func([]byte) (T, error)) (T, error) {
-	if res.memo == nil {
+	if !res.memoOK {
 		return decode(res.JSON)
 	}
-	if v, ok := res.memo.Load(key); ok {
+	m := res.memo.Load()
+	if m == nil {
+		res.memo.CompareAndSwap(nil, new(sync.Map))
+		m = res.memo.Load()
+	}
+	if v, ok := m.Load(key); ok {
 		return v.(T), nil
 	}
 	v, err := decode(res.JSON)
 	if err == nil {
-		res.memo.Store(key, v)
+		m.Store(key, v)
 	}
 	return v, err
+}
+
+// WithJSON is this version with b for its JSON (a view with fields
+// removed): a Resource of its own, not a copy, since what callers decoded
+// from this one (its memo) is not b's.
+func (r *Resource) WithJSON(b []byte) *Resource {
+	return &Resource{Type: r.Type, ID: r.ID, VersionID: r.VersionID, LastUpdated: r.LastUpdated,
+		Project: r.Project, Deleted: r.Deleted, JSON: b}
 }
 
 // Decode parses the resource JSON (numbers kept exact).
@@ -278,8 +295,8 @@ func (r *Repo) remember(key string, res *Resource) {
 }
 
 func fromRecord(rec *store.Record) *Resource {
-	return &Resource{Type: rec.Type, ID: rec.ID, VersionID: rec.Version, LastUpdated: rec.Time,
-		Project: rec.Project, Deleted: rec.Deleted, JSON: rec.JSON, memo: new(sync.Map)}
+	return &Resource{Type: unique.Make(rec.Type).Value(), ID: rec.ID, VersionID: rec.Version, LastUpdated: rec.Time,
+		Project: unique.Make(rec.Project).Value(), Deleted: rec.Deleted, JSON: rec.JSON, memoOK: true}
 }
 
 // storeError maps the port's errors to the answers callers see.
@@ -544,8 +561,9 @@ func (r *Repo) prepare(ctx context.Context, op, typ, id, project string, res map
 		return nil, fmt.Errorf("encode %s/%s: %w", typ, id, err)
 	}
 	v := &version{
-		ev:    Event{Op: op, Type: typ, ID: id, VersionID: vid, Project: project, Trace: bus.TraceFrom(ctx)},
-		out:   &Resource{Type: typ, ID: id, VersionID: vid, LastUpdated: now, Project: project, JSON: body, memo: new(sync.Map)},
+		ev: Event{Op: op, Type: typ, ID: id, VersionID: vid, Project: project, Trace: bus.TraceFrom(ctx)},
+		out: &Resource{Type: unique.Make(typ).Value(), ID: id, VersionID: vid, LastUpdated: now,
+			Project: unique.Make(project).Value(), JSON: body, memoOK: true},
 		quiet: eventless(op, typ),
 	}
 	v.w = &store.Write{Record: store.Record{Type: typ, ID: id, Version: vid, Time: now, Project: project, JSON: body},

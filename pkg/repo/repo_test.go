@@ -553,6 +553,12 @@ func TestMemo(t *testing.T) {
 	if f := family(got); f != "Changed" || decodes != 2 {
 		t.Fatalf("after an update: family %q after %d decodes", f, decodes)
 	}
+	// A view of it with other JSON (an access policy's, fields removed)
+	// decodes its own JSON, not what the version's memo holds.
+	view := got.WithJSON([]byte(`{"resourceType":"Patient","name":[{"family":"Viewed"}]}`))
+	if f := family(view); f != "Viewed" {
+		t.Fatalf("a view with other JSON gave the version's memo: family %q", f)
+	}
 }
 
 // TestCacheBounds checks the read cache's byte bounds: a large resource is

@@ -562,9 +562,7 @@ func withoutData(res *repo.Resource) (*repo.Resource, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := *res
-	out.JSON = b
-	return &out, nil
+	return res.WithJSON(b), nil
 }
 
 // wantsRaw reports whether a client asked for a Binary's content rather

@@ -288,7 +288,7 @@ func TestComposeStackOnEmbeddedServers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range []string{bus.EventSubject("Patient", "x"), "$KV.pinion_memberships.x"} {
+		for _, s := range []string{bus.EventSubject("Patient", "update"), "$KV.pinion_memberships.x"} {
 			_ = nc.Publish(s, nil)
 			_ = nc.Flush()
 			if !violations.waitFor(s) {

@@ -38,7 +38,7 @@ func TestUnmatchableEventIsSetAside(t *testing.T) {
 	}
 	ev := repo.Event{Project: "p1", Type: "Patient", ID: "pat1", VersionID: "v1", Op: subscription.Create}
 	b, _ := json.Marshal(ev)
-	if _, err := env.JS.Publish(ctx, bus.EventSubject("Patient", "pat1"), b); err != nil {
+	if _, err := env.JS.Publish(ctx, bus.EventSubject("Patient", "create"), b); err != nil {
 		t.Fatal(err)
 	}
 	parse := func(id, body string) *subscription.Subscription {
