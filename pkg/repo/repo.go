@@ -10,7 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"hash/maphash"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -116,7 +116,7 @@ type Repo struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	log   *slog.Logger
-	cache *lru.Cache[string, *Resource]
+	cache *lru.Cache[cacheKey, *Resource]
 	// cacheMu and cacheBytes bound the cache in bytes as well as entries:
 	// an entry count alone let large resources (export files, uploads)
 	// hold gigabytes.
@@ -164,7 +164,7 @@ func New(st store.Store, nc *nats.Conn, o Options) (*Repo, error) {
 		o.Log = slog.Default()
 	}
 	r := &Repo{st: st, nc: nc, js: o.JS, log: o.Log}
-	r.cache, _ = lru.NewWithEvict(o.CacheSize, func(_ string, res *Resource) { r.cacheBytes.Add(-int64(len(res.JSON))) })
+	r.cache, _ = lru.NewWithEvict(o.CacheSize, func(_ cacheKey, res *Resource) { r.cacheBytes.Add(-int64(len(res.JSON))) })
 	if nc != nil {
 		sub, err := nc.Subscribe(bus.EventPrefix+">", r.onEvent)
 		if err != nil {
@@ -192,19 +192,21 @@ func (r *Repo) Close() {
 	}
 }
 
-func cacheKey(typ, id string) string { return typ + "/" + id }
+// cacheKey names a resource in the cache: two strings, not one joined,
+// so that a cached version costs no object for its key (the strings are
+// the version's own).
+type cacheKey struct{ typ, id string }
 
-func slot(key string) uint32 {
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return h.Sum32() % 256
-}
+// slotSeed seeds the hash of keys to their stripe and lock.
+var slotSeed = maphash.MakeSeed()
 
-func (r *Repo) stripe(key string) *atomic.Uint64 { return &r.gens[slot(key)] }
+func slot(k cacheKey) uint32 { return uint32(maphash.Comparable(slotSeed, k) % 256) }
+
+func (r *Repo) stripe(k cacheKey) *atomic.Uint64 { return &r.gens[slot(k)] }
 
 // lock takes the write lock of one resource.
 func (r *Repo) lock(typ, id string) func() {
-	m := &r.locks[slot(cacheKey(typ, id))]
+	m := &r.locks[slot(cacheKey{typ, id})]
 	m.Lock()
 	return m.Unlock
 }
@@ -214,7 +216,7 @@ func (r *Repo) onEvent(m *nats.Msg) {
 	if json.Unmarshal(m.Data, &ev) != nil {
 		return
 	}
-	key := cacheKey(ev.Type, ev.ID)
+	key := cacheKey{ev.Type, ev.ID}
 	if cur, ok := r.cache.Peek(key); ok && cur.VersionID == ev.VersionID {
 		return // our own write, already cached
 	}
@@ -251,7 +253,7 @@ func (r *Repo) readAny(ctx context.Context, typ, id string) (*Resource, error) {
 			return res, nil
 		}
 	}
-	key := cacheKey(typ, id)
+	key := cacheKey{typ, id}
 	if res, ok := r.cache.Get(key); ok {
 		return res, nil
 	}
@@ -262,7 +264,7 @@ func (r *Repo) readAny(ctx context.Context, typ, id string) (*Resource, error) {
 	}
 	res := fromRecord(rec)
 	if r.stripe(key).Load() == gen {
-		r.remember(key, res)
+		r.remember(res)
 	}
 	return res, nil
 }
@@ -276,17 +278,18 @@ const (
 )
 
 // remember caches a version within the cache's bounds.
-func (r *Repo) remember(key string, res *Resource) {
+func (r *Repo) remember(res *Resource) {
 	r.cacheMu.Lock()
 	defer r.cacheMu.Unlock()
 	// Add would replace an entry without evicting it, so its bytes would
 	// stay counted: remove it first (the eviction takes them off).
-	r.cache.Remove(key)
+	k := cacheKey{res.Type, res.ID}
+	r.cache.Remove(k)
 	if len(res.JSON) > maxCachedResource {
 		return
 	}
 	r.cacheBytes.Add(int64(len(res.JSON)))
-	r.cache.Add(key, res)
+	r.cache.Add(k, res)
 	for r.cacheBytes.Load() > maxCacheBytes {
 		if _, _, ok := r.cache.RemoveOldest(); !ok {
 			break
@@ -506,7 +509,7 @@ func (r *Repo) commit(ctx context.Context, v *version) error {
 
 // forget drops a cached version a write found stale.
 func (r *Repo) forget(typ, id string) {
-	key := cacheKey(typ, id)
+	key := cacheKey{typ, id}
 	r.stripe(key).Add(1)
 	r.cache.Remove(key)
 }
@@ -576,9 +579,9 @@ func (r *Repo) prepare(ctx context.Context, op, typ, id, project string, res map
 
 // stored caches a version just written and publishes its event.
 func (r *Repo) stored(v *version) {
-	key := cacheKey(v.out.Type, v.out.ID)
+	key := cacheKey{v.out.Type, v.out.ID}
 	r.stripe(key).Add(1)
-	r.remember(key, v.out)
+	r.remember(v.out)
 	if !v.quiet {
 		r.publishAfter(v.ev, v.w.Event)
 	}

@@ -565,24 +565,24 @@ func TestMemo(t *testing.T) {
 // not kept, and the bytes counted follow replacements and evictions.
 func TestCacheBounds(t *testing.T) {
 	r := &Repo{}
-	r.cache, _ = lru.NewWithEvict(1000, func(_ string, res *Resource) { r.cacheBytes.Add(-int64(len(res.JSON))) })
-	res := func(n int) *Resource { return &Resource{JSON: make([]byte, n)} }
-	r.remember("a", res(100))
-	r.remember("a", res(300))
+	r.cache, _ = lru.NewWithEvict(1000, func(_ cacheKey, res *Resource) { r.cacheBytes.Add(-int64(len(res.JSON))) })
+	res := func(id string, n int) *Resource { return &Resource{Type: "Binary", ID: id, JSON: make([]byte, n)} }
+	r.remember(res("a", 100))
+	r.remember(res("a", 300))
 	if got := r.cacheBytes.Load(); got != 300 || r.cache.Len() != 1 {
 		t.Fatalf("after a replacement: %d bytes, %d entries", got, r.cache.Len())
 	}
-	r.remember("big", res(maxCachedResource+1))
-	if _, ok := r.cache.Peek("big"); ok || r.cacheBytes.Load() != 300 {
+	r.remember(res("big", maxCachedResource+1))
+	if _, ok := r.cache.Peek(cacheKey{"Binary", "big"}); ok || r.cacheBytes.Load() != 300 {
 		t.Fatalf("a resource over the bound was kept")
 	}
-	r.remember("a", res(maxCachedResource+1))
+	r.remember(res("a", maxCachedResource+1))
 	if r.cache.Len() != 0 || r.cacheBytes.Load() != 0 {
 		t.Fatalf("a replacement over the bound left %d bytes", r.cacheBytes.Load())
 	}
 	n := maxCacheBytes/maxCachedResource + 10
 	for i := range n {
-		r.remember(fmt.Sprint(i), res(maxCachedResource))
+		r.remember(res(fmt.Sprint(i), maxCachedResource))
 	}
 	if r.cacheBytes.Load() > maxCacheBytes || r.cache.Len() >= n {
 		t.Fatalf("%d bytes in %d entries, bound %d", r.cacheBytes.Load(), r.cache.Len(), maxCacheBytes)

@@ -16,14 +16,14 @@ type Tx struct {
 	r       *Repo
 	mu      sync.Mutex
 	vs      []*version
-	pending map[string]*Resource // type/id → the newest version written here
+	pending map[cacheKey]*Resource // type/id → the newest version written here
 }
 
 type txKey struct{}
 
 // Begin starts a transaction; writes through the returned context join it.
 func (r *Repo) Begin(ctx context.Context) (context.Context, *Tx) {
-	tx := &Tx{r: r, pending: map[string]*Resource{}}
+	tx := &Tx{r: r, pending: map[cacheKey]*Resource{}}
 	return context.WithValue(ctx, txKey{}, tx), tx
 }
 
@@ -40,13 +40,13 @@ func (tx *Tx) add(v *version) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	tx.vs = append(tx.vs, v)
-	tx.pending[cacheKey(v.out.Type, v.out.ID)] = v.out
+	tx.pending[cacheKey{v.out.Type, v.out.ID}] = v.out
 }
 
 func (tx *Tx) read(typ, id string) (*Resource, bool) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	res, ok := tx.pending[cacheKey(typ, id)]
+	res, ok := tx.pending[cacheKey{typ, id}]
 	return res, ok
 }
 
@@ -55,7 +55,7 @@ func (tx *Tx) read(typ, id string) (*Resource, bool) {
 func (tx *Tx) Commit(ctx context.Context) error {
 	tx.mu.Lock()
 	vs := tx.vs
-	tx.vs, tx.pending = nil, map[string]*Resource{}
+	tx.vs, tx.pending = nil, map[cacheKey]*Resource{}
 	tx.mu.Unlock()
 	if len(vs) == 0 {
 		return nil
