@@ -54,6 +54,7 @@ func (a *testApp) wait(t *testing.T, ctx context.Context, state string) url.Valu
 		a.mu.Unlock()
 		if last.Get("state") == state {
 			run(t, ctx, chromedp.WaitVisible(chromedp.Search(`//main[.="back in the app"]`)))
+			loaded(t, ctx)
 			return last
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -61,6 +62,20 @@ func (a *testApp) wait(t *testing.T, ctx context.Context, state string) url.Valu
 	t.Fatalf("the app never got back state %q", state)
 	return nil
 }
+
+// loaded waits until the page a click brought has finished loading: a
+// navigation started before then can be aborted (net::ERR_ABORTED), which
+// failed CI twice after a sign-in's click.
+func loaded(t *testing.T, ctx context.Context) {
+	t.Helper()
+	waitJS(t, ctx, "the page to load", `document.readyState === "complete"`)
+}
+
+// projectChoice is a button of the page that asks which project: the
+// sign-in page has a button.choice of its own (a passkey), so a wait on
+// that class alone ended at once after the password's click, and the
+// next navigation raced the form's (net::ERR_ABORTED, one run in three).
+const projectChoice = `//form[input[@name="membership"]]/button`
 
 // pkce is a verifier and its S256 challenge.
 func pkce(seed string) (verifier, challenge string) {
@@ -138,7 +153,7 @@ func TestAuthorizeInBrowser(t *testing.T) {
 	run(t, ctx,
 		chromedp.SendKeys(chromedp.ID("password"), "cy's password"),
 		chromedp.Click(chromedp.CSS("button")),
-		chromedp.WaitVisible(chromedp.CSS("button.choice")))
+		chromedp.WaitVisible(chromedp.Search(projectChoice)))
 	shot(t, ctx, "choose-project")
 	text := pageText(t, ctx)
 	if !strings.Contains(text, "Authorize clinic") || !strings.Contains(text, "Authorize lab") {
@@ -178,7 +193,7 @@ func TestAuthorizeInBrowser(t *testing.T) {
 
 	// The browser is signed in: the next request asks no password.
 	// More scopes than the person allowed: asked again.
-	run(t, ctx, chromedp.Navigate(start("state", "second", "scope", "openid profile email")), chromedp.WaitVisible(chromedp.CSS("button.choice")))
+	run(t, ctx, chromedp.Navigate(start("state", "second", "scope", "openid profile email")), chromedp.WaitVisible(chromedp.Search(projectChoice)))
 	run(t, ctx, chromedp.Click(chromedp.Search(`//button[contains(., "Authorize lab")]`)),
 		chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)),
 		chromedp.Click(chromedp.CSS(`button[value="allow"]`)))
@@ -211,6 +226,7 @@ func TestAuthorizeInBrowser(t *testing.T) {
 	}
 	run(t, ctx, chromedp.Navigate(base+"oauth2/logout"), chromedp.WaitVisible(chromedp.CSS("main form button")),
 		chromedp.Click(chromedp.CSS("main form button")), chromedp.WaitVisible(chromedp.Search(`//h1[.="Signed out"]`)))
+	loaded(t, ctx)
 	shot(t, ctx, "signed-out")
 	// The sign-in is over: the next request asks for the password. With the
 	// application's ID token as its hint, signing out asks nothing and
@@ -220,7 +236,8 @@ func TestAuthorizeInBrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("email"), cy),
 		chromedp.SendKeys(chromedp.ID("password"), "cy's password"),
 		chromedp.Click(chromedp.CSS("button")),
-		chromedp.WaitVisible(chromedp.CSS("button.choice")))
+		chromedp.WaitVisible(chromedp.Search(projectChoice)))
+	loaded(t, ctx)
 	run(t, ctx, chromedp.Navigate(base+"oauth2/logout?id_token_hint="+url.QueryEscape(tok["id_token"].(string))+
 		"&state=bye&post_logout_redirect_uri="+url.QueryEscape(app.callback())))
 	app.wait(t, ctx, "bye")
