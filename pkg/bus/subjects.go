@@ -16,9 +16,9 @@ const EventPrefix = "pinion.events.resource."
 // op is create, update or delete. The resource's id is in the event, not
 // the subject: JetStream keeps an index entry in memory per subject a
 // stream holds, and with one per resource that index grew with every
-// resource written in the stream's seven days (half the server's live
-// heap after 200,000 creates, all of it walked by each garbage
-// collection). Filters of the form <type>.* and <type>.> still match.
+// resource written in the stream's seven days (half the objects of the
+// server's live heap after 200,000 creates, all of them walked by each
+// garbage collection). Filters of the form <type>.* and <type>.> still match.
 func EventSubject(resourceType, op string) string {
 	return EventPrefix + resourceType + "." + op
 }
