@@ -155,6 +155,13 @@ func (b *bench) run() {
 			return st == 200
 		})
 	}
+	if wanted("livez") {
+		// The floor: the server's cheapest answer (the gateway's liveness,
+		// no bus, no store), whose p99 ÷ p50 is what scheduling alone
+		// costs at this load on this machine.
+		drive("GET livez", c, func(int, int) bool { return b.hc.get(b.base+"livez", "") == 200 })
+		drive("GET livez (1 client)", 1, func(int, int) bool { return b.hc.get(b.base+"livez", "") == 200 })
+	}
 	if wanted("read") {
 		drive("GET Patient/<id>", c, func(w, i int) bool {
 			return b.hc.get(b.base+"fhir/R4/Patient/"+b.patients[(w*7919+i)%len(b.patients)], b.token) == 200
