@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pinion-health/pinion/pkg/testenv"
 )
 
 // policyClient makes an access policy in a project and a client under it,
@@ -130,9 +132,15 @@ func TestBotCallDepth(t *testing.T) {
 	if !strings.Contains(string(r.body), "stopped at 5") || !strings.Contains(string(r.body), "at most 4 deep") {
 		t.Fatalf("answer %s", r.body)
 	}
-	// Five levels of two children: 31 executions, not thousands.
-	time.Sleep(500 * time.Millisecond) // audit events are written after the answers
-	if n := count(t, su, "AuditEvent", pid); n > 40 {
+	// Five levels of two children: 31 executions, not thousands. Their
+	// audit events are written after the answers: wait for all 31 rather
+	// than for a while, which a slow write would pass without counting.
+	n := 0
+	testenv.Eventually(t, "the 31 executions' audit events", func() bool {
+		n = count(t, su, "AuditEvent", pid)
+		return n >= 31
+	})
+	if n > 40 {
 		t.Fatalf("%d executions", n)
 	}
 }
