@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pinion-health/pinion/pkg/embedded"
+	"github.com/pinion-health/pinion/pkg/testenv"
 	"github.com/pinion-health/pinion/pkg/testenv/loopback"
 )
 
@@ -119,8 +120,17 @@ func TestMultiProcess(t *testing.T) {
 	fresh := r.json(t)["secret"].(string)
 	tokens(fresh, 200)
 	expect(t, do(t, "POST", "fhir/R4/ClientApplication/"+cid+"/$rotate-secret", su, "application/json", []byte(`{"retiringSecret":"`+old+`"}`)), 200)
-	time.Sleep(50 * time.Millisecond) // the announcement is a NATS message, not part of the answer
-	tokens(old, 401)
+	// The retirement reaches the other instance by a NATS message, not
+	// within the answer: wait until twenty requests in a row, over both
+	// instances, are refused.
+	testenv.Eventually(t, "the retired secret refused by every identity instance", func() bool {
+		for i := 0; i < 20; i++ {
+			if tokenStatus(t, cid, old) != 401 {
+				return false
+			}
+		}
+		return true
+	})
 
 	// Every process logs in the format it was configured with: a service
 	// built apart from its settings (it once logged through slog's text
