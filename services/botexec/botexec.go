@@ -145,7 +145,7 @@ func (s *Service) Start(ctx context.Context) error {
 		go s.writeAudits()
 	}
 	// A new or changed bot may change what an identifier finds.
-	sub, err := s.nc.Subscribe(bus.EventPrefix+"Bot.*", func(*nats.Msg) { s.forgetIdentifiers() })
+	sub, err := s.nc.Subscribe(bus.EventSubject("Bot", "*"), func(*nats.Msg) { s.forgetIdentifiers() })
 	if err != nil {
 		s.pool.Close()
 		return err

@@ -184,7 +184,7 @@ func (s *Service) Start(ctx context.Context) error {
 	// Only those types: every other event (a bot's audit records, a
 	// patient's updates) would be decoded here for nothing.
 	for _, typ := range []string{"ClientApplication", "ProjectMembership", "AccessPolicy"} {
-		sub, err := s.nc.Subscribe(bus.EventPrefix+typ+".*", s.onResourceEvent)
+		sub, err := s.nc.Subscribe(bus.EventSubject(typ, "*"), s.onResourceEvent)
 		if err != nil {
 			return err
 		}
