@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -558,6 +559,18 @@ func TestMemo(t *testing.T) {
 	view := got.WithJSON([]byte(`{"resourceType":"Patient","name":[{"family":"Viewed"}]}`))
 	if f := family(view); f != "Viewed" {
 		t.Fatalf("a view with other JSON gave the version's memo: family %q", f)
+	}
+	// The view is the same version otherwise: every other field carried
+	// over, so that a field added to Resource cannot be left behind.
+	gv, vv := reflect.ValueOf(got).Elem(), reflect.ValueOf(view).Elem()
+	for i := range gv.NumField() {
+		switch name := gv.Type().Field(i).Name; name {
+		case "JSON", "memo", "memoOK":
+		default:
+			if !reflect.DeepEqual(gv.Field(i).Interface(), vv.Field(i).Interface()) {
+				t.Errorf("WithJSON dropped %s", name)
+			}
+		}
 	}
 }
 
