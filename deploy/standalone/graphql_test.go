@@ -2,6 +2,8 @@ package standalone
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -108,10 +110,24 @@ func TestGraphQLHonoursPolicy(t *testing.T) {
 		t.Fatalf("super admin: %s", asJSON(data))
 	}
 
-	// Searching on the hidden field would reveal it.
-	_, errs = gqlAnswer(t, graphQL(t, tok, `{ PatientList(birthdate: "1970-01-02") { id } }`, nil))
-	if len(errs) != 1 {
-		t.Fatalf("a search on a hidden field: errors %v", errs)
+	// Searching on the hidden field would reveal it: as a parameter, or
+	// inside _filter at any depth (a binary search over birthdate gt ...
+	// recovered the date in 16 requests).
+	for _, list := range []string{
+		`PatientList(birthdate: "1970-01-02")`,
+		`PatientList(_filter: "birthdate gt 1969-01-01")`,
+		`PatientList(_filter: "name eq Gqlpolicy and (gender eq male or birthdate eq 1970-01-02)")`,
+	} {
+		_, errs = gqlAnswer(t, graphQL(t, tok, `{ `+list+` { id } }`, nil))
+		if len(errs) != 1 || !strings.Contains(fmt.Sprint(errs[0]), "hidden by your access policy") {
+			t.Fatalf("%s: errors %v", list, errs)
+		}
+	}
+	for _, query := range []string{"birthdate=gt1969-01-01", "_filter=birthdate+gt+1969-01-01", "_filter=" + url.QueryEscape("name eq Gqlpolicy and birthdate pr true")} {
+		r := do(t, "GET", "fhir/R4/Patient?"+query, tok, "", nil)
+		if r.status != 400 || !strings.Contains(string(r.body), "Search parameter birthdate reads a field hidden by your access policy") {
+			t.Fatalf("GET Patient?%s: %d %s", query, r.status, r.body)
+		}
 	}
 
 	// Another project's client: not found by id, absent from lists.

@@ -169,3 +169,62 @@ func TestSubscriptionBotInputRedacted(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A subscription's criteria cannot read what its author's policy hides,
+// or a notification would answer the search the policy refuses: search
+// criteria on a hidden field are refused at the write (as the search),
+// and every criterion — FHIRPath's included — is matched on the change
+// as the author may read it, so a hidden field is absent when matched.
+func TestSubscriptionCriteriaCannotReadHiddenFields(t *testing.T) {
+	pid, su := adminProject(t, "Sub criteria hidden")
+	author := policyClient(t, su, pid,
+		map[string]any{"resourceType": "Patient", "hiddenFields": []any{"birthDate"}},
+		map[string]any{"resourceType": "Subscription"})
+	admin := projectAdmin(t, su, pid, "sub-criteria-admin@example.com")
+	for _, criteria := range []string{"Patient?birthdate=gt1980-01-01", "Patient?_filter=birthdate%20gt%201980-01-01", "Patient?name=x&birthdate:missing=false"} {
+		r := do(t, "POST", "fhir/R4/Subscription", author, "application/fhir+json", mustJSON(map[string]any{
+			"resourceType": "Subscription", "status": "active", "reason": "probe", "criteria": criteria,
+			"channel": map[string]any{"type": "rest-hook", "endpoint": "https://hooks.example/probe"},
+		}))
+		if r.status != 400 || !strings.Contains(string(r.body), "reads a field hidden by your access policy") {
+			t.Fatalf("criteria %s: %d %s", criteria, r.status, r.body)
+		}
+	}
+
+	// FHIRPath criteria name fields freely: on the author's view the
+	// hidden birthDate is not there, so only the marker matches; the admin's matches both.
+	fhirPath := func(tok string, h *hook) {
+		newSubscription(t, tok, "Patient", h.srv.URL, map[string]any{
+			"url":         "https://medplum.com/fhir/StructureDefinition/fhir-path-criteria-expression",
+			"valueString": "%current.birthDate.exists() or %current.name.family = 'Marker'",
+		})
+	}
+	authorHook, adminHook := newHook(t, 200), newHook(t, 200)
+	fhirPath(author, authorHook)
+	fhirPath(admin, adminHook)
+	for _, p := range []map[string]any{
+		{"resourceType": "Patient", "name": []any{map[string]any{"family": "Young"}}, "birthDate": "1990-05-05"},
+		{"resourceType": "Patient", "name": []any{map[string]any{"family": "Marker"}}, "birthDate": "1950-01-01"},
+	} {
+		expect(t, do(t, "POST", "fhir/R4/Patient", admin, "application/fhir+json", mustJSON(p)), 201)
+	}
+	family := func(c hookCall) string {
+		var m struct {
+			Name []struct{ Family string } `json:"name"`
+		}
+		_ = json.Unmarshal(c.body, &m)
+		if len(m.Name) == 0 {
+			return ""
+		}
+		return m.Name[0].Family
+	}
+	// The admin's sees both, in the order written: the criteria work.
+	if a, b := family(adminHook.next(t, 10*time.Second)), family(adminHook.next(t, 10*time.Second)); a != "Young" || b != "Marker" {
+		t.Fatalf("admin's subscription got %q then %q", a, b)
+	}
+	// The author's gets the marker first: the Young birthDate, written
+	// before it, did not match.
+	if got := family(authorHook.next(t, 10*time.Second)); got != "Marker" {
+		t.Fatalf("author's subscription first got %q, want only the marker", got)
+	}
+}

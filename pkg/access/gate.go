@@ -212,8 +212,29 @@ func CheckContent(typ string, res map[string]any) error {
 	return nil
 }
 
+// checkCriteria refuses a Subscription whose criteria search on a field
+// the writer's policy hides: each notification would answer that search.
+// (Criteria are also matched on the author's view of each change, so a
+// policy changed later, or FHIRPath criteria, reveal nothing either.)
+func (g *Gate) checkCriteria(res map[string]any) error {
+	if g.typ != "Subscription" {
+		return nil
+	}
+	typ, q, err := subscription.Criteria(res)
+	if err != nil {
+		return err
+	}
+	if err := g.policy.CheckSearch(typ, q); err != nil {
+		return fhir.BadRequest("Invalid criteria: "+fhir.AsError(err).Message(), "Subscription.criteria")
+	}
+	return nil
+}
+
 func (g *Gate) Create(ctx context.Context, res map[string]any, o repo.WriteOptions) (*repo.Resource, error) {
 	if err := CheckContent(g.typ, res); err != nil {
+		return nil, err
+	}
+	if err := g.checkCriteria(res); err != nil {
 		return nil, err
 	}
 	if err := g.checkBotSchedule(ctx, res); err != nil {
@@ -235,6 +256,9 @@ func (g *Gate) Create(ctx context.Context, res map[string]any, o repo.WriteOptio
 // between, unless the caller named a version itself (If-Match).
 func (g *Gate) Update(ctx context.Context, i Interaction, res map[string]any, o repo.WriteOptions) (*repo.Resource, error) {
 	if err := CheckContent(g.typ, res); err != nil {
+		return nil, err
+	}
+	if err := g.checkCriteria(res); err != nil {
 		return nil, err
 	}
 	if err := g.checkBotSchedule(ctx, res); err != nil {

@@ -176,7 +176,8 @@ var choiceTypes = func() map[string]bool {
 
 // CheckSearch refuses a search of typ (as search.Parse understood it) that
 // filters or sorts on a parameter reading a field the caller's policy
-// hides: 400 naming the parameter, "_sort" for a sort key. Any other query,
+// hides, plainly or inside _filter at any depth (search.Query.Reads):
+// 400 naming the parameter, "_sort" for a sort key. Any other query,
 // and every query when nothing is hidden on typ, is nil. Parameters that
 // read no hidden field, and _count, _offset, _total, _summary and
 // _elements, are never refused; _id, _lastUpdated and _project read id,
@@ -196,17 +197,13 @@ func (p *Policy) CheckSearch(typ string, q *search.Query) error {
 	if len(blocked) == 0 {
 		return nil
 	}
-	// The smallest offending code, so the answer does not depend on map
-	// order.
-	code, field := "", ""
-	for key := range q.Canonical {
-		c, _, _ := strings.Cut(key, ":")
-		if f, ok := blocked[c]; ok && (code == "" || c < code) {
-			code, field = c, f
+	// Every parameter the conditions test, _filter's included: q.Reads
+	// is sorted, so the first offender named does not depend on how the
+	// query was written.
+	for _, c := range q.Reads {
+		if f, ok := blocked[c]; ok {
+			return fhir.BadRequest("Search parameter "+c+" reads a field hidden by your access policy ("+f+")", c)
 		}
-	}
-	if code != "" {
-		return fhir.BadRequest("Search parameter "+code+" reads a field hidden by your access policy ("+field+")", code)
 	}
 	sort := q.Canonical.Get("_sort")
 	for sort != "" {

@@ -335,7 +335,8 @@ func escapeFilterValue(v string) string {
 // translate is one comparison as the conditions of the matching ordinary
 // parameter (with a modifier or a prefix), ANDed.
 func (p *filterParser) translate(code, op, value string) (store.Cond, error) {
-	sub := &filter{grams: p.f.grams, values: p.f.values}
+	sub := &filter{grams: p.f.grams, values: p.f.values, reads: p.f.reads}
+	sub.reads[code] = true // _id and _lastUpdated too: a filter reveals what it tests
 	defer func() { p.f.values = sub.values }()
 	done := func(flip bool) (store.Cond, error) {
 		c := store.And(sub.conds...)

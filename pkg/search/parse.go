@@ -31,6 +31,11 @@ type Query struct {
 	Summary   string       // _summary: "", "count", "true", "data", "text", "false"
 	Elements  []string     // _elements
 	Canonical url.Values   // the parameters as understood, for self/next links
+	// Reads are the codes of the search parameters Filter tests, sorted:
+	// those named in the query and those inside _filter at any depth, so
+	// that a check of what a search reveals (access.Policy.CheckSearch)
+	// sees every one, however it was written.
+	Reads []string
 }
 
 // now is the clock the ap (approximately) date prefix measures from.
@@ -58,7 +63,7 @@ func Parse(resourceType string, q url.Values) (*Query, error) {
 	}
 	reg := loadRegistry()
 	query := &Query{Count: DefaultCount, Canonical: url.Values{}}
-	f := filter{grams: reg.grams[resourceType]}
+	f := filter{grams: reg.grams[resourceType], reads: map[string]bool{}}
 	var sortSpec []string
 	countGiven := false
 
@@ -129,8 +134,10 @@ func Parse(resourceType string, q url.Values) (*Query, error) {
 		case strings.Contains(code, "."):
 			return nil, fhir.BadRequest("Chained search is not supported: "+clip(key), key)
 		case code == "_id":
+			f.reads[code] = true
 			err = f.addEach(key, values, hasModifier, modifier, idCondition)
 		case code == "_project":
+			f.reads[code] = true
 			err = f.addEach(key, values, hasModifier, modifier, projectCondition)
 		case code == "_filter":
 			if hasModifier {
@@ -145,6 +152,7 @@ func Parse(resourceType string, q url.Values) (*Query, error) {
 			if hasModifier {
 				return nil, badModifier(key, modifier)
 			}
+			f.reads[code] = true
 			for _, v := range values {
 				if err = f.addDates(key, v, "ts", "ts"); err != nil {
 					break
@@ -193,6 +201,10 @@ func Parse(resourceType string, q url.Values) (*Query, error) {
 		query.Canonical.Del("_offset")
 	}
 	query.Filter = f.conds
+	for code := range f.reads {
+		query.Reads = append(query.Reads, code)
+	}
+	slices.Sort(query.Reads)
 	return query, nil
 }
 
@@ -331,6 +343,7 @@ type filter struct {
 	conds  []store.Cond
 	values int
 	grams  map[string]string // code → trigram field answering its :contains
+	reads  map[string]bool   // codes of the parameters conds test (Query.Reads)
 }
 
 // split is splitValues, counting the alternatives of the whole query.
@@ -447,6 +460,7 @@ func cutPipe(s string) (system, code string, found bool) {
 }
 
 func (f *filter) addParam(p *Param, key, modifier string, hasModifier bool, v string) error {
+	f.reads[p.Code] = true
 	if hasModifier && modifier == "missing" {
 		var missing bool
 		switch v {

@@ -234,6 +234,14 @@ func Check(res map[string]any) error {
 	return nil
 }
 
+// Criteria is a Subscription's search criteria, parsed: its resource type
+// and query, for a check of what its matches would reveal
+// (access.Gate refuses criteria on a field the writer's policy hides).
+func Criteria(res map[string]any) (string, *search.Query, error) {
+	c, _ := res["criteria"].(string)
+	return parseCriteria(c)
+}
+
 // parseCriteria reads "Type" or "Type?search" with the API's search code.
 func parseCriteria(criteria string) (string, *search.Query, error) {
 	const expr = "Subscription.criteria"

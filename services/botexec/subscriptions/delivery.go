@@ -272,7 +272,11 @@ func (s *Deliverer) attempt(ctx context.Context, d *delivery, attempt int) error
 	}
 	// The author's rights are read again: they may have changed since the
 	// match, and what is sent is what the author may read now.
-	seen, err := s.authorView(ctx, sub, changed)
+	view, err := s.authorView(ctx, sub)
+	if err != nil {
+		return errPreamble{err}
+	}
+	seen, err := view(changed)
 	if err != nil {
 		return errPreamble{err}
 	}
@@ -392,7 +396,14 @@ func (s *Deliverer) deliverToBot(ctx context.Context, d *delivery, sub *subscrip
 // and nil when runAs may not read the change (the bot could not have read
 // it itself).
 func (s *Deliverer) botInput(ctx context.Context, d *delivery, sub *subscription.Subscription, runAs *bus.Principal, res *repo.Resource) (*BotInput, error) {
-	seen, err := s.viewAs(ctx, runAs, res)
+	pol, err := s.policies.For(ctx, runAs)
+	if err != nil {
+		if fe := fhir.AsError(err); fe.Status < 500 {
+			return nil, nil // a policy that cannot be used grants nothing
+		}
+		return nil, err
+	}
+	seen, err := readableAs(pol, res)
 	if err != nil || seen == nil {
 		return nil, err
 	}

@@ -262,13 +262,16 @@ type change struct {
 }
 
 // matchChange publishes a delivery for each subscription the change
-// meets.
+// meets. The criteria are evaluated on the change as the subscription's
+// author may read it (authorView), so that criteria on a field the
+// author's policy hides never match: a notification would otherwise
+// reveal what a search on that field is refused for.
 func (s *Deliverer) matchChange(ctx context.Context, c change, subs []*subscription.Subscription) error {
 	ev := c.ev
 	var changed *repo.Resource
 	var at time.Time
 	var doc *search.Doc
-	var previous func() map[string]any
+	var before func() *repo.Resource
 	fhirPathLeft := eventFHIRPathTime
 	for _, sub := range subs {
 		if sub.Type != ev.Type {
@@ -283,7 +286,7 @@ func (s *Deliverer) matchChange(ctx context.Context, c change, subs []*subscript
 				return err
 			}
 			doc = search.StoredDoc(changed.Type, changed.ID, changed.Project, changed.LastUpdated, changed.JSON)
-			previous = s.previousVersion(ctx, changed)
+			before = s.previousVersion(ctx, changed)
 		}
 		if c.resend == "" {
 			ok, err := s.activeAt(ctx, sub, at)
@@ -294,7 +297,26 @@ func (s *Deliverer) matchChange(ctx context.Context, c change, subs []*subscript
 				continue
 			}
 		}
-		route, err := s.route(ctx, c, sub, doc, previous, &fhirPathLeft)
+		view, err := s.authorView(ctx, sub)
+		if err != nil {
+			return err
+		}
+		seen, err := view(changed)
+		if err != nil {
+			return err
+		}
+		if seen == nil {
+			// Debug: a subscription whose author lost access would log at
+			// every write of the type.
+			s.log.Debug("subscriptions: the author may not read the change; not delivered",
+				"subscription", sub.ID, "author", sub.Author, "resource", ev.Type+"/"+ev.ID)
+			continue
+		}
+		seenDoc := doc
+		if seen != changed {
+			seenDoc = search.StoredDoc(seen.Type, seen.ID, seen.Project, seen.LastUpdated, seen.JSON)
+		}
+		route, err := s.route(ctx, c, sub, seenDoc, previousAs(before, view), &fhirPathLeft)
 		if err != nil {
 			// The criteria's cost is their author's: the subscription
 			// misses this change, says so, and the others go on.
@@ -308,17 +330,6 @@ func (s *Deliverer) matchChange(ctx context.Context, c change, subs []*subscript
 			continue
 		}
 		notified := route == subscription.BySocket
-		seen, err := s.authorView(ctx, sub, changed)
-		if err != nil {
-			return err
-		}
-		if seen == nil {
-			// Debug: a subscription whose author lost access would log at
-			// every write of the type.
-			s.log.Debug("subscriptions: the author may not read the change; not delivered",
-				"subscription", sub.ID, "author", sub.Author, "resource", ev.Type+"/"+ev.ID)
-			continue
-		}
 		if notified {
 			// Sockets bound now see it; nothing is kept for later ones.
 			if err := s.nc.Publish(bus.WSSubject(sub.ID), s.notification(sub.ID, seen)); err != nil {
@@ -434,23 +445,43 @@ func (s *Deliverer) activeAt(ctx context.Context, sub *subscription.Subscription
 	return false, nil
 }
 
-// previousVersion gives, when first asked, the version before res as
-// FHIRPath criteria see it: {} when there is none (a create), as Medplum.
-func (s *Deliverer) previousVersion(ctx context.Context, res *repo.Resource) func() map[string]any {
+// previousVersion gives, when first asked, the version before res, nil
+// when there is none (a create); read once for all subscriptions.
+func (s *Deliverer) previousVersion(ctx context.Context, res *repo.Resource) func() *repo.Resource {
+	var prev *repo.Resource
+	read := false
+	return func() *repo.Resource {
+		if read {
+			return prev
+		}
+		read = true
+		older, _, err := s.versionBefore(ctx, res.Project, res.Type, res.ID, res.VersionID)
+		switch {
+		case err == nil:
+			prev = older
+		case !fhir.Missing(err):
+			s.log.Warn("subscriptions: reading the previous version", "resource", res.Type+"/"+res.ID, "err", err)
+		}
+		return prev
+	}
+}
+
+// previousAs is the version before, as FHIRPath criteria see it through
+// view (the author's): {} when there is none or the author may not read
+// it, as Medplum gives a create.
+func previousAs(before func() *repo.Resource, view func(*repo.Resource) (*repo.Resource, error)) func() map[string]any {
 	var prev map[string]any
 	return func() map[string]any {
 		if prev != nil {
 			return prev
 		}
 		prev = map[string]any{}
-		older, _, err := s.versionBefore(ctx, res.Project, res.Type, res.ID, res.VersionID)
-		switch {
-		case err == nil:
-			if m, err := fhir.Decode(older.JSON); err == nil {
-				prev = m
+		if older := before(); older != nil {
+			if seen, err := view(older); err == nil && seen != nil {
+				if m, err := fhir.Decode(seen.JSON); err == nil {
+					prev = m
+				}
 			}
-		case !fhir.Missing(err):
-			s.log.Warn("subscriptions: reading the previous version", "resource", res.Type+"/"+res.ID, "err", err)
 		}
 		return prev
 	}
@@ -467,36 +498,42 @@ func subscriptionOf(res *repo.Resource) (*subscription.Subscription, error) {
 	})
 }
 
-// authorView is the changed resource as the subscription's author —
-// through its membership of the subscription's project, as it stands now
-// — may read it: nil when it may not read it at all (an author without an
-// active membership there sees nothing), else without the fields its
-// access policy hides, as a read would answer it. Every notification and
-// rest-hook body is this view, so a subscription reveals no more than a
-// read by its author.
-func (s *Deliverer) authorView(ctx context.Context, sub *subscription.Subscription, res *repo.Resource) (*repo.Resource, error) {
-	if sub.Author == "" || res.Project != sub.Project {
-		return nil, nil
+// authorView is how the subscription's author — through its membership
+// of the subscription's project, as it stands now — may read a version of
+// the changed resource: nil when it may not read it at all (an author
+// without an active membership there sees nothing), else without the
+// fields its access policy hides, as a read would answer it. Criteria are
+// matched on this view, and every notification and rest-hook body is
+// it, so a subscription reveals no more than a read by its author.
+func (s *Deliverer) authorView(ctx context.Context, sub *subscription.Subscription) (func(*repo.Resource) (*repo.Resource, error), error) {
+	none := func(*repo.Resource) (*repo.Resource, error) { return nil, nil }
+	if sub.Author == "" {
+		return none, nil
 	}
 	p, err := s.cfg.Bots.MemberAs(ctx, sub.Project, sub.Author)
 	if errors.Is(err, ErrNoMembership) {
-		return nil, nil
+		return none, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return s.viewAs(ctx, p, res)
-}
-
-// viewAs is res as principal p may read it: nil when it may not.
-func (s *Deliverer) viewAs(ctx context.Context, p *bus.Principal, res *repo.Resource) (*repo.Resource, error) {
 	pol, err := s.policies.For(ctx, p)
 	if err != nil {
 		if fe := fhir.AsError(err); fe.Status < 500 {
-			return nil, nil // a policy that cannot be used grants nothing
+			return none, nil // a policy that cannot be used grants nothing
 		}
 		return nil, err
 	}
+	return func(res *repo.Resource) (*repo.Resource, error) {
+		if res.Project != sub.Project {
+			return nil, nil
+		}
+		return readableAs(pol, res)
+	}, nil
+}
+
+// readableAs is res as a caller under pol may read it: nil when it may not.
+func readableAs(pol *access.Policy, res *repo.Resource) (*repo.Resource, error) {
 	ok, err := pol.Readable(access.Read, res)
 	if err != nil || !ok {
 		return nil, err
