@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -84,4 +85,37 @@ func (b *BreachRange) Breached(ctx context.Context, password string) (bool, erro
 		return false, fmt.Errorf("breach range: answer over %d bytes", maxBreachRangeBody)
 	}
 	return false, nil
+}
+
+// BreachCheck is the one test of a new password against breaches, for
+// every route that sets one (registration, set-password, an invite's
+// initial password): the list shipped with Pinion, then, when Range is
+// set (PINION_PASSWORD_BREACH_URL), the range API.
+//
+// A range service that fails or is slow lets the password through (and
+// is logged): the shipped list, which has the passwords guessed first,
+// was checked anyway, and a third party's outage must not stop people
+// from registering or setting a password. An operator who wants the
+// opposite can keep the service beside Pinion.
+type BreachCheck struct {
+	Range *BreachRange // nil: the shipped list only
+	Log   *slog.Logger
+}
+
+// Breached reports whether password is a known breached one.
+func (c BreachCheck) Breached(ctx context.Context, password string) bool {
+	if Breached(password) {
+		return true
+	}
+	if c.Range == nil {
+		return false
+	}
+	found, err := c.Range.Breached(ctx, password)
+	if err != nil {
+		if c.Log != nil {
+			c.Log.WarnContext(ctx, "password breach range not checked", "err", err)
+		}
+		return false
+	}
+	return found
 }

@@ -110,7 +110,7 @@ type Service struct {
 	extOnce      sync.Once // external identity providers' ID token verifiers (external.go)
 	extVerifiers *verifiers
 
-	breachRange *auth.BreachRange // nil unless cfg.BreachURL (breach.go)
+	breach auth.BreachCheck // new passwords against breaches (breach.go)
 
 	rp relyingParty // passkeys' WebAuthn relying party, made on first use (passkey.go)
 
@@ -143,10 +143,11 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 	if cfg.SecretGrace <= 0 {
 		cfg.SecretGrace = 24 * time.Hour
 	}
+	log = log.With("service", "identity")
 	return &Service{
 		cfg: cfg, nc: nc, js: js, repo: r, limiter: newSigninLimiter(), sessions: sessions, assertions: newAssertions(cfg.EgressPrivate),
-		log: log.With("service", "identity"), policies: access.NewPolicies(r, log), clients: expirable.NewLRU[string, *clientEntry](maxClients, nil, clientTTL),
-		breachRange: auth.NewBreachRange(cfg.BreachURL),
+		log: log, policies: access.NewPolicies(r, log), clients: expirable.NewLRU[string, *clientEntry](maxClients, nil, clientTTL),
+		breach: auth.BreachCheck{Range: auth.NewBreachRange(cfg.BreachURL), Log: log},
 	}
 }
 

@@ -259,6 +259,10 @@ func (s *Service) validateInvite(ctx context.Context, projectID string, body map
 	}
 	// Hashed last: argon2 is slow on purpose, and wasted on a refused invite.
 	if d.Password != "" {
+		// An admin's choice of password is held to what a person's own is.
+		if s.breach.Breached(ctx, d.Password) {
+			return nil, fhir.Invalid(fhir.FieldIssue("password", auth.BreachedText))
+		}
 		if req.PasswordHash, err = auth.HashPassword(ctx, d.Password); err != nil {
 			return nil, err
 		}

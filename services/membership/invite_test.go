@@ -262,6 +262,9 @@ func TestInviteRefusedBeforeTheSaga(t *testing.T) {
 			map[string]any{"membership": map[string]any{"profile": ref("Practitioner/" + uuid.NewString())}}, 404, "Not found", ""},
 		{"a profile that is no reference", adminOf(project), project, "application/json",
 			map[string]any{"membership": map[string]any{"profile": "Practitioner/x"}}, 400, "Invalid profile reference", "membership.profile"},
+		// An admin's choice of password meets the rule a person's own does.
+		{"a breached password", adminOf(project), project, "application/json",
+			map[string]any{"password": "password1"}, 400, "Password found in breach database", "password"},
 	}
 	var emails []string
 	for _, tc := range cases {

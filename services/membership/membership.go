@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/infra"
@@ -24,6 +25,9 @@ type Config struct {
 	BaseURL string
 	// Mailer sends e-mails from the queue (SMTP, or .eml files).
 	Mailer mail.Sender
+	// BreachURL is the range API an invite's initial password is checked
+	// against too (PINION_PASSWORD_BREACH_URL), as every new password is.
+	BreachURL string
 }
 
 // Service is the membership service.
@@ -38,6 +42,7 @@ type Service struct {
 	sessions *session.Store
 	log      *slog.Logger
 	svc      *bus.Service
+	breach   auth.BreachCheck
 }
 
 // FromConfig builds the service from the settings, as both the standalone
@@ -47,7 +52,7 @@ func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service,
 	if err != nil {
 		return nil, err
 	}
-	return New(Config{BaseURL: cfg.BaseURL, Mailer: mailer}, c.NC, c.JS, c.Repo, c.Sessions, log), nil
+	return New(Config{BaseURL: cfg.BaseURL, Mailer: mailer, BreachURL: cfg.PasswordBreachURL}, c.NC, c.JS, c.Repo, c.Sessions, log), nil
 }
 
 // New wires the service.
@@ -55,7 +60,9 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{cfg: cfg, nc: nc, js: js, mailer: cfg.Mailer, repo: r, sessions: sessions, log: log.With("service", "membership")}
+	log = log.With("service", "membership")
+	return &Service{cfg: cfg, nc: nc, js: js, mailer: cfg.Mailer, repo: r, sessions: sessions, log: log,
+		breach: auth.BreachCheck{Range: auth.NewBreachRange(cfg.BreachURL), Log: log}}
 }
 
 // Start starts answering requests.
