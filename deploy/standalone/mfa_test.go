@@ -138,3 +138,60 @@ func TestMFAOverHTTP(t *testing.T) {
 		t.Fatalf("no audit event: %s", r.body)
 	}
 }
+
+// A project reaches no further into a person than its own memberships
+// (issue 52): another project's admin who invites the person with
+// mfaRequired changes nothing of their own project's sign-in, even when
+// the invite ends 409, and cannot reset the person's factors.
+func TestAnotherProjectCannotReachTheAccount(t *testing.T) {
+	home, su := adminProject(t, "The person's clinic")
+	email := fmt.Sprintf("owned-%d@example.com", time.Now().UnixNano())
+	const password = "the person's own password"
+	expect(t, do(t, "POST", "admin/projects/"+home+"/invite", su, "application/json",
+		inviteBody("resourceType", "Practitioner", "firstName", "Own", "lastName", "Er", "email", email, "password", password, "sendEmail", false)), 200)
+	// A stranger's project, and its admin.
+	strange, _ := adminProject(t, "A stranger's project")
+	eveEmail := fmt.Sprintf("eve-%d@example.com", time.Now().UnixNano())
+	expect(t, do(t, "POST", "admin/projects/"+strange+"/invite", su, "application/json",
+		inviteBody("resourceType", "Practitioner", "firstName", "Eve", "lastName", "Admin", "email", eveEmail, "password", "eve's long password", "admin", true, "sendEmail", false)), 200)
+	eve := signIn(t, eveEmail, "eve's long password", strange, "openid")["access_token"].(string)
+
+	// Eve invites the person with mfaRequired; an invite into the
+	// person's own project with it ends 409 (already a member).
+	r := do(t, "POST", "admin/projects/"+strange+"/invite", eve, "application/json",
+		inviteBody("resourceType", "Practitioner", "firstName", "Own", "lastName", "Er", "email", email, "mfaRequired", true, "sendEmail", false))
+	expect(t, r, 200)
+	inStrange := r.json(t)["id"].(string)
+	expect(t, do(t, "POST", "admin/projects/"+home+"/invite", su, "application/json",
+		inviteBody("resourceType", "Practitioner", "firstName", "Own", "lastName", "Er", "email", email, "mfaRequired", true, "sendEmail", false)), 409)
+
+	// The person's own project still takes the password alone; the
+	// stranger's asks for enrolment when chosen.
+	tok := signIn(t, email, password, home, "openid")["access_token"].(string)
+	_, challenge := mfaPKCE()
+	r = do(t, "POST", "auth/login", "", "application/json", mustJSON(map[string]any{
+		"email": email, "password": password, "codeChallenge": challenge, "codeChallengeMethod": "S256"}))
+	expect(t, r, 200)
+	login := r.json(t)["login"].(string)
+	r = do(t, "POST", "auth/profile", "", "application/json", mustJSON(map[string]any{"login": login, "profile": inStrange}))
+	expect(t, r, 200)
+	if out := r.json(t); out["mfaEnrollRequired"] != true || out["code"] != nil {
+		t.Fatalf("choosing the stranger's project: %s", r.body)
+	}
+
+	// The person enrols from their own project; the stranger's admin
+	// cannot wipe the factor through the stranger's membership.
+	r = do(t, "GET", "auth/mfa/status", tok, "", nil)
+	expect(t, r, 200)
+	uri := r.json(t)["enrollUri"].(string)
+	expect(t, do(t, "POST", "auth/mfa/enroll", tok, "application/json", mustJSON(map[string]any{"token": totpCode(t, uri, time.Now())})), 200)
+	r = do(t, "POST", "admin/projects/"+strange+"/members/"+inStrange+"/$reset-mfa", eve, "", nil)
+	expect(t, r, 403)
+	r = do(t, "GET", "auth/mfa/status", tok, "", nil)
+	expect(t, r, 200)
+	if r.json(t)["enrolled"] != true {
+		t.Fatalf("the factor is gone: %s", r.body)
+	}
+	// A super admin may.
+	expect(t, do(t, "POST", "admin/projects/"+strange+"/members/"+inStrange+"/$reset-mfa", su, "", nil), 200)
+}

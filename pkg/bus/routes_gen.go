@@ -27,6 +27,7 @@ var Routes = []Route{
 	{"GET", "/admin/projects/:projectId/mfa", "pinion.identity.GET.admin.projects.:projectId.mfa", Token, false, "identity", "mfaOverview"},
 	{"POST", "/admin/projects/:projectId/secrets", "pinion.membership.POST.admin.projects.:projectId.secrets", Token, false, "membership", "setSecrets"},
 	{"POST", "/admin/projects/:projectId/sites", "pinion.membership.POST.admin.projects.:projectId.sites", Token, false, "membership", "setSites"},
+	{"POST", "/admin/super/setpassword", "pinion.identity.POST.admin.super.setpassword", Token, false, "identity", "superSetPassword"},
 	{"GET", "/auth/consents", "pinion.identity.GET.auth.consents", Token, false, "identity", "listConsents"},
 	{"DELETE", "/auth/consents/:clientId", "pinion.identity.DELETE.auth.consents.:clientId", Token, false, "identity", "withdrawConsent"},
 	{"POST", "/auth/exchange", "pinion.identity.POST.auth.exchange", Public, true, "identity", "authExchangeAlias"},

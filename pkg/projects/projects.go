@@ -232,6 +232,7 @@ type membershipDoc struct {
 	Active       *bool            `json:"active"`
 	AccessPolicy *fhir.Reference  `json:"accessPolicy"`
 	Access       []map[string]any `json:"access"`
+	Extension    []extension      `json:"extension"`
 }
 
 // Entry is what a membership allows, for the session bucket: the one way a
@@ -249,6 +250,7 @@ func Entry(membership []byte, superAdmin bool, addresses []session.AddressRule) 
 		Project: projectID, User: m.User.Reference, Profile: m.Profile.Reference, Admin: m.Admin,
 		SuperAdmin: superAdmin, Active: m.Active == nil || *m.Active,
 		AccessPolicy: m.AccessPolicy != nil || len(m.Access) > 0, Addresses: addresses,
+		MFARequired: mfaRequired(m.Extension),
 	}, nil
 }
 

@@ -100,6 +100,14 @@ type Login struct {
 	// says it was given (Medplum's Login.mfaVerified).
 	MFA         string `json:"mfa,omitempty"`
 	MFAVerified bool   `json:"mv,omitempty"`
+	// ProviderProject is the project whose identity provider (a client's)
+	// vouched for the person: the sign-in reaches that project only, and
+	// changes nothing of the person's own account unless that project
+	// holds all of it. "" for a password, Google, or a domain's provider
+	// (written by super admins). ProviderMFA: the provider asserted a
+	// second factor (amr), which counts where the project trusts it.
+	ProviderProject string `json:"pp,omitempty"`
+	ProviderMFA     bool   `json:"pm,omitempty"`
 }
 
 // Membership is what a token may do in its project.
@@ -114,6 +122,9 @@ type Membership struct {
 	// Addresses are the ipAccessRule entries of the membership's access
 	// policies, in order, parameters filled in.
 	Addresses []AddressRule `json:"ip,omitempty"`
+	// MFARequired: the project requires a second factor of this member
+	// (an invite's mfaRequired, projects.MFARequiredURL).
+	MFARequired bool `json:"mfa,omitempty"`
 }
 
 // AddressRule is one AccessPolicy.ipAccessRule entry.

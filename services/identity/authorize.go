@@ -37,8 +37,18 @@ type browserSession struct {
 	AuthTime int64  `json:"authTime"` // Unix seconds, OIDC's auth_time
 	Start    int64  `json:"start"`    // Unix milliseconds, to compare with a password change
 	// Method is how the person signed in: "" for a password, or
-	// authExternal through their organisation's provider.
+	// authExternal through their organisation's provider (a domain's: the
+	// pages open no session through a project's provider).
 	Method string `json:"method,omitempty"`
+	// Factor: a second factor was given (a code, a recovery code, a
+	// passkey); ProviderMFA: the provider asserted one (amr).
+	Factor      bool `json:"factor,omitempty"`
+	ProviderMFA bool `json:"providerMfa,omitempty"`
+}
+
+// proof is what the browser's sign-in has shown.
+func (bs *browserSession) proof() signInProof {
+	return signInProof{method: bs.Method, providerMFA: bs.ProviderMFA, factor: bs.Factor}
 }
 
 func sessionKey(b browser) string {
@@ -385,14 +395,14 @@ func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b browser, a
 	// A new browser id at sign-in: an id planted before it (session
 	// fixation) is worth nothing after.
 	nb := browserOf(&bus.Request{})
-	if step, _, err := s.mfaLoginStep(ctx, userID, a.project); err != nil || step != "" {
+	now := time.Now()
+	bs := &browserSession{User: "User/" + userID, AuthTime: now.Unix(), Start: now.UnixMilli()}
+	if step, _, err := s.mfaLoginStep(ctx, userID, a.project, bs.proof()); err != nil || step != "" {
 		if err != nil {
 			return nil, err
 		}
-		return s.askFactor(ctx, nb, a, userID, step)
+		return s.askFactor(ctx, nb, a, bs, step)
 	}
-	now := time.Now()
-	bs := &browserSession{User: "User/" + userID, AuthTime: now.Unix(), Start: now.UnixMilli()}
 	v, _ := json.Marshal(bs)
 	if _, err := s.browsers.Put(ctx, sessionKey(nb), v); err != nil {
 		return nil, err
@@ -437,7 +447,15 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b browser, a authR
 		}
 		return s.choosePage(ctx, b, a, choices)
 	}
-	if err := s.checkSignIn(ctx, membership, r.Remote, bs.Method); err != nil {
+	if err := s.checkSignIn(ctx, membership, r.Remote, bs.proof()); err != nil {
+		if errors.Is(err, errFactorOwed) {
+			// The project chosen requires a factor this sign-in has not
+			// given: enrol now, then choose again.
+			now := time.Now()
+			fresh := *bs
+			fresh.AuthTime, fresh.Start = now.Unix(), now.UnixMilli()
+			return s.askFactor(ctx, b, a, &fresh, "enroll")
+		}
 		return a.fail("access_denied", fhir.AsError(err).Message()), nil
 	}
 	if !a.firstParty {

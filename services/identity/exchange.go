@@ -117,7 +117,21 @@ func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID
 		}
 		chosen = choices[i]
 	}
-	if err := s.checkSignIn(ctx, chosen.ID, r.Remote, authExchange); err != nil {
+	// The provider's word reaches the client's project only, and stands
+	// for a second factor only where that project trusts it: a token
+	// exchange cannot ask for one.
+	proof := signInProof{method: authExchange, providerProject: res.Project, providerMFA: claims.assertsFactor()}
+	step, _, err := s.factorOwed(ctx, userIDOf(userRef), res.Project, proof)
+	if err != nil {
+		return nil, err
+	}
+	if step != "" {
+		return nil, &refusal{"invalid_request", secondFactorText, 0}
+	}
+	if err := s.checkSignIn(ctx, chosen.ID, r.Remote, proof); err != nil {
+		if errors.Is(err, errFactorOwed) {
+			return nil, &refusal{"invalid_request", secondFactorText, 0}
+		}
 		return nil, &refusal{"invalid_request", fhirText(err), 0}
 	}
 	if scope == "" {
@@ -128,7 +142,8 @@ func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID
 	}
 	now := time.Now()
 	l := session.Login{User: userRef, Client: clientID, Scope: scope, Nonce: nonce, Membership: chosen.ID,
-		AuthTime: now.Unix(), Start: now.UnixMilli(), Project: res.Project, Granted: true}
+		AuthTime: now.Unix(), Start: now.UnixMilli(), Project: res.Project, Granted: true,
+		ProviderProject: res.Project, ProviderMFA: proof.providerMFA}
 	refresh := rotateRefresh(&l)
 	l.SetOrigin(authExchange, r.Remote, r.Get("User-Agent"))
 	loginID := uuid.NewString()
@@ -137,6 +152,10 @@ func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID
 	}
 	return s.userTokens(ctx, loginID, &l, refresh)
 }
+
+// secondFactorText refuses a token exchange for a person who owes a
+// second factor the exchange cannot ask for.
+const secondFactorText = "A second factor is required: this project does not take its identity provider's"
 
 // fhirText is an OperationOutcome's text, for an OAuth error description.
 func fhirText(err error) string {

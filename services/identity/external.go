@@ -37,7 +37,11 @@ const (
 // externalState is the state Medplum's client sends to the provider and
 // the provider hands back to /auth/external: the sign-in it continues
 // (Medplum's ExternalAuthState). It comes from the browser, so it is
-// trusted for nothing but what the person could ask for anyway.
+// trusted for nothing but what the person could ask for anyway: it picks
+// a provider (the client's, or the domain's), and the sign-in it makes is
+// confined to the client's project when the client's provider vouched.
+// A sign-in Pinion's own page started carries no such state: the server
+// keeps it (external_page.go).
 type externalState struct {
 	Domain              string `json:"domain"`
 	ProjectID           string `json:"projectId"`
@@ -48,12 +52,12 @@ type externalState struct {
 	CodeChallenge       string `json:"codeChallenge"`
 	CodeChallengeMethod string `json:"codeChallengeMethod"`
 	RedirectURI         string `json:"redirectUri"`
-	// Authorize and Browser are Pinion's, for a sign-in its own page sent
-	// to the provider (external_page.go): the authorization request to
-	// return to, and the value binding the state to the browser.
-	Authorize string `json:"authorize,omitempty"`
-	Browser   string `json:"browser,omitempty"`
 }
+
+// serverOnlyStateFields are fields a state from the browser may not carry:
+// earlier versions of the sign-in page put them in a state the browser
+// held, and a forged one opened a session for anyone (issue 52).
+var serverOnlyStateFields = []string{"authorize", "browser"}
 
 // identityProvider is Medplum's IdentityProvider, on a ClientApplication
 // or a DomainConfiguration. issuer (and jwksUrl, or the issuer's
@@ -74,10 +78,18 @@ type identityProvider struct {
 
 // externalClaims are the ID token claims a sign-in uses.
 type externalClaims struct {
-	Subject       string `json:"sub"`
-	Email         string `json:"email"`
-	EmailVerified *bool  `json:"email_verified"`
-	Nonce         string `json:"nonce"`
+	Subject       string   `json:"sub"`
+	Email         string   `json:"email"`
+	EmailVerified *bool    `json:"email_verified"`
+	Nonce         string   `json:"nonce"`
+	AMR           []string `json:"amr"`
+}
+
+// assertsFactor reports whether the provider says the person gave a
+// second factor (RFC 8176's amr values for one): what a project that
+// trusts its provider (trustIdentityProviderMfa) takes for Pinion's own.
+func (c *externalClaims) assertsFactor() bool {
+	return slices.ContainsFunc(c.AMR, func(m string) bool { return m == "mfa" || m == "otp" || m == "hwk" })
 }
 
 // verifiers caches one ID token verifier per provider (issuer, key set,
@@ -100,13 +112,16 @@ var signingAlgs = []string{oidc.RS256, oidc.RS384, oidc.RS512, oidc.ES256, oidc.
 var badExternal = fhir.BadRequest("Failed to verify code - check your identity provider configuration")
 
 // externalCallback is GET /auth/external?code&state, where a provider
-// sends the browser back: the code is exchanged at the provider, its ID
+// sends the browser back. A state Pinion's sign-in page started is a
+// nonce the server keeps (external_page.go); any other is Medplum's
+// client's JSON state. The code is exchanged at the provider, its ID
 // token verified (signature against the provider's keys, issuer,
 // audience, expiry and nonce; Medplum only decodes it), the person found
 // by e-mail or, with useSubject, by the subject as a membership's
 // externalId, and the sign-in finished as Medplum finishes it: a redirect
 // to the client's redirect URI with login and code, or to the app's
-// sign-in page with the login.
+// sign-in page with the login, which asks for a second factor first
+// where a password sign-in would.
 func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	code, rawState := r.Query.Get("code"), r.Query.Get("state")
 	switch {
@@ -117,12 +132,12 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 	case len(code) > maxExternalCode || len(rawState) > maxExternalState:
 		return nil, fhir.BadRequest("Invalid state")
 	}
-	var st externalState
-	if err := json.Unmarshal([]byte(rawState), &st); err != nil {
-		return nil, fhir.BadRequest("Invalid state")
+	if !strings.HasPrefix(strings.TrimSpace(rawState), "{") {
+		return s.externalPageCallback(ctx, r, code, rawState)
 	}
-	if st.CodeChallenge != "" && st.CodeChallengeMethod != "plain" && st.CodeChallengeMethod != "S256" {
-		return nil, fhir.BadRequest("Invalid code challenge method")
+	st, err := readExternalState(rawState)
+	if err != nil {
+		return nil, err
 	}
 	idp, client, err := s.externalProvider(ctx, st)
 	if err != nil {
@@ -131,7 +146,12 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 	if idp == nil {
 		return nil, fhir.BadRequest("Identity provider not found")
 	}
-	claims, err := s.verifyExternalCode(ctx, idp, code, st)
+	verifier := ""
+	if idp.UsePkce {
+		// As Medplum sends it: the state's challenge is the verifier.
+		verifier = st.CodeChallenge
+	}
+	claims, err := s.verifyExternalCode(ctx, idp, code, verifier, st.Nonce, false)
 	if err != nil {
 		return nil, err
 	}
@@ -143,41 +163,37 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 		return nil, fhir.BadRequest("Email address does not match domain")
 	}
 	projectID := st.ProjectID
+	proof := signInProof{method: authExternal, providerMFA: claims.assertsFactor()}
 	if client != nil {
 		if projectID != "" && projectID != client.Project {
 			return nil, fhir.BadRequest("Invalid project")
 		}
 		projectID = client.Project
+		if client.vouched {
+			// The client's own provider: its word reaches its project only.
+			proof.providerProject = client.Project
+		}
 	}
 	userRef, choices, err := s.externalMember(ctx, email, externalID, projectID)
 	if err != nil {
 		return nil, err
 	}
-	if st.Authorize != "" {
-		return s.externalPageSignIn(ctx, r, st, userRef)
+	step, _, err := s.mfaLoginStep(ctx, userIDOf(userRef), projectID, proof)
+	if err != nil {
+		return nil, err
 	}
-	scope := st.Scope
-	if scope == "" {
-		scope = "openid offline"
-	}
-	nonce := st.Nonce
-	if nonce == "" {
-		nonce = uuid.NewString()
-	}
+	scope := cmpOr(st.Scope, "openid offline")
+	nonce := cmpOr(st.Nonce, uuid.NewString())
 	now := time.Now()
 	l := session.Login{
 		User: userRef, Client: st.ClientID, Scope: scope, Nonce: nonce,
 		Challenge: st.CodeChallenge, ChallengeMethod: st.CodeChallengeMethod,
 		AuthTime: now.Unix(), Start: now.UnixMilli(), Project: projectID,
+		MFA: step, ProviderProject: proof.providerProject, ProviderMFA: proof.providerMFA,
 	}
 	loginID := uuid.NewString()
 	var target *url.URL
-	if len(choices) == 1 && st.RedirectURI != "" && client != nil {
-		l.Membership = choices[0].ID
-		if err := s.checkSignIn(ctx, l.Membership, r.Remote, authExternal); err != nil {
-			return nil, err
-		}
-		authCode := newCode(loginID, &l, now)
+	if step == "" && len(choices) == 1 && st.RedirectURI != "" && client != nil {
 		// Exactly a registered address (Medplum also takes a prefix of one).
 		if !slices.Contains(registeredRedirects(client.doc), st.RedirectURI) {
 			return nil, fhir.BadRequest("Invalid redirect URI")
@@ -185,13 +201,28 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 		if target, err = url.Parse(st.RedirectURI); err != nil {
 			return nil, fhir.BadRequest("Invalid redirect URI")
 		}
-		q := target.Query()
-		q.Set("login", loginID)
-		q.Set("code", authCode)
-		target.RawQuery = q.Encode()
-	} else {
+		err := s.checkSignIn(ctx, choices[0].ID, r.Remote, proof)
+		switch {
+		case errors.Is(err, errFactorOwed):
+			// The project requires a factor: the app's page asks for it.
+			if _, err := s.owedEnrolment(ctx, loginID, &l); err != nil {
+				return nil, err
+			}
+			target = nil
+		case err != nil:
+			return nil, err
+		default:
+			l.Membership = choices[0].ID
+			q := target.Query()
+			q.Set("login", loginID)
+			q.Set("code", newCode(loginID, &l, now))
+			target.RawQuery = q.Encode()
+		}
+	}
+	if target == nil {
 		// The app's sign-in page asks GET /auth/login/<login> for the
-		// memberships, or the code when there is one.
+		// second factor owed, the memberships, or the code when there is
+		// one.
 		page := "signin"
 		if st.Launch != "" {
 			page = "oauth"
@@ -213,6 +244,28 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 	return &bus.Response{Status: 302, Header: map[string]string{"Location": target.String(), "Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}}, nil
 }
 
+// readExternalState reads Medplum's JSON state, refusing one that names
+// a field only the server may set.
+func readExternalState(raw string) (externalState, error) {
+	var st externalState
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &fields); err != nil {
+		return st, fhir.BadRequest("Invalid state")
+	}
+	for _, f := range serverOnlyStateFields {
+		if _, ok := fields[f]; ok {
+			return st, fhir.BadRequest("Invalid state")
+		}
+	}
+	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+		return st, fhir.BadRequest("Invalid state")
+	}
+	if st.CodeChallenge != "" && st.CodeChallengeMethod != "plain" && st.CodeChallengeMethod != "S256" {
+		return st, fhir.BadRequest("Invalid code challenge method")
+	}
+	return st, nil
+}
+
 // putExternalSignIn stores the login and lists it among the user's
 // sessions, as putSignIn does for a password.
 func (s *Service) putExternalSignIn(ctx context.Context, loginID string, l *session.Login) error {
@@ -230,6 +283,9 @@ func (s *Service) putExternalSignIn(ctx context.Context, loginID string, l *sess
 type externalClient struct {
 	Project string
 	doc     map[string]any
+	// vouched: the provider used is the client's own, written by its
+	// project's admins, whose word reaches that project only.
+	vouched bool
 }
 
 // externalProvider finds the provider a sign-in used, as Medplum does:
@@ -247,22 +303,29 @@ func (s *Service) externalProvider(ctx context.Context, st externalState) (*iden
 		}
 		client = &externalClient{Project: res.Project, doc: doc}
 		if idp, err := providerOf(res.JSON); err != nil || idp != nil {
+			client.vouched = idp != nil
 			return idp, client, err
 		}
 	}
 	if st.Domain == "" {
 		return nil, client, nil
 	}
-	q, err := search.Parse("DomainConfiguration", url.Values{"domain": {strings.ToLower(st.Domain)}, "_count": {"1"}})
+	idp, err := s.domainProvider(ctx, st.Domain)
+	return idp, client, err
+}
+
+// domainProvider is the identity provider of a domain's
+// DomainConfiguration (written by super admins), or nil.
+func (s *Service) domainProvider(ctx context.Context, domain string) (*identityProvider, error) {
+	q, err := search.Parse("DomainConfiguration", url.Values{"domain": {strings.ToLower(domain)}, "_count": {"1"}})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	page, err := s.repo.Search(ctx, repo.AllProjects, "DomainConfiguration", q)
 	if err != nil || len(page.Resources) == 0 {
-		return nil, client, err
+		return nil, err
 	}
-	idp, err := providerOf(page.Resources[0].JSON)
-	return idp, client, err
+	return providerOf(page.Resources[0].JSON)
 }
 
 // providerOf is a resource's identityProvider, or nil.
@@ -277,10 +340,12 @@ func providerOf(raw []byte) (*identityProvider, error) {
 }
 
 // verifyExternalCode exchanges the code at the provider's token endpoint
-// (with the state's code challenge as the verifier when usePkce, as
-// Medplum sends it) and returns the claims of its ID token once verified.
-func (s *Service) verifyExternalCode(ctx context.Context, idp *identityProvider, code string, st externalState) (*externalClaims, error) {
-	verifier, err := s.externalVerifier(ctx, idp)
+// (with verifier as the PKCE verifier, when given) and returns the claims
+// of its ID token once verified. The token's nonce must be nonce when it
+// carries one, and must be there at all when nonceRequired (Pinion's page
+// sends one; Medplum's client sends none to the provider).
+func (s *Service) verifyExternalCode(ctx context.Context, idp *identityProvider, code, verifier, nonce string, nonceRequired bool) (*externalClaims, error) {
+	v, err := s.externalVerifier(ctx, idp)
 	if err != nil {
 		return nil, err
 	}
@@ -293,8 +358,8 @@ func (s *Service) verifyExternalCode(ctx context.Context, idp *identityProvider,
 		Endpoint: oauth2.Endpoint{AuthURL: idp.AuthorizeURL, TokenURL: idp.TokenURL, AuthStyle: style},
 	}
 	var opts []oauth2.AuthCodeOption
-	if idp.UsePkce && st.CodeChallenge != "" {
-		opts = append(opts, oauth2.VerifierOption(st.CodeChallenge))
+	if verifier != "" {
+		opts = append(opts, oauth2.VerifierOption(verifier))
 	}
 	hc := egress.Client(s.cfg.EgressPrivate, externalTimeout)
 	tok, err := conf.Exchange(context.WithValue(ctx, oauth2.HTTPClient, hc), code, opts...)
@@ -307,7 +372,7 @@ func (s *Service) verifyExternalCode(ctx context.Context, idp *identityProvider,
 		s.log.Warn("external sign-in: the provider's answer has no id_token", "tokenUrl", idp.TokenURL)
 		return nil, badExternal
 	}
-	idt, err := verifier.Verify(ctx, raw)
+	idt, err := v.Verify(ctx, raw)
 	if err != nil {
 		s.log.Warn("external sign-in: ID token refused", "issuer", idp.Issuer, "err", err)
 		return nil, badExternal
@@ -316,11 +381,9 @@ func (s *Service) verifyExternalCode(ctx context.Context, idp *identityProvider,
 	if err := idt.Claims(&c); err != nil {
 		return nil, badExternal
 	}
-	// The nonce the sign-in began with, when it sent one to the provider
-	// and the token carries one: a token minted for another sign-in
-	// (replayed) has another. A token without one is accepted, as
-	// Medplum's client does not send the nonce to the provider.
-	if c.Nonce != "" && c.Nonce != st.Nonce {
+	// The nonce the sign-in began with: a token minted for another
+	// sign-in (replayed) has another.
+	if (c.Nonce != "" || nonceRequired) && c.Nonce != nonce {
 		s.log.Warn("external sign-in: ID token nonce does not match", "issuer", idp.Issuer)
 		return nil, badExternal
 	}
@@ -490,8 +553,22 @@ func (s *Service) loginStatus(ctx context.Context, r *bus.Request) (*bus.Respons
 	}
 	var resp *bus.Response
 	_, err := s.sessions.UpdateLogin(ctx, id, func(l *session.Login) error {
+		resp = nil
 		if l.AuthMethod != authExternal || time.Since(time.UnixMilli(l.Start)) > externalLoginAge {
 			return session.ErrNotFound
+		}
+		if l.MFA != "" && !l.MFAVerified && !l.Revoked && !l.Granted {
+			// The second factor first, as after a password: the app posts
+			// it to /auth/mfa/verify (or login-enroll) with this login.
+			rec, _, err := s.loadMFA(ctx, userIDOf(l.User))
+			if err != nil {
+				return err
+			}
+			resp, err = s.mfaLoginAnswer(ctx, id, l.MFA, userIDOf(l.User), rec)
+			if err != nil {
+				return err
+			}
+			return errUnchanged
 		}
 		if err := profileOpen(l); err != nil {
 			return err
@@ -503,7 +580,7 @@ func (s *Service) loginStatus(ctx context.Context, r *bus.Request) (*bus.Respons
 	if errors.Is(err, session.ErrNotFound) {
 		return nil, fhir.NotFound()
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, errUnchanged) {
 		return nil, err
 	}
 	return resp, nil

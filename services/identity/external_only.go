@@ -22,11 +22,16 @@ const externalOnlyText = "This project requires signing in through its identity 
 // identity provider.
 func viaProvider(method string) bool { return method == authExternal || method == authExchange }
 
-// checkExternalOnly refuses a sign-in that no provider vouched for to a
-// person's membership in a project with requireExternalSignIn.
-func (s *Service) checkExternalOnly(ctx context.Context, m *session.Membership, method string) error {
+// checkExternalOnly refuses a sign-in to a person's membership in a
+// project with requireExternalSignIn unless a provider vouched for it: a
+// domain's (written by super admins), or the project's own. Another
+// project's provider speaks for that project only.
+func (s *Service) checkExternalOnly(ctx context.Context, m *session.Membership, p signInProof) error {
 	typ, _, ok := fhir.SplitReference(m.User)
-	if viaProvider(method) || !ok || typ != "User" || m.Project == "" {
+	if !ok || typ != "User" || m.Project == "" {
+		return nil
+	}
+	if viaProvider(p.method) && (p.providerProject == "" || p.providerProject == m.Project) {
 		return nil
 	}
 	on, err := s.projectFlag(ctx, m.Project, externalOnlySetting)

@@ -2,29 +2,55 @@ package identity
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/url"
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
 )
 
 // The sign-in page (/oauth2/authorize) routes an address whose domain has
 // an identity provider to that provider, server-side: the person types
 // the e-mail and submits; instead of checking a password, the page links
 // to the provider (a link, since the page's form-action policy would stop
-// a redirect to the provider's origin after a post). The state carries
-// the authorization request, and a value bound to this browser so that a
-// provider's code cannot sign someone else's browser in (login CSRF). The
-// provider returns to /auth/external, which signs the browser in and
+// a redirect to the provider's origin after a post).
+//
+// Everything the sign-in continues with is the server's: the state sent
+// to the provider is a random value, and what it stands for — the domain,
+// the nonce, the PKCE verifier, the authorization request to return to
+// and the browser that started it — is kept here under its digest
+// (externalStart), for ten minutes, and spent once. The provider returns
+// to /auth/external, which signs that browser in (a new cookie) only, and
 // sends it back to /oauth2/authorize, where the request finishes as after
-// a password.
+// a password. Only a domain's provider (a DomainConfiguration, written by
+// super admins) is offered here, and only it opens a server-wide session.
+
+// externalStart is a sign-in the page sent to a provider.
+type externalStart struct {
+	Domain    string `json:"domain"`
+	Nonce     string `json:"nonce"`
+	Verifier  string `json:"verifier,omitempty"` // PKCE, when the provider uses it
+	Authorize string `json:"authorize"`          // the authorization request, encoded
+	Browser   string `json:"browser"`            // sessionKey of the browser that started it
+	Expires   int64  `json:"expires"`            // Unix seconds
+}
+
+// externalStartLifetime is how long the person may take at the provider.
+const externalStartLifetime = 10 * time.Minute
+
+func externalStartKey(state string) string {
+	d := sha256.Sum256([]byte("external-start:" + state))
+	return "ext-" + hex.EncodeToString(d[:])
+}
 
 // providerPage answers a posted sign-in form whose address's domain has a
 // provider: a page linking there. nil when the domain has none.
@@ -34,66 +60,129 @@ func (s *Service) providerPage(ctx context.Context, b browser, a authRequest, em
 	if err != nil || ext == nil {
 		return nil, err
 	}
-	binding, err := s.externalBinding(ctx, b)
-	if err != nil {
+	idp, err := s.domainProvider(ctx, domain)
+	if err != nil || idp == nil {
 		return nil, err
 	}
-	nonce := uuid.NewString()
-	state, err := json.Marshal(externalState{Domain: domain, Nonce: nonce, Authorize: a.values().Encode(), Browser: binding})
-	if err != nil {
-		return nil, err
-	}
-	if len(state) > maxExternalState {
-		return s.message(400, b, "Sign-in cannot start", "", "", "The application's sign-in request is too long to send to your organisation's sign-in.")
-	}
+	start := externalStart{Domain: domain, Nonce: auth.NewSecret(), Authorize: a.values().Encode(),
+		Browser: sessionKey(b), Expires: time.Now().Add(externalStartLifetime).Unix()}
+	state := auth.NewSecret()
 	u, err := url.Parse(ext.AuthorizeURL)
 	if err != nil {
 		return nil, err
 	}
 	q := u.Query()
-	q.Set("state", string(state))
-	q.Set("nonce", nonce)
+	q.Set("state", state)
+	q.Set("nonce", start.Nonce)
+	if idp.UsePkce {
+		start.Verifier = auth.NewSecret()
+		d := sha256.Sum256([]byte(start.Verifier))
+		q.Set("code_challenge", base64.RawURLEncoding.EncodeToString(d[:]))
+		q.Set("code_challenge_method", "S256")
+	}
 	u.RawQuery = q.Encode()
+	v, err := json.Marshal(start)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.browsers.Put(ctx, externalStartKey(state), v); err != nil {
+		return nil, err
+	}
 	return s.message(200, b, "Sign in with your organisation", u.String(), "Continue to your organisation's sign-in",
 		"Addresses at "+domain+" sign in with their organisation's account, not a password here.")
 }
 
-// externalBinding is the value a page-started external sign-in's state
-// carries for this browser: keyed like its CSRF token, but distinct from
-// it, since the state travels through the provider.
-func (s *Service) externalBinding(ctx context.Context, b browser) (string, error) {
-	key, err := s.csrfKey(ctx)
-	if err != nil {
-		return "", err
+// takeExternalStart spends the sign-in a state stands for, started by
+// browser b: nil when there is none, it is another browser's (whose
+// sign-in is left to it), it expired, or another request spent it first.
+func (s *Service) takeExternalStart(ctx context.Context, state string, b browser) (*externalStart, error) {
+	key := externalStartKey(state)
+	e, err := s.browsers.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
 	}
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte("external-state:" + b.id))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)), nil
-}
-
-// externalPageSignIn finishes a sign-in the page sent to a provider: the
-// browser that started it is signed in as the person (noted as an
-// external sign-in, which requireExternalSignIn accepts) and returns to
-// the authorization request it came from.
-func (s *Service) externalPageSignIn(ctx context.Context, r *bus.Request, st externalState, userRef string) (*bus.Response, error) {
-	b := browserOf(r)
-	want, err := s.externalBinding(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	if b.isNew || !hmac.Equal([]byte(want), []byte(st.Browser)) {
-		s.log.Warn("external sign-in: the state is not this browser's", "remote", r.Remote)
+	var st externalStart
+	if json.Unmarshal(e.Value(), &st) != nil || b.isNew || st.Browser != sessionKey(b) {
+		return nil, nil
+	}
+	err = s.browsers.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+			return nil, nil // spent by another request
+		}
+		return nil, err
+	}
+	if time.Now().Unix() > st.Expires {
+		return nil, nil
+	}
+	return &st, nil
+}
+
+// externalPageCallback finishes a sign-in the page sent to a provider:
+// the browser that started it, and only it, is signed in as the person
+// (noted as an external sign-in, after the second factor a password
+// sign-in would ask) and returns to the authorization request it came
+// from.
+func (s *Service) externalPageCallback(ctx context.Context, r *bus.Request, code, state string) (*bus.Response, error) {
+	b := browserOf(r)
+	start, err := s.takeExternalStart(ctx, state, b)
+	if err != nil {
+		return nil, err
+	}
+	if start == nil {
+		s.log.Warn("external sign-in: the state is unknown, spent, expired or another browser's", "remote", r.Remote)
 		return s.message(400, b, "Sign-in expired", "", "",
 			"This sign-in was started in another browser, or its page is too old. Go back to the application and sign in again.")
 	}
-	params, err := url.ParseQuery(st.Authorize)
+	params, err := url.ParseQuery(start.Authorize)
 	if err != nil {
 		return s.message(400, b, "Sign-in cannot continue", "", "", "The application's sign-in request could not be read.")
+	}
+	idp, err := s.domainProvider(ctx, start.Domain)
+	if err != nil {
+		return nil, err
+	}
+	if idp == nil {
+		return nil, badExternal
+	}
+	claims, err := s.verifyExternalCode(ctx, idp, code, start.Verifier, start.Nonce, true)
+	if err != nil {
+		return nil, err
+	}
+	email, externalID, err := claims.identity(idp)
+	if err != nil {
+		return nil, err
+	}
+	if email != "" && !strings.HasSuffix(email, "@"+strings.ToLower(start.Domain)) {
+		return nil, fhir.BadRequest("Email address does not match domain")
+	}
+	userRef, _, err := s.externalMember(ctx, email, externalID, "")
+	if err != nil {
+		return nil, err
+	}
+	a := readAuthRequest(params)
+	if problem, err := s.checkClient(ctx, &a); err != nil || problem != "" {
+		if err != nil {
+			return nil, err
+		}
+		return s.message(400, b, "Sign-in cannot continue", "", "", problem)
 	}
 	// A new browser id at sign-in, as after a password (session fixation).
 	nb := browserOf(&bus.Request{})
 	now := time.Now()
-	bs := &browserSession{User: userRef, AuthTime: now.Unix(), Start: now.UnixMilli(), Method: authExternal}
+	bs := &browserSession{User: userRef, AuthTime: now.Unix(), Start: now.UnixMilli(), Method: authExternal, ProviderMFA: claims.assertsFactor()}
+	// The session reaches every project of the person, so no project's
+	// trust in the provider's factor stands in for the person's own.
+	if step, _, err := s.mfaLoginStep(ctx, userIDOf(userRef), "", bs.proof()); err != nil || step != "" {
+		if err != nil {
+			return nil, err
+		}
+		return s.askFactor(ctx, nb, a, bs, step)
+	}
 	v, err := json.Marshal(bs)
 	if err != nil {
 		return nil, err

@@ -353,8 +353,13 @@ func TestExternalSignInBySubjectForClient(t *testing.T) {
 	// Malformed requests.
 	resp, err = live.svc.externalCallback(context.Background(), &bus.Request{Query: url.Values{"state": {"{}"}}})
 	extRefused(t, resp, err, "Missing code")
-	resp, err = live.svc.externalCallback(context.Background(), &bus.Request{Query: url.Values{"code": {"x"}, "state": {"not json"}}})
+	resp, err = live.svc.externalCallback(context.Background(), &bus.Request{Query: url.Values{"code": {"x"}, "state": {"{not json"}}})
 	extRefused(t, resp, err, "Invalid state")
+	// A state that is not JSON is one Pinion's page keeps; unknown here.
+	resp, err = live.svc.externalCallback(context.Background(), &bus.Request{Query: url.Values{"code": {"x"}, "state": {"not json"}}})
+	if err != nil || resp.Status != 400 || !strings.Contains(string(resp.Body), "Sign-in expired") {
+		t.Fatalf("an unknown page state: %v %v", resp, err)
+	}
 	resp, err = callback("x", map[string]any{"domain": "no-provider.example"})
 	extRefused(t, resp, err, "Identity provider not found")
 }

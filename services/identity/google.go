@@ -174,7 +174,20 @@ func (s *Service) google(ctx context.Context, r *bus.Request) (*bus.Response, er
 	case len(choices) == 0 && !in.CreateUser && projectID != "new":
 		return nil, fhir.BadRequest("User not found")
 	case len(choices) > 0:
-		if resp, err = s.loginResult(ctx, r, loginID, &l); err != nil {
+		// Google vouches for the address, not for a second factor: the
+		// person's own, or a project's requirement, is asked as after a
+		// password.
+		step, rec, err := s.mfaLoginStep(ctx, userID, userProject, signInProof{method: authGoogle})
+		if err != nil {
+			return nil, err
+		}
+		if step != "" {
+			l.MFA = step
+			resp, err = s.mfaLoginAnswer(ctx, loginID, step, userID, rec)
+		} else {
+			resp, err = s.loginResult(ctx, r, loginID, &l)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

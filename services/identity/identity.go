@@ -239,6 +239,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /auth/mfa/verify", bus.Public|bus.SignInLimit, s.mfaVerify),
 		bus.Handle("POST /auth/mfa/login-enroll", bus.Public|bus.SignInLimit, s.mfaLoginEnroll),
 		bus.Handle("POST /admin/projects/:projectId/members/:membershipId/$reset-mfa", bus.Token, s.mfaReset),
+		bus.Handle("POST /admin/super/setpassword", bus.Token, s.superSetPassword),
 		bus.Handle("GET /auth/passkeys", bus.Token, s.passkeysList),
 		bus.Handle("POST /auth/passkeys/register/begin", bus.Token, s.passkeysRegisterBegin),
 		bus.Handle("POST /auth/passkeys/register/finish", bus.Token, s.passkeysRegisterFinish),

@@ -117,7 +117,7 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if len(choices) == 0 {
 		return nil, fhir.BadRequest("User not found")
 	}
-	mfa, rec, err := s.mfaLoginStep(ctx, userID, in.ProjectID)
+	mfa, rec, err := s.mfaLoginStep(ctx, userID, in.ProjectID, signInProof{method: authPassword})
 	if err != nil {
 		return nil, err
 	}
@@ -163,10 +163,13 @@ func (s *Service) loginResult(ctx context.Context, r *bus.Request, loginID strin
 	if len(choices) > 1 {
 		return bus.JSON(200, map[string]any{"login": loginID, "memberships": choices}), nil
 	}
-	l.Membership = choices[0].ID
-	if err := s.checkSignIn(ctx, l.Membership, r.Remote, l.AuthMethod); err != nil {
+	if err := s.checkSignIn(ctx, choices[0].ID, r.Remote, proofOf(l)); err != nil {
+		if errors.Is(err, errFactorOwed) {
+			return s.owedEnrolment(ctx, loginID, l)
+		}
 		return nil, err
 	}
+	l.Membership = choices[0].ID
 	code := newCode(loginID, l, time.Now())
 	return bus.JSON(200, map[string]any{"login": loginID, "code": code}), nil
 }
@@ -217,17 +220,14 @@ func orDecoy(hash string) string {
 	return hash
 }
 
-// checkAddress is checkSignIn for a sign-in no identity provider vouched
-// for (a password, the usual case).
-func (s *Service) checkAddress(ctx context.Context, membership, remote string) error {
-	return s.checkSignIn(ctx, membership, remote, "")
-}
-
 // checkSignIn applies a membership's sign-in conditions, every sign-in
 // path's one gate: its access-policy IP rules (Medplum's check and
-// answer), a verified e-mail where its project requires one, and an
-// identity provider's sign-in (method) where it requires that.
-func (s *Service) checkSignIn(ctx context.Context, membership, remote, method string) error {
+// answer); the project of the identity provider that vouched, if any
+// (its sign-ins reach that project only); an identity provider's sign-in
+// where the project requires that; a verified e-mail where it requires
+// one; and a second factor where it requires one (errFactorOwed, which
+// the caller turns into the enrolment step).
+func (s *Service) checkSignIn(ctx context.Context, membership, remote string, p signInProof) error {
 	m, err := s.sessions.GetMembership(ctx, membership)
 	if err != nil {
 		return err
@@ -235,10 +235,16 @@ func (s *Service) checkSignIn(ctx context.Context, membership, remote, method st
 	if !m.AllowsAddress(remote) {
 		return fhir.BadRequest("IP address not allowed")
 	}
-	if err := s.checkExternalOnly(ctx, m, method); err != nil {
+	if p.providerProject != "" && m.Project != p.providerProject {
+		return fhir.BadRequest("Invalid project")
+	}
+	if err := s.checkExternalOnly(ctx, m, p); err != nil {
 		return err
 	}
-	return s.checkVerifiedEmail(ctx, m)
+	if err := s.checkVerifiedEmail(ctx, m); err != nil {
+		return err
+	}
+	return s.checkFactor(ctx, m, p)
 }
 
 // newCode makes an authorization code issued at now: the login id and a
@@ -303,8 +309,9 @@ func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Respo
 	if in.Profile == "" {
 		return nil, fhir.BadRequest("Missing profile", "profile")
 	}
-	var code string
+	var resp *bus.Response
 	_, err := s.sessions.UpdateLogin(ctx, in.Login, func(l *session.Login) error {
+		resp = nil
 		if err := profileOpen(l); err != nil {
 			return err
 		}
@@ -314,11 +321,18 @@ func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Respo
 		}
 		for _, c := range choices {
 			if c.ID == in.Profile {
-				if err := s.checkSignIn(ctx, c.ID, r.Remote, l.AuthMethod); err != nil {
+				err := s.checkSignIn(ctx, c.ID, r.Remote, proofOf(l))
+				if errors.Is(err, errFactorOwed) {
+					// This project requires a factor the person has not
+					// given: enrol, then choose again.
+					resp, err = s.owedEnrolment(ctx, in.Login, l)
+					return err
+				}
+				if err != nil {
 					return err
 				}
 				l.Membership = c.ID
-				code = newCode(in.Login, l, time.Now())
+				resp = bus.JSON(200, map[string]any{"login": in.Login, "code": newCode(in.Login, l, time.Now())})
 				return nil
 			}
 		}
@@ -330,7 +344,7 @@ func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Respo
 	if err != nil {
 		return nil, err
 	}
-	return bus.JSON(200, map[string]any{"login": in.Login, "code": code}), nil
+	return resp, nil
 }
 
 // profileOpen refuses to choose the profile of a login that has one, or

@@ -21,6 +21,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"image/png"
 	"strings"
 	"time"
@@ -322,7 +323,7 @@ func signedInUser(r *bus.Request) (string, error) {
 
 // mfaStatus is GET /auth/mfa/status.
 func (s *Service) mfaStatus(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	uid, err := signedInUser(r)
+	uid, err := s.ownerOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -409,7 +410,7 @@ func (s *Service) limitedCode(ctx context.Context, r *bus.Request, uid string, c
 // "All OK" outcome with the recovery codes beside it ("recoveryCodes"),
 // shown this once.
 func (s *Service) mfaEnroll(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	uid, err := signedInUser(r)
+	uid, err := s.ownerOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -442,7 +443,7 @@ func (s *Service) mfaEnroll(ctx context.Context, r *bus.Request) (*bus.Response,
 // secret replaces it (a lost device's secret never works again). Someone
 // whose project requires MFA cannot remove their last factor.
 func (s *Service) mfaDisable(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	uid, err := signedInUser(r)
+	uid, err := s.ownerOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -498,9 +499,10 @@ func (s *Service) mfaDisable(ctx context.Context, r *bus.Request) (*bus.Response
 	return bus.OK(), nil
 }
 
-// mfaRequiredFor reports whether a user must have a factor: their invite
-// asked for it, or a project they are an active member of (in projectID
-// only, when given) sets mfaRequired.
+// mfaRequiredFor reports whether a user must keep a factor: their invite
+// asked for it account-wide (rec.Required, written by earlier versions;
+// an invite now requires it of the membership it makes), or one of their
+// active memberships (in projectID only, when given) requires one.
 func (s *Service) mfaRequiredFor(ctx context.Context, userRef, projectID string, rec mfaRecord) (bool, error) {
 	if rec.Required {
 		return true, nil
@@ -509,13 +511,8 @@ func (s *Service) mfaRequiredFor(ctx context.Context, userRef, projectID string,
 	if err != nil {
 		return false, err
 	}
-	seen := map[string]bool{}
 	for _, c := range choices {
-		if c.Project == nil || seen[c.Project.Reference] {
-			continue
-		}
-		seen[c.Project.Reference] = true
-		req, err := s.projectRequiresMFA(ctx, userIDOf(c.Project.Reference))
+		req, err := s.membershipRequiresMFA(ctx, c.ID)
 		if err != nil || req {
 			return req, err
 		}
@@ -523,29 +520,155 @@ func (s *Service) mfaRequiredFor(ctx context.Context, userRef, projectID string,
 	return false, nil
 }
 
+// membershipRequiresMFA reports whether signing in as a membership needs
+// a second factor: the membership's own requirement (an invite's
+// mfaRequired) or its project's setting.
+func (s *Service) membershipRequiresMFA(ctx context.Context, membership string) (bool, error) {
+	m, err := s.sessions.GetMembership(ctx, membership)
+	if err != nil {
+		return false, err
+	}
+	return s.requiresMFA(ctx, m)
+}
+
+func (s *Service) requiresMFA(ctx context.Context, m *session.Membership) (bool, error) {
+	if m.MFARequired {
+		return true, nil
+	}
+	return s.projectRequiresMFA(ctx, m.Project)
+}
+
 // projectRequiresMFA reads Project.setting mfaRequired.
 func (s *Service) projectRequiresMFA(ctx context.Context, projectID string) (bool, error) {
 	return s.projectFlag(ctx, projectID, mfaRequiredSetting)
 }
 
-// mfaLoginStep decides what a password sign-in owes before its result:
-// nothing, a code ("verify"), or enrolment ("enroll"), and the record.
-func (s *Service) mfaLoginStep(ctx context.Context, userID, projectID string) (string, mfaRecord, error) {
-	rec, _, err := s.loadMFA(ctx, userID)
-	if err != nil {
-		return "", rec, err
+// trustProviderMFASetting is the Project.setting (valueBoolean) by which a
+// project counts its identity providers' own second factor — an ID token
+// whose amr says mfa, otp or hwk — as the second factor Pinion would ask.
+const trustProviderMFASetting = "trustIdentityProviderMfa"
+
+// providerFactorCounts reports whether a provider's asserted factor
+// stands for Pinion's own in project (one named, that trusts it).
+func (s *Service) providerFactorCounts(ctx context.Context, p signInProof, project string) (bool, error) {
+	if !p.providerMFA || project == "" {
+		return false, nil
 	}
-	if rec.Enrolled {
-		return "verify", rec, nil
+	return s.projectFlag(ctx, project, trustProviderMFASetting)
+}
+
+// errFactorOwed is checkSignIn's answer for a membership whose project
+// requires a second factor the sign-in has not given: the caller asks the
+// person to enrol (owedEnrolment, askFactor), or refuses where no one can
+// be asked (a token exchange).
+var errFactorOwed = errors.New("this project requires a second factor")
+
+// checkFactor is checkSignIn's second-factor rule: a membership that
+// requires one is signed in to only with one, given here or, where its
+// project trusts that, asserted by the identity provider.
+func (s *Service) checkFactor(ctx context.Context, m *session.Membership, p signInProof) error {
+	if p.factor {
+		return nil
 	}
-	required, err := s.mfaRequiredFor(ctx, "User/"+userID, projectID, rec)
+	required, err := s.requiresMFA(ctx, m)
 	if err != nil || !required {
-		return "", rec, err
+		return err
+	}
+	if ok, err := s.providerFactorCounts(ctx, p, m.Project); err != nil || ok {
+		return err
+	}
+	// (A person's own authenticator, and an account-wide requirement of
+	// earlier versions, are asked before any membership: mfaLoginStep.)
+	return fmt.Errorf("%w: %w", errFactorOwed, fhir.BadRequest("MFA enrollment required"))
+}
+
+// mfaLoginStep decides what a sign-in owes before its result: nothing, a
+// code ("verify": the person has an authenticator, which a sign-in of
+// theirs always asks for), or enrolment ("enroll": required by every
+// membership the sign-in may reach, so asked now; where only some
+// require it, the gate asks when one of those is chosen). A project that
+// trusts its identity provider's factor (amr) takes it instead. A
+// provider of a project that does not hold the account never enrols a
+// factor on it. For enrolment the person gets a secret, once.
+func (s *Service) mfaLoginStep(ctx context.Context, userID, projectID string, p signInProof) (string, mfaRecord, error) {
+	step, rec, err := s.factorOwed(ctx, userID, projectID, p)
+	if err != nil || step != "enroll" {
+		return step, rec, err
+	}
+	if err := s.providerMayChange(ctx, p.providerProject, userID); err != nil {
+		return "", rec, enrolElsewhere()
 	}
 	if rec, err = s.ensureSecret(ctx, userID); errors.Is(err, errUnchanged) {
 		err = nil
 	}
 	return "enroll", rec, err
+}
+
+// factorOwed is mfaLoginStep's decision, with nothing written.
+func (s *Service) factorOwed(ctx context.Context, userID, projectID string, p signInProof) (string, mfaRecord, error) {
+	rec, _, err := s.loadMFA(ctx, userID)
+	if err != nil || p.factor {
+		return "", rec, err
+	}
+	trusted, err := s.providerFactorCounts(ctx, p, projectID)
+	if err != nil || trusted {
+		return "", rec, err
+	}
+	if rec.Enrolled {
+		return "verify", rec, nil
+	}
+	required := rec.Required
+	if !required {
+		if required, err = s.everyMembershipRequiresMFA(ctx, "User/"+userID, projectID); err != nil {
+			return "", rec, err
+		}
+	}
+	if !required {
+		return "", rec, nil
+	}
+	return "enroll", rec, nil
+}
+
+// enrolElsewhere refuses a sign-in that must enrol a factor but came
+// through a provider that may not add one to the account.
+func enrolElsewhere() error {
+	return fhir.BadRequest("This project requires a second factor: set one up by signing in with your password")
+}
+
+// everyMembershipRequiresMFA reports whether the user has active
+// memberships (in projectID only, when given) and every one of them
+// requires a second factor.
+func (s *Service) everyMembershipRequiresMFA(ctx context.Context, userRef, projectID string) (bool, error) {
+	choices, err := s.memberships(ctx, userRef, projectID)
+	if err != nil || len(choices) == 0 {
+		return false, err
+	}
+	for _, c := range choices {
+		req, err := s.membershipRequiresMFA(ctx, c.ID)
+		if err != nil || !req {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// owedEnrolment turns a login whose chosen membership requires a factor
+// (errFactorOwed) into the enrolment step: l owes "enroll", and the answer
+// is /auth/login's for that step; once enrolled, the person chooses again.
+func (s *Service) owedEnrolment(ctx context.Context, loginID string, l *session.Login) (*bus.Response, error) {
+	uid := userIDOf(l.User)
+	if err := s.providerMayChange(ctx, l.ProviderProject, uid); err != nil {
+		return nil, enrolElsewhere()
+	}
+	rec, err := s.ensureSecret(ctx, uid)
+	if errors.Is(err, errUnchanged) {
+		err = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.MFA, l.MFAVerified = "enroll", false
+	return s.mfaLoginAnswer(ctx, loginID, "enroll", uid, rec)
 }
 
 // mfaLoginAnswer is /auth/login's answer for a sign-in that owes a factor.

@@ -16,7 +16,8 @@ import (
 
 // mfaReset is POST /admin/projects/:projectId/members/:membershipId/$reset-mfa:
 // a project's admin (or a super admin) removes a member's authenticator
-// and passkeys when a device is lost. The member enrols again at their next sign-in
+// and passkeys when a device is lost; a project's admin only when the
+// project holds every membership of the person (adminOver). The member enrols again at their next sign-in
 // (where MFA is required) or from their account; an AuditEvent in the
 // project records who reset whose factor.
 func (s *Service) mfaReset(ctx context.Context, r *bus.Request) (*bus.Response, error) {
@@ -41,6 +42,11 @@ func (s *Service) mfaReset(ctx context.Context, r *bus.Request) (*bus.Response, 
 		return nil, fhir.BadRequest("Only a user's membership has MFA")
 	}
 	uid := userIDOf(m.User.Reference)
+	// Factors are the person's, across every project: an admin of one
+	// project among several cannot wipe them.
+	if err := s.adminOver(ctx, r.Principal, uid); err != nil {
+		return nil, err
+	}
 	if _, err := s.updateMFA(ctx, uid, func(rec *mfaRecord) error {
 		// A new secret: the lost device's never works again.
 		rec.Enrolled, rec.Secret, rec.LastStep, rec.Recovery = false, newTOTPSecret(), 0, nil
@@ -75,26 +81,6 @@ func (s *Service) mfaReset(ctx context.Context, r *bus.Request) (*bus.Response, 
 	}
 	s.log.Info("mfa reset", "user", uid, "membership", membershipID, "by", r.Principal.Profile)
 	return bus.OK(), nil
-}
-
-// requireMFA marks a user as needing a second factor, as an invite with
-// mfaRequired asks (Medplum sets User.mfaRequired and a secret): their
-// next password sign-in enrols them.
-func (s *Service) requireMFA(ctx context.Context, userID string) error {
-	_, err := s.updateMFA(ctx, userID, func(rec *mfaRecord) error {
-		if rec.Required && rec.Secret != "" {
-			return errUnchanged
-		}
-		rec.Required = true
-		if rec.Secret == "" {
-			rec.Secret = newTOTPSecret()
-		}
-		return nil
-	})
-	if errors.Is(err, errUnchanged) {
-		return nil
-	}
-	return err
 }
 
 // maxOverview bounds the memberships one overview reads (a console page

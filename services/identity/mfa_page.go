@@ -41,9 +41,10 @@ type mfaPage struct {
 	Passkey  bool // the person has a passkey, which may serve instead of a code
 }
 
-// askFactor keeps the password's success for browser b (a new id) and
-// asks for the factor.
-func (s *Service) askFactor(ctx context.Context, b browser, a authRequest, userID, step string) (*bus.Response, error) {
+// askFactor keeps the first factor's success (bs, not yet a session) for
+// browser b and asks for the second.
+func (s *Service) askFactor(ctx context.Context, b browser, a authRequest, bs *browserSession, step string) (*bus.Response, error) {
+	userID := userIDOf(bs.User)
 	if step == "enroll" {
 		// A factor is required and no authenticator is enrolled: a
 		// passkey, when the person has one, is that factor.
@@ -55,11 +56,7 @@ func (s *Service) askFactor(ctx context.Context, b browser, a authRequest, userI
 			step = "passkey"
 		}
 	}
-	now := time.Now()
-	p := pendingFactor{
-		browserSession: browserSession{User: "User/" + userID, AuthTime: now.Unix(), Start: now.UnixMilli()},
-		Step:           step, Expires: now.Add(pendingFactorLifetime).Unix(),
-	}
+	p := pendingFactor{browserSession: *bs, Step: step, Expires: time.Now().Add(pendingFactorLifetime).Unix()}
 	v, _ := json.Marshal(p)
 	if _, err := s.browsers.Put(ctx, pendingKey(b), v); err != nil {
 		return nil, err
@@ -165,6 +162,7 @@ func (s *Service) factorPosted(ctx context.Context, r *bus.Request, b browser, a
 		return nil, err
 	}
 	bs := p.browserSession
+	bs.Factor = true
 	v, _ := json.Marshal(bs)
 	if _, err := s.browsers.Put(ctx, sessionKey(b), v); err != nil {
 		return nil, err

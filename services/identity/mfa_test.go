@@ -9,13 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/pquerna/otp/totp"
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/invite"
+	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
+	"github.com/pinion-health/pinion/pkg/session"
 )
 
 // pinClock fixes the time codes are checked at, in the middle of a step,
@@ -43,8 +46,13 @@ func codeAt(t *testing.T, uri string, now time.Time, steps int) string {
 	return c
 }
 
+// principal is the person's token, from a password sign-in of theirs.
 func (p person) principal() *bus.Principal {
-	return &bus.Principal{User: p.user, Profile: p.profile, Project: p.project, Membership: p.membership}
+	id := uuid.NewString()
+	if _, err := live.conns.Sessions.PutLogin(context.Background(), id, session.Login{User: p.user, Membership: p.membership, AuthMethod: authPassword}); err != nil {
+		panic(err)
+	}
+	return &bus.Principal{LoginID: id, User: p.user, Profile: p.profile, Project: p.project, Membership: p.membership}
 }
 
 func signedInRequest(pr *bus.Principal, remote string, body any) *bus.Request {
@@ -304,7 +312,10 @@ func TestMFADisable(t *testing.T) {
 }
 
 // TestMFAInviteRequired: an invite with mfaRequired has the invited
-// person enrol at their first sign-in, with Medplum's answer.
+// person enrol at their first sign-in to that project, with Medplum's
+// answer. The requirement is the project's: it is on the membership the
+// invite makes (membership's step), not on the person's account, so the
+// person's other projects still take a password alone.
 func TestMFAInviteRequired(t *testing.T) {
 	ctx := context.Background()
 	now := pinClock(t)
@@ -319,8 +330,18 @@ func TestMFAInviteRequired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newMembership(t, project, "User/"+rec.UserID, newPractitioner(t, project, "Grace", "Hopper"), nil)
-	resp, err := live.svc.login(ctx, jsonRequest("10.32.5.1", map[string]any{"email": email, "password": "initial password"}))
+	if acct, _, err := live.svc.loadMFA(ctx, rec.UserID); err != nil || acct.Required || acct.Secret != "" {
+		t.Fatalf("the invite's user step wrote on the account: %+v %v", acct, err)
+	}
+	newMembership(t, project, "User/"+rec.UserID, newPractitioner(t, project, "Grace", "Hopper"),
+		map[string]any{"extension": []any{map[string]any{"url": projects.MFARequiredURL, "valueBoolean": true}}})
+	elsewhere := newProject(t, "No MFA here")
+	newMembership(t, elsewhere, "User/"+rec.UserID, newPractitioner(t, elsewhere, "Grace", "Hopper"), nil)
+	resp, err := live.svc.login(ctx, jsonRequest("10.32.5.1", map[string]any{"email": email, "password": "initial password", "projectId": elsewhere}))
+	if b := decoded(t, resp, err, 200); b["code"] == nil {
+		t.Fatalf("the other project's sign-in answered %v", b)
+	}
+	resp, err = live.svc.login(ctx, jsonRequest("10.32.5.1", map[string]any{"email": email, "password": "initial password", "projectId": project}))
 	body := decoded(t, resp, err, 200)
 	uri, _ := body["enrollUri"].(string)
 	if body["mfaEnrollRequired"] != true || body["code"] != nil || uri == "" {

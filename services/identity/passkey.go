@@ -513,7 +513,7 @@ func (s *Service) passkeysList(ctx context.Context, r *bus.Request) (*bus.Respon
 // passkeysRegisterBegin is POST /auth/passkeys/register/begin: the options
 // for navigator.credentials.create ({publicKey: …}).
 func (s *Service) passkeysRegisterBegin(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	uid, err := signedInUser(r)
+	uid, err := s.ownerOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -528,7 +528,7 @@ func (s *Service) passkeysRegisterBegin(ctx context.Context, r *bus.Request) (*b
 // {name, credential}: credential is the browser's PublicKeyCredential as
 // JSON (its toJSON()); the answer is the new passkey.
 func (s *Service) passkeysRegisterFinish(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	uid, err := signedInUser(r)
+	uid, err := s.ownerOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -554,7 +554,7 @@ func (s *Service) passkeysRegisterFinish(ctx context.Context, r *bus.Request) (*
 
 // passkeysRename is PATCH /auth/passkeys/:id {name}.
 func (s *Service) passkeysRename(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	uid, err := signedInUser(r)
+	uid, err := s.ownerOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -575,7 +575,7 @@ func (s *Service) passkeysRename(ctx context.Context, r *bus.Request) (*bus.Resp
 
 // passkeysRemove is DELETE /auth/passkeys/:id.
 func (s *Service) passkeysRemove(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	uid, err := signedInUser(r)
+	uid, err := s.ownerOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}

@@ -169,6 +169,9 @@ func (s *Service) passkeyPosted(ctx context.Context, r *bus.Request, b browser, 
 		// A new browser id at sign-in, as after a password.
 		nb = browserOf(&bus.Request{})
 	}
+	// A passkey verifies its user (possession and a PIN or biometric): it
+	// is a second factor whether or not a password came first.
+	bs.Factor = true
 	v, _ := json.Marshal(bs)
 	if _, err := s.browsers.Put(ctx, sessionKey(nb), v); err != nil {
 		return nil, err

@@ -474,19 +474,26 @@ func signInOpen(l *session.Login) error {
 }
 
 // grantMembership sets the membership a registration made on its sign-in
-// and answers {login, code}, as Medplum does. A sign-in that got another
-// profile meanwhile keeps it, and this request is refused.
+// and answers {login, code}, as Medplum does; where the project requires
+// a second factor, the enrolment step comes first. A sign-in that got
+// another profile meanwhile keeps it, and this request is refused.
 func (s *Service) grantMembership(ctx context.Context, r *bus.Request, loginID, membership string) (*bus.Response, error) {
-	if err := s.checkAddress(ctx, membership, r.Remote); err != nil {
-		return nil, err
-	}
-	var code string
+	var resp *bus.Response
 	_, err := s.sessions.UpdateLogin(ctx, loginID, func(l *session.Login) error {
+		resp = nil
 		if err := signInOpen(l); err != nil {
 			return err
 		}
+		err := s.checkSignIn(ctx, membership, r.Remote, proofOf(l))
+		if errors.Is(err, errFactorOwed) {
+			resp, err = s.owedEnrolment(ctx, loginID, l)
+			return err
+		}
+		if err != nil {
+			return err
+		}
 		l.Membership = membership
-		code = newCode(loginID, l, time.Now())
+		resp = bus.JSON(200, map[string]any{"login": loginID, "code": newCode(loginID, l, time.Now())})
 		return nil
 	})
 	if errors.Is(err, session.ErrNotFound) {
@@ -495,5 +502,5 @@ func (s *Service) grantMembership(ctx context.Context, r *bus.Request, loginID, 
 	if err != nil {
 		return nil, err
 	}
-	return bus.JSON(200, map[string]any{"login": loginID, "code": code}), nil
+	return resp, nil
 }

@@ -82,11 +82,8 @@ func (s *Service) inviteUser(ctx context.Context, data []byte) error {
 			}
 		}
 	}
-	if req.MFARequired {
-		if err := s.requireMFA(ctx, userID); err != nil {
-			return err
-		}
-	}
+	// An invite's mfaRequired is its project's, written on the membership
+	// it makes (membership's step), never on the person's account.
 	if _, err := s.invites.Save(ctx, rec, func(r *invite.Record) error {
 		r.UserID, r.NewUser = userID, isNew
 		invite.MarkStep(r, invite.StepUser, "done", "")

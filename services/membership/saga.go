@@ -90,6 +90,11 @@ func (s *Service) inviteMembership(ctx context.Context, data []byte) error {
 		if err != nil {
 			return err
 		}
+		if req.MFARequired {
+			// The project's requirement, on the membership it makes: it
+			// exists exactly when the membership does.
+			projects.RequireMFA(m)
+		}
 		_, err = s.repo.Create(ctx, repo.AllProjects, m, repo.WriteOptions{ID: candidate, Project: req.ProjectID})
 		if err != nil && !(errors.Is(err, fhir.ErrConflict)) {
 			return fmt.Errorf("create membership: %w", err)
@@ -178,6 +183,9 @@ func (s *Service) upsertMembership(ctx context.Context, rec *invite.Record, id s
 	}
 	for k, v := range rec.Request.Membership {
 		pm[k] = v
+	}
+	if rec.Request.MFARequired {
+		projects.RequireMFA(pm)
 	}
 	if _, err := s.repo.Update(ctx, repo.AllProjects, pm, repo.WriteOptions{}); err != nil {
 		return "", err

@@ -7,15 +7,19 @@
 // the app with login and code, then /oauth2/token). Covered: a domain's
 // provider found by /auth/method, a ClientApplication's provider with
 // useSubject, and the provider's people Pinion refuses (an unverified
-// address, an address outside the domain, a nonce from another sign-in).
+// address, an address outside the domain, a nonce from another sign-in);
+// and, against an attacker who runs a provider on their own project's
+// client (issue 52): a forged state signs nobody in, a project's provider
+// reaches that project only and changes nothing of the account, and an
+// external sign-in asks for the person's second factor.
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createHash, createHmac, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import Provider from 'oidc-provider';
-import { Browser, createClient, createProject, freePort, parseForms, startPinion, superAdminToken } from './harness.js';
-import { waitForMail } from '../stack.js';
+import { Browser, createClient, createProject, freePort, inviteUser, parseForms, startPinion, superAdminToken } from './harness.js';
+import { sleep, waitForMail } from '../stack.js';
 
 const REQUEST_TIMEOUT_MS = 15_000;
 
@@ -28,6 +32,12 @@ let redirectUri; // the app's; nothing listens there, the browser stops at it
 let app; // a ClientApplication without a provider of its own (the domain's is used)
 let ssoApp; // a ClientApplication with its own provider, useSubject
 const members = {}; // name -> {email, membershipId}
+// The attacker: a project of their own whose client signs in through a
+// provider they run (here, the same oidc-provider, whose accounts the
+// test makes up), and the victim they invited into it.
+let attackerProject;
+let attackerApp;
+const victim = { email: `victim-${randomBytes(3).toString('hex')}@clinic.example`, password: 'the victim password' };
 
 /** The provider's people, by the login typed on its dev login page. */
 const accounts = new Map();
@@ -170,6 +180,25 @@ before(async () => {
   members.sub.subject = subject;
   const pm = { ...members.sub.pm, externalId: subject };
   await call(`fhir/R4/ProjectMembership/${pm.id}`, { method: 'PUT', body: pm });
+
+  // The victim's own account and project; the attacker's project, its
+  // client with the attacker's provider, and the victim invited there.
+  await inviteUser(stack, token, projectId, victim.email, victim.password);
+  attackerProject = await createProject(stack, token, "Attacker's project");
+  attackerApp = await createClient(stack, token, attackerProject, { name: 'attacker app', redirectUris: [redirectUri] });
+  const evil = await call(`fhir/R4/ClientApplication/${attackerApp.id}`);
+  evil.identityProvider = {
+    ...endpoints,
+    clientId: 'pinion-basic',
+    clientSecret: idp.clients['pinion-basic'],
+    tokenAuthMethod: 'client_secret_basic',
+  };
+  await call(`fhir/R4/ClientApplication/${attackerApp.id}`, { method: 'PUT', body: evil });
+  await call(`admin/projects/${attackerProject}/invite`, {
+    body: { resourceType: 'Practitioner', firstName: 'Vic', lastName: 'Tim', email: victim.email, sendEmail: false },
+  });
+  // The attacker's provider vouches for the victim's address.
+  accounts.set('evil-as-victim', { email: victim.email, verified: true });
 });
 
 after(async () => {
@@ -326,4 +355,136 @@ test('refused: an address the provider has not verified, one outside the domain,
     assert.equal(res.status, 400, `${login}: ${res.status} ${res.headers.get('location') ?? ''}`);
     assert.equal(await refusal(res), text, login);
   }
+});
+
+/** RFC 6238's code of an authenticator secret (base32), stepOffset steps from now. */
+function totp(secret, stepOffset = 0) {
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+  let bits = '';
+  for (const c of secret.replace(/=+$/, '').toUpperCase()) bits += alphabet.indexOf(c).toString(2).padStart(5, '0');
+  const key = Buffer.from(bits.match(/.{8}/g).map((b) => parseInt(b, 2)));
+  const counter = Buffer.alloc(8);
+  counter.writeBigUInt64BE(BigInt(Math.floor(Date.now() / 30_000) + stepOffset));
+  const h = createHmac('sha1', key).update(counter).digest();
+  const o = h[h.length - 1] & 0xf;
+  const n = (((h[o] & 0x7f) << 24) | (h[o + 1] << 16) | (h[o + 2] << 8) | h[o + 3]) % 1_000_000;
+  return String(n).padStart(6, '0');
+}
+
+/** Waits until the clock is well inside a 30-second step, so codes made now and checked at once agree. */
+async function awayFromStepEdge() {
+  const deadline = Date.now() + 5_000;
+  while (Date.now() % 30_000 < 1_000 || Date.now() % 30_000 > 27_000) {
+    assert.ok(Date.now() < deadline);
+    await sleep(100);
+  }
+}
+
+/** A JSON POST without a token; returns {status, body}. */
+async function post(path, body, bearer) {
+  const res = await fetch(stack.baseUrl + path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(bearer ? { authorization: `Bearer ${bearer}` } : {}) },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+  });
+  return { status: res.status, body: await res.json() };
+}
+
+/** Redeems a code of `client` with the PKCE verifier; returns the access token. */
+async function redeem(code, verifier, client) {
+  const tok = await fetch(stack.baseUrl + 'oauth2/token', {
+    method: 'POST',
+    body: new URLSearchParams({ grant_type: 'authorization_code', code, code_verifier: verifier,
+      ...(client ? { client_id: client.id, client_secret: client.secret } : {}) }),
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+  });
+  const body = await tok.json();
+  assert.equal(tok.status, 200, JSON.stringify(body));
+  return body.access_token;
+}
+
+test('a forged external sign-in state signs nobody in (issue 52)', async () => {
+  // The attacker's browser at the sign-in page for Medplum's CLI, which
+  // serves every project, with an address of the domain that has a
+  // provider: the page links there, and hands this browser its state.
+  const browser = new Browser();
+  const cli = new URL(stack.baseUrl + 'oauth2/authorize');
+  cli.search = new URLSearchParams({ response_type: 'code', client_id: 'medplum-cli', redirect_uri: 'http://localhost:9615',
+    scope: 'openid', state: 'cli', code_challenge: s256('v'.repeat(43)), code_challenge_method: 'S256' }).toString();
+  let res = await browser.request(cli);
+  const form = parseForms(await res.text()).find((f) => f.fields.some((x) => x.name === 'email'));
+  const body = new URLSearchParams();
+  for (const f of form.fields) body.append(f.name, f.name === 'email' ? `anyone@${domain}` : f.value);
+  res = await browser.request(form.action ? new URL(form.action, cli) : cli, {
+    method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: cli.origin }, body });
+  const html = await res.text();
+  const href = html.match(/href="([^"]*state=[^"]*)"/)?.[1];
+  assert.ok(href, html.slice(0, 2000));
+  const issued = new URL(href.replace(/&amp;/g, '&').replace(/&#43;/g, '+')).searchParams.get('state');
+  let browserValue = 'forged';
+  try {
+    browserValue = JSON.parse(issued).browser ?? browserValue;
+  } catch {
+    // an opaque state, as it should be
+  }
+  // A state naming the attacker's client, the CLI's request and this browser.
+  const forged = { clientId: attackerApp.id, authorize: cli.searchParams.toString(), browser: browserValue };
+  const { url } = externalRequest(`${idp.issuer}/auth?client_id=pinion-basic`, forged);
+  res = await throughProvider(browser, url, 'evil-as-victim');
+  assert.equal(res.status, 400, `${res.status} ${res.headers.get('location') ?? ''}\n${browser.trail.join('\n')}`);
+  assert.equal(await refusal(res), 'Invalid state');
+  // The state the page issues is the server's: nothing in it to read or reuse.
+  assert.match(issued, /^[0-9a-f]{64}$/, issued);
+});
+
+test("a project's provider reaches that project only, and changes nothing of the account", async () => {
+  const { url, verifier } = externalRequest(`${idp.issuer}/auth?client_id=pinion-basic`, { clientId: attackerApp.id, redirectUri });
+  const res = await throughProvider(new Browser(), url, 'evil-as-victim');
+  assert.equal(res.status, 302);
+  const back = new URL(res.headers.get('location'));
+  assert.ok(back.href.startsWith(redirectUri + '?'), back.href);
+  const bearer = await redeem(back.searchParams.get('code'), verifier, attackerApp);
+  const me = await call('auth/me', { bearer });
+  assert.equal(me.project.id, attackerProject, JSON.stringify(me.project));
+  // Its token is the attacker's project's word, not the person's.
+  for (const [method, path] of [['GET', 'auth/mfa/status'], ['POST', 'auth/passkeys/register/begin']]) {
+    const r = await fetch(stack.baseUrl + path, { method, headers: { authorization: `Bearer ${bearer}` }, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+    const text = await r.text();
+    assert.equal(r.status, 403, `${method} ${path}: ${r.status} ${text.slice(0, 500)}`);
+  }
+});
+
+test("an external sign-in asks for the person's second factor", async () => {
+  const email = `mfa-${randomBytes(3).toString('hex')}@${domain}`;
+  await inviteUser(stack, token, projectId, email, 'an mfa password');
+  accounts.set('mfa', { email, verified: true });
+  // The person enrols an authenticator after a password sign-in.
+  const verifier = b64url(randomBytes(32));
+  const signIn = await post('auth/login', { email, password: 'an mfa password', codeChallenge: verifier, codeChallengeMethod: 'plain' });
+  assert.equal(signIn.status, 200, JSON.stringify(signIn.body));
+  const own = await redeem(signIn.body.code, verifier);
+  const status = await call('auth/mfa/status', { bearer: own });
+  const secret = new URL(status.enrollUri).searchParams.get('secret');
+  await awayFromStepEdge();
+  const enrol = await post('auth/mfa/enroll', { token: totp(secret) }, own);
+  assert.equal(enrol.status, 200, JSON.stringify(enrol.body));
+
+  // Through the domain's provider: no code until the authenticator's.
+  const authorizeUrl = await methodUrl(email);
+  const ext = externalRequest(authorizeUrl, { domain, clientId: app.id, redirectUri });
+  const res = await throughProvider(new Browser(), ext.url, 'mfa');
+  assert.equal(res.status, 302);
+  const back = new URL(res.headers.get('location'));
+  assert.ok(!back.href.startsWith(redirectUri), `a code without the second factor: ${back.href}`);
+  const login = back.searchParams.get('login');
+  const pending = await fetch(stack.baseUrl + 'auth/login/' + login, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+  const owed = await pending.json();
+  assert.deepEqual(owed, { login, mfaRequired: true });
+  assert.equal((await post('auth/mfa/verify', { login, token: '000000' })).status, 400);
+  await awayFromStepEdge();
+  const verified = await post('auth/mfa/verify', { login, token: totp(secret, 1) });
+  assert.equal(verified.status, 200, JSON.stringify(verified.body));
+  const me = await call('auth/me', { bearer: await redeem(verified.body.code, ext.verifier, app) });
+  assert.equal(me.project.id, projectId);
 });
