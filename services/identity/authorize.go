@@ -379,19 +379,19 @@ func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b browser, a
 	if resp, err := s.providerPage(ctx, b, a, email); resp != nil || err != nil {
 		return resp, err
 	}
-	if err := s.limiter.allow(r.Remote, email); err != nil {
+	if err := s.limiter.Allow(r.Remote, email); err != nil {
 		return s.signInPage(ctx, b, a, email, map[string]string{"password": fhir.AsError(err).Message()})
 	}
 	userID, err := s.checkPassword(ctx, email, form.Get("password"), a.project)
 	if err != nil {
-		s.limiter.released(r.Remote, email)
+		s.limiter.Released(r.Remote, email)
 		return nil, err
 	}
 	if userID == "" {
-		s.limiter.failed(r.Remote, email)
+		s.limiter.Failed(r.Remote, email)
 		return s.signInPage(ctx, b, a, email, map[string]string{"password": "Email or password is invalid"})
 	}
-	s.limiter.succeeded(r.Remote, email)
+	s.limiter.Succeeded(r.Remote, email)
 	// A new browser id at sign-in: an id planted before it (session
 	// fixation) is worth nothing after.
 	nb := browserOf(&bus.Request{})

@@ -22,6 +22,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/limits"
 )
 
 func TestReadAuthRequest(t *testing.T) {
@@ -801,7 +802,7 @@ func TestBrowserSignInLimited(t *testing.T) {
 	p := newPerson(t, "guessed")
 	app := newWebApp(t, p.project)
 	_, csrf, header := aBrowser(t)
-	for range maxFailures {
+	for range limits.MaxFailures {
 		expectPage(t, app.post(t, header, "10.5.5.1", "csrf", csrf, "email", p.email, "password", "a guess"), 400, "Email or password is invalid")
 	}
 	expectPage(t, app.post(t, header, "10.5.5.1", "csrf", csrf, "email", p.email, "password", p.password), 400, fhir.TooManyRequests().Message())

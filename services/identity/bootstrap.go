@@ -189,9 +189,9 @@ func (s *Service) newClientCred(ctx context.Context, clientID, secret string) (c
 func (s *Service) putClientCred(ctx context.Context, c clientCred, prev *clientCred) error {
 	var err error
 	if prev == nil {
-		err = s.saveSecret(ctx, c.ID, c)
+		err = s.secrets.Save(ctx, c.ID, c)
 	} else {
-		err = s.swapSecret(ctx, c.ID, prev.raw, c)
+		err = s.secrets.Swap(ctx, c.ID, prev.raw, c)
 	}
 	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
 		return fhir.Conflict("The client's secret changed meanwhile; try again")
@@ -212,7 +212,7 @@ func (s *Service) dropClientSecret(ctx context.Context, clientID string) {
 
 func (s *Service) clientCred(ctx context.Context, clientID string) (*clientCred, error) {
 	var c clientCred
-	raw, found, err := s.loadSecret(ctx, credID(clientID), &c)
+	raw, found, err := s.secrets.Load(ctx, credID(clientID), &c)
 	if err != nil || !found {
 		return nil, err
 	}

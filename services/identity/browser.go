@@ -107,7 +107,7 @@ func (s *Service) csrfKey(ctx context.Context) ([]byte, error) {
 	}
 	for range 3 {
 		var key []byte
-		_, found, err := s.loadSecret(ctx, csrfKeyName, &key)
+		_, found, err := s.secrets.Load(ctx, csrfKeyName, &key)
 		if err != nil {
 			return nil, err
 		}
@@ -117,7 +117,7 @@ func (s *Service) csrfKey(ctx context.Context) ([]byte, error) {
 		}
 		key = make([]byte, 32)
 		_, _ = rand.Read(key)
-		err = s.swapSecret(ctx, csrfKeyName, nil, key)
+		err = s.secrets.Swap(ctx, csrfKeyName, nil, key)
 		if err == nil {
 			s.csrf = key
 			return key, nil

@@ -287,7 +287,7 @@ func (s *Service) registerGoogleUser(ctx context.Context, r *bus.Request, in goo
 	if err != nil {
 		return "", err
 	}
-	if err := s.limiter.register(r.Remote, email); err != nil {
+	if err := s.limiter.Register(r.Remote, email); err != nil {
 		return "", err
 	}
 	id := uuid.NewString()

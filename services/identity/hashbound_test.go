@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/services/identity/limits"
 )
 
 // Concurrent wrong guesses from one address cannot all pass the limiter
@@ -33,8 +34,8 @@ func TestLoginConcurrentGuessesCounted(t *testing.T) {
 	}
 	// 400 is a guess that was checked (hashed), 503 one that passed the
 	// limiter but found no free hash slot; 429 one refused before.
-	if passed := count[400] + count[503]; passed > maxFailures || passed+count[429] != n {
-		t.Fatalf("answers %v: want at most %d guesses past the limiter and the rest 429", count, maxFailures)
+	if passed := count[400] + count[503]; passed > limits.MaxFailures || passed+count[429] != n {
+		t.Fatalf("answers %v: want at most %d guesses past the limiter and the rest 429", count, limits.MaxFailures)
 	}
 }
 

@@ -41,6 +41,8 @@ import (
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/limits"
+	"github.com/pinion-health/pinion/services/identity/secrets"
 )
 
 // Config is what the identity service needs to know.
@@ -83,9 +85,10 @@ type Service struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	invites  *invite.Store
-	limiter  *signinLimiter
+	limiter  *limits.SignIns
 	stopSaga func()
 	repo     *repo.Repo
+	secrets  *secrets.Store
 	sessions *session.Store
 	log      *slog.Logger
 	signer   *auth.Signer
@@ -145,7 +148,7 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 	}
 	log = log.With("service", "identity")
 	return &Service{
-		cfg: cfg, nc: nc, js: js, repo: r, limiter: newSigninLimiter(), sessions: sessions, assertions: newAssertions(cfg.EgressPrivate),
+		cfg: cfg, nc: nc, js: js, repo: r, secrets: secrets.New(r), limiter: limits.NewSignIns(), sessions: sessions, assertions: newAssertions(cfg.EgressPrivate),
 		log: log, policies: access.NewPolicies(r, log), clients: expirable.NewLRU[string, *clientEntry](maxClients, nil, clientTTL),
 		breach: auth.BreachCheck{Range: auth.NewBreachRange(cfg.BreachURL), Log: log},
 	}

@@ -61,7 +61,7 @@ func (s *Service) idTokenKey(ctx context.Context) (*auth.RSAKey, error) {
 // stores it; an instance that loses the race to store reads the winner's.
 func (s *Service) storedKey(ctx context.Context, doc, what string, generate func() (kid, pem string, err error)) (keyDoc, error) {
 	var d keyDoc
-	_, found, err := s.loadSecret(ctx, doc, &d)
+	_, found, err := s.secrets.Load(ctx, doc, &d)
 	if err != nil {
 		return d, fmt.Errorf("load %s: %w", what, err)
 	}
@@ -73,7 +73,7 @@ func (s *Service) storedKey(ctx context.Context, doc, what string, generate func
 		return d, fmt.Errorf("generate %s: %w", what, err)
 	}
 	d = keyDoc{Kid: kid, PEM: pem, Created: time.Now().UTC()}
-	if err := s.swapSecret(ctx, doc, nil, d); err != nil {
+	if err := s.secrets.Swap(ctx, doc, nil, d); err != nil {
 		if errors.Is(err, store.ErrExists) {
 			return s.storedKey(ctx, doc, what, generate)
 		}

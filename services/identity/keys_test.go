@@ -160,7 +160,7 @@ func TestSigningKeyUnreadable(t *testing.T) {
 	if k, err := s.signingKey(ctx); err == nil || !strings.Contains(err.Error(), "load signing key") {
 		t.Fatalf("%v %v, want an error", k, err)
 	}
-	if err := s.saveSecret(ctx, signingKeyDoc, keyDoc{Kid: "k1", PEM: "not a key"}); err != nil {
+	if err := s.secrets.Save(ctx, signingKeyDoc, keyDoc{Kid: "k1", PEM: "not a key"}); err != nil {
 		t.Fatal(err)
 	}
 	if k, err := s.signingKey(ctx); err == nil {

@@ -93,7 +93,7 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err := s.clientProject(ctx, &in); err != nil {
 		return nil, err
 	}
-	if err := s.limiter.allow(r.Remote, strings.ToLower(in.Email)); err != nil {
+	if err := s.limiter.Allow(r.Remote, strings.ToLower(in.Email)); err != nil {
 		return nil, err
 	}
 	email := strings.ToLower(in.Email)
@@ -102,14 +102,14 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 	// found", which tells anyone which addresses have accounts).
 	userID, err := s.checkPassword(ctx, email, in.Password, in.ProjectID)
 	if err != nil {
-		s.limiter.released(r.Remote, email)
+		s.limiter.Released(r.Remote, email)
 		return nil, err
 	}
 	if userID == "" {
-		s.limiter.failed(r.Remote, email)
+		s.limiter.Failed(r.Remote, email)
 		return nil, fhir.BadRequest("Email or password is invalid")
 	}
-	s.limiter.succeeded(r.Remote, email)
+	s.limiter.Succeeded(r.Remote, email)
 	choices, err := s.memberships(ctx, "User/"+userID, in.ProjectID)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/limits"
 )
 
 // issues lists an error's issues as "expression: text", for comparison;
@@ -148,7 +149,7 @@ func TestLoginHandlersRefuseBadInput(t *testing.T) {
 			expectOutcome(t, err, tc.status, tc.text, tc.expr)
 		})
 	}
-	if n := s.limiter.failures.Len(); n != 0 {
+	if n := s.limiter.Keys(); n != 0 {
 		t.Fatalf("%d failures counted for refused input", n)
 	}
 }
@@ -239,7 +240,7 @@ func TestLogin(t *testing.T) {
 			remote := "10.1.1.2"
 			_, err := live.svc.login(ctx, jsonRequest(remote, map[string]any{"email": tc.email, "password": tc.password}))
 			expectOutcome(t, err, 400, "Email or password is invalid", "")
-			if n := len(live.svc.limiter.recent(pairKey(remote, tc.email), time.Now())); n != 1 {
+			if n := live.svc.limiter.Failures(remote, tc.email); n != 1 {
 				t.Fatalf("%d failures counted, want 1", n)
 			}
 		})
@@ -253,14 +254,14 @@ func TestLogin(t *testing.T) {
 		}
 		resp, err := p.login(t, remote, nil)
 		decoded(t, resp, err, 200)
-		if n := len(live.svc.limiter.recent(pairKey(remote, p.email), time.Now())); n != 0 {
+		if n := live.svc.limiter.Failures(remote, p.email); n != 0 {
 			t.Fatalf("%d failures left after a success", n)
 		}
 	})
 
 	t.Run("too many failures", func(t *testing.T) {
 		remote := "10.1.1.4"
-		for range maxFailures {
+		for range limits.MaxFailures {
 			_, err := p.login(t, remote, map[string]any{"password": "not the password"})
 			expectOutcome(t, err, 400, "Email or password is invalid", "")
 		}

@@ -82,7 +82,7 @@ func userIDOf(ref string) string {
 // loadMFA reads a user's record and its stored bytes (the condition of a
 // swap; nil when there is none).
 func (s *Service) loadMFA(ctx context.Context, userID string) (rec mfaRecord, raw []byte, err error) {
-	raw, _, err = s.loadSecret(ctx, mfaKey(userID), &rec)
+	raw, _, err = s.secrets.Load(ctx, mfaKey(userID), &rec)
 	return rec, raw, err
 }
 
@@ -97,7 +97,7 @@ func (s *Service) updateMFA(ctx context.Context, userID string, change func(*mfa
 		if err := change(&rec); err != nil {
 			return rec, err
 		}
-		err = s.swapSecret(ctx, mfaKey(userID), raw, rec)
+		err = s.secrets.Swap(ctx, mfaKey(userID), raw, rec)
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) {
 			continue
 		}
@@ -391,17 +391,17 @@ func (s *Service) limitedCode(ctx context.Context, r *bus.Request, uid string, c
 	if err != nil {
 		return err
 	}
-	if err := s.limiter.allow(r.Remote, email); err != nil {
+	if err := s.limiter.Allow(r.Remote, email); err != nil {
 		return err
 	}
 	err = check()
 	switch {
 	case err == nil:
-		s.limiter.succeeded(r.Remote, email)
+		s.limiter.Succeeded(r.Remote, email)
 	case errors.Is(err, errBadCode):
-		s.limiter.failed(r.Remote, email)
+		s.limiter.Failed(r.Remote, email)
 	default:
-		s.limiter.released(r.Remote, email)
+		s.limiter.Released(r.Remote, email)
 	}
 	return err
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/limits"
 )
 
 // pinClock fixes the time codes are checked at, in the middle of a step,
@@ -208,13 +209,13 @@ func TestMFAWrongCodesAreLimited(t *testing.T) {
 	req := func(tok string) *bus.Request {
 		return jsonRequest("10.32.2.9", map[string]any{"login": login, "token": tok})
 	}
-	for range maxFailures {
+	for range limits.MaxFailures {
 		_, err = live.svc.mfaVerify(ctx, req("999999"))
 		refusedWith(t, err, 400, "Invalid MFA token")
 	}
 	_, err = live.svc.mfaVerify(ctx, req(codeAt(t, uri, now, 0)))
 	if fhir.AsError(err).Status != http.StatusTooManyRequests {
-		t.Fatalf("after %d wrong codes: %v", maxFailures, err)
+		t.Fatalf("after %d wrong codes: %v", limits.MaxFailures, err)
 	}
 }
 

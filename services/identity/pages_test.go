@@ -76,11 +76,11 @@ func TestSetPasswordLinkPages(t *testing.T) {
 	// An expired link.
 	id := strings.Split(strings.TrimPrefix(second, s.cfg.BaseURL+"setpassword/"), "/")[0]
 	var pr passwordRequest
-	if _, _, err := s.loadSecret(ctx, "pwreq:"+id, &pr); err != nil {
+	if _, _, err := s.secrets.Load(ctx, "pwreq:"+id, &pr); err != nil {
 		t.Fatal(err)
 	}
 	pr.Expires = time.Now().Add(-time.Minute)
-	if err := s.saveSecret(ctx, "pwreq:"+id, pr); err != nil {
+	if err := s.secrets.Save(ctx, "pwreq:"+id, pr); err != nil {
 		t.Fatal(err)
 	}
 	expectPage(page(second), 400, "Link expired")

@@ -74,7 +74,7 @@ type passkey struct {
 func passkeysKey(userID string) string { return "passkeys:" + userID }
 
 func (s *Service) loadPasskeys(ctx context.Context, userID string) (rec passkeyRecord, raw []byte, err error) {
-	raw, _, err = s.loadSecret(ctx, passkeysKey(userID), &rec)
+	raw, _, err = s.secrets.Load(ctx, passkeysKey(userID), &rec)
 	return rec, raw, err
 }
 
@@ -89,7 +89,7 @@ func (s *Service) updatePasskeys(ctx context.Context, userID string, change func
 		if err := change(&rec); err != nil {
 			return rec, err
 		}
-		err = s.swapSecret(ctx, passkeysKey(userID), raw, rec)
+		err = s.secrets.Swap(ctx, passkeysKey(userID), raw, rec)
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) {
 			continue
 		}

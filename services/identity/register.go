@@ -148,7 +148,7 @@ func (s *Service) createAccount(ctx context.Context, remote string, in newUserRe
 		return "", "", fhir.BadRequest(auth.BreachedText, "password")
 	}
 	email := auth.NormalEmail(in.Email)
-	if err := s.limiter.register(remote, email); err != nil {
+	if err := s.limiter.Register(remote, email); err != nil {
 		return "", "", err
 	}
 	if userID, err = s.registerUser(ctx, project, in.FirstName, in.LastName, email, in.Password); err != nil {

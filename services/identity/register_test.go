@@ -3,11 +3,13 @@ package identity
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/services/identity/limits"
 )
 
 func TestNewUserRequestCheck(t *testing.T) {
@@ -282,4 +284,19 @@ func TestEmailNormalisedAtSignIn(t *testing.T) {
 	if out := decoded(t, resp, err, 200); out["code"] == nil {
 		t.Fatalf("answer %v", out)
 	}
+}
+
+// Registrations from one address are limited (limits.SignIns.Register):
+// past limits.MaxRegistrationsPerAddress, /auth/newuser answers 429.
+func TestNewUserRegistrationsLimited(t *testing.T) {
+	s := another(t, Config{BaseURL: testBase})
+	body := func(i int) map[string]any {
+		return map[string]any{"firstName": "Many", "lastName": "Accounts", "email": newEmail(fmt.Sprintf("many%d", i)), "password": "a long password"}
+	}
+	for i := range limits.MaxRegistrationsPerAddress {
+		resp, err := s.newUser(context.Background(), jsonRequest("10.7.0.1", body(i)))
+		decoded(t, resp, err, 200)
+	}
+	_, err := s.newUser(context.Background(), jsonRequest("10.7.0.1", body(-1)))
+	expectOutcome(t, err, 429, "Too Many Requests", "")
 }

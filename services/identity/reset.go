@@ -14,6 +14,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/mail"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/store"
+	"github.com/pinion-health/pinion/services/identity/limits"
 )
 
 // resetPassword is POST /auth/resetpassword. It answers the same whether or
@@ -68,7 +69,7 @@ func (s *Service) sendReset(ctx context.Context, email, projectID string) error 
 }
 
 // Resets mailed to one person: at most one within resetGap and
-// maxResetsPerHour within an hour (resetLimit, ratelimit.go). Anyone can
+// maxResetsPerHour within an hour (resetRule, a limits.Rule). Anyone can
 // ask for a reset of any address, so without a bound a stranger could
 // fill a mailbox (and each reset spends the person's last reset link).
 const (
@@ -79,6 +80,9 @@ const (
 	// throttled, since another of the race was just sent.
 	resetSlotTries = 5
 )
+
+// resetRule is the reset throttle's rule.
+var resetRule = limits.Rule{Max: maxResetsPerHour, Window: time.Hour, Gap: resetGap}
 
 // resetsKey holds the times of a user's recent reset e-mails: kept in the
 // store beside the links, so every identity instance counts them alike.
@@ -97,15 +101,15 @@ type resetsSent struct {
 func (s *Service) takeResetSlot(ctx context.Context, userID string, now time.Time) (bool, error) {
 	for range resetSlotTries {
 		var r resetsSent
-		raw, _, err := s.loadSecret(ctx, resetsKey(userID), &r)
+		raw, _, err := s.secrets.Load(ctx, resetsKey(userID), &r)
 		if err != nil {
 			return false, fmt.Errorf("reset throttle: %w", err)
 		}
-		if !resetLimit.allows(r.Sent, 0, now) {
+		if !resetRule.Allows(r.Sent, 0, now) {
 			return false, nil
 		}
-		recent := slices.Clone(resetLimit.recent(r.Sent, now))
-		err = s.swapSecret(ctx, resetsKey(userID), raw, resetsSent{Sent: append(recent, now.UTC())})
+		recent := slices.Clone(resetRule.Recent(r.Sent, now))
+		err = s.secrets.Swap(ctx, resetsKey(userID), raw, resetsSent{Sent: append(recent, now.UTC())})
 		switch {
 		case err == nil:
 			return true, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/mail"
 	"github.com/pinion-health/pinion/pkg/saga"
+	"github.com/pinion-health/pinion/services/identity/limits"
 )
 
 func TestFormEmail(t *testing.T) {
@@ -209,4 +210,33 @@ func TestResetKeepsInvitationLink(t *testing.T) {
 		}
 		expectOutcome(t, setPassword(resetID, resetSecret), 400, "Already used", "")
 	})
+}
+
+// The reset throttle is a limits.Rule: narrowing its rule narrows it.
+func TestResetThrottleFollowsItsRule(t *testing.T) {
+	with := func(r limits.Rule) {
+		old := resetRule
+		resetRule = r
+		t.Cleanup(func() { resetRule = old })
+	}
+	// Two an hour, however far apart: the third is throttled though it
+	// comes long after resetGap.
+	with(limits.Rule{Max: 2, Window: time.Hour, Gap: resetGap})
+	p := newPerson(t, "shared-limit")
+	at := time.Now()
+	for i, want := range []bool{true, true, false} {
+		ok, err := live.svc.takeResetSlot(context.Background(), p.userID, at.Add(time.Duration(i)*10*resetGap))
+		if err != nil || ok != want {
+			t.Fatalf("reset %d: %v %v, want %v", i, ok, err, want)
+		}
+	}
+	// And a gap the rule sets is kept.
+	with(limits.Rule{Max: 100, Window: time.Hour, Gap: 30 * time.Minute})
+	q := newPerson(t, "shared-gap")
+	for i, want := range []bool{true, false} {
+		ok, err := live.svc.takeResetSlot(context.Background(), q.userID, at.Add(time.Duration(i)*20*time.Minute))
+		if err != nil || ok != want {
+			t.Fatalf("gap reset %d: %v %v, want %v", i, ok, err, want)
+		}
+	}
 }

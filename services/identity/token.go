@@ -281,23 +281,23 @@ func (s *Service) basic(ctx context.Context, r *bus.Request) (*bus.Response, err
 		return nil, fhir.Unauthorized()
 	}
 	key := "client:" + in.ID
-	if err := s.limiter.allow(r.Remote, key); err != nil {
+	if err := s.limiter.Allow(r.Remote, key); err != nil {
 		return nil, err
 	}
 	c, _, no, err := s.authenticateClient(ctx, in.ID, r.Remote, session.AppliedRevision(r.Get(session.AppliedHeader)), s.secretProof(ctx, in.ID, in.Secret))
 	if err != nil {
-		s.limiter.released(r.Remote, key)
+		s.limiter.Released(r.Remote, key)
 		return nil, err
 	}
 	switch {
 	case no == addressRefused:
-		s.limiter.released(r.Remote, key)
+		s.limiter.Released(r.Remote, key)
 		return nil, fhir.AddressNotAllowed()
 	case no != nil:
-		s.limiter.failed(r.Remote, key)
+		s.limiter.Failed(r.Remote, key)
 		return nil, fhir.Unauthorized()
 	}
-	s.limiter.succeeded(r.Remote, key)
+	s.limiter.Succeeded(r.Remote, key)
 	return bus.JSON(200, bus.BasicLogin{LoginID: c.loginID}), nil
 }
 

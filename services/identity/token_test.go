@@ -22,6 +22,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/services/identity/limits"
 )
 
 const testBase = "https://pinion.example/"
@@ -262,7 +263,7 @@ func TestBasicRefusesIncompleteCredentials(t *testing.T) {
 			}
 		})
 	}
-	if n := s.limiter.failures.Len(); n != 0 {
+	if n := s.limiter.Keys(); n != 0 {
 		t.Fatalf("%d failures counted for requests that named no client", n)
 	}
 }
@@ -300,13 +301,13 @@ func TestBasicCountsFailures(t *testing.T) {
 		_, err := s.basic(context.Background(), &bus.Request{Body: []byte(`{"id":"app","secret":"guess"}`), Remote: remote})
 		return err
 	}
-	for i := 0; i < maxFailures; i++ {
+	for i := 0; i < limits.MaxFailures; i++ {
 		if fe := fhir.AsError(call("10.0.0.1")); fe.Status != 401 || fe.Message() != "Unauthorized" {
 			t.Fatalf("attempt %d: %v", i+1, fe)
 		}
 	}
 	if fe := fhir.AsError(call("10.0.0.1")); fe.Status != 429 {
-		t.Fatalf("after %d failures: %v", maxFailures, fe)
+		t.Fatalf("after %d failures: %v", limits.MaxFailures, fe)
 	}
 	if fe := fhir.AsError(call("10.0.0.2")); fe.Status != 401 {
 		t.Fatalf("another address is refused for this one's failures: %v", fe)

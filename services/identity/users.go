@@ -152,12 +152,12 @@ type passwordDoc struct {
 }
 
 func (s *Service) setPasswordHash(ctx context.Context, userID, hash string) error {
-	return s.saveSecret(ctx, "User/"+userID, passwordDoc{Hash: hash})
+	return s.secrets.Save(ctx, "User/"+userID, passwordDoc{Hash: hash})
 }
 
 func (s *Service) passwordHash(ctx context.Context, userID string) (string, error) {
 	var d passwordDoc
-	_, _, err := s.loadSecret(ctx, "User/"+userID, &d)
+	_, _, err := s.secrets.Load(ctx, "User/"+userID, &d)
 	return d.Hash, err
 }
 
@@ -194,7 +194,7 @@ func (s *Service) newPasswordRequest(ctx context.Context, userID, typ, key strin
 		id = uuid.NewString()
 	}
 	secret := auth.NewSecret()
-	err = s.saveSecret(ctx, "pwreq:"+id, passwordRequest{
+	err = s.secrets.Save(ctx, "pwreq:"+id, passwordRequest{
 		ID: id, User: userID, Type: typ, Digest: auth.SecretDigest(secret),
 		Expires: time.Now().Add(passwordRequestTTL).UTC(),
 	})
@@ -216,7 +216,7 @@ func (s *Service) newPasswordRequest(ctx context.Context, userID, typ, key strin
 // it may still be used: 404 when there is none, 400 with Medplum's text
 // when it was used (or a newer one sent), expired, or the secret is wrong.
 func (s *Service) checkPasswordLink(ctx context.Context, id, secret string) (pr passwordRequest, raw []byte, err error) {
-	raw, found, err := s.loadSecret(ctx, "pwreq:"+id, &pr)
+	raw, found, err := s.secrets.Load(ctx, "pwreq:"+id, &pr)
 	if err != nil {
 		return pr, nil, err
 	}
@@ -272,7 +272,7 @@ func (s *Service) usePasswordLink(ctx context.Context, id, secret, password stri
 	// Spend the request first, conditionally: of two racing requests one wins.
 	spent := pr
 	spent.Used = true
-	if err := s.swapSecret(ctx, "pwreq:"+id, raw, spent); errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+	if err := s.secrets.Swap(ctx, "pwreq:"+id, raw, spent); errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
 		return 0, fhir.BadRequest("Already used")
 	} else if err != nil {
 		return 0, err

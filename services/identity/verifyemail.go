@@ -44,7 +44,7 @@ func verificationKey(id string) string { return "emailverify:" + id }
 func (s *Service) sendVerification(ctx context.Context, userID, email, firstName string) error {
 	id := uuid.NewString()
 	secret := auth.NewSecret()
-	if err := s.saveSecret(ctx, verificationKey(id), emailVerification{
+	if err := s.secrets.Save(ctx, verificationKey(id), emailVerification{
 		ID: id, User: userID, Digest: auth.SecretDigest(secret), Expires: time.Now().Add(verificationTTL).UTC(),
 	}); err != nil {
 		return fmt.Errorf("e-mail verification: %w", err)
@@ -101,7 +101,7 @@ func (s *Service) verifyEmail(ctx context.Context, r *bus.Request) (*bus.Respons
 // address verified.
 func (s *Service) useVerification(ctx context.Context, id, secret string) error {
 	var v emailVerification
-	raw, found, err := s.loadSecret(ctx, verificationKey(id), &v)
+	raw, found, err := s.secrets.Load(ctx, verificationKey(id), &v)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func (s *Service) useVerification(ctx context.Context, id, secret string) error 
 	spent := v
 	spent.Used = true
 	// Conditional: of two racing uses, one wins.
-	if err := s.swapSecret(ctx, verificationKey(id), raw, spent); errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+	if err := s.secrets.Swap(ctx, verificationKey(id), raw, spent); errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
 		return fhir.BadRequest("Already used")
 	} else if err != nil {
 		return err

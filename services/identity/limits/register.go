@@ -1,4 +1,4 @@
-package identity
+package limits
 
 import (
 	"strings"
@@ -14,26 +14,26 @@ import (
 // addresses, is stopped without a third party. Generous enough for a
 // clinic's patients signing up from one office or one mail provider.
 const (
-	maxRegistrationsPerAddress = 20
+	MaxRegistrationsPerAddress = 20
 	maxRegistrationsPerDomain  = 100
 )
 
 func registerAddressKey(ip string) string   { return "r:a:" + ratekey.Address(ip) }
 func registerDomainKey(email string) string { return "r:d:" + email[strings.LastIndex(email, "@")+1:] }
 
-// register counts a registration from ip for email (already normalised),
+// Register counts a registration from ip for email (already normalised),
 // or refuses it with 429 when either count is full; a refused one counts
 // nothing.
-func (l *signinLimiter) register(ip, email string) error {
+func (l *SignIns) Register(ip, email string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
 	limits := []struct {
 		key   string
-		limit limit
-	}{{registerAddressKey(ip), registerAddressLimit}, {registerDomainKey(email), registerDomainLimit}}
+		rule  Rule
+	}{{registerAddressKey(ip), registerAddressRule}, {registerDomainKey(email), registerDomainRule}}
 	for _, lim := range limits {
-		if !lim.limit.allows(l.attempts(lim.key, now, false).failed, 0, now) {
+		if !lim.rule.Allows(l.attempts(lim.key, now, false).failed, 0, now) {
 			return fhir.TooManyRequests()
 		}
 	}

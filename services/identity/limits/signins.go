@@ -1,4 +1,8 @@
-package identity
+// Package limits holds the identity service's limiters: failed sign-ins
+// per (e-mail, address) and per address, registrations per address and
+// per e-mail domain, all under one rule (Rule), which the reset throttle
+// (package account) applies too.
+package limits
 
 import (
 	"sync"
@@ -10,8 +14,8 @@ import (
 	"github.com/pinion-health/pinion/pkg/ratekey"
 )
 
-// signinLimiter slows password guessing without locking the owner out.
-// Failures count per (e-mail, client address): after maxFailures within
+// SignIns slows password guessing without locking the owner out.
+// Failures count per (e-mail, client address): after MaxFailures within
 // failureWindow that pair is refused with 429, so whoever guesses is
 // stopped while the owner, signing in from elsewhere, is not. Failures
 // also count per client address, for any e-mail: an address that sprays
@@ -29,7 +33,7 @@ import (
 // Counts are per identity instance and bounded in number (the least
 // recently failed keys are forgotten first); the gateway's per-address
 // rate limit bounds the rest.
-type signinLimiter struct {
+type SignIns struct {
 	mu       sync.Mutex
 	failures *lru.Cache[string, *attempts]
 }
@@ -41,7 +45,7 @@ type attempts struct {
 }
 
 const (
-	maxFailures        = 10
+	MaxFailures        = 10
 	maxAddressFailures = 50
 	failureWindow      = 15 * time.Minute
 	// pendingLifetime outlasts any request (the bus's deadline is shorter).
@@ -50,9 +54,9 @@ const (
 	limiterKeys = 100_000
 )
 
-func newSigninLimiter() *signinLimiter {
+func NewSignIns() *SignIns {
 	c, _ := lru.New[string, *attempts](limiterKeys)
-	return &signinLimiter{failures: c}
+	return &SignIns{failures: c}
 }
 
 func pairKey(ip, email string) string { return "p:" + ratekey.Address(ip) + "|" + email }
@@ -69,7 +73,7 @@ func since(ts []time.Time, now time.Time, d time.Duration) []time.Time {
 
 // attempts is a key's counts with the old ones dropped; l.mu is held. A new
 // key is stored only when add is set.
-func (l *signinLimiter) attempts(key string, now time.Time, add bool) *attempts {
+func (l *SignIns) attempts(key string, now time.Time, add bool) *attempts {
 	a, ok := l.failures.Get(key)
 	if !ok {
 		a = &attempts{}
@@ -83,7 +87,7 @@ func (l *signinLimiter) attempts(key string, now time.Time, add bool) *attempts 
 }
 
 // recent is a key's failures within the window; l.mu is held.
-func (l *signinLimiter) recent(key string, now time.Time) []time.Time {
+func (l *SignIns) recent(key string, now time.Time) []time.Time {
 	a, ok := l.failures.Peek(key)
 	if !ok {
 		return nil
@@ -91,15 +95,15 @@ func (l *signinLimiter) recent(key string, now time.Time) []time.Time {
 	return since(a.failed, now, failureWindow)
 }
 
-// allow refuses an attempt when its pair or its address has failed too
+// Allow refuses an attempt when its pair or its address has failed too
 // often, counting attempts still pending as failures; else it reserves the
 // attempt, which failed or succeeded then settles.
-func (l *signinLimiter) allow(ip, email string) error {
+func (l *SignIns) Allow(ip, email string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
 	pair, addr := l.attempts(pairKey(ip, email), now, false), l.attempts(ipKey(ip), now, false)
-	if !pairLimit.allows(pair.failed, len(pair.pending), now) || !addressLimit.allows(addr.failed, len(addr.pending), now) {
+	if !pairRule.Allows(pair.failed, len(pair.pending), now) || !addressRule.Allows(addr.failed, len(addr.pending), now) {
 		return fhir.TooManyRequests()
 	}
 	for _, k := range []string{pairKey(ip, email), ipKey(ip)} {
@@ -109,8 +113,8 @@ func (l *signinLimiter) allow(ip, email string) error {
 	return nil
 }
 
-// failed records a failed attempt, settling its reservation.
-func (l *signinLimiter) failed(ip, email string) {
+// Failed records a failed attempt, settling its reservation.
+func (l *SignIns) Failed(ip, email string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
@@ -124,10 +128,10 @@ func (l *signinLimiter) failed(ip, email string) {
 	}
 }
 
-// released settles an attempt that was neither a failure nor a success:
+// Released settles an attempt that was neither a failure nor a success:
 // its check did not run or did not finish (the server was busy, the store
 // failed, the address is blocked). It counts as nothing.
-func (l *signinLimiter) released(ip, email string) {
+func (l *SignIns) Released(ip, email string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
@@ -137,9 +141,9 @@ func (l *signinLimiter) released(ip, email string) {
 	}
 }
 
-// succeeded settles an attempt and clears the failures of its e-mail from
+// Succeeded settles an attempt and clears the failures of its e-mail from
 // its address.
-func (l *signinLimiter) succeeded(ip, email string) {
+func (l *SignIns) Succeeded(ip, email string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
@@ -162,3 +166,14 @@ func settle(pending []time.Time) []time.Time {
 	}
 	return pending[1:]
 }
+
+// Failures is how many recent failures the pair (ip, email) has, for a
+// test or a log line.
+func (l *SignIns) Failures(ip, email string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.recent(pairKey(ip, email), time.Now()))
+}
+
+// Keys is how many keys the limiter remembers.
+func (l *SignIns) Keys() int { return l.failures.Len() }
