@@ -7,7 +7,7 @@
 // sealed with AES-256-GCM (Seal), under a key kept in the same store's
 // credentials; the fhir service opens it (Shown) for a project admin's read
 // or search of the client. A reader of the store can therefore read the
-// secrets, as in Medplum: see docs/decisions.md, "Secrets".
+// secrets, as in Medplum: see docs/decisions/identity.md, "Secrets".
 package clientsecret
 
 import (

@@ -32,7 +32,7 @@ import (
 // (/fhir/R4/bulkdata/export/<job>), and the export runs in the background
 // as durable work. Its AsyncJob records progress; the files are Binaries of
 // NDJSON, one or more per resource type, each small enough to download in
-// one answer. See docs/decisions.md, "Bulk export".
+// one answer. See docs/decisions/api.md, "Bulk export".
 
 const (
 	jobsStream     = "PINION_JOBS"

@@ -34,7 +34,7 @@ import (
 // checkpoint stays as the bound should the checkpointer ever fall behind.
 // The WAL's file keeps the length it reached (160,000 frames, 640 MiB, in
 // that test) until the store is closed: cut back at each restart, it would
-// be extended again within seconds (docs/decisions.md).
+// be extended again within seconds (docs/decisions/storage.md).
 
 // checkpointEvery is how often the checkpointer copies the WAL back: about
 // as often as the 8,000-page threshold used to fire under a steady load of

@@ -35,7 +35,7 @@ import (
 // A search within a project walks that project's rows only: the search
 // table's key starts with (key, project), and resources_list with (type,
 // project). A search in every project (the memberships of a person at
-// sign-in) walks a key's rows in every project: see docs/decisions.md.
+// sign-in) walks a key's rows in every project: see docs/decisions/api.md.
 
 // manyMatches is where a walk in order beats gathering and sorting: below
 // it, sorting the matches costs under a few milliseconds.
