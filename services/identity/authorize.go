@@ -3,8 +3,6 @@ package identity
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/url"
@@ -21,6 +19,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/web"
 )
 
 // browserSessionTTL bounds a browser's sign-in: after it, the person
@@ -51,18 +50,13 @@ func (bs *browserSession) proof() signInProof {
 	return signInProof{method: bs.Method, providerMFA: bs.ProviderMFA, factor: bs.Factor}
 }
 
-func sessionKey(b browser) string {
-	d := sha256.Sum256([]byte("browser-session:" + b.id))
-	return hex.EncodeToString(d[:])
-}
-
 // signedIn is the browser's live sign-in, or nil. A sign-in older than the
 // user's last password change (every session ended) no longer counts.
-func (s *Service) signedIn(ctx context.Context, b browser) (*browserSession, error) {
-	if b.isNew {
+func (s *Service) signedIn(ctx context.Context, b web.Browser) (*browserSession, error) {
+	if b.IsNew {
 		return nil, nil
 	}
-	bs, err := entry[browserSession](ctx, s.browsers, sessionKey(b))
+	bs, err := entry[browserSession](ctx, s.browsers, b.Key())
 	if bs == nil || err != nil {
 		return nil, err
 	}
@@ -286,13 +280,13 @@ func (a authRequest) checkRequest() (code, desc string) {
 // authorize is /oauth2/authorize: the browser side of the authorization
 // code flow. GET starts it; the sign-in and project pages post back here.
 func (s *Service) authorize(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	b := browserOf(r)
+	b := web.BrowserOf(r)
 	params := r.Query
 	var form url.Values
 	if r.Method == "POST" {
 		var refused *bus.Response
 		var err error
-		if form, refused, err = s.form(ctx, r, b); form == nil {
+		if form, refused, err = s.pages.Form(ctx, r, b); form == nil {
 			return refused, err
 		}
 		params = form
@@ -303,7 +297,7 @@ func (s *Service) authorize(ctx context.Context, r *bus.Request) (*bus.Response,
 		return nil, err
 	}
 	if problem != "" {
-		return s.message(400, b, "Sign-in cannot start", "", "", problem, "Go back to the application and try again, or tell its makers.")
+		return s.pages.Message(400, b, "Sign-in cannot start", "", "", problem, "Go back to the application and try again, or tell its makers.")
 	}
 	if code, desc := a.checkRequest(); code != "" {
 		return a.fail(code, desc), nil
@@ -350,8 +344,8 @@ func (a authRequest) tooOld(bs *browserSession, now time.Time) bool {
 }
 
 // signInPage shows the e-mail and password form.
-func (s *Service) signInPage(ctx context.Context, b browser, a authRequest, email string, errs map[string]string) (*bus.Response, error) {
-	csrf, err := s.csrfToken(ctx, b)
+func (s *Service) signInPage(ctx context.Context, b web.Browser, a authRequest, email string, errs map[string]string) (*bus.Response, error) {
+	csrf, err := s.pages.CSRFToken(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -359,7 +353,7 @@ func (s *Service) signInPage(ctx context.Context, b browser, a authRequest, emai
 	if len(errs) > 0 {
 		status = 400
 	}
-	resp, err := s.render(status, "signin", b, pageData{Title: "Sign in", CSRF: csrf, Email: email, Errors: errs,
+	resp, err := s.pages.Render(status, "signin", b, web.Data{Title: "Sign in", CSRF: csrf, Email: email, Errors: errs,
 		Hidden: a.values(), App: clientName(a.client), Link: s.cfg.BaseURL + "resetpassword", LinkText: "Forgot your password?",
 		Register: s.registerLink(a)})
 	if resp != nil {
@@ -370,7 +364,7 @@ func (s *Service) signInPage(ctx context.Context, b browser, a authRequest, emai
 
 // signInPosted checks the e-mail and password, with the same limits and
 // answers as POST /auth/login.
-func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b browser, a authRequest, form url.Values) (*bus.Response, error) {
+func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b web.Browser, a authRequest, form url.Values) (*bus.Response, error) {
 	email, ok := formEmail(form.Get("email"))
 	if !ok {
 		return s.signInPage(ctx, b, a, email, map[string]string{"email": "Valid email address is required"})
@@ -394,7 +388,7 @@ func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b browser, a
 	s.limiter.Succeeded(r.Remote, email)
 	// A new browser id at sign-in: an id planted before it (session
 	// fixation) is worth nothing after.
-	nb := browserOf(&bus.Request{})
+	nb := web.NewBrowser()
 	now := time.Now()
 	bs := &browserSession{User: "User/" + userID, AuthTime: now.Unix(), Start: now.UnixMilli()}
 	if step, _, err := s.mfaLoginStep(ctx, userID, a.project, bs.proof()); err != nil || step != "" {
@@ -404,13 +398,13 @@ func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b browser, a
 		return s.askFactor(ctx, nb, a, bs, step)
 	}
 	v, _ := json.Marshal(bs)
-	if _, err := s.browsers.Put(ctx, sessionKey(nb), v); err != nil {
+	if _, err := s.browsers.Put(ctx, nb.Key(), v); err != nil {
 		return nil, err
 	}
 	resp, err := s.finish(ctx, r, nb, a, bs, nil)
 	if resp != nil && resp.Header["Set-Cookie"] == "" {
 		// A refusal sent back to the client keeps the sign-in, too.
-		resp.Header["Set-Cookie"] = s.setCookie(nb)
+		resp.Header["Set-Cookie"] = s.pages.SetCookie(nb)
 	}
 	return resp, err
 }
@@ -418,7 +412,7 @@ func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b browser, a
 // finish issues the code for the chosen membership, asking the person to
 // choose when there are several and to consent to a client they have not
 // consented to; form is the posted project or consent page, if any.
-func (s *Service) finish(ctx context.Context, r *bus.Request, b browser, a authRequest, bs *browserSession, form url.Values) (*bus.Response, error) {
+func (s *Service) finish(ctx context.Context, r *bus.Request, b web.Browser, a authRequest, bs *browserSession, form url.Values) (*bus.Response, error) {
 	// A client gets codes for its own project's memberships only, so that
 	// an application registered in one project never receives a sign-in
 	// to another; first-party and super-admin-registered clients serve
@@ -470,7 +464,7 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b browser, a authR
 		return nil, err
 	}
 	resp := a.redirect(url.Values{"code": {code}})
-	resp.Header["Set-Cookie"] = s.setCookie(b)
+	resp.Header["Set-Cookie"] = s.pages.SetCookie(b)
 	return resp, nil
 }
 
@@ -502,26 +496,23 @@ func (a authRequest) login(bs *browserSession, membership string) session.Login 
 }
 
 // choosePage lists the person's projects and profiles to sign in to.
-func (s *Service) choosePage(ctx context.Context, b browser, a authRequest, choices []memberChoice) (*bus.Response, error) {
-	csrf, err := s.csrfToken(ctx, b)
+func (s *Service) choosePage(ctx context.Context, b web.Browser, a authRequest, choices []memberChoice) (*bus.Response, error) {
+	csrf, err := s.pages.CSRFToken(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	var opts []choice
+	var opts []web.Choice
 	for _, c := range choices {
-		opts = append(opts, choice{ID: c.ID, Project: display(c.Project), Profile: display(c.Profile)})
+		opts = append(opts, web.Choice{ID: c.ID, Project: display(c.Project), Profile: display(c.Profile)})
 	}
-	resp, err := s.render(200, "choose", b, pageData{Title: "Choose a project", CSRF: csrf, Hidden: a.values(),
+	resp, err := s.pages.Render(200, "choose", b, web.Data{Title: "Choose a project", CSRF: csrf, Hidden: a.values(),
 		App: clientName(a.client), Choices: opts})
 	if resp != nil {
 		resp.Header["Content-Security-Policy"] = authorizeCSP(a.target)
-		resp.Header["Set-Cookie"] = s.setCookie(b)
+		resp.Header["Set-Cookie"] = s.pages.SetCookie(b)
 	}
 	return resp, err
 }
-
-// choice is one membership on the project page.
-type choice struct{ ID, Project, Profile string }
 
 func display(r *fhir.Reference) string {
 	if r == nil {
@@ -546,7 +537,7 @@ func authorizeCSP(redirectURI string) string {
 			target += " " + u.Scheme + ":"
 		}
 	}
-	return strings.Replace(pageCSP, "form-action 'self'", "form-action "+target, 1)
+	return strings.Replace(web.CSP, "form-action 'self'", "form-action "+target, 1)
 }
 
 // checkPassword returns the user whose e-mail and password these are (in

@@ -23,6 +23,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/limits"
+	"github.com/pinion-health/pinion/services/identity/web"
 )
 
 func TestReadAuthRequest(t *testing.T) {
@@ -305,7 +306,7 @@ func TestAuthorizeCSP(t *testing.T) {
 	}
 	for _, tc := range cases {
 		got := authorizeCSP(tc.redirect)
-		if !strings.Contains(got, tc.formAction) || strings.Replace(got, tc.formAction, "form-action 'self';", 1) != pageCSP {
+		if !strings.Contains(got, tc.formAction) || strings.Replace(got, tc.formAction, "form-action 'self';", 1) != web.CSP {
 			t.Errorf("%q: %s", tc.redirect, got)
 		}
 	}
@@ -462,8 +463,8 @@ func TestBrowserSignIn(t *testing.T) {
 	resp := app.allow(t, app.post(t, header, "10.5.1.1", "csrf", csrf, "email", " "+strings.ToUpper(p.email), "password", p.password), "10.5.1.1")
 	q := returned(t, resp)
 	cookie := resp.Header["Set-Cookie"]
-	nb := browserOf(&bus.Request{Header: map[string]string{"Cookie": strings.Split(cookie, ";")[0]}})
-	if nb.isNew || nb.id == b.id {
+	nb := web.BrowserOf(&bus.Request{Header: map[string]string{"Cookie": strings.Split(cookie, ";")[0]}})
+	if nb.IsNew || nb.ID == b.ID {
 		t.Fatalf("the sign-in kept the browser's id: %q", cookie)
 	}
 	if bs, err := live.svc.signedIn(ctx, b); err != nil || bs != nil {
@@ -481,7 +482,7 @@ func TestBrowserSignIn(t *testing.T) {
 
 	// Signed in and consented: back at once, unless the client asks for
 	// the password.
-	signedIn := map[string]string{"Cookie": browserCookie + "=" + nb.id}
+	signedIn := map[string]string{"Cookie": web.Cookie + "=" + nb.ID}
 	again := returned(t, app.get(t, signedIn))
 	if again.Get("code") == "" || again.Get("code") == q.Get("code") {
 		t.Fatalf("no new code: %v", again)
@@ -524,8 +525,8 @@ func TestBrowserChooseProject(t *testing.T) {
 	resp := app.post(t, header, "10.5.3.1", "csrf", csrf, "email", p.email, "password", p.password)
 	expectPage(t, resp, 200, "Which one should Web app use?")
 	cookie := strings.Split(resp.Header["Set-Cookie"], ";")[0]
-	nb := browserOf(&bus.Request{Header: map[string]string{"Cookie": cookie}})
-	token, err := live.svc.csrfToken(context.Background(), nb)
+	nb := web.BrowserOf(&bus.Request{Header: map[string]string{"Cookie": cookie}})
+	token, err := live.svc.pages.CSRFToken(context.Background(), nb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,8 +588,8 @@ func TestAuthorizeOnlyTheClientsProject(t *testing.T) {
 			t.Fatalf("prompt=%q: %v", prompt, q)
 		}
 	}
-	nb := browserOf(&bus.Request{Header: signedIn})
-	token, _ := live.svc.csrfToken(context.Background(), nb)
+	nb := web.BrowserOf(&bus.Request{Header: signedIn})
+	token, _ := live.svc.pages.CSRFToken(context.Background(), nb)
 	forced := evil.post(t, signedIn, "10.5.6.1", "csrf", token, "membership", victim.membership, "consent", "allow")
 	if q := returned(t, forced); q.Get("code") != "" {
 		t.Fatalf("naming the victim's membership gave a code: %v", q)
@@ -622,8 +623,8 @@ func TestBrowserConsent(t *testing.T) {
 		expectPage(t, page, 200, part)
 	}
 	signedIn := map[string]string{"Cookie": strings.Split(page.Header["Set-Cookie"], ";")[0]}
-	nb := browserOf(&bus.Request{Header: signedIn})
-	pageCSRF, _ := live.svc.csrfToken(ctx, nb)
+	nb := web.BrowserOf(&bus.Request{Header: signedIn})
+	pageCSRF, _ := live.svc.pages.CSRFToken(ctx, nb)
 
 	// No: back to the client with access_denied, and nothing remembered.
 	denied := returned(t, app.post(t, signedIn, "10.5.7.1", "csrf", pageCSRF, "membership", p.membership, "consent", "deny"))

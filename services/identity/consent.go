@@ -16,6 +16,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/services/identity/web"
 )
 
 // Consent: before the first code for a client that is not first-party, the
@@ -155,7 +156,7 @@ func consentUser(r *bus.Request) (string, error) {
 // request's scopes before, or does now (the consent page posted "allow");
 // otherwise it is the answer: the consent page, or the client told no.
 // prompt=none never shows the page (OIDC Core §3.1.2.6: consent_required).
-func (s *Service) askConsent(ctx context.Context, b browser, a authRequest, bs *browserSession, membership string, choices []memberChoice, form url.Values) (*bus.Response, error) {
+func (s *Service) askConsent(ctx context.Context, b web.Browser, a authRequest, bs *browserSession, membership string, choices []memberChoice, form url.Values) (*bus.Response, error) {
 	switch form.Get("consent") {
 	case "allow":
 		return nil, s.giveConsent(ctx, bs.User, a.ClientID, a.Scope)
@@ -171,21 +172,21 @@ func (s *Service) askConsent(ctx context.Context, b browser, a authRequest, bs *
 	if a.Prompt == "none" {
 		return a.fail("consent_required", "The person has not allowed this application"), nil
 	}
-	csrf, err := s.csrfToken(ctx, b)
+	csrf, err := s.pages.CSRFToken(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	d := pageData{Title: "Allow " + clientName(a.client) + "?", CSRF: csrf, App: clientName(a.client),
+	d := web.Data{Title: "Allow " + clientName(a.client) + "?", CSRF: csrf, App: clientName(a.client),
 		Hidden: a.values(), Membership: membership, Scopes: describeScopes(access.GrantedScope(a.Scope)), Registrar: a.projectName}
 	for _, c := range choices {
 		if c.ID == membership {
 			d.Project, d.Profile = display(c.Project), display(c.Profile)
 		}
 	}
-	resp, err := s.render(200, "consent", b, d)
+	resp, err := s.pages.Render(200, "consent", b, d)
 	if resp != nil {
 		resp.Header["Content-Security-Policy"] = authorizeCSP(a.target)
-		resp.Header["Set-Cookie"] = s.setCookie(b)
+		resp.Header["Set-Cookie"] = s.pages.SetCookie(b)
 	}
 	return resp, err
 }

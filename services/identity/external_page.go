@@ -16,6 +16,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/services/identity/web"
 )
 
 // The sign-in page (/oauth2/authorize) routes an address whose domain has
@@ -54,7 +55,7 @@ func externalStartKey(state string) string {
 
 // providerPage answers a posted sign-in form whose address's domain has a
 // provider: a page linking there. nil when the domain has none.
-func (s *Service) providerPage(ctx context.Context, b browser, a authRequest, email string) (*bus.Response, error) {
+func (s *Service) providerPage(ctx context.Context, b web.Browser, a authRequest, email string) (*bus.Response, error) {
 	domain := email[strings.LastIndex(email, "@")+1:]
 	ext, err := s.externalAuth(ctx, domain)
 	if err != nil || ext == nil {
@@ -65,7 +66,7 @@ func (s *Service) providerPage(ctx context.Context, b browser, a authRequest, em
 		return nil, err
 	}
 	start := externalStart{Domain: domain, Nonce: auth.NewSecret(), Authorize: a.values().Encode(),
-		Browser: sessionKey(b), Expires: time.Now().Add(externalStartLifetime).Unix()}
+		Browser: b.Key(), Expires: time.Now().Add(externalStartLifetime).Unix()}
 	state := auth.NewSecret()
 	u, err := url.Parse(ext.AuthorizeURL)
 	if err != nil {
@@ -88,14 +89,14 @@ func (s *Service) providerPage(ctx context.Context, b browser, a authRequest, em
 	if _, err := s.browsers.Put(ctx, externalStartKey(state), v); err != nil {
 		return nil, err
 	}
-	return s.message(200, b, "Sign in with your organisation", u.String(), "Continue to your organisation's sign-in",
+	return s.pages.Message(200, b, "Sign in with your organisation", u.String(), "Continue to your organisation's sign-in",
 		"Addresses at "+domain+" sign in with their organisation's account, not a password here.")
 }
 
 // takeExternalStart spends the sign-in a state stands for, started by
 // browser b: nil when there is none, it is another browser's (whose
 // sign-in is left to it), it expired, or another request spent it first.
-func (s *Service) takeExternalStart(ctx context.Context, state string, b browser) (*externalStart, error) {
+func (s *Service) takeExternalStart(ctx context.Context, state string, b web.Browser) (*externalStart, error) {
 	key := externalStartKey(state)
 	e, err := s.browsers.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -105,7 +106,7 @@ func (s *Service) takeExternalStart(ctx context.Context, state string, b browser
 		return nil, err
 	}
 	var st externalStart
-	if json.Unmarshal(e.Value(), &st) != nil || b.isNew || st.Browser != sessionKey(b) {
+	if json.Unmarshal(e.Value(), &st) != nil || b.IsNew || st.Browser != b.Key() {
 		return nil, nil
 	}
 	err = s.browsers.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
@@ -128,19 +129,19 @@ func (s *Service) takeExternalStart(ctx context.Context, state string, b browser
 // sign-in would ask) and returns to the authorization request it came
 // from.
 func (s *Service) externalPageCallback(ctx context.Context, r *bus.Request, code, state string) (*bus.Response, error) {
-	b := browserOf(r)
+	b := web.BrowserOf(r)
 	start, err := s.takeExternalStart(ctx, state, b)
 	if err != nil {
 		return nil, err
 	}
 	if start == nil {
 		s.log.Warn("external sign-in: the state is unknown, spent, expired or another browser's", "remote", r.Remote)
-		return s.message(400, b, "Sign-in expired", "", "",
+		return s.pages.Message(400, b, "Sign-in expired", "", "",
 			"This sign-in was started in another browser, or its page is too old. Go back to the application and sign in again.")
 	}
 	params, err := url.ParseQuery(start.Authorize)
 	if err != nil {
-		return s.message(400, b, "Sign-in cannot continue", "", "", "The application's sign-in request could not be read.")
+		return s.pages.Message(400, b, "Sign-in cannot continue", "", "", "The application's sign-in request could not be read.")
 	}
 	idp, err := s.domainProvider(ctx, start.Domain)
 	if err != nil {
@@ -169,10 +170,10 @@ func (s *Service) externalPageCallback(ctx context.Context, r *bus.Request, code
 		if err != nil {
 			return nil, err
 		}
-		return s.message(400, b, "Sign-in cannot continue", "", "", problem)
+		return s.pages.Message(400, b, "Sign-in cannot continue", "", "", problem)
 	}
 	// A new browser id at sign-in, as after a password (session fixation).
-	nb := browserOf(&bus.Request{})
+	nb := web.NewBrowser()
 	now := time.Now()
 	bs := &browserSession{User: userRef, AuthTime: now.Unix(), Start: now.UnixMilli(), Method: authExternal, ProviderMFA: claims.assertsFactor()}
 	// The session reaches every project of the person, so no project's
@@ -187,11 +188,11 @@ func (s *Service) externalPageCallback(ctx context.Context, r *bus.Request, code
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.browsers.Put(ctx, sessionKey(nb), v); err != nil {
+	if _, err := s.browsers.Put(ctx, nb.Key(), v); err != nil {
 		return nil, err
 	}
 	return &bus.Response{Status: 302, Header: map[string]string{
-		"Location": s.cfg.BaseURL + "oauth2/authorize?" + params.Encode(), "Set-Cookie": s.setCookie(nb),
+		"Location": s.cfg.BaseURL + "oauth2/authorize?" + params.Encode(), "Set-Cookie": s.pages.SetCookie(nb),
 		"Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
 	}}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/services/identity/web"
 )
 
 // providerLink is the provider's authorize URL a sign-in page links to.
@@ -19,7 +20,7 @@ var providerLink = regexp.MustCompile(`href="([^"]*state=[^"]*)"`)
 
 // startAtProvider posts an address of the provider's domain to the sign-in
 // page from a browser, and returns the link's state and nonce.
-func startAtProvider(t *testing.T, app webApp, email string) (b browser, state, nonce string) {
+func startAtProvider(t *testing.T, app webApp, email string) (b web.Browser, state, nonce string) {
 	t.Helper()
 	b, csrf, header := aBrowser(t)
 	page := app.post(t, header, "10.9.1.1", "csrf", csrf, "email", email, "password", "")
@@ -40,9 +41,9 @@ func startAtProvider(t *testing.T, app webApp, email string) (b browser, state, 
 }
 
 // fromProvider is the browser's return to /auth/external.
-func fromProvider(b browser, code, state string) (*bus.Response, error) {
+func fromProvider(b web.Browser, code, state string) (*bus.Response, error) {
 	return live.svc.externalCallback(context.Background(), &bus.Request{Method: "GET", Remote: "10.9.1.1",
-		Header: map[string]string{"Cookie": browserCookie + "=" + b.id},
+		Header: map[string]string{"Cookie": web.Cookie + "=" + b.ID},
 		Query:  url.Values{"code": {code}, "state": {state}}})
 }
 
@@ -85,7 +86,7 @@ func TestExternalPageSignInIsTheServers(t *testing.T) {
 	starter2, state2, nonce2 := startAtProvider(t, app, email)
 	resp, err = fromProvider(starter2, code(nonce2), state2)
 	if err != nil || resp.Status != 302 || !strings.HasPrefix(resp.Header["Location"], testBase+"oauth2/authorize?") ||
-		!strings.HasPrefix(resp.Header["Set-Cookie"], browserCookie+"=") || strings.Contains(resp.Header["Set-Cookie"], starter2.id) {
+		!strings.HasPrefix(resp.Header["Set-Cookie"], web.Cookie+"=") || strings.Contains(resp.Header["Set-Cookie"], starter2.ID) {
 		t.Fatalf("the starting browser: %+v %v", resp, err)
 	}
 	back, _ := url.Parse(resp.Header["Location"])

@@ -43,6 +43,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/limits"
 	"github.com/pinion-health/pinion/services/identity/secrets"
+	"github.com/pinion-health/pinion/services/identity/web"
 )
 
 // Config is what the identity service needs to know.
@@ -107,8 +108,7 @@ type Service struct {
 	browsers jetstream.KeyValue // signed-in browsers
 	consents jetstream.KeyValue // people's consents to clients (consent.go)
 
-	csrfMu sync.Mutex
-	csrf   []byte // the CSRF key, once loaded
+	pages *web.Pages // the browser pages: rendering, cookie, CSRF
 
 	extOnce      sync.Once // external identity providers' ID token verifiers (external.go)
 	extVerifiers *verifiers
@@ -148,7 +148,7 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 	}
 	log = log.With("service", "identity")
 	return &Service{
-		cfg: cfg, nc: nc, js: js, repo: r, secrets: secrets.New(r), limiter: limits.NewSignIns(), sessions: sessions, assertions: newAssertions(cfg.EgressPrivate),
+		cfg: cfg, nc: nc, js: js, repo: r, secrets: secrets.New(r), pages: web.New(cfg.BaseURL, secrets.New(r)), limiter: limits.NewSignIns(), sessions: sessions, assertions: newAssertions(cfg.EgressPrivate),
 		log: log, policies: access.NewPolicies(r, log), clients: expirable.NewLRU[string, *clientEntry](maxClients, nil, clientTTL),
 		breach: auth.BreachCheck{Range: auth.NewBreachRange(cfg.BreachURL), Log: log},
 	}

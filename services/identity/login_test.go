@@ -17,6 +17,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/limits"
+	"github.com/pinion-health/pinion/services/identity/web"
 )
 
 // issues lists an error's issues as "expression: text", for comparison;
@@ -586,20 +587,20 @@ func TestLogout(t *testing.T) {
 		}
 	})
 	t.Run("a browser", func(t *testing.T) {
-		b := browser{id: strings.Repeat("L", 43)}
-		if _, err := live.svc.browsers.Put(ctx, sessionKey(b), []byte(`{"user":"User/u1"}`)); err != nil {
+		b := web.Browser{ID: strings.Repeat("L", 43)}
+		if _, err := live.svc.browsers.Put(ctx, b.Key(), []byte(`{"user":"User/u1"}`)); err != nil {
 			t.Fatal(err)
 		}
 		// Its own sign-out page's button (a GET alone asks first: logout_test.go).
-		csrf, err := live.svc.csrfToken(ctx, b)
+		csrf, err := live.svc.pages.CSRFToken(ctx, b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := live.svc.logout(ctx, formRequest(url.Values{"csrf": {csrf}}, map[string]string{"Cookie": browserCookie + "=" + b.id}))
+		resp, err := live.svc.logout(ctx, formRequest(url.Values{"csrf": {csrf}}, map[string]string{"Cookie": web.Cookie + "=" + b.ID}))
 		if err != nil || resp.Status != 200 || !strings.Contains(string(resp.Body), "You are signed out in this browser.") {
 			t.Fatalf("%v %v", resp, err)
 		}
-		if v := keyValue(t, browserSessionsBucket, sessionKey(b)); v != nil {
+		if v := keyValue(t, browserSessionsBucket, b.Key()); v != nil {
 			t.Fatalf("the browser is still signed in: %s", v)
 		}
 	})

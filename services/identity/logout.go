@@ -3,7 +3,6 @@ package identity
 import (
 	"context"
 	"errors"
-	"html/template"
 	"net/url"
 	"strings"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/web"
 )
 
 // /oauth2/logout serves two callers. An API client with a bearer token (or
@@ -25,17 +25,12 @@ import (
 // browser goes back to it. Anything else — another site's link or form —
 // gets a page with a button, so no site can sign a browser out silently.
 
-func init() {
-	t := template.New("layout").Funcs(template.FuncMap{"style": func() template.CSS { return template.CSS(pageStyle) }})
-	pageTmpl["signout"] = template.Must(t.ParseFS(pageFiles, "pages/layout.html", "pages/signout.html"))
-}
-
 // logout is /oauth2/logout.
 func (s *Service) logout(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	if r.Principal == nil {
 		return s.endSession(ctx, r)
 	}
-	if err := s.signOutBrowser(ctx, browserOf(r)); err != nil {
+	if err := s.signOutBrowser(ctx, web.BrowserOf(r)); err != nil {
 		return nil, err
 	}
 	if strings.HasPrefix(r.Principal.User, "ClientApplication/") {
@@ -67,11 +62,11 @@ func (s *Service) logout(ctx context.Context, r *bus.Request) (*bus.Response, er
 }
 
 // signOutBrowser ends a browser's sign-in, if it has one.
-func (s *Service) signOutBrowser(ctx context.Context, b browser) error {
-	if b.isNew {
+func (s *Service) signOutBrowser(ctx context.Context, b web.Browser) error {
+	if b.IsNew {
 		return nil
 	}
-	if err := s.browsers.Delete(ctx, sessionKey(b)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if err := s.browsers.Delete(ctx, b.Key()); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return err
 	}
 	return nil
@@ -80,7 +75,7 @@ func (s *Service) signOutBrowser(ctx context.Context, b browser) error {
 // endSession is RP-initiated logout (OpenID Connect RP-Initiated Logout
 // 1.0), by GET or by a form POST, and the confirmation page's own POST.
 func (s *Service) endSession(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	b := browserOf(r)
+	b := web.BrowserOf(r)
 	params := r.Query
 	if r.Method == "POST" {
 		if !strings.HasPrefix(strings.ToLower(r.Get("Content-Type")), "application/x-www-form-urlencoded") {
@@ -92,11 +87,11 @@ func (s *Service) endSession(ctx context.Context, r *bus.Request) (*bus.Response
 		}
 		var err error
 		if params, err = url.ParseQuery(string(r.Body)); err != nil {
-			return s.message(400, b, "Not a form", "", "", "The form could not be read. Go back, reload the page and try again.")
+			return s.pages.Message(400, b, "Not a form", "", "", "The form could not be read. Go back, reload the page and try again.")
 		}
 		if params.Has("csrf") {
 			// The button of the page below: this browser's own page asked.
-			form, refused, err := s.form(ctx, r, b)
+			form, refused, err := s.pages.Form(ctx, r, b)
 			if form == nil {
 				return refused, err
 			}
@@ -112,7 +107,7 @@ func (s *Service) endSession(ctx context.Context, r *bus.Request) (*bus.Response
 		return nil, err
 	}
 	if problem != "" {
-		return s.message(400, b, "Sign-out not understood", "", "", problem)
+		return s.pages.Message(400, b, "Sign-out not understood", "", "", problem)
 	}
 	if hint == nil || signedIn != nil && signedIn.User != "User/"+hint.Subject {
 		// Nothing proves who asks, or the application's user is not the
@@ -175,20 +170,20 @@ func (s *Service) logoutHint(raw, clientID string) (*auth.Claims, string, error)
 }
 
 // confirmSignOut is the page that asks before signing a browser out.
-func (s *Service) confirmSignOut(ctx context.Context, b browser) (*bus.Response, error) {
-	csrf, err := s.csrfToken(ctx, b)
+func (s *Service) confirmSignOut(ctx context.Context, b web.Browser) (*bus.Response, error) {
+	csrf, err := s.pages.CSRFToken(ctx, b)
 	if err != nil {
 		return nil, err
 	}
 	// The form posts back to the address it came from, /oauth2/logout.
-	return s.render(200, "signout", b, pageData{Title: "Sign out of Pinion?", CSRF: csrf,
+	return s.pages.Render(200, "signout", b, web.Data{Title: "Sign out of Pinion?", CSRF: csrf,
 		Lines: []string{"An application or site asked to sign you out of Pinion in this browser. Sign out only if you meant to."}})
 }
 
 // signedOut ends the browser's sign-in and says so.
-func (s *Service) signedOut(ctx context.Context, b browser) (*bus.Response, error) {
+func (s *Service) signedOut(ctx context.Context, b web.Browser) (*bus.Response, error) {
 	if err := s.signOutBrowser(ctx, b); err != nil {
 		return nil, err
 	}
-	return s.message(200, b, "Signed out", "", "", "You are signed out in this browser. The next sign-in will ask for your password.")
+	return s.pages.Message(200, b, "Signed out", "", "", "You are signed out in this browser. The next sign-in will ask for your password.")
 }

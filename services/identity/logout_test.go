@@ -11,20 +11,21 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/services/identity/web"
 )
 
 // signedInBrowser is a browser signed in as user, and its Cookie header.
-func signedInBrowser(t *testing.T, user string) (browser, map[string]string) {
+func signedInBrowser(t *testing.T, user string) (web.Browser, map[string]string) {
 	t.Helper()
-	b := browserOf(&bus.Request{Header: map[string]string{}})
-	b.isNew = false
-	if _, err := live.svc.browsers.Put(context.Background(), sessionKey(b), []byte(`{"user":"`+user+`"}`)); err != nil {
+	b := web.BrowserOf(&bus.Request{Header: map[string]string{}})
+	b.IsNew = false
+	if _, err := live.svc.browsers.Put(context.Background(), b.Key(), []byte(`{"user":"`+user+`"}`)); err != nil {
 		t.Fatal(err)
 	}
-	return b, map[string]string{"Cookie": browserCookie + "=" + b.id}
+	return b, map[string]string{"Cookie": web.Cookie + "=" + b.ID}
 }
 
-func stillSignedIn(t *testing.T, b browser) bool {
+func stillSignedIn(t *testing.T, b web.Browser) bool {
 	t.Helper()
 	bs, err := live.svc.signedIn(context.Background(), b)
 	if err != nil {
@@ -126,12 +127,12 @@ func TestSignOutPage(t *testing.T) {
 	if err != nil || resp.Status != 200 || !strings.Contains(string(resp.Body), `<form method="post">`) {
 		t.Fatalf("%v %v", resp, err)
 	}
-	csrf, err := live.svc.csrfToken(ctx, b)
+	csrf, err := live.svc.pages.CSRFToken(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	other, _ := signedInBrowser(t, "User/u-other")
-	otherCSRF, err := live.svc.csrfToken(ctx, other)
+	otherCSRF, err := live.svc.pages.CSRFToken(ctx, other)
 	if err != nil {
 		t.Fatal(err)
 	}

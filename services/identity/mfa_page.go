@@ -11,6 +11,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/services/identity/web"
 )
 
 // The sign-in page's second factor: after a right password, a person with
@@ -31,19 +32,11 @@ type pendingFactor struct {
 // pendingFactorLifetime is how long the code may follow the password.
 const pendingFactorLifetime = 10 * time.Minute
 
-func pendingKey(b browser) string { return "mfa-" + sessionKey(b) }
-
-// mfaPage is what the factor pages show.
-type mfaPage struct {
-	QRCode   template.URL // a data: URL made here, never the client's
-	Key      string
-	Recovery []string
-	Passkey  bool // the person has a passkey, which may serve instead of a code
-}
+func pendingKey(b web.Browser) string { return "mfa-" + b.Key() }
 
 // askFactor keeps the first factor's success (bs, not yet a session) for
 // browser b and asks for the second.
-func (s *Service) askFactor(ctx context.Context, b browser, a authRequest, bs *browserSession, step string) (*bus.Response, error) {
+func (s *Service) askFactor(ctx context.Context, b web.Browser, a authRequest, bs *browserSession, step string) (*bus.Response, error) {
 	userID := userIDOf(bs.User)
 	if step == "enroll" {
 		// A factor is required and no authenticator is enrolled: a
@@ -65,15 +58,15 @@ func (s *Service) askFactor(ctx context.Context, b browser, a authRequest, bs *b
 }
 
 // factorPage shows the code form (with the QR code when enrolling).
-func (s *Service) factorPage(ctx context.Context, b browser, a authRequest, p *pendingFactor, errs map[string]string) (*bus.Response, error) {
-	csrf, err := s.csrfToken(ctx, b)
+func (s *Service) factorPage(ctx context.Context, b web.Browser, a authRequest, p *pendingFactor, errs map[string]string) (*bus.Response, error) {
+	csrf, err := s.pages.CSRFToken(ctx, b)
 	if err != nil {
 		return nil, err
 	}
 	if p.Step == "passkey" {
 		return s.passkeyStep(ctx, b, a, userIDOf(p.User), "")
 	}
-	mp := &mfaPage{}
+	mp := &web.MFA{}
 	title := "Enter your code"
 	if p.Step == "verify" {
 		n, err := s.passkeyCount(ctx, userIDOf(p.User))
@@ -99,7 +92,7 @@ func (s *Service) factorPage(ctx context.Context, b browser, a authRequest, p *p
 	if len(errs) > 0 {
 		status = 400
 	}
-	resp, err := s.render(status, "mfa", b, pageData{Title: title, CSRF: csrf, Errors: errs, Hidden: a.values(), App: clientName(a.client), MFA: mp})
+	resp, err := s.pages.Render(status, "mfa", b, web.Data{Title: title, CSRF: csrf, Errors: errs, Hidden: a.values(), App: clientName(a.client), MFA: mp})
 	if resp != nil {
 		csp := authorizeCSP(a.target)
 		if mp.QRCode != "" {
@@ -107,17 +100,17 @@ func (s *Service) factorPage(ctx context.Context, b browser, a authRequest, p *p
 			csp = strings.Replace(csp, "img-src 'self'", "img-src 'self' data:", 1)
 		}
 		resp.Header["Content-Security-Policy"] = csp
-		resp.Header["Set-Cookie"] = s.setCookie(b)
+		resp.Header["Set-Cookie"] = s.pages.SetCookie(b)
 	}
 	return resp, err
 }
 
 // factorPosted checks the posted code (mfa_code) of a pending sign-in; the
 // limiter counts a wrong one as a wrong password.
-func (s *Service) factorPosted(ctx context.Context, r *bus.Request, b browser, a authRequest, form url.Values) (*bus.Response, error) {
+func (s *Service) factorPosted(ctx context.Context, r *bus.Request, b web.Browser, a authRequest, form url.Values) (*bus.Response, error) {
 	var p *pendingFactor
 	var err error
-	if !b.isNew {
+	if !b.IsNew {
 		if p, err = entry[pendingFactor](ctx, s.browsers, pendingKey(b)); err != nil {
 			return nil, err
 		}
@@ -164,24 +157,24 @@ func (s *Service) factorPosted(ctx context.Context, r *bus.Request, b browser, a
 	bs := p.browserSession
 	bs.Factor = true
 	v, _ := json.Marshal(bs)
-	if _, err := s.browsers.Put(ctx, sessionKey(b), v); err != nil {
+	if _, err := s.browsers.Put(ctx, b.Key(), v); err != nil {
 		return nil, err
 	}
 	if codes != nil {
-		csrf, err := s.csrfToken(ctx, b)
+		csrf, err := s.pages.CSRFToken(ctx, b)
 		if err != nil {
 			return nil, err
 		}
-		resp, err := s.render(200, "recovery", b, pageData{Title: "Your recovery codes", CSRF: csrf, Hidden: a.values(), MFA: &mfaPage{Recovery: codes}})
+		resp, err := s.pages.Render(200, "recovery", b, web.Data{Title: "Your recovery codes", CSRF: csrf, Hidden: a.values(), MFA: &web.MFA{Recovery: codes}})
 		if resp != nil {
 			resp.Header["Content-Security-Policy"] = authorizeCSP(a.target)
-			resp.Header["Set-Cookie"] = s.setCookie(b)
+			resp.Header["Set-Cookie"] = s.pages.SetCookie(b)
 		}
 		return resp, err
 	}
 	resp, err := s.finish(ctx, r, b, a, &bs, nil)
 	if resp != nil && resp.Header["Set-Cookie"] == "" {
-		resp.Header["Set-Cookie"] = s.setCookie(b)
+		resp.Header["Set-Cookie"] = s.pages.SetCookie(b)
 	}
 	return resp, err
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/services/identity/web"
 )
 
 // pagePost posts a page's hidden fields and these from the browser the
@@ -45,7 +46,7 @@ func TestBrowserSignInAsksForTheCode(t *testing.T) {
 
 	page := app.post(t, header, "10.33.0.1", "csrf", csrf, "email", p.email, "password", p.password)
 	expectPage(t, page, 200, `name="mfa_code"`)
-	nb := browserOf(&bus.Request{Header: map[string]string{"Cookie": strings.Split(page.Header["Set-Cookie"], ";")[0]}})
+	nb := web.BrowserOf(&bus.Request{Header: map[string]string{"Cookie": strings.Split(page.Header["Set-Cookie"], ";")[0]}})
 	if bs, err := live.svc.signedIn(context.Background(), nb); err != nil || bs != nil {
 		t.Fatalf("signed in on the password alone: %+v %v", bs, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/store/sqlstore"
+	"github.com/pinion-health/pinion/services/identity/web"
 )
 
 // storeOnly is the service over a real SQLite store and nothing else:
@@ -92,15 +92,14 @@ func TestSetPasswordLinkPages(t *testing.T) {
 // The reset page shows a refused address beside the field (it panicked on
 // a nil *fhir.Error).
 func TestResetPasswordPageRefusesAddress(t *testing.T) {
-	s := unwired(t)
-	s.csrf = make([]byte, 32) // the key, as if loaded: no store needed
-	b := browser{id: strings.Repeat("b", 43)}
-	token, err := s.csrfToken(context.Background(), b)
+	s := live.svc
+	b := web.Browser{ID: strings.Repeat("b", 43)}
+	token, err := s.pages.CSRFToken(context.Background(), b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp, err := s.resetPasswordPage(context.Background(), &bus.Request{
-		Method: "POST", Header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Cookie": browserCookie + "=" + b.id},
+		Method: "POST", Header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Cookie": web.Cookie + "=" + b.ID},
 		Body: []byte("csrf=" + token + "&email=nobody"),
 	})
 	if err != nil {
@@ -111,48 +110,11 @@ func TestResetPasswordPageRefusesAddress(t *testing.T) {
 	}
 }
 
-// Every page carries the same protective headers; a browser without the
-// cookie gets one.
-func TestRender(t *testing.T) {
-	s := unwired(t)
-	for _, tc := range []struct {
-		name   string
-		b      browser
-		cookie bool
-	}{
-		{"known browser", browser{id: strings.Repeat("a", 43)}, false},
-		{"new browser", browser{id: strings.Repeat("b", 43), isNew: true}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			resp, err := s.message(418, tc.b, "Title & more", "https://pinion.example/x", "Go", "First <line>", "Second")
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := map[string]string{
-				"Content-Type": "text/html; charset=utf-8", "Content-Security-Policy": pageCSP, "X-Frame-Options": "DENY",
-				"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
-			}
-			if tc.cookie {
-				want["Set-Cookie"] = s.setCookie(tc.b)
-			}
-			if resp.Status != 418 || !reflect.DeepEqual(resp.Header, want) {
-				t.Fatalf("%d %v", resp.Status, resp.Header)
-			}
-			body := string(resp.Body)
-			for _, part := range []string{"Title &amp; more", "First &lt;line&gt;", "Second", `href="https://pinion.example/x"`} {
-				if !strings.Contains(body, part) {
-					t.Fatalf("no %q in:\n%s", part, body)
-				}
-			}
-		})
-	}
-}
-
 // linkProblem names what is wrong with a set-password link, from the
 // domain's texts; what is not about the link stays an error.
 func TestLinkProblem(t *testing.T) {
 	s := unwired(t)
-	b := browser{id: strings.Repeat("a", 43)}
+	b := web.Browser{ID: strings.Repeat("a", 43)}
 	for _, tc := range []struct {
 		name   string
 		err    error
@@ -187,56 +149,11 @@ func TestLinkProblem(t *testing.T) {
 	}
 }
 
-// A posted form must be a form, readable, and carry its browser's token.
-func TestForm(t *testing.T) {
-	s := unwired(t)
-	s.csrf = make([]byte, 32)
-	ctx := context.Background()
-	b := browser{id: strings.Repeat("a", 43)}
-	token, err := s.csrfToken(ctx, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const form = "application/x-www-form-urlencoded"
-	cases := []struct {
-		name, contentType, body string
-		b                       browser
-		status                  int
-		title                   string
-	}{
-		{"good", form, "csrf=" + token + "&email=a%40example.com", b, 0, ""},
-		{"good, with a charset", form + "; charset=UTF-8", "csrf=" + token, b, 0, ""},
-		{"JSON", "application/json", `{"csrf":"` + token + `"}`, b, 415, "Not a form"},
-		{"unreadable", form, "csrf=" + token + "&x=%zz", b, 400, "Not a form"},
-		{"no token", form, "email=a%40example.com", b, 403, "Form expired"},
-		{"another browser's token", form, "csrf=" + token, browser{id: strings.Repeat("b", 43)}, 403, "Form expired"},
-		{"no cookie", form, "csrf=" + token, browser{id: b.id, isNew: true}, 403, "Form expired"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			v, resp, err := s.form(ctx, &bus.Request{Method: "POST", Header: map[string]string{"Content-Type": tc.contentType}, Body: []byte(tc.body)}, tc.b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.status == 0 {
-				if v == nil || resp != nil || v.Get("csrf") != token {
-					t.Fatalf("%v %v", v, resp)
-				}
-				return
-			}
-			if v != nil || resp.Status != tc.status || !strings.Contains(string(resp.Body), tc.title) {
-				t.Fatalf("%v %d:\n%s", v, resp.Status, resp.Body)
-			}
-		})
-	}
-}
-
 // The authorization endpoint's answers to a new browser, which needs no
 // lookup: a page when nothing may be redirected to, an error redirect for
 // a bad request from a known client, and else the sign-in form.
 func TestAuthorizeNewBrowser(t *testing.T) {
-	s := unwired(t)
-	s.csrf = make([]byte, 32)
+	s := live.svc
 	start := func(kv ...string) *bus.Response {
 		t.Helper()
 		q := url.Values{}
@@ -277,7 +194,7 @@ func TestAuthorizeNewBrowser(t *testing.T) {
 
 	resp := start("response_type", "code", "client_id", cli, "state", "s1", "login_hint", "a@example.com", "code_challenge", "ch")
 	body := string(resp.Body)
-	if resp.Status != 200 || !strings.HasPrefix(resp.Header["Set-Cookie"], browserCookie+"=") {
+	if resp.Status != 200 || !strings.HasPrefix(resp.Header["Set-Cookie"], web.Cookie+"=") {
 		t.Fatalf("%d %v", resp.Status, resp.Header)
 	}
 	if csp := resp.Header["Content-Security-Policy"]; !strings.Contains(csp, "form-action 'self' http://localhost:9615;") {
@@ -303,15 +220,15 @@ func TestAuthorizeNewBrowser(t *testing.T) {
 
 // aBrowser is a browser that has its cookie, and its forms' token from the
 // live service.
-func aBrowser(t *testing.T) (b browser, csrf string, header map[string]string) {
+func aBrowser(t *testing.T) (b web.Browser, csrf string, header map[string]string) {
 	t.Helper()
-	b = browserOf(&bus.Request{})
-	b.isNew = false
-	csrf, err := live.svc.csrfToken(context.Background(), b)
+	b = web.NewBrowser()
+	b.IsNew = false
+	csrf, err := live.svc.pages.CSRFToken(context.Background(), b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b, csrf, map[string]string{"Cookie": browserCookie + "=" + b.id}
+	return b, csrf, map[string]string{"Cookie": web.Cookie + "=" + b.ID}
 }
 
 // The set-password page checks the form, sets the password and spends the
@@ -397,7 +314,7 @@ func TestResetPasswordPage(t *testing.T) {
 func TestCSRFKeyShared(t *testing.T) {
 	b, csrf, _ := aBrowser(t)
 	other := New(live.svc.cfg, live.conns.NC, live.conns.JS, live.conns.Repo, live.conns.Sessions, quiet)
-	ok, err := other.checkCSRF(context.Background(), b, csrf)
+	ok, err := other.pages.CheckCSRF(context.Background(), b, csrf)
 	if err != nil || !ok {
 		t.Fatalf("another instance refuses the token: %v %v", ok, err)
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/store"
+	"github.com/pinion-health/pinion/services/identity/web"
 )
 
 const (
@@ -157,7 +158,7 @@ type ceremony struct {
 }
 
 func registerCeremonyKey(userID string) string { return "passkey-register-" + userID }
-func loginCeremonyKey(b browser) string        { return "passkey-login-" + sessionKey(b) }
+func loginCeremonyKey(b web.Browser) string    { return "passkey-login-" + b.Key() }
 
 // putCeremony keeps a challenge, replacing any pending under key.
 func (s *Service) putCeremony(ctx context.Context, key string, c ceremony) error {
@@ -308,7 +309,7 @@ func (s *Service) finishRegistration(ctx context.Context, userID, name string, a
 // beginPasskeyLogin makes a sign-in challenge for browser b: for userID's
 // passkeys (a second factor), or for any (userID "", no e-mail typed).
 // Either way the passkey must verify its user.
-func (s *Service) beginPasskeyLogin(ctx context.Context, b browser, userID string) (*protocol.CredentialAssertion, error) {
+func (s *Service) beginPasskeyLogin(ctx context.Context, b web.Browser, userID string) (*protocol.CredentialAssertion, error) {
 	wa, err := s.webAuthn()
 	if err != nil {
 		return nil, err
@@ -343,7 +344,7 @@ func (s *Service) beginPasskeyLogin(ctx context.Context, b browser, userID strin
 // challenge and returns whose passkey signed: the ceremony's user when it
 // was for one. A credential no one registered (or since removed) is
 // "Unknown passkey".
-func (s *Service) finishPasskeyLogin(ctx context.Context, b browser, answer []byte) (userID string, err error) {
+func (s *Service) finishPasskeyLogin(ctx context.Context, b web.Browser, answer []byte) (userID string, err error) {
 	if len(answer) > passkeyBodyLimit {
 		return "", fhir.TooLarge("A passkey's answer is at most 32 KiB")
 	}

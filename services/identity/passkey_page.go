@@ -10,7 +10,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"github.com/pinion-health/pinion/pkg/webstyle"
+	"github.com/pinion-health/pinion/services/identity/web"
 )
 
 // The passkey pages: /passkeys, where a person signed in in this browser
@@ -18,50 +18,23 @@ import (
 // or after one in place of a code). WebAuthn is a browser API: these are
 // the only pages with a script (pages/passkey.js), allowed by its hash.
 
-var (
-	passkeyScript = mustPage("pages/passkey.js")
-	passkeyCSP    = "script-src 'sha256-" + webstyle.CSPHash(passkeyScript) + "'; "
-)
-
-func mustPage(name string) string {
-	b, err := pageFiles.ReadFile(name)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}
-
-// withPasskeyScript adds the script's hash to a page's policy.
-func withPasskeyScript(csp string) string {
-	return strings.Replace(csp, "default-src 'none'; ", "default-src 'none'; "+passkeyCSP, 1)
-}
-
-// passkeyPage is what the passkey pages show.
-type passkeyPage struct {
-	Email   string
-	Keys    []passkeyView
-	Options string // a pending ceremony's options, JSON, for the script
-	Name    string // the name of the passkey being added
-	Notice  string
-}
-
 // passkeysPage is GET and POST /passkeys: the signed-in person's passkeys,
 // and the forms that add (begin, then finish), rename and remove one.
 func (s *Service) passkeysPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	b := browserOf(r)
+	b := web.BrowserOf(r)
 	bs, err := s.signedIn(ctx, b)
 	if err != nil {
 		return nil, err
 	}
 	if bs == nil {
-		return s.message(401, b, "Sign in first", s.cfg.BaseURL+"console", "Sign in",
+		return s.pages.Message(401, b, "Sign in first", s.cfg.BaseURL+"console", "Sign in",
 			"Your passkeys are managed here once you are signed in in this browser.")
 	}
 	uid := userIDOf(bs.User)
-	pp := &passkeyPage{}
+	pp := &web.Passkeys{}
 	errs := map[string]string{}
 	if r.Method == "POST" {
-		form, refused, err := s.form(ctx, r, b)
+		form, refused, err := s.pages.Form(ctx, r, b)
 		if form == nil {
 			return refused, err
 		}
@@ -109,9 +82,10 @@ func (s *Service) passkeysPage(ctx context.Context, r *bus.Request) (*bus.Respon
 		return nil, err
 	}
 	for _, k := range rec.Keys {
-		pp.Keys = append(pp.Keys, viewOf(k))
+		v := viewOf(k)
+		pp.Keys = append(pp.Keys, web.Passkey{ID: v.ID, Name: v.Name, Created: v.Created, LastUsed: v.LastUsed})
 	}
-	csrf, err := s.csrfToken(ctx, b)
+	csrf, err := s.pages.CSRFToken(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -119,10 +93,10 @@ func (s *Service) passkeysPage(ctx context.Context, r *bus.Request) (*bus.Respon
 	if len(errs) > 0 {
 		status = 400
 	}
-	resp, err := s.render(status, "passkeys", b, pageData{Title: "Your passkeys", CSRF: csrf, Errors: errs, Passkeys: pp,
+	resp, err := s.pages.Render(status, "passkeys", b, web.Data{Title: "Your passkeys", CSRF: csrf, Errors: errs, Passkeys: pp,
 		Link: s.cfg.BaseURL + "console"})
 	if resp != nil {
-		resp.Header["Content-Security-Policy"] = withPasskeyScript(pageCSP)
+		resp.Header["Content-Security-Policy"] = web.WithPasskeyScript(web.CSP)
 	}
 	return resp, err
 }
@@ -131,9 +105,9 @@ func (s *Service) passkeysPage(ctx context.Context, r *bus.Request) (*bus.Respon
 // "begin" or "finish"): with no password (any passkey; the browser
 // offers those it holds), or after one (a pending second factor, that
 // user's passkeys only).
-func (s *Service) passkeyPosted(ctx context.Context, r *bus.Request, b browser, a authRequest, form url.Values) (*bus.Response, error) {
+func (s *Service) passkeyPosted(ctx context.Context, r *bus.Request, b web.Browser, a authRequest, form url.Values) (*bus.Response, error) {
 	var p *pendingFactor
-	if !b.isNew {
+	if !b.IsNew {
 		var err error
 		if p, err = entry[pendingFactor](ctx, s.browsers, pendingKey(b)); err != nil {
 			return nil, err
@@ -167,25 +141,25 @@ func (s *Service) passkeyPosted(ctx context.Context, r *bus.Request, b browser, 
 		bs = p.browserSession
 	} else {
 		// A new browser id at sign-in, as after a password.
-		nb = browserOf(&bus.Request{})
+		nb = web.NewBrowser()
 	}
 	// A passkey verifies its user (possession and a PIN or biometric): it
 	// is a second factor whether or not a password came first.
 	bs.Factor = true
 	v, _ := json.Marshal(bs)
-	if _, err := s.browsers.Put(ctx, sessionKey(nb), v); err != nil {
+	if _, err := s.browsers.Put(ctx, nb.Key(), v); err != nil {
 		return nil, err
 	}
 	resp, err := s.finish(ctx, r, nb, a, &bs, nil)
 	if resp != nil && resp.Header["Set-Cookie"] == "" {
-		resp.Header["Set-Cookie"] = s.setCookie(nb)
+		resp.Header["Set-Cookie"] = s.pages.SetCookie(nb)
 	}
 	return resp, err
 }
 
 // passkeyStep makes a sign-in challenge for browser b (userID's passkeys,
 // or any) and shows the page that answers it, with problem beside it.
-func (s *Service) passkeyStep(ctx context.Context, b browser, a authRequest, userID, problem string) (*bus.Response, error) {
+func (s *Service) passkeyStep(ctx context.Context, b web.Browser, a authRequest, userID, problem string) (*bus.Response, error) {
 	assertion, err := s.beginPasskeyLogin(ctx, b, userID)
 	if fe := (*fhir.Error)(nil); errors.As(err, &fe) && fe.Status < 500 && userID == "" {
 		return s.signInPage(ctx, b, a, "", map[string]string{"password": fe.Message()})
@@ -194,21 +168,21 @@ func (s *Service) passkeyStep(ctx context.Context, b browser, a authRequest, use
 		return nil, err
 	}
 	o, _ := json.Marshal(assertion)
-	csrf, err := s.csrfToken(ctx, b)
+	csrf, err := s.pages.CSRFToken(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	d := pageData{Title: "Sign in with a passkey", CSRF: csrf, Hidden: a.values(), App: clientName(a.client),
-		Passkeys: &passkeyPage{Options: string(o)}}
+	d := web.Data{Title: "Sign in with a passkey", CSRF: csrf, Hidden: a.values(), App: clientName(a.client),
+		Passkeys: &web.Passkeys{Options: string(o)}}
 	status := 200
 	if problem != "" {
 		d.Errors, status = map[string]string{"passkey": problem}, 400
 	}
-	resp, err := s.render(status, "passkeysignin", b, d)
+	resp, err := s.pages.Render(status, "passkeysignin", b, d)
 	if resp != nil {
-		resp.Header["Content-Security-Policy"] = withPasskeyScript(authorizeCSP(a.target))
+		resp.Header["Content-Security-Policy"] = web.WithPasskeyScript(authorizeCSP(a.target))
 		if resp.Header["Set-Cookie"] == "" {
-			resp.Header["Set-Cookie"] = s.setCookie(b)
+			resp.Header["Set-Cookie"] = s.pages.SetCookie(b)
 		}
 	}
 	return resp, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"html/template"
 	"net/url"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/services/identity/web"
 )
 
 // The registration pages, server-rendered like the sign-in page: /register
@@ -23,34 +23,13 @@ import (
 // foundProject), and carry the authorization request they came from, to
 // which they return the browser once it has a membership.
 
-func init() {
-	for _, name := range []string{"register", "newproject"} {
-		t := template.New("layout").Funcs(template.FuncMap{"style": func() template.CSS { return template.CSS(pageStyle) }})
-		pageTmpl[name] = template.Must(t.ParseFS(pageFiles, "pages/layout.html", "pages/"+name+".html"))
-	}
-}
-
-// registerPage is what the registration pages show beyond pageData.
-type registerPage struct {
-	FirstName, LastName string
-	// Recaptcha asks for a reCAPTCHA token: registration requires one when
-	// a secret key is configured. The page loads no widget (it runs no
-	// script); an app that embeds one posts its token as
-	// g-recaptcha-response.
-	Recaptcha bool
-	// ProjectAction is where the project form posts.
-	ProjectAction string
-	// Link is the registration page the sign-in page links to.
-	Link string
-}
-
 // registerLink is the registration page for an authorization request, for
 // the sign-in page; "" when registration is off.
-func (s *Service) registerLink(a authRequest) *registerPage {
+func (s *Service) registerLink(a authRequest) *web.Register {
 	if s.cfg.RegisterDisabled {
 		return nil
 	}
-	return &registerPage{Link: s.localPath("register?" + a.values().Encode())}
+	return &web.Register{Link: s.localPath("register?" + a.values().Encode())}
 }
 
 // localPath is a path on this server, without its origin: the pages'
@@ -94,14 +73,14 @@ func (s *Service) authorizeURL(params url.Values) string {
 const registerFormLimit = 32 << 10
 
 // tooLargeForm is the page for a form over registerFormLimit.
-func (s *Service) tooLargeForm(b browser) (*bus.Response, error) {
-	return s.message(413, b, "Form too large", "", "", "This form is larger than the page sends. Go back, reload the page and try again.")
+func (s *Service) tooLargeForm(b web.Browser) (*bus.Response, error) {
+	return s.pages.Message(413, b, "Form too large", "", "", "This form is larger than the page sends. Go back, reload the page and try again.")
 }
 
 // registrationOff is the page for any registration page when registration
 // is off.
-func (s *Service) registrationOff(b browser) (*bus.Response, error) {
-	return s.message(403, b, "Registration is disabled", "", "", registerOffText+": ask an administrator to invite you.")
+func (s *Service) registrationOff(b web.Browser) (*bus.Response, error) {
+	return s.pages.Message(403, b, "Registration is disabled", "", "", registerOffText+": ask an administrator to invite you.")
 }
 
 // registerAccountPage is GET and POST /register: a server-wide account.
@@ -117,7 +96,7 @@ func (s *Service) registerPatientPage(ctx context.Context, r *bus.Request) (*bus
 }
 
 func (s *Service) registrationPage(ctx context.Context, r *bus.Request, projectID string) (*bus.Response, error) {
-	b := browserOf(r)
+	b := web.BrowserOf(r)
 	if s.cfg.RegisterDisabled {
 		return s.registrationOff(b)
 	}
@@ -127,7 +106,7 @@ func (s *Service) registrationPage(ctx context.Context, r *bus.Request, projectI
 		// patients sign up has this page.
 		if _, err := s.patientPolicy(ctx, projectID); err != nil {
 			if fe := fhir.AsError(err); fe.Status < 500 {
-				return s.message(404, b, "No sign-up here", "", "", openRegText+".")
+				return s.pages.Message(404, b, "No sign-up here", "", "", openRegText+".")
 			}
 			return nil, err
 		}
@@ -150,7 +129,7 @@ func (s *Service) registrationPage(ctx context.Context, r *bus.Request, projectI
 	if len(r.Body) > registerFormLimit {
 		return s.tooLargeForm(b)
 	}
-	form, refused, err := s.form(ctx, r, b)
+	form, refused, err := s.pages.Form(ctx, r, b)
 	if refused != nil || err != nil {
 		return refused, err
 	}
@@ -181,7 +160,7 @@ func (s *Service) registrationPage(ctx context.Context, r *bus.Request, projectI
 	}
 	// The new account is signed in here, under a new browser id (an id
 	// planted before is worth nothing after), as a password sign-in is.
-	nb := browserOf(&bus.Request{})
+	nb := web.NewBrowser()
 	if err := s.signInBrowser(ctx, nb, "User/"+userID); err != nil {
 		return nil, err
 	}
@@ -190,15 +169,15 @@ func (s *Service) registrationPage(ctx context.Context, r *bus.Request, projectI
 		if target := s.authorizeURL(params); target != "" {
 			return s.redirectSignedIn(nb, target), nil
 		}
-		return s.message(200, nb, "Signed up", "", "", "You are signed up as a patient of this project.", sent)
+		return s.pages.Message(200, nb, "Signed up", "", "", "You are signed up as a patient of this project.", sent)
 	}
 	return s.projectForm(ctx, nb, params, []string{"Your account is ready. " + sent, "Create a project to work in, or continue if you were invited to one."}, "", nil)
 }
 
 // registerForm shows the registration form, with the values sent and the
 // errors found.
-func (s *Service) registerForm(ctx context.Context, b browser, title string, params, form url.Values, errs map[string]string) (*bus.Response, error) {
-	csrf, err := s.csrfToken(ctx, b)
+func (s *Service) registerForm(ctx context.Context, b web.Browser, title string, params, form url.Values, errs map[string]string) (*bus.Response, error) {
+	csrf, err := s.pages.CSRFToken(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -206,18 +185,18 @@ func (s *Service) registerForm(ctx context.Context, b browser, title string, par
 	if len(errs) > 0 {
 		status = 400
 	}
-	d := pageData{Title: title, CSRF: csrf, Errors: errs, Hidden: params, Email: strings.TrimSpace(form.Get("email")),
-		Register: &registerPage{FirstName: form.Get("firstName"), LastName: form.Get("lastName"), Recaptcha: s.cfg.RecaptchaSecret != ""}}
+	d := web.Data{Title: title, CSRF: csrf, Errors: errs, Hidden: params, Email: strings.TrimSpace(form.Get("email")),
+		Register: &web.Register{FirstName: form.Get("firstName"), LastName: form.Get("lastName"), Recaptcha: s.cfg.RecaptchaSecret != ""}}
 	if target := s.authorizeURL(params); target != "" {
 		d.Link, d.LinkText = target, "I have an account: sign in"
 	}
-	return s.render(status, "register", b, d)
+	return s.pages.Render(status, "register", b, d)
 }
 
 // registerRefused shows a refused registration on its form: each issue
 // beside the field it names, the rest above the form. Server faults are
 // not the person's to fix, and stay errors.
-func (s *Service) registerRefused(ctx context.Context, b browser, title string, params, form url.Values, err error) (*bus.Response, error) {
+func (s *Service) registerRefused(ctx context.Context, b web.Browser, title string, params, form url.Values, err error) (*bus.Response, error) {
 	var fe *fhir.Error
 	if !errors.As(err, &fe) || fe.Status >= 500 {
 		return nil, err
@@ -260,25 +239,25 @@ func (s *Service) registeredUser(ctx context.Context, user string) (*registeredU
 }
 
 // signInBrowser records that browser b is signed in as user, now.
-func (s *Service) signInBrowser(ctx context.Context, b browser, user string) error {
+func (s *Service) signInBrowser(ctx context.Context, b web.Browser, user string) error {
 	now := time.Now()
 	v, _ := json.Marshal(browserSession{User: user, AuthTime: now.Unix(), Start: now.UnixMilli()})
-	_, err := s.browsers.Put(ctx, sessionKey(b), v)
+	_, err := s.browsers.Put(ctx, b.Key(), v)
 	return err
 }
 
 // redirectSignedIn sends a browser just signed in to target, with its
 // cookie.
-func (s *Service) redirectSignedIn(b browser, target string) *bus.Response {
+func (s *Service) redirectSignedIn(b web.Browser, target string) *bus.Response {
 	return &bus.Response{Status: 303, Header: map[string]string{
-		"Location": target, "Set-Cookie": s.setCookie(b), "Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
+		"Location": target, "Set-Cookie": s.pages.SetCookie(b), "Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
 	}}
 }
 
 // projectForm offers a signed-in person without a project to found one;
 // after it, the browser returns to the authorization request, if any.
-func (s *Service) projectForm(ctx context.Context, b browser, params url.Values, lines []string, name string, errs map[string]string) (*bus.Response, error) {
-	csrf, err := s.csrfToken(ctx, b)
+func (s *Service) projectForm(ctx context.Context, b web.Browser, params url.Values, lines []string, name string, errs map[string]string) (*bus.Response, error) {
+	csrf, err := s.pages.CSRFToken(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -286,18 +265,18 @@ func (s *Service) projectForm(ctx context.Context, b browser, params url.Values,
 	if len(errs) > 0 {
 		status = 400
 	}
-	d := pageData{Title: "Create a project", CSRF: csrf, Errors: errs, Hidden: params, Lines: lines, Project: name,
-		Register: &registerPage{ProjectAction: s.localPath("register/project")}}
+	d := web.Data{Title: "Create a project", CSRF: csrf, Errors: errs, Hidden: params, Lines: lines, Project: name,
+		Register: &web.Register{ProjectAction: s.localPath("register/project")}}
 	if target := s.authorizeURL(params); target != "" {
 		d.Link, d.LinkText = target, "Continue without a project"
 	}
-	return s.render(status, "newproject", b, d)
+	return s.pages.Render(status, "newproject", b, d)
 }
 
 // registerProjectPage is GET and POST /register/project: a signed-in
 // person founds a project, as /auth/newproject, and becomes its admin.
 func (s *Service) registerProjectPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	b := browserOf(r)
+	b := web.BrowserOf(r)
 	if s.cfg.RegisterDisabled {
 		return s.registrationOff(b)
 	}
@@ -307,7 +286,7 @@ func (s *Service) registerProjectPage(ctx context.Context, r *bus.Request) (*bus
 	}
 	params := carried(r.Query)
 	if bs == nil {
-		return s.message(401, b, "Sign in first", "", "", "Sign in to the application, then create your project.")
+		return s.pages.Message(401, b, "Sign in first", "", "", "Sign in to the application, then create your project.")
 	}
 	if r.Method != "POST" {
 		return s.projectForm(ctx, b, params, nil, "", nil)
@@ -315,7 +294,7 @@ func (s *Service) registerProjectPage(ctx context.Context, r *bus.Request) (*bus
 	if len(r.Body) > registerFormLimit {
 		return s.tooLargeForm(b)
 	}
-	form, refused, err := s.form(ctx, r, b)
+	form, refused, err := s.pages.Form(ctx, r, b)
 	if refused != nil || err != nil {
 		return refused, err
 	}
@@ -341,5 +320,5 @@ func (s *Service) registerProjectPage(ctx context.Context, r *bus.Request) (*bus
 	if s.cfg.AppBaseURL != "" {
 		link = s.cfg.AppBaseURL
 	}
-	return s.message(201, b, "Project created", link, "Open the application", "Your project "+name+" is ready; you are its administrator.")
+	return s.pages.Message(201, b, "Project created", link, "Open the application", "Your project "+name+" is ready; you are its administrator.")
 }

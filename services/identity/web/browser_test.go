@@ -1,4 +1,4 @@
-package identity
+package web
 
 import (
 	"context"
@@ -15,27 +15,27 @@ func TestBrowserOf(t *testing.T) {
 		cookie string
 		known  bool
 	}{
-		{"our cookie", browserCookie + "=" + id, true},
-		{"among others", "theme=dark; " + browserCookie + "=" + id + "; lang=en", true},
+		{"our cookie", Cookie + "=" + id, true},
+		{"among others", "theme=dark; " + Cookie + "=" + id + "; lang=en", true},
 		// Another site's malformed cookie on a shared host must not hide ours.
-		{"beside a malformed one", `bad"cookie=x"y; ` + browserCookie + "=" + id, true},
+		{"beside a malformed one", `bad"cookie=x"y; ` + Cookie + "=" + id, true},
 		{"none", "", false},
 		{"another name", "pinion_browsers=" + id, false},
-		{"too short", browserCookie + "=" + id[:42], false},
-		{"too long", browserCookie + "=" + id + "a", false},
+		{"too short", Cookie + "=" + id[:42], false},
+		{"too long", Cookie + "=" + id + "a", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			b := browserOf(&bus.Request{Header: map[string]string{"Cookie": tc.cookie}})
-			if b.isNew == tc.known || (tc.known && b.id != id) {
+			b := BrowserOf(&bus.Request{Header: map[string]string{"Cookie": tc.cookie}})
+			if b.IsNew == tc.known || (tc.known && b.ID != id) {
 				t.Fatalf("%+v", b)
 			}
-			if !tc.known && (len(b.id) != 43 || b.id == id) {
-				t.Fatalf("a new browser's id %q", b.id)
+			if !tc.known && (len(b.ID) != 43 || b.ID == id) {
+				t.Fatalf("a new browser's id %q", b.ID)
 			}
 		})
 	}
-	if a, b := browserOf(&bus.Request{}), browserOf(&bus.Request{}); a.id == b.id {
+	if a, b := BrowserOf(&bus.Request{}), BrowserOf(&bus.Request{}); a.ID == b.ID {
 		t.Fatal("two new browsers share an id")
 	}
 }
@@ -43,30 +43,30 @@ func TestBrowserOf(t *testing.T) {
 // A form's CSRF token is its browser's: another browser's token, no token,
 // or no cookie is refused.
 func TestCheckCSRF(t *testing.T) {
-	s := unwired(t)
-	s.csrf = []byte(strings.Repeat("k", 32))
+	s := New("https://pinion.example/", nil)
+	s.csrf.key = []byte(strings.Repeat("k", 32))
 	ctx := context.Background()
-	mine, other := browser{id: strings.Repeat("a", 43)}, browser{id: strings.Repeat("b", 43)}
-	token, err := s.csrfToken(ctx, mine)
+	mine, other := Browser{ID: strings.Repeat("a", 43)}, Browser{ID: strings.Repeat("b", 43)}
+	token, err := s.CSRFToken(ctx, mine)
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherToken, _ := s.csrfToken(ctx, other)
+	otherToken, _ := s.CSRFToken(ctx, other)
 	cases := []struct {
 		name  string
-		b     browser
+		b     Browser
 		token string
 		ok    bool
 	}{
 		{"its own", mine, token, true},
 		{"another browser's", mine, otherToken, false},
 		{"none", mine, "", false},
-		{"a new browser with a copied token", browser{id: mine.id, isNew: true}, token, false},
+		{"a new browser with a copied token", Browser{ID: mine.ID, IsNew: true}, token, false},
 		{"truncated", mine, token[:len(token)-1], false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ok, err := s.checkCSRF(ctx, tc.b, tc.token)
+			ok, err := s.CheckCSRF(ctx, tc.b, tc.token)
 			if err != nil || ok != tc.ok {
 				t.Fatalf("%v %v, want %v", ok, err, tc.ok)
 			}
@@ -75,10 +75,10 @@ func TestCheckCSRF(t *testing.T) {
 }
 
 func TestSetCookie(t *testing.T) {
-	b := browser{id: strings.Repeat("a", 43)}
+	b := Browser{ID: strings.Repeat("a", 43)}
 	for base, secure := range map[string]bool{"https://pinion.example/": true, "http://localhost:8103/": false} {
-		c := New(Config{BaseURL: base}, nil, nil, nil, nil, nil).setCookie(b)
-		want := browserCookie + "=" + b.id + "; Path=/; Max-Age=31536000; HttpOnly"
+		c := New(base, nil).SetCookie(b)
+		want := Cookie + "=" + b.ID + "; Path=/; Max-Age=31536000; HttpOnly"
 		if secure {
 			want += "; Secure"
 		}
