@@ -29,8 +29,8 @@ func (l *SignIns) Register(ip, email string) error {
 	defer l.mu.Unlock()
 	now := time.Now()
 	limits := []struct {
-		key   string
-		rule  Rule
+		key  string
+		rule Rule
 	}{{registerAddressKey(ip), registerAddressRule}, {registerDomainKey(email), registerDomainRule}}
 	for _, lim := range limits {
 		if !lim.rule.Allows(l.attempts(lim.key, now, false).failed, 0, now) {
