@@ -86,7 +86,7 @@ func TestAccountBelongsToThePerson(t *testing.T) {
 		return err
 	}
 	setPasswordAs := func(by *bus.Principal, tg *target) error {
-		_, err := live.svc.superSetPassword(ctx, signedInRequest(by, "10.40.0.1", map[string]any{"email": tg.p.email, "password": "a new long password"}))
+		_, err := live.svc.accounts.SuperSetPassword(ctx, signedInRequest(by, "10.40.0.1", map[string]any{"email": tg.p.email, "password": "a new long password"}))
 		return err
 	}
 	passwordChanged := func(tg *target) bool {
@@ -151,14 +151,14 @@ func TestAccountBelongsToThePerson(t *testing.T) {
 		{"set a password", "an admin's invite of an existing person", true, func(tg *target) error {
 			_, msg := newInvite(t, invite.Request{ProjectID: tg.p.project, FirstName: "Own", LastName: "Er", Email: tg.p.email,
 				PasswordHash: mustHash(t, "a new long password")})
-			return live.svc.inviteUser(ctx, msg)
+			return live.svc.accounts.InviteUser(ctx, msg)
 		}, passwordChanged, false},
 
 		// Change the MFA requirement: an invite's mfaRequired is its
 		// project's, on its membership; the account's never changes.
 		{"change the account's MFA requirement", "an admin's invite", true, func(tg *target) error {
 			_, msg := newInvite(t, invite.Request{ProjectID: tg.another, FirstName: "Own", LastName: "Er", Email: tg.p.email, MFARequired: true})
-			return live.svc.inviteUser(ctx, msg)
+			return live.svc.accounts.InviteUser(ctx, msg)
 		}, func(tg *target) bool {
 			rec, _, err := live.svc.loadMFA(ctx, tg.p.userID)
 			if err != nil {

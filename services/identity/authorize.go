@@ -19,6 +19,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
@@ -365,7 +366,7 @@ func (s *Service) signInPage(ctx context.Context, b web.Browser, a authRequest, 
 // signInPosted checks the e-mail and password, with the same limits and
 // answers as POST /auth/login.
 func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b web.Browser, a authRequest, form url.Values) (*bus.Response, error) {
-	email, ok := formEmail(form.Get("email"))
+	email, ok := account.FormEmail(form.Get("email"))
 	if !ok {
 		return s.signInPage(ctx, b, a, email, map[string]string{"email": "Valid email address is required"})
 	}
@@ -376,7 +377,7 @@ func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b web.Browse
 	if err := s.limiter.Allow(r.Remote, email); err != nil {
 		return s.signInPage(ctx, b, a, email, map[string]string{"password": fhir.AsError(err).Message()})
 	}
-	userID, err := s.checkPassword(ctx, email, form.Get("password"), a.project)
+	userID, err := s.accounts.CheckPassword(ctx, email, form.Get("password"), a.project)
 	if err != nil {
 		s.limiter.Released(r.Remote, email)
 		return nil, err
@@ -421,7 +422,7 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b web.Browser, a a
 	if !a.anyProject {
 		within = a.project
 	}
-	choices, err := s.memberships(ctx, bs.User, within)
+	choices, err := s.accounts.Memberships(ctx, bs.User, within)
 	if err != nil {
 		return nil, err
 	}
@@ -470,7 +471,7 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b web.Browser, a a
 
 // chooseMembership is the membership a browser sign-in is for: the only
 // one, or the one chosen among several; "" when the person must choose.
-func chooseMembership(choices []memberChoice, chosen string) string {
+func chooseMembership(choices []account.Choice, chosen string) string {
 	if len(choices) == 1 {
 		return choices[0].ID
 	}
@@ -496,7 +497,7 @@ func (a authRequest) login(bs *browserSession, membership string) session.Login 
 }
 
 // choosePage lists the person's projects and profiles to sign in to.
-func (s *Service) choosePage(ctx context.Context, b web.Browser, a authRequest, choices []memberChoice) (*bus.Response, error) {
+func (s *Service) choosePage(ctx context.Context, b web.Browser, a authRequest, choices []account.Choice) (*bus.Response, error) {
 	csrf, err := s.pages.CSRFToken(ctx, b)
 	if err != nil {
 		return nil, err
@@ -538,34 +539,4 @@ func authorizeCSP(redirectURI string) string {
 		}
 	}
 	return strings.Replace(web.CSP, "form-action 'self'", "form-action "+target, 1)
-}
-
-// checkPassword returns the user whose e-mail and password these are (in
-// the project, for a project-scoped user), or "" for a wrong pair; an
-// unknown e-mail costs the same as a wrong password.
-func (s *Service) checkPassword(ctx context.Context, email, password, projectID string) (string, error) {
-	userID := ""
-	var err error
-	if projectID != "" {
-		if userID, err = s.repo.ClaimOwner(ctx, repo.UserEmailKey(projectID, email)); err != nil {
-			return "", err
-		}
-	}
-	if userID == "" {
-		if userID, err = s.repo.ClaimOwner(ctx, repo.UserEmailKey("", email)); err != nil {
-			return "", err
-		}
-	}
-	hash, err := s.passwordHash(ctx, cmp.Or(userID, decoyUser))
-	if err != nil {
-		return "", err
-	}
-	ok, err := auth.CheckPassword(ctx, orDecoy(hash), password)
-	if err != nil {
-		return "", err
-	}
-	if !ok || hash == "" {
-		return "", nil
-	}
-	return userID, nil
 }

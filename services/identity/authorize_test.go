@@ -22,6 +22,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/limits"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
@@ -245,11 +246,11 @@ func TestAuthRequestRedirect(t *testing.T) {
 }
 
 func TestChooseMembership(t *testing.T) {
-	one := []memberChoice{{ID: "m1"}}
-	two := []memberChoice{{ID: "m1"}, {ID: "m2"}}
+	one := []account.Choice{{ID: "m1"}}
+	two := []account.Choice{{ID: "m1"}, {ID: "m2"}}
 	cases := []struct {
 		name    string
-		choices []memberChoice
+		choices []account.Choice
 		chosen  string
 		want    string
 	}{

@@ -20,6 +20,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/store"
+	"github.com/pinion-health/pinion/services/identity/account"
 )
 
 // Bootstrap is the super-admin client, and whether this start created its
@@ -33,16 +34,11 @@ type Bootstrap struct {
 
 // Fixed ids make the bootstrap idempotent across restarts and instances.
 var (
-	// identityIDNamespace derives the ids the identity service chooses
-	// (the super-admin project and memberships, client logins, invited
-	// users, password requests). Never change it: those ids are stored.
-	// Membership and fhir have their own, for the ids their steps choose.
-	identityIDNamespace = uuid.MustParse("6f1c2a0e-7a44-4d8e-9a55-3c1f0b2d9e11")
-	SuperAdminProjectID = uuid.NewSHA1(identityIDNamespace, []byte("project:superadmin")).String()
+	SuperAdminProjectID = uuid.NewSHA1(account.IDNamespace, []byte("project:superadmin")).String()
 )
 
 func membershipIDFor(user string) string {
-	return uuid.NewSHA1(identityIDNamespace, []byte("superadmin-membership:"+user)).String()
+	return uuid.NewSHA1(account.IDNamespace, []byte("superadmin-membership:"+user)).String()
 }
 
 const superAdminFile = "superadmin.json"

@@ -15,6 +15,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/services/identity/account"
 )
 
 // A client's current secret works, and after a rotation the old one for
@@ -100,7 +101,7 @@ func TestBootstrapFirstStart(t *testing.T) {
 	}
 	resp, err := live.svc.basic(ctx, &bus.Request{Body: []byte(`{"id":"` + b.ClientID + `","secret":"` + b.Secret + `"}`)})
 	// One login per client and membership, the same at every start.
-	login := uuid.NewSHA1(identityIDNamespace, []byte("client-login:"+b.ClientID+":"+membershipIDFor("ClientApplication/"+b.ClientID))).String()
+	login := uuid.NewSHA1(account.IDNamespace, []byte("client-login:"+b.ClientID+":"+membershipIDFor("ClientApplication/"+b.ClientID))).String()
 	if body := decoded(t, resp, err, 200); body["loginId"] != login {
 		t.Fatalf("basic %v, want login %s", body, login)
 	}

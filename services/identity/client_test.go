@@ -13,28 +13,12 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/services/identity/internal/testkit"
 )
 
-// expectOutcome checks an error's status, first issue text and expression.
 func expectOutcome(t *testing.T, err error, status int, text, expr string) {
 	t.Helper()
-	if status == 0 {
-		if err != nil {
-			t.Fatalf("%v, want no error", err)
-		}
-		return
-	}
-	fe := fhir.AsError(err)
-	if err == nil || fe.Status != status || fe.Message() != text {
-		t.Fatalf("%v, want %d %q", err, status, text)
-	}
-	got := ""
-	if i := fe.Outcome.Issue[0]; len(i.Expression) > 0 {
-		got = i.Expression[0]
-	}
-	if got != expr {
-		t.Fatalf("expression %q, want %q", got, expr)
-	}
+	testkit.Outcome(t, err, status, text, expr)
 }
 
 func TestOperationInput(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
@@ -156,7 +157,7 @@ func consentUser(r *bus.Request) (string, error) {
 // request's scopes before, or does now (the consent page posted "allow");
 // otherwise it is the answer: the consent page, or the client told no.
 // prompt=none never shows the page (OIDC Core §3.1.2.6: consent_required).
-func (s *Service) askConsent(ctx context.Context, b web.Browser, a authRequest, bs *browserSession, membership string, choices []memberChoice, form url.Values) (*bus.Response, error) {
+func (s *Service) askConsent(ctx context.Context, b web.Browser, a authRequest, bs *browserSession, membership string, choices []account.Choice, form url.Values) (*bus.Response, error) {
 	switch form.Get("consent") {
 	case "allow":
 		return nil, s.giveConsent(ctx, bs.User, a.ClientID, a.Scope)

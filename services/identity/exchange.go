@@ -18,6 +18,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/account"
 )
 
 // RFC 8693's grant and the one subject token type Medplum exchanges.
@@ -111,7 +112,7 @@ func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID
 	}
 	chosen := choices[0]
 	if membershipID != "" {
-		i := slices.IndexFunc(choices, func(c memberChoice) bool { return c.ID == membershipID })
+		i := slices.IndexFunc(choices, func(c account.Choice) bool { return c.ID == membershipID })
 		if i < 0 {
 			return nil, &refusal{"invalid_request", "Membership not found", 0}
 		}
@@ -121,7 +122,7 @@ func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID
 	// for a second factor only where that project trusts it: a token
 	// exchange cannot ask for one.
 	proof := signInProof{method: authExchange, providerProject: res.Project, providerMFA: claims.assertsFactor()}
-	step, _, err := s.factorOwed(ctx, userIDOf(userRef), res.Project, proof)
+	step, _, err := s.factorOwed(ctx, account.UserIDOf(userRef), res.Project, proof)
 	if err != nil {
 		return nil, err
 	}

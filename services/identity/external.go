@@ -20,6 +20,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/account"
 )
 
 // authExternal is Medplum's Login.authMethod for a sign-in through an
@@ -178,7 +179,7 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 	if err != nil {
 		return nil, err
 	}
-	step, _, err := s.mfaLoginStep(ctx, userIDOf(userRef), projectID, proof)
+	step, _, err := s.mfaLoginStep(ctx, account.UserIDOf(userRef), projectID, proof)
 	if err != nil {
 		return nil, err
 	}
@@ -457,17 +458,17 @@ func (c *externalClaims) identity(idp *identityProvider) (email, externalID stri
 // externalMember is the user an external identity names and the active
 // memberships (in the project, if one is given) they may use: with a
 // subject, only those carrying it as externalId.
-func (s *Service) externalMember(ctx context.Context, email, externalID, projectID string) (string, []memberChoice, error) {
+func (s *Service) externalMember(ctx context.Context, email, externalID, projectID string) (string, []account.Choice, error) {
 	userRef, err := s.externalUser(ctx, email, externalID, projectID)
 	if err != nil {
 		return "", nil, err
 	}
-	choices, err := s.memberships(ctx, userRef, projectID)
+	choices, err := s.accounts.Memberships(ctx, userRef, projectID)
 	if err != nil {
 		return "", nil, err
 	}
 	if externalID != "" {
-		choices = slices.DeleteFunc(choices, func(c memberChoice) bool { return !s.hasExternalID(ctx, c.ID, externalID) })
+		choices = slices.DeleteFunc(choices, func(c account.Choice) bool { return !s.hasExternalID(ctx, c.ID, externalID) })
 	}
 	if len(choices) == 0 {
 		return "", nil, fhir.BadRequest("User not found")
@@ -560,11 +561,11 @@ func (s *Service) loginStatus(ctx context.Context, r *bus.Request) (*bus.Respons
 		if l.MFA != "" && !l.MFAVerified && !l.Revoked && !l.Granted {
 			// The second factor first, as after a password: the app posts
 			// it to /auth/mfa/verify (or login-enroll) with this login.
-			rec, _, err := s.loadMFA(ctx, userIDOf(l.User))
+			rec, _, err := s.loadMFA(ctx, account.UserIDOf(l.User))
 			if err != nil {
 				return err
 			}
-			resp, err = s.mfaLoginAnswer(ctx, id, l.MFA, userIDOf(l.User), rec)
+			resp, err = s.mfaLoginAnswer(ctx, id, l.MFA, account.UserIDOf(l.User), rec)
 			if err != nil {
 				return err
 			}

@@ -34,7 +34,7 @@ func (s *Service) checkExternalOnly(ctx context.Context, m *session.Membership, 
 	if viaProvider(p.method) && (p.providerProject == "" || p.providerProject == m.Project) {
 		return nil
 	}
-	on, err := s.projectFlag(ctx, m.Project, externalOnlySetting)
+	on, err := s.accounts.ProjectFlag(ctx, m.Project, externalOnlySetting)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/account"
 )
 
 // authGoogle is Medplum's Login.authMethod for Google Sign-In.
@@ -143,7 +144,7 @@ func (s *Service) google(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if userProject == "new" {
 		userProject = ""
 	}
-	userID, err := s.userByEmail(ctx, email, userProject)
+	userID, err := s.accounts.UserByEmail(ctx, email, userProject)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +164,7 @@ func (s *Service) google(ctx context.Context, r *bus.Request) (*bus.Response, er
 	}
 	l.SetOrigin(authGoogle, r.Remote, r.Get("User-Agent"))
 	loginID := uuid.NewString()
-	choices, err := s.memberships(ctx, l.User, userProject)
+	choices, err := s.accounts.Memberships(ctx, l.User, userProject)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +245,7 @@ func (s *Service) verifyGoogle(ctx context.Context, clientID, credential string)
 	if err := idt.Claims(&c); err != nil {
 		return nil, badGoogleCredential
 	}
-	if c.Email == "" || !validEmail(c.Email) {
+	if c.Email == "" || !account.ValidEmail(c.Email) {
 		return nil, fhir.BadRequest("Google credential does not contain an email address")
 	}
 	// An address Google has not verified names nobody here.
@@ -252,18 +253,6 @@ func (s *Service) verifyGoogle(ctx context.Context, clientID, credential string)
 		return nil, fhir.BadRequest("Google credential's email address is not verified")
 	}
 	return &c, nil
-}
-
-// userByEmail is the id of the user with this address, the project's own
-// user first, then the server-wide one, as Medplum's getUserByEmail; ""
-// when there is none.
-func (s *Service) userByEmail(ctx context.Context, email, projectID string) (string, error) {
-	if projectID != "" {
-		if id, err := s.repo.ClaimOwner(ctx, repo.UserEmailKey(projectID, email)); err != nil || id != "" {
-			return id, err
-		}
-	}
-	return s.repo.ClaimOwner(ctx, repo.UserEmailKey("", email))
 }
 
 // googleUser is the User a Google sign-in registers: Google verified its

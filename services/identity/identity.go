@@ -38,9 +38,9 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/infra"
-	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/limits"
 	"github.com/pinion-health/pinion/services/identity/secrets"
 	"github.com/pinion-health/pinion/services/identity/web"
@@ -85,7 +85,7 @@ type Service struct {
 	cfg      Config
 	nc       *nats.Conn
 	js       jetstream.JetStream
-	invites  *invite.Store
+	accounts *account.Service
 	limiter  *limits.SignIns
 	stopSaga func()
 	repo     *repo.Repo
@@ -112,8 +112,6 @@ type Service struct {
 
 	extOnce      sync.Once // external identity providers' ID token verifiers (external.go)
 	extVerifiers *verifiers
-
-	breach auth.BreachCheck // new passwords against breaches (breach.go)
 
 	rp relyingParty // passkeys' WebAuthn relying party, made on first use (passkey.go)
 
@@ -147,10 +145,12 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 		cfg.SecretGrace = 24 * time.Hour
 	}
 	log = log.With("service", "identity")
+	sec := secrets.New(r)
+	pages := web.New(cfg.BaseURL, sec)
 	return &Service{
-		cfg: cfg, nc: nc, js: js, repo: r, secrets: secrets.New(r), pages: web.New(cfg.BaseURL, secrets.New(r)), limiter: limits.NewSignIns(), sessions: sessions, assertions: newAssertions(cfg.EgressPrivate),
+		cfg: cfg, nc: nc, js: js, repo: r, secrets: sec, pages: pages, limiter: limits.NewSignIns(), sessions: sessions, assertions: newAssertions(cfg.EgressPrivate),
 		log: log, policies: access.NewPolicies(r, log), clients: expirable.NewLRU[string, *clientEntry](maxClients, nil, clientTTL),
-		breach: auth.BreachCheck{Range: auth.NewBreachRange(cfg.BreachURL), Log: log},
+		accounts: account.New(account.Config{BaseURL: cfg.BaseURL, BreachURL: cfg.BreachURL}, nc, js, r, sec, sessions, pages, log),
 	}
 }
 
@@ -178,10 +178,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("consents: %w", err)
 	}
-	if s.invites, err = invite.Open(ctx, s.js); err != nil {
-		return err
-	}
-	if s.stopSaga, err = s.consumeInviteSteps(ctx); err != nil {
+	if s.stopSaga, err = s.accounts.Start(ctx); err != nil {
 		return err
 	}
 	// A changed client or membership may change what a client token means.
@@ -226,12 +223,12 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /auth/google", bus.Public|bus.SignInLimit, s.google),
 		bus.Handle("GET /auth/login/:login", bus.Public|bus.SignInLimit, s.loginStatus),
 		bus.Handle("POST /auth/exchange", bus.Public|bus.SignInLimit, s.authExchangeAlias),
-		bus.Handle("POST /auth/setpassword", bus.Public|bus.SignInLimit, s.setPassword),
-		bus.Handle("POST /auth/resetpassword", bus.Public|bus.SignInLimit, s.resetPassword),
+		bus.Handle("POST /auth/setpassword", bus.Public|bus.SignInLimit, s.accounts.SetPassword),
+		bus.Handle("POST /auth/resetpassword", bus.Public|bus.SignInLimit, s.accounts.ResetPassword),
 		bus.Handle("POST /auth/newuser", bus.Public|bus.SignInLimit, s.newUser),
 		bus.Handle("POST /auth/newproject", bus.Public|bus.SignInLimit, s.newProject),
 		bus.Handle("POST /auth/newpatient", bus.Public|bus.SignInLimit, s.newPatient),
-		bus.Handle("POST /auth/verifyemail", bus.Public|bus.SignInLimit, s.verifyEmail),
+		bus.Handle("POST /auth/verifyemail", bus.Public|bus.SignInLimit, s.accounts.VerifyEmail),
 		bus.Handle("POST /auth/revoke", bus.Token, s.authRevoke),
 		bus.Handle("GET /auth/consents", bus.Token, s.listConsents),
 		bus.Handle("DELETE /auth/consents/:clientId", bus.Token, s.withdrawConsent),
@@ -242,7 +239,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /auth/mfa/verify", bus.Public|bus.SignInLimit, s.mfaVerify),
 		bus.Handle("POST /auth/mfa/login-enroll", bus.Public|bus.SignInLimit, s.mfaLoginEnroll),
 		bus.Handle("POST /admin/projects/:projectId/members/:membershipId/$reset-mfa", bus.Token, s.mfaReset),
-		bus.Handle("POST /admin/super/setpassword", bus.Token, s.superSetPassword),
+		bus.Handle("POST /admin/super/setpassword", bus.Token, s.accounts.SuperSetPassword),
 		bus.Handle("GET /auth/passkeys", bus.Token, s.passkeysList),
 		bus.Handle("POST /auth/passkeys/register/begin", bus.Token, s.passkeysRegisterBegin),
 		bus.Handle("POST /auth/passkeys/register/finish", bus.Token, s.passkeysRegisterFinish),
@@ -252,18 +249,18 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("GET /passkeys", bus.Public, s.passkeysPage),
 		bus.Handle("POST /passkeys", bus.Public|bus.SignInLimit, s.passkeysPage),
 		// Pages for people in a browser.
-		bus.Handle("GET /setpassword/:id/:secret", bus.Public, s.setPasswordPage),
-		bus.Handle("POST /setpassword/:id/:secret", bus.Public|bus.SignInLimit, s.setPasswordPage),
-		bus.Handle("GET /verifyemail/:id/:secret", bus.Public, s.verifyEmailPage),
+		bus.Handle("GET /setpassword/:id/:secret", bus.Public, s.accounts.SetPasswordPage),
+		bus.Handle("POST /setpassword/:id/:secret", bus.Public|bus.SignInLimit, s.accounts.SetPasswordPage),
+		bus.Handle("GET /verifyemail/:id/:secret", bus.Public, s.accounts.VerifyEmailPage),
 		bus.Handle("GET /register", bus.Public, s.registerAccountPage),
 		bus.Handle("POST /register", bus.Public|bus.SignInLimit, s.registerAccountPage),
 		bus.Handle("GET /register/patient/:projectId", bus.Public, s.registerPatientPage),
 		bus.Handle("POST /register/patient/:projectId", bus.Public|bus.SignInLimit, s.registerPatientPage),
 		bus.Handle("GET /register/project", bus.Public, s.registerProjectPage),
 		bus.Handle("POST /register/project", bus.Public|bus.SignInLimit, s.registerProjectPage),
-		bus.Handle("POST /verifyemail/:id/:secret", bus.Public|bus.SignInLimit, s.verifyEmailPage),
-		bus.Handle("GET /resetpassword", bus.Public, s.resetPasswordPage),
-		bus.Handle("POST /resetpassword", bus.Public|bus.SignInLimit, s.resetPasswordPage),
+		bus.Handle("POST /verifyemail/:id/:secret", bus.Public|bus.SignInLimit, s.accounts.VerifyEmailPage),
+		bus.Handle("GET /resetpassword", bus.Public, s.accounts.ResetPasswordPage),
+		bus.Handle("POST /resetpassword", bus.Public|bus.SignInLimit, s.accounts.ResetPasswordPage),
 		bus.Handle("GET /oauth2/authorize", bus.Public, s.authorize),
 		bus.Handle("POST /oauth2/authorize", bus.Public|bus.SignInLimit, s.authorize),
 		// Client applications and WebSocket bindings.
@@ -293,9 +290,4 @@ func (s *Service) Stop(ctx context.Context) error {
 		return nil
 	}
 	return s.svc.Stop(ctx)
-}
-
-// inviteFailed marks an invite failed when its user step cannot succeed.
-func (s *Service) inviteFailed(ctx context.Context, data []byte, err error) {
-	invite.Fail(ctx, s.invites, s.nc, data, invite.StepUser, err, s.log)
 }

@@ -3,6 +3,8 @@ package identity
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -10,6 +12,8 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/store/sqlstore"
 )
 
 func TestDiscovery(t *testing.T) {
@@ -166,4 +170,20 @@ func TestSigningKeyUnreadable(t *testing.T) {
 	if k, err := s.signingKey(ctx); err == nil {
 		t.Fatalf("%v, want an error", k)
 	}
+}
+
+// storeOnly is the service over a real SQLite store and nothing else:
+// enough for what only reads and writes credentials.
+func storeOnly(t *testing.T) *Service {
+	t.Helper()
+	st, err := sqlstore.Open(context.Background(), filepath.Join(t.TempDir(), "pinion.db"), sqlstore.Options{Sync: "off", Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r, err := repo.New(st, nil, repo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(Config{BaseURL: "https://pinion.example/"}, nil, nil, r, nil, nil)
 }

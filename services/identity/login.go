@@ -7,14 +7,10 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
-	"net/mail"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
@@ -24,16 +20,9 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
-	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/account"
 )
-
-// memberChoice is one membership a user may sign in as.
-type memberChoice struct {
-	ID      string          `json:"id"`
-	Project *fhir.Reference `json:"project"`
-	Profile *fhir.Reference `json:"profile"`
-}
 
 // loginRequest is POST /auth/login's body.
 type loginRequest struct {
@@ -51,11 +40,11 @@ type loginRequest struct {
 // with Medplum's texts, before anything is looked up.
 func (in loginRequest) check() error {
 	var issues []fhir.Issue
-	if _, err := mail.ParseAddress(in.Email); err != nil || !strings.Contains(in.Email, "@") {
+	if !account.ValidEmail(in.Email) {
 		issues = append(issues, fhir.FieldIssue("email", "Valid email address is required"))
 	}
-	if tooShort(in.Password) {
-		issues = append(issues, fhir.FieldIssue("password", shortPassword))
+	if account.TooShort(in.Password) {
+		issues = append(issues, fhir.FieldIssue("password", account.ShortPasswordText))
 	}
 	if in.CodeChallenge != "" && in.CodeChallengeMethod != "plain" && in.CodeChallengeMethod != "S256" {
 		issues = append(issues, fhir.FieldIssue("codeChallengeMethod", "Invalid code challenge method"))
@@ -65,20 +54,6 @@ func (in loginRequest) check() error {
 	}
 	return nil
 }
-
-// minPassword is the shortest password Medplum accepts, at sign-in and when
-// one is set; shortPassword is its text.
-const (
-	minPassword   = 8
-	shortPassword = "Invalid password, must be at least 8 characters"
-)
-
-// Lengths count characters, not bytes: "ééééééé" is seven.
-func tooShort(password string) bool { return utf8.RuneCountInString(password) < minPassword }
-
-// tooLong bounds a new password: argon2 hashes any length at one cost, so
-// the bound is Medplum's (72), which keeps a passphrase of 12 words.
-func tooLong(password string) bool { return utf8.RuneCountInString(password) > maxPassword }
 
 // login is POST /auth/login: e-mail and password, with PKCE.
 func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, error) {
@@ -100,7 +75,7 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 	// An unknown e-mail costs the same reads and password check and gets
 	// the same answer as a wrong password (Medplum answers "User not
 	// found", which tells anyone which addresses have accounts).
-	userID, err := s.checkPassword(ctx, email, in.Password, in.ProjectID)
+	userID, err := s.accounts.CheckPassword(ctx, email, in.Password, in.ProjectID)
 	if err != nil {
 		s.limiter.Released(r.Remote, email)
 		return nil, err
@@ -110,7 +85,7 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 		return nil, fhir.BadRequest("Email or password is invalid")
 	}
 	s.limiter.Succeeded(r.Remote, email)
-	choices, err := s.memberships(ctx, "User/"+userID, in.ProjectID)
+	choices, err := s.accounts.Memberships(ctx, "User/"+userID, in.ProjectID)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +128,7 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 // Medplum's sendLoginResult: the memberships to choose from, or, with one,
 // a code for it (set on l, which the caller stores).
 func (s *Service) loginResult(ctx context.Context, r *bus.Request, loginID string, l *session.Login) (*bus.Response, error) {
-	choices, err := s.memberships(ctx, l.User, l.Project)
+	choices, err := s.accounts.Memberships(ctx, l.User, l.Project)
 	if err != nil {
 		return nil, err
 	}
@@ -205,21 +180,6 @@ func (s *Service) clientProject(ctx context.Context, in *loginRequest) error {
 // must be worthless (RFC 6749 §4.1.2 advises at most ten minutes).
 const codeLifetime = time.Minute
 
-// decoyUser is an id no user has: its password is looked up for an unknown
-// e-mail, at the cost of a real lookup.
-const decoyUser = "00000000-0000-0000-0000-000000000000"
-
-// decoyHash is checked when there is no real hash to check, so that a
-// sign-in for an unknown e-mail takes as long as one for a known one.
-var decoyHash = sync.OnceValue(auth.DecoyHash)
-
-func orDecoy(hash string) string {
-	if hash == "" {
-		return decoyHash()
-	}
-	return hash
-}
-
 // checkSignIn applies a membership's sign-in conditions, every sign-in
 // path's one gate: its access-policy IP rules (Medplum's check and
 // answer); the project of the identity provider that vouched, if any
@@ -241,7 +201,7 @@ func (s *Service) checkSignIn(ctx context.Context, membership, remote string, p 
 	if err := s.checkExternalOnly(ctx, m, p); err != nil {
 		return err
 	}
-	if err := s.checkVerifiedEmail(ctx, m); err != nil {
+	if err := s.accounts.CheckVerifiedEmail(ctx, m); err != nil {
 		return err
 	}
 	return s.checkFactor(ctx, m, p)
@@ -255,43 +215,6 @@ func newCode(loginID string, l *session.Login, now time.Time) string {
 	l.CodeDigest = auth.SecretDigest(secret)
 	l.CodeAt = now.UnixMilli()
 	return loginID + "." + secret
-}
-
-// memberships lists the active memberships of a user (in one project, if given).
-func (s *Service) memberships(ctx context.Context, userRef, projectID string) ([]memberChoice, error) {
-	params := url.Values{"user": {userRef}, "_count": {"100"}}
-	if projectID != "" {
-		params.Set("project", "Project/"+projectID)
-	}
-	q, err := search.Parse("ProjectMembership", params)
-	if err != nil {
-		return nil, err
-	}
-	page, err := s.repo.Search(ctx, repo.AllProjects, "ProjectMembership", q)
-	if err != nil {
-		return nil, err
-	}
-	return activeChoices(page.Resources)
-}
-
-// activeChoices are the memberships one may sign in as: all but those
-// marked inactive (a membership without "active" is active, as in Medplum).
-func activeChoices(memberships []*repo.Resource) ([]memberChoice, error) {
-	var out []memberChoice
-	for _, res := range memberships {
-		var m struct {
-			memberChoice
-			Active *bool `json:"active"`
-		}
-		if err := json.Unmarshal(res.JSON, &m); err != nil {
-			return nil, err
-		}
-		if m.Active != nil && !*m.Active {
-			continue
-		}
-		out = append(out, m.memberChoice)
-	}
-	return out, nil
 }
 
 // chooseProfile is POST /auth/profile: pick the membership of a login.
@@ -315,7 +238,7 @@ func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Respo
 		if err := profileOpen(l); err != nil {
 			return err
 		}
-		choices, err := s.memberships(ctx, l.User, l.Project)
+		choices, err := s.accounts.Memberships(ctx, l.User, l.Project)
 		if err != nil {
 			return err
 		}
@@ -573,50 +496,4 @@ func (s *Service) verifier() *auth.Verifier {
 		}
 		return nil
 	}}
-}
-
-// setPasswordRequest is POST /auth/setpassword's body.
-type setPasswordRequest struct {
-	ID       string `json:"id"`
-	Secret   string `json:"secret"`
-	Password string `json:"password"`
-}
-
-// check finds what is wrong with the fields, one issue per field.
-func (in setPasswordRequest) check() error {
-	var issues []fhir.Issue
-	if _, err := uuid.Parse(in.ID); err != nil {
-		issues = append(issues, fhir.FieldIssue("id", "Invalid request ID"))
-	}
-	if in.Secret == "" {
-		issues = append(issues, fhir.FieldIssue("secret", "Missing secret"))
-	}
-	if tooShort(in.Password) {
-		issues = append(issues, fhir.FieldIssue("password", shortPassword))
-	} else if tooLong(in.Password) {
-		issues = append(issues, fhir.FieldIssue("password", passwordLenText))
-	}
-	if len(issues) > 0 {
-		return fhir.Invalid(issues...)
-	}
-	return nil
-}
-
-// setPassword is POST /auth/setpassword: a one-time secret from an e-mail.
-func (s *Service) setPassword(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	var in setPasswordRequest
-	if err := r.DecodeJSON(&in); err != nil {
-		return nil, err
-	}
-	if err := in.check(); err != nil {
-		return nil, err
-	}
-	if s.passwordBreached(ctx, in.Password) {
-		return nil, fhir.BadRequest(auth.BreachedText) // Medplum 5.1.13 names no field
-	}
-	rev, err := s.usePasswordLink(ctx, in.ID, in.Secret, in.Password)
-	if err != nil {
-		return nil, err
-	}
-	return bus.OK().WithSession(session.EndedBucket, rev), nil
 }

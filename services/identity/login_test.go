@@ -16,6 +16,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/limits"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
@@ -88,38 +89,6 @@ func TestLoginRequestCheck(t *testing.T) {
 	}
 }
 
-func TestSetPasswordRequestCheck(t *testing.T) {
-	const (
-		badID       = "id: Invalid request ID"
-		noSecret    = "secret: Missing secret"
-		badPassword = "password: Invalid password, must be at least 8 characters"
-	)
-	ok := setPasswordRequest{ID: "6f1c2a0e-7a44-4d8e-9a55-3c1f0b2d9e11", Secret: "s", Password: "12345678"}
-	cases := []struct {
-		name string
-		edit func(*setPasswordRequest)
-		want []string
-	}{
-		{"valid", nil, nil},
-		{"no id", func(in *setPasswordRequest) { in.ID = "" }, []string{badID}},
-		{"not a uuid", func(in *setPasswordRequest) { in.ID = "../x" }, []string{badID}},
-		{"no secret", func(in *setPasswordRequest) { in.Secret = "" }, []string{noSecret}},
-		{"short password", func(in *setPasswordRequest) { in.Password = "1234567" }, []string{badPassword}},
-		{"all, in order", func(in *setPasswordRequest) { *in = setPasswordRequest{} }, []string{badID, noSecret, badPassword}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			in := ok
-			if tc.edit != nil {
-				tc.edit(&in)
-			}
-			if got := issues(t, in.check()); !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("%q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
 // The handlers refuse a bad body before any lookup or count.
 func TestLoginHandlersRefuseBadInput(t *testing.T) {
 	s := unwired(t)
@@ -140,9 +109,9 @@ func TestLoginHandlersRefuseBadInput(t *testing.T) {
 		{"login, bad e-mail", s.login, req("application/json", `{"email":"x","password":"12345678"}`), 400, "Valid email address is required", "email"},
 		{"profile, no login", s.chooseProfile, req("application/json", `{"profile":"m1"}`), 400, "Missing login", "login"},
 		{"profile, no profile", s.chooseProfile, req("application/json", `{"login":"l1"}`), 400, "Missing profile", "profile"},
-		{"set password, short", s.setPassword, req("application/json",
-			`{"id":"6f1c2a0e-7a44-4d8e-9a55-3c1f0b2d9e11","secret":"s","password":"short"}`), 400, shortPassword, "password"},
-		{"reset, bad e-mail", s.resetPassword, req("application/json", `{"email":"nobody"}`), 400, "Valid email address is required", "email"},
+		{"set password, short", s.accounts.SetPassword, req("application/json",
+			`{"id":"6f1c2a0e-7a44-4d8e-9a55-3c1f0b2d9e11","secret":"s","password":"short"}`), 400, account.ShortPasswordText, "password"},
+		{"reset, bad e-mail", s.accounts.ResetPassword, req("application/json", `{"email":"nobody"}`), 400, "Valid email address is required", "email"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -175,31 +144,6 @@ func TestProfileOpen(t *testing.T) {
 			}
 			expectOutcome(t, err, 400, tc.text, "")
 		})
-	}
-}
-
-func TestActiveChoices(t *testing.T) {
-	res := func(json string) *repo.Resource { return &repo.Resource{Type: "ProjectMembership", JSON: []byte(json)} }
-	got, err := activeChoices([]*repo.Resource{
-		res(`{"id":"m1","project":{"reference":"Project/p1","display":"One"},"profile":{"reference":"Practitioner/x"}}`),
-		res(`{"id":"m2","active":false,"project":{"reference":"Project/p2"}}`),
-		res(`{"id":"m3","active":true,"project":{"reference":"Project/p3"},"admin":true}`),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []memberChoice{
-		{ID: "m1", Project: &fhir.Reference{Reference: "Project/p1", Display: "One"}, Profile: &fhir.Reference{Reference: "Practitioner/x"}},
-		{ID: "m3", Project: &fhir.Reference{Reference: "Project/p3"}},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("%+v, want %+v", got, want)
-	}
-	if got, err := activeChoices(nil); got != nil || err != nil {
-		t.Fatalf("none: %v %v", got, err)
-	}
-	if _, err := activeChoices([]*repo.Resource{res(`{"id":`)}); err == nil {
-		t.Fatal("a membership that cannot be read is skipped")
 	}
 }
 
@@ -384,13 +328,13 @@ func TestSetPassword(t *testing.T) {
 	ctx := context.Background()
 	p := newPerson(t, "setpass")
 	earlier := p.code(t, nil)
-	id, link, err := live.svc.newPasswordRequest(ctx, p.userID, "reset", "")
+	id, link, err := live.svc.accounts.NewPasswordRequest(ctx, p.userID, "reset", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, secret, _ := strings.Cut(strings.TrimPrefix(link, testBase+"setpassword/"), "/")
 	set := func(secret, password string) (*bus.Response, error) {
-		return live.svc.setPassword(ctx, jsonRequest("10.1.3.1", map[string]any{"id": id, "secret": secret, "password": password}))
+		return live.svc.accounts.SetPassword(ctx, jsonRequest("10.1.3.1", map[string]any{"id": id, "secret": secret, "password": password}))
 	}
 	_, err = set("not the secret", "a new password")
 	expectOutcome(t, err, 400, "Incorrect secret", "")

@@ -11,6 +11,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
+	"github.com/pinion-health/pinion/services/identity/account"
 )
 
 // userConfiguration is /auth/me's config: the membership's
@@ -135,7 +136,7 @@ func (s *Service) security(ctx context.Context, p *bus.Principal, user map[strin
 	}
 	// The factor is kept in the credentials (mfa.go); a User resource
 	// imported with mfaEnrolled says so too.
-	mfa, _, err := s.loadMFA(ctx, userIDOf(p.User))
+	mfa, _, err := s.loadMFA(ctx, account.UserIDOf(p.User))
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
+	"github.com/pinion-health/pinion/services/identity/account"
 )
 
 // methodBodyLimit bounds POST /auth/method's body: an e-mail address
@@ -23,15 +24,10 @@ type methodRequest struct {
 
 // check finds what is wrong with the body, with Medplum's text.
 func (in methodRequest) check() error {
-	if len(in.Email) > 320 || !validEmail(in.Email) {
+	if len(in.Email) > 320 || !account.ValidEmail(in.Email) {
 		return fhir.Invalid(fhir.FieldIssue("email", "Valid email address is required"))
 	}
 	return nil
-}
-
-// validEmail is the test /auth/login applies to its e-mail.
-func validEmail(s string) bool {
-	return loginRequest{Email: s, Password: strings.Repeat("x", minPassword)}.check() == nil
 }
 
 // externalAuth is the answer for a domain that signs in elsewhere.

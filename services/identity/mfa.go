@@ -32,9 +32,9 @@ import (
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/pkg/store"
+	"github.com/pinion-health/pinion/services/identity/account"
 )
 
 const (
@@ -73,11 +73,6 @@ type recoveryCode struct {
 }
 
 func mfaKey(userID string) string { return "mfa:" + userID }
-
-func userIDOf(ref string) string {
-	_, id, _ := fhir.SplitReference(ref)
-	return id
-}
 
 // loadMFA reads a user's record and its stored bytes (the condition of a
 // swap; nil when there is none).
@@ -219,26 +214,10 @@ func newRecoveryCodes(ctx context.Context) (codes []string, recs []recoveryCode,
 	return codes, recs, nil
 }
 
-// userEmail is the e-mail of a user: the account name in the
-// authenticator, and the key of the sign-in limiter.
-func (s *Service) userEmail(ctx context.Context, userID string) (string, error) {
-	res, err := s.repo.Read(ctx, repo.AllProjects, "User", userID)
-	if err != nil {
-		return "", err
-	}
-	var u struct {
-		Email string `json:"email"`
-	}
-	if err := json.Unmarshal(res.JSON, &u); err != nil {
-		return "", err
-	}
-	return strings.ToLower(u.Email), nil
-}
-
 // enrollAnswer is the otpauth URI and its QR code (a PNG data URL) for
 // secret: what the person's authenticator app scans.
 func (s *Service) enrollAnswer(ctx context.Context, userID, secret string) (uri, qr string, err error) {
-	email, err := s.userEmail(ctx, userID)
+	email, err := s.accounts.UserEmail(ctx, userID)
 	if err != nil {
 		return "", "", err
 	}
@@ -308,22 +287,9 @@ func readMFABody(r *bus.Request, withLogin bool) (mfaBody, error) {
 	return in, nil
 }
 
-// signedInUser is the user id of a person's token; clients and bots have
-// no authenticator.
-func signedInUser(r *bus.Request) (string, error) {
-	if r.Principal == nil {
-		return "", fhir.Unauthorized()
-	}
-	typ, id, _ := fhir.SplitReference(r.Principal.User)
-	if typ != "User" {
-		return "", fhir.Forbidden()
-	}
-	return id, nil
-}
-
 // mfaStatus is GET /auth/mfa/status.
 func (s *Service) mfaStatus(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	uid, err := s.ownerOf(ctx, r)
+	uid, err := s.accounts.OwnerOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -387,7 +353,7 @@ var errBadCode = errors.New("bad code")
 // limitedCode runs check, a code check for userID, under the sign-in
 // limiter: a wrong code counts as a wrong password does.
 func (s *Service) limitedCode(ctx context.Context, r *bus.Request, uid string, check func() error) error {
-	email, err := s.userEmail(ctx, uid)
+	email, err := s.accounts.UserEmail(ctx, uid)
 	if err != nil {
 		return err
 	}
@@ -410,7 +376,7 @@ func (s *Service) limitedCode(ctx context.Context, r *bus.Request, uid string, c
 // "All OK" outcome with the recovery codes beside it ("recoveryCodes"),
 // shown this once.
 func (s *Service) mfaEnroll(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	uid, err := s.ownerOf(ctx, r)
+	uid, err := s.accounts.OwnerOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -443,7 +409,7 @@ func (s *Service) mfaEnroll(ctx context.Context, r *bus.Request) (*bus.Response,
 // secret replaces it (a lost device's secret never works again). Someone
 // whose project requires MFA cannot remove their last factor.
 func (s *Service) mfaDisable(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	uid, err := s.ownerOf(ctx, r)
+	uid, err := s.accounts.OwnerOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -507,7 +473,7 @@ func (s *Service) mfaRequiredFor(ctx context.Context, userRef, projectID string,
 	if rec.Required {
 		return true, nil
 	}
-	choices, err := s.memberships(ctx, userRef, projectID)
+	choices, err := s.accounts.Memberships(ctx, userRef, projectID)
 	if err != nil {
 		return false, err
 	}
@@ -540,7 +506,7 @@ func (s *Service) requiresMFA(ctx context.Context, m *session.Membership) (bool,
 
 // projectRequiresMFA reads Project.setting mfaRequired.
 func (s *Service) projectRequiresMFA(ctx context.Context, projectID string) (bool, error) {
-	return s.projectFlag(ctx, projectID, mfaRequiredSetting)
+	return s.accounts.ProjectFlag(ctx, projectID, mfaRequiredSetting)
 }
 
 // trustProviderMFASetting is the Project.setting (valueBoolean) by which a
@@ -554,7 +520,7 @@ func (s *Service) providerFactorCounts(ctx context.Context, p signInProof, proje
 	if !p.providerMFA || project == "" {
 		return false, nil
 	}
-	return s.projectFlag(ctx, project, trustProviderMFASetting)
+	return s.accounts.ProjectFlag(ctx, project, trustProviderMFASetting)
 }
 
 // errFactorOwed is checkSignIn's answer for a membership whose project
@@ -595,7 +561,7 @@ func (s *Service) mfaLoginStep(ctx context.Context, userID, projectID string, p 
 	if err != nil || step != "enroll" {
 		return step, rec, err
 	}
-	if err := s.providerMayChange(ctx, p.providerProject, userID); err != nil {
+	if err := s.accounts.ProviderMayChange(ctx, p.providerProject, userID); err != nil {
 		return "", rec, enrolElsewhere()
 	}
 	if rec, err = s.ensureSecret(ctx, userID); errors.Is(err, errUnchanged) {
@@ -639,7 +605,7 @@ func enrolElsewhere() error {
 // memberships (in projectID only, when given) and every one of them
 // requires a second factor.
 func (s *Service) everyMembershipRequiresMFA(ctx context.Context, userRef, projectID string) (bool, error) {
-	choices, err := s.memberships(ctx, userRef, projectID)
+	choices, err := s.accounts.Memberships(ctx, userRef, projectID)
 	if err != nil || len(choices) == 0 {
 		return false, err
 	}
@@ -656,8 +622,8 @@ func (s *Service) everyMembershipRequiresMFA(ctx context.Context, userRef, proje
 // (errFactorOwed) into the enrolment step: l owes "enroll", and the answer
 // is /auth/login's for that step; once enrolled, the person chooses again.
 func (s *Service) owedEnrolment(ctx context.Context, loginID string, l *session.Login) (*bus.Response, error) {
-	uid := userIDOf(l.User)
-	if err := s.providerMayChange(ctx, l.ProviderProject, uid); err != nil {
+	uid := account.UserIDOf(l.User)
+	if err := s.accounts.ProviderMayChange(ctx, l.ProviderProject, uid); err != nil {
 		return nil, enrolElsewhere()
 	}
 	rec, err := s.ensureSecret(ctx, uid)
@@ -725,7 +691,7 @@ func (s *Service) completeMFA(ctx context.Context, r *bus.Request, enroll bool) 
 	if err := mfaLoginOpen(l); err != nil {
 		return nil, err
 	}
-	uid := userIDOf(l.User)
+	uid := account.UserIDOf(l.User)
 	switch {
 	case enroll && l.MFA == "verify":
 		return nil, fhir.BadRequest("Already enrolled")

@@ -12,6 +12,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/store"
+	"github.com/pinion-health/pinion/services/identity/account"
 )
 
 // mfaReset is POST /admin/projects/:projectId/members/:membershipId/$reset-mfa:
@@ -41,10 +42,10 @@ func (s *Service) mfaReset(ctx context.Context, r *bus.Request) (*bus.Response, 
 	if m.User == nil || !strings.HasPrefix(m.User.Reference, "User/") {
 		return nil, fhir.BadRequest("Only a user's membership has MFA")
 	}
-	uid := userIDOf(m.User.Reference)
+	uid := account.UserIDOf(m.User.Reference)
 	// Factors are the person's, across every project: an admin of one
 	// project among several cannot wipe them.
-	if err := s.adminOver(ctx, r.Principal, uid); err != nil {
+	if err := s.accounts.AdminOver(ctx, r.Principal, uid); err != nil {
 		return nil, err
 	}
 	if _, err := s.updateMFA(ctx, uid, func(rec *mfaRecord) error {
@@ -129,7 +130,7 @@ func (s *Service) mfaOverview(ctx context.Context, r *bus.Request) (*bus.Respons
 		if res.Project != projectID || json.Unmarshal(res.JSON, &m) != nil || m.User == nil || !strings.HasPrefix(m.User.Reference, "User/") {
 			continue
 		}
-		uid := userIDOf(m.User.Reference)
+		uid := account.UserIDOf(m.User.Reference)
 		rec, _, err := s.loadMFA(ctx, uid)
 		if err != nil {
 			return nil, err

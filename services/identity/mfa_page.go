@@ -11,6 +11,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
@@ -37,7 +38,7 @@ func pendingKey(b web.Browser) string { return "mfa-" + b.Key() }
 // askFactor keeps the first factor's success (bs, not yet a session) for
 // browser b and asks for the second.
 func (s *Service) askFactor(ctx context.Context, b web.Browser, a authRequest, bs *browserSession, step string) (*bus.Response, error) {
-	userID := userIDOf(bs.User)
+	userID := account.UserIDOf(bs.User)
 	if step == "enroll" {
 		// A factor is required and no authenticator is enrolled: a
 		// passkey, when the person has one, is that factor.
@@ -64,12 +65,12 @@ func (s *Service) factorPage(ctx context.Context, b web.Browser, a authRequest, 
 		return nil, err
 	}
 	if p.Step == "passkey" {
-		return s.passkeyStep(ctx, b, a, userIDOf(p.User), "")
+		return s.passkeyStep(ctx, b, a, account.UserIDOf(p.User), "")
 	}
 	mp := &web.MFA{}
 	title := "Enter your code"
 	if p.Step == "verify" {
-		n, err := s.passkeyCount(ctx, userIDOf(p.User))
+		n, err := s.passkeyCount(ctx, account.UserIDOf(p.User))
 		if err != nil {
 			return nil, err
 		}
@@ -77,7 +78,7 @@ func (s *Service) factorPage(ctx context.Context, b web.Browser, a authRequest, 
 	}
 	if p.Step == "enroll" {
 		title = "Set up your authenticator"
-		uid := userIDOf(p.User)
+		uid := account.UserIDOf(p.User)
 		rec, _, err := s.loadMFA(ctx, uid)
 		if err != nil {
 			return nil, err
@@ -120,9 +121,9 @@ func (s *Service) factorPosted(ctx context.Context, r *bus.Request, b web.Browse
 	}
 	if p.Step == "passkey" {
 		// Only a passkey is owed: no code is checked.
-		return s.passkeyStep(ctx, b, a, userIDOf(p.User), "")
+		return s.passkeyStep(ctx, b, a, account.UserIDOf(p.User), "")
 	}
-	uid := userIDOf(p.User)
+	uid := account.UserIDOf(p.User)
 	token := form.Get("mfa_code")
 	var codes []string
 	err = s.limitedCode(ctx, r, uid, func() error {

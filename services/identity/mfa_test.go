@@ -324,10 +324,10 @@ func TestMFAInviteRequired(t *testing.T) {
 	email := newEmail("mfainvitee")
 	id, msg := newInvite(t, invite.Request{ProjectID: project, FirstName: "Grace", LastName: "Hopper", Email: email,
 		PasswordHash: mustHash(t, "initial password"), MFARequired: true})
-	if err := live.svc.inviteUser(ctx, msg); err != nil {
+	if err := live.svc.accounts.InviteUser(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := live.svc.invites.Get(ctx, id)
+	rec, err := live.svc.accounts.Invites().Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

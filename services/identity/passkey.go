@@ -34,6 +34,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/store"
+	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
@@ -192,7 +193,7 @@ func (s *Service) takeCeremony(ctx context.Context, key, kind string) (*ceremony
 
 // passkeyUserOf is the person as go-webauthn sees them.
 func (s *Service) passkeyUserOf(ctx context.Context, userID string) (passkeyUser, error) {
-	email, err := s.userEmail(ctx, userID)
+	email, err := s.accounts.UserEmail(ctx, userID)
 	if err != nil {
 		return passkeyUser{}, err
 	}
@@ -496,7 +497,7 @@ func (s *Service) passkeyCount(ctx context.Context, userID string) (int, error) 
 
 // passkeysList is GET /auth/passkeys: {passkeys: [{id, name, created, lastUsed}]}.
 func (s *Service) passkeysList(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	uid, err := signedInUser(r)
+	uid, err := account.SignedInUser(r)
 	if err != nil {
 		return nil, err
 	}
@@ -514,7 +515,7 @@ func (s *Service) passkeysList(ctx context.Context, r *bus.Request) (*bus.Respon
 // passkeysRegisterBegin is POST /auth/passkeys/register/begin: the options
 // for navigator.credentials.create ({publicKey: …}).
 func (s *Service) passkeysRegisterBegin(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	uid, err := s.ownerOf(ctx, r)
+	uid, err := s.accounts.OwnerOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -529,7 +530,7 @@ func (s *Service) passkeysRegisterBegin(ctx context.Context, r *bus.Request) (*b
 // {name, credential}: credential is the browser's PublicKeyCredential as
 // JSON (its toJSON()); the answer is the new passkey.
 func (s *Service) passkeysRegisterFinish(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	uid, err := s.ownerOf(ctx, r)
+	uid, err := s.accounts.OwnerOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -555,7 +556,7 @@ func (s *Service) passkeysRegisterFinish(ctx context.Context, r *bus.Request) (*
 
 // passkeysRename is PATCH /auth/passkeys/:id {name}.
 func (s *Service) passkeysRename(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	uid, err := s.ownerOf(ctx, r)
+	uid, err := s.accounts.OwnerOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -576,7 +577,7 @@ func (s *Service) passkeysRename(ctx context.Context, r *bus.Request) (*bus.Resp
 
 // passkeysRemove is DELETE /auth/passkeys/:id.
 func (s *Service) passkeysRemove(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	uid, err := s.ownerOf(ctx, r)
+	uid, err := s.accounts.OwnerOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
@@ -30,7 +31,7 @@ func (s *Service) passkeysPage(ctx context.Context, r *bus.Request) (*bus.Respon
 		return s.pages.Message(401, b, "Sign in first", s.cfg.BaseURL+"console", "Sign in",
 			"Your passkeys are managed here once you are signed in in this browser.")
 	}
-	uid := userIDOf(bs.User)
+	uid := account.UserIDOf(bs.User)
 	pp := &web.Passkeys{}
 	errs := map[string]string{}
 	if r.Method == "POST" {
@@ -74,7 +75,7 @@ func (s *Service) passkeysPage(ctx context.Context, r *bus.Request) (*bus.Respon
 			return nil, err
 		}
 	}
-	if pp.Email, err = s.userEmail(ctx, uid); err != nil {
+	if pp.Email, err = s.accounts.UserEmail(ctx, uid); err != nil {
 		return nil, err
 	}
 	rec, _, err := s.loadPasskeys(ctx, uid)
@@ -118,7 +119,7 @@ func (s *Service) passkeyPosted(ctx context.Context, r *bus.Request, b web.Brows
 	}
 	wantUser := ""
 	if p != nil {
-		wantUser = userIDOf(p.User)
+		wantUser = account.UserIDOf(p.User)
 	}
 	if form.Get("passkey") != "finish" {
 		return s.passkeyStep(ctx, b, a, wantUser, "")

@@ -18,6 +18,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/account"
 )
 
 // registerBodyLimit bounds the bodies of /auth/newuser, /auth/newproject
@@ -30,9 +31,7 @@ const (
 	maxName          = 128
 	minEmail         = 3
 	maxEmail         = 72
-	maxPassword      = 72
 	badEmailText     = "Valid email address between 3 and 72 characters is required"
-	passwordLenText  = "Password must be between 8 and 72 characters"
 	firstNameLenText = "First name must be between 1 and 128 characters"
 	lastNameLenText  = "Last name must be between 1 and 128 characters"
 	registerOffText  = "Registration is disabled"
@@ -67,11 +66,11 @@ func (in newUserRequest) check() error {
 		issues = append(issues, fhir.FieldIssue("lastName", lastNameLenText))
 	}
 	email := auth.NormalEmail(in.Email)
-	if n := utf8.RuneCountInString(email); n < minEmail || n > maxEmail || !validEmail(email) || strings.ContainsAny(email, "<> ") {
+	if n := utf8.RuneCountInString(email); n < minEmail || n > maxEmail || !account.ValidEmail(email) || strings.ContainsAny(email, "<> ") {
 		issues = append(issues, fhir.FieldIssue("email", badEmailText))
 	}
-	if tooShort(in.Password) || tooLong(in.Password) {
-		issues = append(issues, fhir.FieldIssue("password", passwordLenText))
+	if account.TooShort(in.Password) || account.TooLong(in.Password) {
+		issues = append(issues, fhir.FieldIssue("password", account.PasswordLengthText))
 	}
 	if in.CodeChallenge != "" && in.CodeChallengeMethod != "plain" && in.CodeChallengeMethod != "S256" {
 		issues = append(issues, fhir.FieldIssue("codeChallengeMethod", "Invalid code challenge method"))
@@ -144,7 +143,7 @@ func (s *Service) createAccount(ctx context.Context, remote string, in newUserRe
 	if err := s.checkRecaptcha(ctx, secret, in.RecaptchaToken, remote); err != nil {
 		return "", "", err
 	}
-	if s.passwordBreached(ctx, in.Password) {
+	if s.accounts.PasswordBreached(ctx, in.Password) {
 		return "", "", fhir.BadRequest(auth.BreachedText, "password")
 	}
 	email := auth.NormalEmail(in.Email)
@@ -157,7 +156,7 @@ func (s *Service) createAccount(ctx context.Context, remote string, in newUserRe
 	s.log.InfoContext(ctx, "user registered", "user", userID, "project", project)
 	// The account exists whatever befalls the e-mail: a failure to queue it
 	// is logged, not answered (a retry would find the address taken).
-	if err := s.sendVerification(ctx, userID, email, in.FirstName); err != nil {
+	if err := s.accounts.SendVerification(ctx, userID, email, in.FirstName); err != nil {
 		s.log.ErrorContext(ctx, "verification e-mail not queued", "user", userID, "err", err)
 	}
 	return userID, project, nil
@@ -264,7 +263,7 @@ func (s *Service) registerUser(ctx context.Context, project, firstName, lastName
 	if _, err := s.repo.Create(ctx, repo.AllProjects, u, repo.WriteOptions{ID: id, Project: project}); err != nil {
 		return "", fmt.Errorf("create user: %w", err)
 	}
-	if err := s.setPasswordHash(ctx, id, hash); err != nil {
+	if err := s.accounts.SetPasswordHash(ctx, id, hash); err != nil {
 		return "", err
 	}
 	owner, err := s.repo.Claim(ctx, key, id)

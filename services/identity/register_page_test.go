@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/services/identity/account"
 )
 
 // The registration page's refusals: a form from elsewhere (CSRF), an
@@ -54,7 +55,7 @@ func TestRegisterPageRefusals(t *testing.T) {
 	expectPage(post(live.svc, "/register", with("csrf", "forged"), header), 403, "Form expired")
 	big := with("firstName", strings.Repeat("x", registerFormLimit))
 	expectPage(post(live.svc, "/register", big, header), 413, "Form too large")
-	expectPage(post(live.svc, "/register", with("password", "short"), header), 400, passwordLenText)
+	expectPage(post(live.svc, "/register", with("password", "short"), header), 400, account.PasswordLengthText)
 	expectPage(post(live.svc, "/register", with("email", "not an address"), header), 400, badEmailText)
 	expectPage(post(live.svc, "/register", with("password", "password"), header), 400, "Password found in breach database")
 	// Not signed in, the project page sends the person to sign in first.

@@ -259,22 +259,7 @@ func TestRegistrationDisabled(t *testing.T) {
 }
 
 // setProject changes a stored project.
-func setProject(t *testing.T, id string, edit func(map[string]any)) {
-	t.Helper()
-	ctx := context.Background()
-	res, err := live.conns.Repo.Read(ctx, repo.AllProjects, "Project", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := res.Decode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	edit(doc)
-	if _, err := live.conns.Repo.Update(ctx, repo.AllProjects, doc, repo.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
+func setProject(t *testing.T, id string, edit func(map[string]any)) { live.kit.SetProject(t, id, edit) }
 
 // An address is one person however it is typed: trimmed and case-folded
 // at sign-in as at registration.
@@ -299,4 +284,14 @@ func TestNewUserRegistrationsLimited(t *testing.T) {
 	}
 	_, err := s.newUser(context.Background(), jsonRequest("10.7.0.1", body(-1)))
 	expectOutcome(t, err, 429, "Too Many Requests", "")
+}
+
+// A leaked password is refused at registration, and takes no address.
+func TestRegistrationRefusesLeakedPassword(t *testing.T) {
+	ctx := context.Background()
+	email := newEmail("leaked")
+	_, err := live.svc.newUser(ctx, jsonRequest("10.3.6.1", map[string]any{"firstName": "L", "lastName": "P",
+		"email": email, "password": "ILoveYou"}))
+	expectOutcome(t, err, 400, "Password found in breach database", "password")
+	register(t, live.svc, map[string]any{"email": email}) // the address was not taken
 }

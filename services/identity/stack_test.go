@@ -2,71 +2,54 @@ package identity
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/config"
-	"github.com/pinion-health/pinion/pkg/embedded"
 	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/mail"
-	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
-	"github.com/pinion-health/pinion/pkg/saga"
+	"github.com/pinion-health/pinion/services/identity/internal/testkit"
 )
 
 // live is the identity service started as a process starts it (FromConfig,
-// Start) on real parts: an embedded NATS server reached in-process, the
-// session buckets, the SQLite store and the session projector. The
-// package's tests share it; each makes its own projects, users and clients.
+// Start) on real parts (testkit.Open): an embedded NATS server reached
+// in-process, the session buckets, the SQLite store and the session
+// projector. The package's tests share it; each makes its own projects,
+// users and clients.
 var live struct {
 	svc   *Service
 	conns *infra.Conns
 	cfg   *config.Config
+	kit   *testkit.Stack
 }
 
 // quiet keeps the services' logs out of the test output.
-var quiet = slog.New(slog.DiscardHandler)
+var quiet = testkit.Quiet
 
 func TestMain(m *testing.M) { os.Exit(runWithStack(m)) }
 
 func runWithStack(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "identity-test-")
+	kit, stop, err := testkit.Open()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	ns, err := embedded.StartNATS(embedded.NATSOptions{Dir: filepath.Join(dir, "nats"), NoListen: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "nats:", err)
-		return 1
-	}
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := infra.Open(ctx, infra.Options{InProcess: ns, Name: "identity-test", SQLitePath: filepath.Join(dir, "pinion.db"), SQLiteSync: "off", Log: quiet})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "infra:", err)
-		return 1
-	}
-	defer c.Close()
 	// Client key sets are served from loopback in these tests.
-	cfg := &config.Config{BaseURL: testBase, DataDir: dir, AccessTokenLifetime: 10 * time.Minute, ClientSecretGrace: time.Hour, EgressPrivate: true}
-	svc, err := FromConfig(cfg, c, quiet)
+	cfg := &config.Config{BaseURL: testBase, DataDir: kit.Dir, AccessTokenLifetime: 10 * time.Minute, ClientSecretGrace: time.Hour, EgressPrivate: true}
+	svc, err := FromConfig(cfg, kit.Conns, quiet)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "identity:", err)
 		return 1
@@ -80,7 +63,7 @@ func runWithStack(m *testing.M) int {
 		defer cancel()
 		_ = svc.Stop(sctx)
 	}()
-	live.svc, live.conns, live.cfg = svc, c, cfg
+	live.svc, live.conns, live.cfg, live.kit = svc, kit.Conns, cfg, kit
 	return m.Run()
 }
 
@@ -98,20 +81,10 @@ func another(t *testing.T, cfg Config) *Service {
 }
 
 // newProject stores a project and returns its id.
-func newProject(t *testing.T, name string) string {
-	t.Helper()
-	id := uuid.NewString()
-	if _, err := live.conns.Repo.Create(context.Background(), repo.AllProjects, map[string]any{"resourceType": "Project", "name": name},
-		repo.WriteOptions{ID: id, Project: id}); err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
+func newProject(t *testing.T, name string) string { return live.kit.Project(t, name) }
 
 // newEmail is an address no other test uses.
-func newEmail(name string) string {
-	return name + "-" + uuid.NewString()[:8] + "@example.com"
-}
+func newEmail(name string) string { return testkit.Email(name) }
 
 // newUser stores a user with this e-mail and password (none when empty),
 // scoped to project when it is set, as an invite would, and returns its id.
@@ -123,7 +96,7 @@ func newUser(t *testing.T, email, password, project string) string {
 	if password != "" {
 		req.PasswordHash = mustHash(t, password)
 	}
-	if err := live.svc.createUser(ctx, id, project, req); err != nil {
+	if err := live.svc.accounts.CreateUser(ctx, id, project, req); err != nil {
 		t.Fatal(err)
 	}
 	if owner, err := live.conns.Repo.Claim(ctx, repo.UserEmailKey(project, email), id); err != nil || owner != id {
@@ -134,64 +107,26 @@ func newUser(t *testing.T, email, password, project string) string {
 
 // newResource stores a resource in a project and returns its reference.
 func newResource(t *testing.T, project string, res map[string]any) string {
-	t.Helper()
-	r, err := live.conns.Repo.Create(context.Background(), repo.Scope{Project: project}, res, repo.WriteOptions{Project: project})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.Type + "/" + r.ID
+	return live.kit.Resource(t, project, res)
 }
 
 // newPractitioner stores a practitioner with a name and returns its reference.
 func newPractitioner(t *testing.T, project, given, family string) string {
-	t.Helper()
-	return newResource(t, project, map[string]any{"resourceType": "Practitioner",
-		"name": []any{map[string]any{"given": []any{given}, "family": family}}})
+	return live.kit.Practitioner(t, project, given, family)
 }
 
 // newMembership stores a membership of user in project as profile (extra
 // fields added), waits for its session entry and returns its id.
 func newMembership(t *testing.T, project, user, profile string, extra map[string]any) string {
-	t.Helper()
-	m := map[string]any{"resourceType": "ProjectMembership",
-		"project": map[string]any{"reference": "Project/" + project, "display": "Project " + project[:4]},
-		"user":    map[string]any{"reference": user},
-		"profile": map[string]any{"reference": profile, "display": "Profile of " + user},
-	}
-	for k, v := range extra {
-		m[k] = v
-	}
-	ref := newResource(t, project, m)
-	id := strings.TrimPrefix(ref, "ProjectMembership/")
-	project1(t, "ProjectMembership", id, project)
-	return id
+	return live.kit.Membership(t, project, user, profile, extra)
 }
 
 // project1 waits until the session entries a resource feeds hold it.
-func project1(t *testing.T, typ, id, project string) {
-	t.Helper()
-	if _, err := projects.Project(context.Background(), live.conns.NC, typ, id, project); err != nil {
-		t.Fatal(err)
-	}
-}
+func project1(t *testing.T, typ, id, project string) { live.kit.Project1(t, typ, id, project) }
 
 // setMembership changes a stored membership and waits for its entry.
 func setMembership(t *testing.T, id string, edit func(map[string]any)) {
-	t.Helper()
-	ctx := context.Background()
-	res, err := live.conns.Repo.Read(ctx, repo.AllProjects, "ProjectMembership", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := res.Decode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	edit(doc)
-	if _, err := live.conns.Repo.Update(ctx, repo.AllProjects, doc, repo.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	project1(t, "ProjectMembership", id, res.Project)
+	live.kit.SetMembership(t, id, edit)
 }
 
 // blockingPolicy stores an access policy that blocks one address and
@@ -204,101 +139,31 @@ func blockingPolicy(t *testing.T, project, address string) string {
 }
 
 // jsonRequest is a JSON POST from remote.
-func jsonRequest(remote string, body any) *bus.Request {
-	b, _ := json.Marshal(body)
-	return &bus.Request{Method: "POST", Header: map[string]string{"Content-Type": "application/json"}, Body: b, Remote: remote}
-}
+func jsonRequest(remote string, body any) *bus.Request { return testkit.JSON(remote, body) }
 
 // formRequest is a form POST with these headers added.
 func formRequest(form url.Values, header map[string]string) *bus.Request {
-	h := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
-	for k, v := range header {
-		h[k] = v
-	}
-	return &bus.Request{Method: "POST", Header: h, Body: []byte(form.Encode())}
+	return testkit.Form(form, header)
 }
 
 // decoded is a JSON answer's body, after checking its status.
 func decoded(t *testing.T, resp *bus.Response, err error, status int) map[string]any {
 	t.Helper()
-	if err != nil {
-		t.Fatalf("%v, want %d", err, status)
-	}
-	var out map[string]any
-	if err := json.Unmarshal(resp.Body, &out); err != nil {
-		t.Fatalf("%d %s: %v", resp.Status, resp.Body, err)
-	}
-	if resp.Status != status {
-		t.Fatalf("%d %s, want %d", resp.Status, resp.Body, status)
-	}
-	return out
+	return testkit.Decoded(t, resp, err, status)
 }
 
 // lastMail is the newest e-mail queued for the mail step, and whether
 // there is one.
-func lastMail(t *testing.T) (mail.Message, bool) {
-	t.Helper()
-	ctx := context.Background()
-	st, err := live.conns.JS.Stream(ctx, saga.Stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := st.GetLastMsgForSubject(ctx, mail.Subject)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return mail.Message{}, false
-		}
-		t.Fatal(err)
-	}
-	var m mail.Message
-	if err := json.Unmarshal(raw.Data, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m, true
-}
+func lastMail(t *testing.T) (mail.Message, bool) { return live.kit.LastMail(t) }
 
 // mailTo is the newest queued e-mail, which must be to this address.
-func mailTo(t *testing.T, to string) mail.Message {
-	t.Helper()
-	m, ok := lastMail(t)
-	if !ok || m.To != to {
-		t.Fatalf("no e-mail to %s; the last is %+v", to, m)
-	}
-	return m
-}
+func mailTo(t *testing.T, to string) mail.Message { return live.kit.MailTo(t, to) }
 
 // linkIn is the set-password link in a text, as id and secret.
-func linkIn(t *testing.T, text string) (id, secret string) {
-	t.Helper()
-	i := strings.Index(text, testBase+"setpassword/")
-	if i < 0 {
-		t.Fatalf("no set-password link in %q", text)
-	}
-	rest := strings.Fields(text[i+len(testBase+"setpassword/"):])[0]
-	id, secret, ok := strings.Cut(rest, "/")
-	if !ok {
-		t.Fatalf("link %q", rest)
-	}
-	return id, secret
-}
+func linkIn(t *testing.T, text string) (id, secret string) { return testkit.LinkIn(t, text) }
 
 // keyValue reads a bucket's entry; nil when there is none.
-func keyValue(t *testing.T, bucket, key string) []byte {
-	t.Helper()
-	ctx := context.Background()
-	kv, err := live.conns.JS.KeyValue(ctx, bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e.Value()
-}
+func keyValue(t *testing.T, bucket, key string) []byte { return live.kit.KeyValue(t, bucket, key) }
 
 // person is a user with a password and one membership, in a project of
 // its own, with a practitioner profile.
@@ -378,11 +243,10 @@ func verify(t *testing.T, tok, audience string) *auth.Claims {
 }
 
 // mustHash hashes a password for a test's user.
-func mustHash(t *testing.T, password string) string {
+func mustHash(t *testing.T, password string) string { return testkit.Hash(t, password) }
+
+// newInvite records a pending invite, as membership starts one.
+func newInvite(t *testing.T, req invite.Request) (id string, msg []byte) {
 	t.Helper()
-	h, err := auth.HashPassword(context.Background(), password)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return testkit.Invite(t, live.svc.accounts.Invites(), req)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/account"
 )
 
 // tokenError is an OAuth2 error answer: RFC 6749 §5.2's code, with
@@ -350,7 +351,7 @@ func (s *Service) client(ctx context.Context, id string) (*clientEntry, error) {
 		c.membership = pm.ID
 		// One login per client: client tokens are cheap to issue and all of
 		// them stop together when the client or its membership goes.
-		c.loginID = uuid.NewSHA1(identityIDNamespace, []byte("client-login:"+id+":"+pm.ID)).String()
+		c.loginID = uuid.NewSHA1(account.IDNamespace, []byte("client-login:"+id+":"+pm.ID)).String()
 		c.displays = displaysOf(pm.JSON)
 		if _, err := s.sessions.PutLogin(ctx, c.loginID, session.Login{Membership: pm.ID, User: ref, Client: id, AuthMethod: authClient}); err != nil {
 			return nil, fmt.Errorf("session login: %w", err)

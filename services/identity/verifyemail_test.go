@@ -39,7 +39,7 @@ func TestVerifyEmail(t *testing.T) {
 		t.Fatal("verified before the link was used")
 	}
 	verify := func(body map[string]any) error {
-		_, err := live.svc.verifyEmail(ctx, jsonRequest("10.3.4.1", body))
+		_, err := live.svc.accounts.VerifyEmail(ctx, jsonRequest("10.3.4.1", body))
 		return err
 	}
 	for _, tc := range []struct {
@@ -75,12 +75,12 @@ func TestRequireVerifiedEmail(t *testing.T) {
 	_, err := p.login(t, "10.3.5.1", nil)
 	expectOutcome(t, err, 400, "Email verification is required", "")
 
-	id, link, err := live.svc.newPasswordRequest(ctx, p.userID, "reset", "")
+	id, link, err := live.svc.accounts.NewPasswordRequest(ctx, p.userID, "reset", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	secret := link[strings.LastIndex(link, "/")+1:]
-	if _, err := live.svc.usePasswordLink(ctx, id, secret, p.password); err != nil {
+	if _, err := live.svc.accounts.UsePasswordLink(ctx, id, secret, p.password); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := p.login(t, "10.3.5.1", nil)
@@ -105,7 +105,7 @@ func TestVerifyEmailPage(t *testing.T) {
 		r := formRequest(form, header)
 		r.Method = method
 		r.Params = map[string]string{"id": id, "secret": secret}
-		resp, err := live.svc.verifyEmailPage(ctx, r)
+		resp, err := live.svc.accounts.VerifyEmailPage(ctx, r)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package identity
+package account
 
 import (
 	"context"
@@ -17,9 +17,9 @@ import (
 	"github.com/pinion-health/pinion/services/identity/limits"
 )
 
-// resetPassword is POST /auth/resetpassword. It answers the same whether or
+// ResetPassword is POST /auth/resetpassword. It answers the same whether or
 // not the e-mail exists, so it cannot be used to find accounts.
-func (s *Service) resetPassword(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) ResetPassword(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	var in struct {
 		Email     string `json:"email"`
 		ProjectID string `json:"projectId"`
@@ -33,10 +33,10 @@ func (s *Service) resetPassword(ctx context.Context, r *bus.Request) (*bus.Respo
 	return bus.OK(), nil
 }
 
-// formEmail is an e-mail address as typed in a page's form or a reset
+// FormEmail is an e-mail address as typed in a page's form or a reset
 // request, in the form accounts are found by (trimmed, lower case); ok is
 // whether it can be one at all.
-func formEmail(raw string) (email string, ok bool) {
+func FormEmail(raw string) (email string, ok bool) {
 	email = auth.NormalEmail(raw)
 	return email, strings.Contains(email, "@")
 }
@@ -45,7 +45,7 @@ func formEmail(raw string) (email string, ok bool) {
 // the project, for a project-scoped user). An address without a user gets
 // no mail and no error.
 func (s *Service) sendReset(ctx context.Context, email, projectID string) error {
-	email, ok := formEmail(email)
+	email, ok := FormEmail(email)
 	if !ok {
 		return fhir.BadRequest("Valid email address is required", "email")
 	}
@@ -55,10 +55,10 @@ func (s *Service) sendReset(ctx context.Context, email, projectID string) error 
 	}
 	// A throttled reset sends nothing and makes no link (a new link would
 	// spend the last one mailed); the caller's answer is the same.
-	if ok, err := s.takeResetSlot(ctx, userID, time.Now()); err != nil || !ok {
+	if ok, err := s.TakeResetSlot(ctx, userID, time.Now()); err != nil || !ok {
 		return err
 	}
-	id, link, err := s.newPasswordRequest(ctx, userID, "reset", "")
+	id, link, err := s.NewPasswordRequest(ctx, userID, "reset", "")
 	if err != nil {
 		return err
 	}
@@ -94,11 +94,11 @@ type resetsSent struct {
 	Sent []time.Time `json:"sent"`
 }
 
-// takeResetSlot records a reset e-mail to userID at now and reports true,
+// TakeResetSlot records a reset e-mail to userID at now and reports true,
 // or reports false when one was sent within resetGap or maxResetsPerHour
 // within the hour. A conditional write makes racing resets count one by
 // one.
-func (s *Service) takeResetSlot(ctx context.Context, userID string, now time.Time) (bool, error) {
+func (s *Service) TakeResetSlot(ctx context.Context, userID string, now time.Time) (bool, error) {
 	for range resetSlotTries {
 		var r resetsSent
 		raw, _, err := s.secrets.Load(ctx, resetsKey(userID), &r)

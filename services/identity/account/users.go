@@ -1,31 +1,36 @@
-package identity
+package account
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/pinion-health/pinion/pkg/auth"
+	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/mail"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/saga"
+	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/store"
 )
 
 // consumeInviteSteps runs identity's steps of the invite saga (the user,
 // and the e-mail) until the returned stop.
 func (s *Service) consumeInviteSteps(ctx context.Context) (stop func(), err error) {
-	stopUser, err := saga.Consume(ctx, s.js, "identity-invite-user", invite.SubjUser, s.inviteUser, s.inviteFailed, s.log)
+	stopUser, err := saga.Consume(ctx, s.js, "identity-invite-user", invite.SubjUser, s.InviteUser, s.inviteFailed, s.log)
 	if err != nil {
 		return nil, err
 	}
-	stopEmail, err := saga.Consume(ctx, s.js, "identity-invite-email", invite.SubjEmail, s.inviteEmail, s.inviteEmailFailed, s.log)
+	stopEmail, err := saga.Consume(ctx, s.js, "identity-invite-email", invite.SubjEmail, s.InviteEmail, s.inviteEmailFailed, s.log)
 	if err != nil {
 		stopUser()
 		return nil, err
@@ -33,10 +38,10 @@ func (s *Service) consumeInviteSteps(ctx context.Context) (stop func(), err erro
 	return func() { stopUser(); stopEmail() }, nil
 }
 
-// inviteUser is the saga's first step: find the invitee's User or create
+// InviteUser is the saga's first step: find the invitee's User or create
 // it. Ids derive from the invite id, so a redelivered step finds its own
 // earlier work instead of doing it twice.
-func (s *Service) inviteUser(ctx context.Context, data []byte) error {
+func (s *Service) InviteUser(ctx context.Context, data []byte) error {
 	_, rec, pending, err := s.invites.Load(ctx, data)
 	if err != nil || !pending {
 		return err
@@ -49,7 +54,7 @@ func (s *Service) inviteUser(ctx context.Context, data []byte) error {
 	if req.ProjectScoped {
 		scope = req.ProjectID
 	}
-	candidate := uuid.NewSHA1(identityIDNamespace, []byte("invite-user:"+rec.ID)).String()
+	candidate := uuid.NewSHA1(IDNamespace, []byte("invite-user:"+rec.ID)).String()
 	userID, isNew := candidate, true
 	if req.Email != "" {
 		// An existing user with this e-mail in this scope is reused.
@@ -62,7 +67,7 @@ func (s *Service) inviteUser(ctx context.Context, data []byte) error {
 		}
 	}
 	if isNew {
-		if err := s.createUser(ctx, candidate, scope, req); err != nil {
+		if err := s.CreateUser(ctx, candidate, scope, req); err != nil {
 			return err
 		}
 		if req.Email != "" {
@@ -94,12 +99,12 @@ func (s *Service) inviteUser(ctx context.Context, data []byte) error {
 	return s.invites.Next(ctx, invite.SubjProfile, invite.Message{InviteID: rec.ID})
 }
 
-// inviteEmail is the saga's last step, once the membership is made: queue
+// InviteEmail is the saga's last step, once the membership is made: queue
 // the invitation e-mail, with a link that sets a new user's password, and
 // announce the end of the invite. The link is made here, by the service
 // that keeps passwords, so it passes through no other step, and only for an
 // invite that succeeded.
-func (s *Service) inviteEmail(ctx context.Context, data []byte) error {
+func (s *Service) InviteEmail(ctx context.Context, data []byte) error {
 	_, rec, _, err := s.invites.Load(ctx, data)
 	if err != nil {
 		return err
@@ -110,7 +115,7 @@ func (s *Service) inviteEmail(ctx context.Context, data []byte) error {
 	}
 	link := ""
 	if rec.NewUser {
-		if _, link, err = s.newPasswordRequest(ctx, rec.UserID, "invite", rec.ID); err != nil {
+		if _, link, err = s.NewPasswordRequest(ctx, rec.UserID, "invite", rec.ID); err != nil {
 			return err
 		}
 	}
@@ -127,8 +132,8 @@ func (s *Service) inviteEmailFailed(ctx context.Context, data []byte, err error)
 	invite.Fail(ctx, s.invites, s.nc, data, invite.StepEmail, err, s.log)
 }
 
-// createUser stores a User with a fixed id; an earlier attempt's user counts.
-func (s *Service) createUser(ctx context.Context, id, project string, req invite.Request) error {
+// CreateUser stores a User with a fixed id; an earlier attempt's user counts.
+func (s *Service) CreateUser(ctx context.Context, id, project string, req invite.Request) error {
 	u, err := resource.Map(resource.NewUser(project, req.FirstName, req.LastName, req.Email))
 	if err != nil {
 		return err
@@ -141,7 +146,7 @@ func (s *Service) createUser(ctx context.Context, id, project string, req invite
 		return fmt.Errorf("create user: %w", err)
 	}
 	if req.PasswordHash != "" {
-		return s.setPasswordHash(ctx, id, req.PasswordHash)
+		return s.SetPasswordHash(ctx, id, req.PasswordHash)
 	}
 	return nil
 }
@@ -151,11 +156,11 @@ type passwordDoc struct {
 	Hash string `json:"hash"`
 }
 
-func (s *Service) setPasswordHash(ctx context.Context, userID, hash string) error {
+func (s *Service) SetPasswordHash(ctx context.Context, userID, hash string) error {
 	return s.secrets.Save(ctx, "User/"+userID, passwordDoc{Hash: hash})
 }
 
-func (s *Service) passwordHash(ctx context.Context, userID string) (string, error) {
+func (s *Service) PasswordHash(ctx context.Context, userID string) (string, error) {
 	var d passwordDoc
 	_, _, err := s.secrets.Load(ctx, "User/"+userID, &d)
 	return d.Hash, err
@@ -185,11 +190,11 @@ func inviteRequestKey(userID string) string { return "pwreq-invite:" + userID }
 // passwordRequestTTL is how long a set-password link stays good.
 const passwordRequestTTL = 7 * 24 * time.Hour
 
-// newPasswordRequest stores a request and returns the link for the e-mail.
+// NewPasswordRequest stores a request and returns the link for the e-mail.
 // key makes it idempotent: a retried step gets a fresh secret for the same
 // request id, and only the last link sent works.
-func (s *Service) newPasswordRequest(ctx context.Context, userID, typ, key string) (id, link string, err error) {
-	id = uuid.NewSHA1(identityIDNamespace, []byte("pwreq:"+typ+":"+key)).String()
+func (s *Service) NewPasswordRequest(ctx context.Context, userID, typ, key string) (id, link string, err error) {
+	id = uuid.NewSHA1(IDNamespace, []byte("pwreq:"+typ+":"+key)).String()
 	if key == "" {
 		id = uuid.NewString()
 	}
@@ -212,10 +217,10 @@ func (s *Service) newPasswordRequest(ctx context.Context, userID, typ, key strin
 	return id, s.cfg.BaseURL + "setpassword/" + id + "/" + secret, nil
 }
 
-// checkPasswordLink finds the request a set-password link names and checks
+// CheckPasswordLink finds the request a set-password link names and checks
 // it may still be used: 404 when there is none, 400 with Medplum's text
 // when it was used (or a newer one sent), expired, or the secret is wrong.
-func (s *Service) checkPasswordLink(ctx context.Context, id, secret string) (pr passwordRequest, raw []byte, err error) {
+func (s *Service) CheckPasswordLink(ctx context.Context, id, secret string) (pr passwordRequest, raw []byte, err error) {
 	raw, found, err := s.secrets.Load(ctx, "pwreq:"+id, &pr)
 	if err != nil {
 		return pr, nil, err
@@ -256,10 +261,10 @@ func (pr passwordRequest) usable(id, latest, secret string, now time.Time) error
 	return nil
 }
 
-// usePasswordLink spends a set-password link and sets the password; every
+// UsePasswordLink spends a set-password link and sets the password; every
 // sign-in of the user ends. It returns the revision of that ending.
-func (s *Service) usePasswordLink(ctx context.Context, id, secret, password string) (uint64, error) {
-	pr, raw, err := s.checkPasswordLink(ctx, id, secret)
+func (s *Service) UsePasswordLink(ctx context.Context, id, secret, password string) (uint64, error) {
+	pr, raw, err := s.CheckPasswordLink(ctx, id, secret)
 	if err != nil {
 		return 0, err
 	}
@@ -285,14 +290,109 @@ func (s *Service) usePasswordLink(ctx context.Context, id, secret, password stri
 	if err := s.repo.SetSecret(ctx, inviteRequestKey(pr.User), nil); err != nil {
 		return 0, err
 	}
-	if err := s.setPasswordHash(ctx, pr.User, hash); err != nil {
+	if err := s.SetPasswordHash(ctx, pr.User, hash); err != nil {
 		return 0, err
 	}
 	// The link came by e-mail: the address is theirs (as Medplum sets it).
-	if err := s.markEmailVerified(ctx, pr.User); err != nil {
+	if err := s.MarkEmailVerified(ctx, pr.User); err != nil {
 		return 0, err
 	}
 	// Whoever signed in with the old password is signed out, refresh
 	// tokens included (Medplum 5.1.13 revokes every login of the user too).
 	return s.sessions.EndSessions(ctx, "User/"+pr.User)
+}
+
+// UserByEmail is the id of the user with this address, the project's own
+// user first, then the server-wide one, as Medplum's getUserByEmail; ""
+// when there is none.
+func (s *Service) UserByEmail(ctx context.Context, email, projectID string) (string, error) {
+	if projectID != "" {
+		if id, err := s.repo.ClaimOwner(ctx, repo.UserEmailKey(projectID, email)); err != nil || id != "" {
+			return id, err
+		}
+	}
+	return s.repo.ClaimOwner(ctx, repo.UserEmailKey("", email))
+}
+
+// UserEmail is the e-mail of a user: the account name in the
+// authenticator, and the key of the sign-in limiter.
+func (s *Service) UserEmail(ctx context.Context, userID string) (string, error) {
+	res, err := s.repo.Read(ctx, repo.AllProjects, "User", userID)
+	if err != nil {
+		return "", err
+	}
+	var u struct {
+		Email string `json:"email"`
+	}
+	if err := json.Unmarshal(res.JSON, &u); err != nil {
+		return "", err
+	}
+	return strings.ToLower(u.Email), nil
+}
+
+func UserIDOf(ref string) string {
+	_, id, _ := fhir.SplitReference(ref)
+	return id
+}
+
+// SignedInUser is the user id of a person's token; clients and bots have
+// no authenticator.
+func SignedInUser(r *bus.Request) (string, error) {
+	if r.Principal == nil {
+		return "", fhir.Unauthorized()
+	}
+	typ, id, _ := fhir.SplitReference(r.Principal.User)
+	if typ != "User" {
+		return "", fhir.Forbidden()
+	}
+	return id, nil
+}
+
+// Choice is one membership a user may sign in as.
+type Choice struct {
+	ID      string          `json:"id"`
+	Project *fhir.Reference `json:"project"`
+	Profile *fhir.Reference `json:"profile"`
+}
+
+// Memberships lists the active Memberships of a user (in one project, if given).
+func (s *Service) Memberships(ctx context.Context, userRef, projectID string) ([]Choice, error) {
+	params := url.Values{"user": {userRef}, "_count": {"100"}}
+	if projectID != "" {
+		params.Set("project", "Project/"+projectID)
+	}
+	q, err := search.Parse("ProjectMembership", params)
+	if err != nil {
+		return nil, err
+	}
+	page, err := s.repo.Search(ctx, repo.AllProjects, "ProjectMembership", q)
+	if err != nil {
+		return nil, err
+	}
+	return activeChoices(page.Resources)
+}
+
+// activeChoices are the Memberships one may sign in as: all but those
+// marked inactive (a membership without "active" is active, as in Medplum).
+func activeChoices(Memberships []*repo.Resource) ([]Choice, error) {
+	var out []Choice
+	for _, res := range Memberships {
+		var m struct {
+			Choice
+			Active *bool `json:"active"`
+		}
+		if err := json.Unmarshal(res.JSON, &m); err != nil {
+			return nil, err
+		}
+		if m.Active != nil && !*m.Active {
+			continue
+		}
+		out = append(out, m.Choice)
+	}
+	return out, nil
+}
+
+// inviteFailed marks an invite failed when its user step cannot succeed.
+func (s *Service) inviteFailed(ctx context.Context, data []byte, err error) {
+	invite.Fail(ctx, s.invites, s.nc, data, invite.StepUser, err, s.log)
 }

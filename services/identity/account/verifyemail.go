@@ -1,4 +1,4 @@
-package identity
+package account
 
 import (
 	"context"
@@ -18,10 +18,14 @@ import (
 	"github.com/pinion-health/pinion/pkg/store"
 )
 
-// verifiedEmailSetting is the Project.setting (valueBoolean) that keeps
+// VerifiedEmailSetting is the Project.setting (valueBoolean) that keeps
 // members whose e-mail is not verified from signing in to the project.
 // Medplum has no such setting; its users asked for one.
-const verifiedEmailSetting = "requireVerifiedEmail"
+const VerifiedEmailSetting = "requireVerifiedEmail"
+
+// verifyBodyLimit bounds POST /auth/verifyemail's body: an id and a
+// secret, as the registration routes bound theirs.
+const verifyBodyLimit = 4096
 
 // verificationTTL is how long a verification link stays good.
 const verificationTTL = 7 * 24 * time.Hour
@@ -39,9 +43,9 @@ type emailVerification struct {
 
 func verificationKey(id string) string { return "emailverify:" + id }
 
-// sendVerification stores a verification for the user and queues the
+// SendVerification stores a verification for the user and queues the
 // e-mail with its link, <base>/verifyemail/<id>/<secret>.
-func (s *Service) sendVerification(ctx context.Context, userID, email, firstName string) error {
+func (s *Service) SendVerification(ctx context.Context, userID, email, firstName string) error {
 	id := uuid.NewString()
 	secret := auth.NewSecret()
 	if err := s.secrets.Save(ctx, verificationKey(id), emailVerification{
@@ -78,10 +82,10 @@ func (in verifyEmailRequest) check() error {
 	return nil
 }
 
-// verifyEmail is POST /auth/verifyemail {id, secret}: the link of a
+// VerifyEmail is POST /auth/verifyemail {id, secret}: the link of a
 // verification e-mail, used once, sets User.emailVerified.
-func (s *Service) verifyEmail(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	if len(r.Body) > registerBodyLimit {
+func (s *Service) VerifyEmail(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	if len(r.Body) > verifyBodyLimit {
 		return nil, fhir.TooLarge("The body of /auth/verifyemail is at most 4096 bytes")
 	}
 	var in verifyEmailRequest
@@ -123,12 +127,12 @@ func (s *Service) useVerification(ctx context.Context, id, secret string) error 
 	} else if err != nil {
 		return err
 	}
-	return s.markEmailVerified(ctx, v.User)
+	return s.MarkEmailVerified(ctx, v.User)
 }
 
-// markEmailVerified sets User.emailVerified: the person showed they read
+// MarkEmailVerified sets User.emailVerified: the person showed they read
 // the address's mail (a verification link, or a set-password link).
-func (s *Service) markEmailVerified(ctx context.Context, userID string) error {
+func (s *Service) MarkEmailVerified(ctx context.Context, userID string) error {
 	_, err := s.repo.Modify(ctx, repo.AllProjects, "User", userID, repo.WriteOptions{}, func(cur *repo.Resource) (map[string]any, error) {
 		u, err := cur.Decode()
 		if err != nil {
@@ -143,14 +147,14 @@ func (s *Service) markEmailVerified(ctx context.Context, userID string) error {
 	return err
 }
 
-// checkVerifiedEmail refuses a membership's sign-in when its project
+// CheckVerifiedEmail refuses a membership's sign-in when its project
 // requires a verified e-mail and the user's is not.
-func (s *Service) checkVerifiedEmail(ctx context.Context, m *session.Membership) error {
+func (s *Service) CheckVerifiedEmail(ctx context.Context, m *session.Membership) error {
 	typ, uid, ok := fhir.SplitReference(m.User)
 	if !ok || typ != "User" || m.SuperAdmin || m.Project == "" {
 		return nil
 	}
-	required, err := s.projectFlag(ctx, m.Project, verifiedEmailSetting)
+	required, err := s.ProjectFlag(ctx, m.Project, VerifiedEmailSetting)
 	if err != nil || !required {
 		return err
 	}

@@ -1,4 +1,4 @@
-package identity
+package account
 
 import (
 	"context"
@@ -28,13 +28,13 @@ func TestFormEmail(t *testing.T) {
 		{" ", "", false},
 		{"", "", false},
 		// Pages and resets ask for an "@" only; an address that is no one's
-		// finds no account.
+		// finds no
 		{"@", "@", true},
 	}
 	for _, tc := range cases {
-		email, ok := formEmail(tc.raw)
+		email, ok := FormEmail(tc.raw)
 		if email != tc.email || ok != tc.ok {
-			t.Errorf("formEmail(%q) = %q %v, want %q %v", tc.raw, email, ok, tc.email, tc.ok)
+			t.Errorf("FormEmail(%q) = %q %v, want %q %v", tc.raw, email, ok, tc.email, tc.ok)
 		}
 	}
 }
@@ -46,7 +46,7 @@ func TestResetPassword(t *testing.T) {
 	ctx := context.Background()
 	reset := func(email, project string) {
 		t.Helper()
-		resp, err := live.svc.resetPassword(ctx, jsonRequest("10.4.0.1", map[string]any{"email": email, "projectId": project}))
+		resp, err := live.svc.ResetPassword(ctx, jsonRequest("10.4.0.1", map[string]any{"email": email, "projectId": project}))
 		if err != nil || resp.Status != 200 || !strings.Contains(string(resp.Body), `"id":"ok"`) {
 			t.Fatalf("%v %v", resp, err)
 		}
@@ -58,11 +58,11 @@ func TestResetPassword(t *testing.T) {
 		t.Fatalf("mail %+v", m)
 	}
 	id, secret := linkIn(t, m.Text)
-	resp, err := live.svc.setPassword(ctx, jsonRequest("10.4.0.1", map[string]any{"id": id, "secret": secret, "password": "reset password"}))
+	resp, err := live.svc.SetPassword(ctx, jsonRequest("10.4.0.1", map[string]any{"id": id, "secret": secret, "password": "reset password"}))
 	if err != nil || resp.Status != 200 {
 		t.Fatalf("%v %v", resp, err)
 	}
-	if got, err := live.svc.checkPassword(ctx, p.email, "reset password", ""); got != p.userID || err != nil {
+	if got, err := live.svc.CheckPassword(ctx, p.email, "reset password", ""); got != p.userID || err != nil {
 		t.Fatalf("the new password: %q %v", got, err)
 	}
 
@@ -132,7 +132,7 @@ func TestResetThrottledPerRecipient(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() {
-			resp, err := live.svc.resetPassword(ctx, jsonRequest("10.4.1.1", map[string]any{"email": p.email}))
+			resp, err := live.svc.ResetPassword(ctx, jsonRequest("10.4.1.1", map[string]any{"email": p.email}))
 			if err != nil || resp.Status != 200 || !strings.Contains(string(resp.Body), `"id":"ok"`) {
 				t.Errorf("a throttled reset answers %v %v", resp, err)
 			}
@@ -144,7 +144,7 @@ func TestResetThrottledPerRecipient(t *testing.T) {
 	}
 	// The link mailed still works: the throttled resets made none newer.
 	id, secret := linkIn(t, mailTo(t, p.email).Text)
-	if _, _, err := live.svc.checkPasswordLink(ctx, id, secret); err != nil {
+	if _, _, err := live.svc.CheckPasswordLink(ctx, id, secret); err != nil {
 		t.Fatalf("the mailed link after throttled resets: %v", err)
 	}
 
@@ -153,7 +153,7 @@ func TestResetThrottledPerRecipient(t *testing.T) {
 	sent := 0
 	for i := range 3 * maxResetsPerHour {
 		at := now.Add(time.Duration(i) * resetGap / 2)
-		ok, err := live.svc.takeResetSlot(ctx, p.userID, at)
+		ok, err := live.svc.TakeResetSlot(ctx, p.userID, at)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,22 +175,22 @@ func TestResetKeepsInvitationLink(t *testing.T) {
 		email = newEmail("invited")
 		id, msg := newInvite(t, invite.Request{ProjectID: newProject(t, "Invites"), FirstName: "Grace", LastName: "Hopper",
 			Email: email, SendEmail: true})
-		if err := live.svc.inviteUser(ctx, msg); err != nil {
+		if err := live.svc.InviteUser(ctx, msg); err != nil {
 			t.Fatal(err)
 		}
 		finishInvite(t, id)
 		inviteID, inviteSecret = linkIn(t, mailTo(t, email).Text)
-		resp, err := live.svc.resetPassword(ctx, jsonRequest("10.4.2.1", map[string]any{"email": email}))
+		resp, err := live.svc.ResetPassword(ctx, jsonRequest("10.4.2.1", map[string]any{"email": email}))
 		if err != nil || resp.Status != 200 {
 			t.Fatalf("reset: %v %v", resp, err)
 		}
-		if _, _, err := live.svc.checkPasswordLink(ctx, inviteID, inviteSecret); err != nil {
+		if _, _, err := live.svc.CheckPasswordLink(ctx, inviteID, inviteSecret); err != nil {
 			t.Fatalf("the invitation's link after a reset: %v", err)
 		}
 		return email, inviteID, inviteSecret
 	}
 	setPassword := func(id, secret string) error {
-		_, err := live.svc.setPassword(ctx, jsonRequest("10.4.2.1", map[string]any{"id": id, "secret": secret, "password": "a new password"}))
+		_, err := live.svc.SetPassword(ctx, jsonRequest("10.4.2.1", map[string]any{"id": id, "secret": secret, "password": "a new password"}))
 		return err
 	}
 
@@ -225,7 +225,7 @@ func TestResetThrottleFollowsItsRule(t *testing.T) {
 	p := newPerson(t, "shared-limit")
 	at := time.Now()
 	for i, want := range []bool{true, true, false} {
-		ok, err := live.svc.takeResetSlot(context.Background(), p.userID, at.Add(time.Duration(i)*10*resetGap))
+		ok, err := live.svc.TakeResetSlot(context.Background(), p.userID, at.Add(time.Duration(i)*10*resetGap))
 		if err != nil || ok != want {
 			t.Fatalf("reset %d: %v %v, want %v", i, ok, err, want)
 		}
@@ -234,7 +234,7 @@ func TestResetThrottleFollowsItsRule(t *testing.T) {
 	with(limits.Rule{Max: 100, Window: time.Hour, Gap: 30 * time.Minute})
 	q := newPerson(t, "shared-gap")
 	for i, want := range []bool{true, false} {
-		ok, err := live.svc.takeResetSlot(context.Background(), q.userID, at.Add(time.Duration(i)*20*time.Minute))
+		ok, err := live.svc.TakeResetSlot(context.Background(), q.userID, at.Add(time.Duration(i)*20*time.Minute))
 		if err != nil || ok != want {
 			t.Fatalf("gap reset %d: %v %v, want %v", i, ok, err, want)
 		}

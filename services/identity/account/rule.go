@@ -1,4 +1,4 @@
-package identity
+package account
 
 import (
 	"context"
@@ -18,24 +18,24 @@ import (
 // authenticator, its recovery codes, passkeys), external links and
 // account-wide requirements — belongs to the person. It changes only by:
 //
-//   - the person, through a sign-in of their own (ownerOf): a sign-in a
+//   - the person, through a sign-in of their own (OwnerOf): a sign-in a
 //     project's identity provider vouched for is that project's word, not
 //     the person's, and counts only where that project holds the account;
-//   - a super admin (adminOver);
+//   - a super admin (AdminOver);
 //   - an admin of a project that holds every membership of the person (a
 //     project-scoped user is always such a case): an admin of one project
-//     among several cannot reach into the others (adminOver).
+//     among several cannot reach into the others (AdminOver).
 //
 // A project's requirements (mfaRequired on a membership or in its
 // settings, requireExternalSignIn) apply when signing in to that project,
 // at the one gate every sign-in passes (checkSignIn), and nowhere else.
-// Every route that changes such state asks ownerOf or adminOver; the
+// Every route that changes such state asks OwnerOf or AdminOver; the
 // table test of who may do what is TestAccountBelongsToThePerson.
 
 // notTheAccountsOwner refuses a change of someone's own security state by
 // a caller the rule above does not allow.
 func notTheAccountsOwner() error {
-	return fhir.ForbiddenText("Only the person, a super admin, or an admin of a project that holds all of the person's memberships may change the person's sign-in security")
+	return fhir.ForbiddenText("Only the person, a super admin, or an admin of a project that holds all of the person's Memberships may change the person's sign-in security")
 }
 
 // providerSignIn refuses a change of the person's own security state
@@ -44,15 +44,15 @@ func providerSignIn() error {
 	return fhir.ForbiddenText("A sign-in through a project's identity provider cannot change the account's security: sign in with your password")
 }
 
-// maxHeldMemberships bounds the memberships read to decide whether one
+// maxHeldMemberships bounds the Memberships read to decide whether one
 // project holds an account; a person with more is held by none.
 const maxHeldMemberships = 100
 
-// holdsAccount reports whether project holds the whole account of user
+// HoldsAccount reports whether project holds the whole account of user
 // (an id): a user scoped to the project, or a server-wide one whose every
 // membership, active or not, is in it (an inactive one may be made active
 // again by its own project's admins).
-func (s *Service) holdsAccount(ctx context.Context, project, user string) (bool, error) {
+func (s *Service) HoldsAccount(ctx context.Context, project, user string) (bool, error) {
 	if project == "" {
 		return false, nil
 	}
@@ -91,12 +91,12 @@ func (s *Service) holdsAccount(ctx context.Context, project, user string) (bool,
 	return true, nil
 }
 
-// ownerOf is the user id of a person acting on their own account with
+// OwnerOf is the user id of a person acting on their own account with
 // their token: 401 without one, 403 for a client or bot, and 403 for a
 // token from a sign-in a project's identity provider vouched for, unless
 // that project holds the whole account.
-func (s *Service) ownerOf(ctx context.Context, r *bus.Request) (string, error) {
-	uid, err := signedInUser(r)
+func (s *Service) OwnerOf(ctx context.Context, r *bus.Request) (string, error) {
+	uid, err := SignedInUser(r)
 	if err != nil {
 		return "", err
 	}
@@ -107,21 +107,21 @@ func (s *Service) ownerOf(ctx context.Context, r *bus.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := s.providerMayChange(ctx, l.ProviderProject, uid); err != nil {
+	if err := s.ProviderMayChange(ctx, l.ProviderProject, uid); err != nil {
 		return "", err
 	}
 	return uid, nil
 }
 
-// providerMayChange refuses a change of user's own state by a sign-in that
+// ProviderMayChange refuses a change of user's own state by a sign-in that
 // the identity provider of providerProject vouched for, unless that
 // project holds the account; a sign-in no project's provider vouched for
 // passes.
-func (s *Service) providerMayChange(ctx context.Context, providerProject, user string) error {
+func (s *Service) ProviderMayChange(ctx context.Context, providerProject, user string) error {
 	if providerProject == "" {
 		return nil
 	}
-	held, err := s.holdsAccount(ctx, providerProject, user)
+	held, err := s.HoldsAccount(ctx, providerProject, user)
 	if err != nil {
 		return err
 	}
@@ -131,11 +131,11 @@ func (s *Service) providerMayChange(ctx context.Context, providerProject, user s
 	return nil
 }
 
-// adminOver refuses an admin's change of another person's own security
+// AdminOver refuses an admin's change of another person's own security
 // state unless actor is a super admin or an admin of a project that holds
 // the whole account. The caller has checked that actor administers the
 // project the request names.
-func (s *Service) adminOver(ctx context.Context, actor *bus.Principal, user string) error {
+func (s *Service) AdminOver(ctx context.Context, actor *bus.Principal, user string) error {
 	if actor == nil {
 		return fhir.Unauthorized()
 	}
@@ -145,7 +145,7 @@ func (s *Service) adminOver(ctx context.Context, actor *bus.Principal, user stri
 	if !actor.Admin {
 		return notTheAccountsOwner()
 	}
-	held, err := s.holdsAccount(ctx, actor.Project, user)
+	held, err := s.HoldsAccount(ctx, actor.Project, user)
 	if err != nil {
 		return err
 	}
@@ -153,28 +153,6 @@ func (s *Service) adminOver(ctx context.Context, actor *bus.Principal, user stri
 		return notTheAccountsOwner()
 	}
 	return nil
-}
-
-// signInProof is what a sign-in has shown, which the one gate
-// (checkSignIn) weighs against a membership's conditions.
-type signInProof struct {
-	// method is how the person signed in: Medplum's authMethod ("" or
-	// authPassword, authGoogle, authExternal, authExchange).
-	method string
-	// providerProject is the project whose identity provider vouched for
-	// the person; the sign-in reaches that project only. "" when no
-	// project's provider did (a domain's provider is a super admin's).
-	providerProject string
-	// providerMFA: the provider asserted a second factor (amr), which
-	// counts for a project that trusts it (trustIdentityProviderMfa).
-	providerMFA bool
-	// factor: a second factor (a code, a recovery code, a passkey) was given.
-	factor bool
-}
-
-// proofOf is what a login has shown.
-func proofOf(l *session.Login) signInProof {
-	return signInProof{method: l.AuthMethod, providerProject: l.ProviderProject, providerMFA: l.ProviderMFA, factor: l.MFAVerified}
 }
 
 // superSetPasswordRequest is POST /admin/super/setpassword's body
@@ -186,12 +164,12 @@ type superSetPasswordRequest struct {
 	ProjectID string `json:"projectId"`
 }
 
-// superSetPassword is POST /admin/super/setpassword, Medplum's: a super
+// SuperSetPassword is POST /admin/super/setpassword, Medplum's: a super
 // admin sets a person's password (the one caller besides the person who
 // may; a project's admins give a password only to a person their invite
 // creates). As after a set-password link, every sign-in of the person
 // ends, and the new password meets the rules a person's own does.
-func (s *Service) superSetPassword(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) SuperSetPassword(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	if r.Principal == nil || !r.Principal.SuperAdmin {
 		return nil, fhir.Forbidden()
 	}
@@ -199,23 +177,23 @@ func (s *Service) superSetPassword(ctx context.Context, r *bus.Request) (*bus.Re
 	if err := r.DecodeJSON(&in); err != nil {
 		return nil, err
 	}
-	email, ok := formEmail(in.Email)
+	email, ok := FormEmail(in.Email)
 	var issues []fhir.Issue
-	if !ok || !validEmail(email) {
+	if !ok || !ValidEmail(email) {
 		issues = append(issues, fhir.FieldIssue("email", "Valid email address is required"))
 	}
 	switch {
-	case tooShort(in.Password):
-		issues = append(issues, fhir.FieldIssue("password", shortPassword))
-	case tooLong(in.Password):
-		issues = append(issues, fhir.FieldIssue("password", passwordLenText))
-	case s.passwordBreached(ctx, in.Password):
+	case TooShort(in.Password):
+		issues = append(issues, fhir.FieldIssue("password", ShortPasswordText))
+	case TooLong(in.Password):
+		issues = append(issues, fhir.FieldIssue("password", PasswordLengthText))
+	case s.PasswordBreached(ctx, in.Password):
 		issues = append(issues, fhir.FieldIssue("password", auth.BreachedText))
 	}
 	if len(issues) > 0 {
 		return nil, fhir.Invalid(issues...)
 	}
-	userID, err := s.userByEmail(ctx, email, in.ProjectID)
+	userID, err := s.UserByEmail(ctx, email, in.ProjectID)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +204,7 @@ func (s *Service) superSetPassword(ctx context.Context, r *bus.Request) (*bus.Re
 	if err != nil {
 		return nil, err
 	}
-	if err := s.setPasswordHash(ctx, userID, hash); err != nil {
+	if err := s.SetPasswordHash(ctx, userID, hash); err != nil {
 		return nil, err
 	}
 	rev, err := s.sessions.EndSessions(ctx, "User/"+userID)

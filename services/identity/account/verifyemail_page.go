@@ -1,4 +1,4 @@
-package identity
+package account
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
-// verifyEmailPage is /verifyemail/:id/:secret, the page the verification
+// VerifyEmailPage is /verifyemail/:id/:secret, the page the verification
 // e-mail links to. Opening it changes nothing (mail scanners open links):
 // the person confirms with a button, a form posted from this browser.
-func (s *Service) verifyEmailPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) VerifyEmailPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	b := web.BrowserOf(r)
 	id, secret := r.Param("id"), r.Param("secret")
 	if uuid.Validate(id) != nil {

@@ -1,4 +1,4 @@
-package identity
+package account
 
 import (
 	"context"
@@ -13,16 +13,16 @@ import (
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
-// setPasswordPage is /setpassword/:id/:secret, the page the invitation and
+// SetPasswordPage is /setpassword/:id/:secret, the page the invitation and
 // reset e-mails link to. The link is checked before the form is shown, and
 // again when it is posted.
-func (s *Service) setPasswordPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) SetPasswordPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	b := web.BrowserOf(r)
 	id, secret := r.Param("id"), r.Param("secret")
 	if _, err := uuid.Parse(id); err != nil {
 		return s.linkProblem(b, fhir.NotFound())
 	}
-	if _, _, err := s.checkPasswordLink(ctx, id, secret); err != nil {
+	if _, _, err := s.CheckPasswordLink(ctx, id, secret); err != nil {
 		return s.linkProblem(b, err)
 	}
 	csrf, err := s.pages.CSRFToken(ctx, b)
@@ -40,11 +40,11 @@ func (s *Service) setPasswordPage(ctx context.Context, r *bus.Request) (*bus.Res
 	password := form.Get("password")
 	d.Errors = map[string]string{}
 	switch {
-	case tooShort(password):
-		d.Errors["password"] = shortPassword
-	case tooLong(password):
-		d.Errors["password"] = passwordLenText
-	case s.passwordBreached(ctx, password):
+	case TooShort(password):
+		d.Errors["password"] = ShortPasswordText
+	case TooLong(password):
+		d.Errors["password"] = PasswordLengthText
+	case s.PasswordBreached(ctx, password):
 		d.Errors["password"] = auth.BreachedText
 	case form.Get("confirm") != password:
 		d.Errors["confirm"] = "The passwords do not match"
@@ -52,7 +52,7 @@ func (s *Service) setPasswordPage(ctx context.Context, r *bus.Request) (*bus.Res
 	if len(d.Errors) > 0 {
 		return s.pages.Render(400, "setpassword", b, d)
 	}
-	if _, err := s.usePasswordLink(ctx, id, secret, password); err != nil {
+	if _, err := s.UsePasswordLink(ctx, id, secret, password); err != nil {
 		return s.linkProblem(b, err)
 	}
 	return s.pages.Message(200, b, "Password set", "", "",
@@ -80,9 +80,9 @@ func (s *Service) linkProblem(b web.Browser, err error) (*bus.Response, error) {
 		"This link is not valid. Check that it was copied whole from the e-mail.")
 }
 
-// resetPasswordPage is /resetpassword: the form that sends a reset e-mail,
+// ResetPasswordPage is /resetpassword: the form that sends a reset e-mail,
 // with the same answer whether or not an account has the address.
-func (s *Service) resetPasswordPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) ResetPasswordPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	b := web.BrowserOf(r)
 	csrf, err := s.pages.CSRFToken(ctx, b)
 	if err != nil {

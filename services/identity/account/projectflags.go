@@ -1,4 +1,4 @@
-package identity
+package account
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"github.com/pinion-health/pinion/pkg/store"
 )
 
-// projectFlag reads a Project.setting valueBoolean (mfaRequired,
+// ProjectFlag reads a Project.setting valueBoolean (mfaRequired,
 // requireVerifiedEmail, requireExternalSignIn); unset is false, and so is
 // every setting of a project that is gone.
-func (s *Service) projectFlag(ctx context.Context, projectID, name string) (bool, error) {
+func (s *Service) ProjectFlag(ctx context.Context, projectID, name string) (bool, error) {
 	res, err := s.repo.Read(ctx, repo.AllProjects, "Project", projectID)
 	if fhir.Missing(err) || errors.Is(err, store.ErrNotFound) {
 		return false, nil

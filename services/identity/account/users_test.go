@@ -1,4 +1,4 @@
-package identity
+package account
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/saga"
+	"github.com/pinion-health/pinion/services/identity/internal/testkit"
 )
 
 func TestPasswordRequestUsable(t *testing.T) {
@@ -56,17 +57,9 @@ func TestPasswordRequestUsable(t *testing.T) {
 	}
 }
 
-// newInvite stores a pending invite record and returns its step message.
 func newInvite(t *testing.T, req invite.Request) (id string, msg []byte) {
 	t.Helper()
-	id = uuid.NewString()
-	rec := &invite.Record{ID: id, Request: req, Status: "pending", Created: time.Now().UTC(),
-		Steps: map[string]invite.StepState{invite.StepUser: {State: "pending"}}}
-	if err := live.svc.invites.Create(context.Background(), rec); err != nil {
-		t.Fatal(err)
-	}
-	msg, _ = json.Marshal(invite.Message{InviteID: id})
-	return id, msg
+	return testkit.Invite(t, live.svc.Invites(), req)
 }
 
 // nextStep is the step message the user step sent on for an invite.
@@ -97,14 +90,14 @@ func TestInviteUser(t *testing.T) {
 	email := newEmail("invitee")
 	id, msg := newInvite(t, invite.Request{ProjectID: project, FirstName: "Grace", LastName: "Hopper", Email: email,
 		SendEmail: true, PasswordHash: mustHash(t, "initial password")})
-	if err := live.svc.inviteUser(ctx, msg); err != nil {
+	if err := live.svc.InviteUser(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := live.svc.invites.Get(ctx, id)
+	rec, err := live.svc.Invites().Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	userID := uuid.NewSHA1(identityIDNamespace, []byte("invite-user:"+id)).String()
+	userID := uuid.NewSHA1(IDNamespace, []byte("invite-user:"+id)).String()
 	if rec.UserID != userID || !rec.NewUser || rec.Steps[invite.StepUser].State != "done" {
 		t.Fatalf("record %+v", rec)
 	}
@@ -118,7 +111,7 @@ func TestInviteUser(t *testing.T) {
 	if owner, _ := live.conns.Repo.ClaimOwner(ctx, repo.UserEmailKey("", email)); owner != userID {
 		t.Fatalf("the e-mail is %q's, want %s", owner, userID)
 	}
-	if got, err := live.svc.checkPassword(ctx, email, "initial password", ""); got != userID || err != nil {
+	if got, err := live.svc.CheckPassword(ctx, email, "initial password", ""); got != userID || err != nil {
 		t.Fatalf("the initial password: %q %v", got, err)
 	}
 	nextStep(t, id)
@@ -126,7 +119,7 @@ func TestInviteUser(t *testing.T) {
 	finishInvite(t, id)
 	welcome := mailTo(t, email)
 	linkID, secret := linkIn(t, welcome.Text)
-	if _, _, err := live.svc.checkPasswordLink(ctx, linkID, secret); err != nil {
+	if _, _, err := live.svc.CheckPasswordLink(ctx, linkID, secret); err != nil {
 		t.Fatalf("the link sent: %v", err)
 	}
 	if welcome.Subject != "Welcome to Pinion" || welcome.ID != "invite-"+id || welcome.InviteID != id {
@@ -134,10 +127,10 @@ func TestInviteUser(t *testing.T) {
 	}
 
 	// Redelivered: nothing new.
-	if err := live.svc.inviteUser(ctx, msg); err != nil {
+	if err := live.svc.InviteUser(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := live.svc.invites.Get(ctx, id); again.Steps[invite.StepUser].Attempts != 1 {
+	if again, _ := live.svc.Invites().Get(ctx, id); again.Steps[invite.StepUser].Attempts != 1 {
 		t.Fatalf("the step ran twice: %+v", again.Steps)
 	}
 
@@ -145,10 +138,10 @@ func TestInviteUser(t *testing.T) {
 	// keeps the password.
 	id2, msg2 := newInvite(t, invite.Request{ProjectID: newProject(t, "Second"), ProjectName: "Second", FirstName: "G", Email: email, SendEmail: true,
 		PasswordHash: mustHash(t, "another password")})
-	if err := live.svc.inviteUser(ctx, msg2); err != nil {
+	if err := live.svc.InviteUser(ctx, msg2); err != nil {
 		t.Fatal(err)
 	}
-	if rec, _ := live.svc.invites.Get(ctx, id2); rec.UserID != userID || rec.NewUser {
+	if rec, _ := live.svc.Invites().Get(ctx, id2); rec.UserID != userID || rec.NewUser {
 		t.Fatalf("record %+v, want user %s reused", rec, userID)
 	}
 	nextStep(t, id2)
@@ -156,10 +149,10 @@ func TestInviteUser(t *testing.T) {
 	if added := mailTo(t, email); added.ID != "invite-"+id2 || added.Subject != "Pinion: Welcome to Second" || strings.Contains(added.Text, "setpassword") {
 		t.Fatalf("e-mail %+v, want no link for an existing user", added)
 	}
-	if _, err := live.conns.Repo.Read(ctx, repo.AllProjects, "User", uuid.NewSHA1(identityIDNamespace, []byte("invite-user:"+id2)).String()); fhir.AsError(err).Status != 404 {
+	if _, err := live.conns.Repo.Read(ctx, repo.AllProjects, "User", uuid.NewSHA1(IDNamespace, []byte("invite-user:"+id2)).String()); fhir.AsError(err).Status != 404 {
 		t.Fatalf("a second user was made: %v", err)
 	}
-	if got, _ := live.svc.checkPassword(ctx, email, "initial password", ""); got != userID {
+	if got, _ := live.svc.CheckPassword(ctx, email, "initial password", ""); got != userID {
 		t.Fatal("a second invite changed the password")
 	}
 }
@@ -171,10 +164,10 @@ func TestInviteUserScopes(t *testing.T) {
 	project := newProject(t, "Scoped invites")
 	email := newEmail("scoped")
 	id, msg := newInvite(t, invite.Request{ProjectID: project, ProjectScoped: true, FirstName: "S", LastName: "Coped", Email: email})
-	if err := live.svc.inviteUser(ctx, msg); err != nil {
+	if err := live.svc.InviteUser(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
-	rec, _ := live.svc.invites.Get(ctx, id)
+	rec, _ := live.svc.Invites().Get(ctx, id)
 	user, err := live.conns.Repo.Read(ctx, repo.AllProjects, "User", rec.UserID)
 	if err != nil {
 		t.Fatal(err)
@@ -191,10 +184,10 @@ func TestInviteUserScopes(t *testing.T) {
 	nextStep(t, id)
 
 	id, msg = newInvite(t, invite.Request{ProjectID: project, FirstName: "No", LastName: "Mail", SendEmail: true})
-	if err := live.svc.inviteUser(ctx, msg); err != nil {
+	if err := live.svc.InviteUser(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
-	if rec, _ := live.svc.invites.Get(ctx, id); !rec.NewUser || rec.UserID == "" {
+	if rec, _ := live.svc.Invites().Get(ctx, id); !rec.NewUser || rec.UserID == "" {
 		t.Fatalf("record %+v", rec)
 	}
 	nextStep(t, id)
@@ -205,7 +198,7 @@ func TestInviteUserScopes(t *testing.T) {
 func finishInvite(t *testing.T, id string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := live.svc.invites.Update(ctx, id, func(r *invite.Record) error {
+	if _, err := live.svc.Invites().Update(ctx, id, func(r *invite.Record) error {
 		r.Status = "done"
 		invite.MarkStep(r, invite.StepMembership, "done", "")
 		if r.Request.SendEmail && r.Request.Email != "" {
@@ -216,7 +209,7 @@ func finishInvite(t *testing.T, id string) {
 		t.Fatal(err)
 	}
 	msg, _ := json.Marshal(invite.Message{InviteID: id})
-	if err := live.svc.inviteEmail(ctx, msg); err != nil {
+	if err := live.svc.InviteEmail(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -227,13 +220,13 @@ func TestInviteEmail(t *testing.T) {
 	ctx := context.Background()
 	email := newEmail("mailed")
 	id, msg := newInvite(t, invite.Request{ProjectID: newProject(t, "Mailed"), ProjectName: "Mailed", FirstName: "M", LastName: "Ailed", Email: email, SendEmail: true})
-	if err := live.svc.inviteUser(ctx, msg); err != nil {
+	if err := live.svc.InviteUser(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
 	before := mailSeq(t)
 	step, _ := json.Marshal(invite.Message{InviteID: id})
 	// Still pending (the membership step has not run): nothing yet.
-	if err := live.svc.inviteEmail(ctx, step); err != nil {
+	if err := live.svc.InviteEmail(ctx, step); err != nil {
 		t.Fatal(err)
 	}
 	if n := mailsTo(t, email, before); n != 0 {
@@ -259,30 +252,30 @@ func TestInviteEmail(t *testing.T) {
 	}
 	// Sent (the courier recorded it): a redelivered step makes no new link.
 	first := mailTo(t, email)
-	if _, err := live.svc.invites.Update(ctx, id, func(r *invite.Record) error {
+	if _, err := live.svc.Invites().Update(ctx, id, func(r *invite.Record) error {
 		invite.MarkStep(r, invite.StepEmail, "done", "")
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := live.svc.inviteEmail(ctx, step); err != nil {
+	if err := live.svc.InviteEmail(ctx, step); err != nil {
 		t.Fatal(err)
 	}
 	linkID, secret := linkIn(t, first.Text)
-	if _, _, err := live.svc.checkPasswordLink(ctx, linkID, secret); err != nil {
+	if _, _, err := live.svc.CheckPasswordLink(ctx, linkID, secret); err != nil {
 		t.Fatalf("the link sent, after a redelivery: %v", err)
 	}
 
 	// Queued but the step never finished (a crash in between): run again,
 	// it spends the link already sent, so a new e-mail must carry the new
 	// one rather than be dropped as the same message.
-	if _, err := live.svc.invites.Update(ctx, id, func(r *invite.Record) error {
+	if _, err := live.svc.Invites().Update(ctx, id, func(r *invite.Record) error {
 		invite.MarkStep(r, invite.StepEmail, "pending", "")
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := live.svc.inviteEmail(ctx, step); err != nil {
+	if err := live.svc.InviteEmail(ctx, step); err != nil {
 		t.Fatal(err)
 	}
 	if n := mailsTo(t, email, before); n != 2 {
@@ -290,14 +283,14 @@ func TestInviteEmail(t *testing.T) {
 	}
 	again := mailTo(t, email)
 	newID, newSecret := linkIn(t, again.Text)
-	if _, _, err := live.svc.checkPasswordLink(ctx, newID, newSecret); err != nil {
+	if _, _, err := live.svc.CheckPasswordLink(ctx, newID, newSecret); err != nil {
 		t.Fatalf("the link of the step run again: %v", err)
 	}
 
 	// No e-mail asked for: the step has nothing to do.
 	quiet := newEmail("quiet")
 	id, msg = newInvite(t, invite.Request{ProjectID: newProject(t, "Quiet"), FirstName: "Q", LastName: "Uiet", Email: quiet})
-	if err := live.svc.inviteUser(ctx, msg); err != nil {
+	if err := live.svc.InviteUser(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
 	finishInvite(t, id)
@@ -310,16 +303,16 @@ func TestInviteEmail(t *testing.T) {
 func TestInviteUserNothingToDo(t *testing.T) {
 	ctx := context.Background()
 	id, msg := newInvite(t, invite.Request{FirstName: "Late", Email: newEmail("late")})
-	if _, err := live.svc.invites.Update(ctx, id, func(r *invite.Record) error { r.Status = "failed"; return nil }); err != nil {
+	if _, err := live.svc.Invites().Update(ctx, id, func(r *invite.Record) error { r.Status = "failed"; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if err := live.svc.inviteUser(ctx, msg); err != nil {
+	if err := live.svc.InviteUser(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
-	if rec, _ := live.svc.invites.Get(ctx, id); rec.UserID != "" || rec.Steps[invite.StepUser].State != "pending" {
+	if rec, _ := live.svc.Invites().Get(ctx, id); rec.UserID != "" || rec.Steps[invite.StepUser].State != "pending" {
 		t.Fatalf("an ended invite was worked on: %+v", rec)
 	}
-	if err := live.svc.inviteUser(ctx, []byte("{")); err == nil {
+	if err := live.svc.InviteUser(ctx, []byte("{")); err == nil {
 		t.Fatal("an unreadable message was taken")
 	}
 }
@@ -339,12 +332,37 @@ func TestInviteFailed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no announcement: %v", err)
 	}
-	rec, _ := live.svc.invites.Get(ctx, id)
+	rec, _ := live.svc.Invites().Get(ctx, id)
 	if rec.Status != "failed" || rec.Failure == nil || !reflect.DeepEqual(rec.Failure.Err(), fhir.BadRequest("E-mail already used")) ||
 		rec.Steps[invite.StepUser].State != "failed" {
 		t.Fatalf("record %+v", rec)
 	}
 	if ended := invite.Announced(m.Data); ended == nil || ended.Status != "failed" || !reflect.DeepEqual(ended.Failure, rec.Failure) {
 		t.Errorf("announced %+v, want the failure", ended)
+	}
+}
+
+func TestActiveChoices(t *testing.T) {
+	res := func(json string) *repo.Resource { return &repo.Resource{Type: "ProjectMembership", JSON: []byte(json)} }
+	got, err := activeChoices([]*repo.Resource{
+		res(`{"id":"m1","project":{"reference":"Project/p1","display":"One"},"profile":{"reference":"Practitioner/x"}}`),
+		res(`{"id":"m2","active":false,"project":{"reference":"Project/p2"}}`),
+		res(`{"id":"m3","active":true,"project":{"reference":"Project/p3"},"admin":true}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Choice{
+		{ID: "m1", Project: &fhir.Reference{Reference: "Project/p1", Display: "One"}, Profile: &fhir.Reference{Reference: "Practitioner/x"}},
+		{ID: "m3", Project: &fhir.Reference{Reference: "Project/p3"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%+v, want %+v", got, want)
+	}
+	if got, err := activeChoices(nil); got != nil || err != nil {
+		t.Fatalf("none: %v %v", got, err)
+	}
+	if _, err := activeChoices([]*repo.Resource{res(`{"id":`)}); err == nil {
+		t.Fatal("a membership that cannot be read is skipped")
 	}
 }
