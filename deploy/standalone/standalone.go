@@ -28,6 +28,7 @@ import (
 	"github.com/pinion-health/pinion/services/botexec"
 	fhirsvc "github.com/pinion-health/pinion/services/fhir"
 	"github.com/pinion-health/pinion/services/identity"
+	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/membership"
 )
 
@@ -37,7 +38,7 @@ type Stack struct {
 	Addr string
 	// SuperAdmin is the super-admin client; Secret is set only when this
 	// start generated it.
-	SuperAdmin identity.Bootstrap
+	SuperAdmin clients.SuperAdmin
 
 	log      *slog.Logger
 	lock     *dirlock.Lock

@@ -14,12 +14,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
@@ -153,16 +153,6 @@ func (a authRequest) fail(code, desc string) *bus.Response {
 	return a.redirect(url.Values{"error": {code}, "error_description": {desc}})
 }
 
-// standardClients are the clients every Medplum server knows without a
-// stored ClientApplication: Medplum's command line tool signs in as
-// "medplum-cli" through a callback on its own loopback port, without PKCE.
-var standardClients = map[string]map[string]any{
-	"medplum-cli": {
-		"resourceType": "ClientApplication", "id": "medplum-cli", "name": "Medplum CLI",
-		"redirectUris": []any{"http://localhost:9615"}, "pkceOptional": true,
-	},
-}
-
 // checkClient finds the client and checks the redirect URI against the
 // ones it registered, exactly. Until both hold, nothing may be redirected
 // to: the answer is a page.
@@ -170,7 +160,7 @@ func (s *Service) checkClient(ctx context.Context, a *authRequest) (problem stri
 	if a.ClientID == "" {
 		return "The application did not say who it is (client_id is missing).", nil
 	}
-	if a.client = builtinClient(a.ClientID, s.cfg.BaseURL); a.client != nil {
+	if a.client = clients.Builtin(a.ClientID, s.cfg.BaseURL); a.client != nil {
 		a.firstParty, a.anyProject = true, true
 		return a.checkRedirect(), nil
 	}
@@ -186,70 +176,17 @@ func (s *Service) checkClient(ctx context.Context, a *authRequest) (problem stri
 		return "", err
 	}
 	a.project = res.Project
-	if a.projectName, a.anyProject, err = s.clientsProject(ctx, a.project); err != nil {
+	if a.projectName, a.anyProject, err = s.clients.ProjectOf(ctx, a.project); err != nil {
 		return "", err
 	}
 	return a.checkRedirect(), nil
-}
-
-// clientsProject is the name of a client's project, and whether it is a
-// super-admin one, whose clients only super admins register.
-func (s *Service) clientsProject(ctx context.Context, id string) (name string, superAdmin bool, err error) {
-	if id == "" {
-		return "", false, nil
-	}
-	res, err := s.repo.Read(ctx, repo.AllProjects, "Project", id)
-	if fhir.Missing(err) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
-	}
-	var p struct {
-		Name       string `json:"name"`
-		SuperAdmin bool   `json:"superAdmin"`
-	}
-	err = json.Unmarshal(res.JSON, &p)
-	return p.Name, p.SuperAdmin, err
-}
-
-// builtinClient is a client known without a stored ClientApplication, or
-// nil: Medplum's standard ones, and Pinion's administration console
-// (gateway/console), which returns to this server's own /console/callback,
-// with PKCE.
-func builtinClient(id, baseURL string) map[string]any {
-	if c, ok := standardClients[id]; ok {
-		return c
-	}
-	if id == auth.ConsoleClientID {
-		return map[string]any{"resourceType": "ClientApplication", "id": auth.ConsoleClientID, "name": "Pinion console",
-			"redirectUris": []any{baseURL + "console/callback"}}
-	}
-	return nil
-}
-
-// registeredRedirects are the redirect URIs a ClientApplication registered:
-// redirectUri, then redirectUris; entries that are not strings are skipped.
-func registeredRedirects(client map[string]any) []string {
-	var registered []string
-	if u, ok := client["redirectUri"].(string); ok {
-		registered = append(registered, u)
-	}
-	if list, ok := client["redirectUris"].([]any); ok {
-		for _, u := range list {
-			if s, ok := u.(string); ok {
-				registered = append(registered, s)
-			}
-		}
-	}
-	return registered
 }
 
 // checkRedirect checks the request's redirect URI against the client's,
 // exactly (no prefix, no normalising); a request without one goes to the
 // client's only one, as RFC 6749 §3.1.2.3 allows.
 func (a *authRequest) checkRedirect() (problem string) {
-	registered := registeredRedirects(a.client)
+	registered := clients.RegisteredRedirects(a.client)
 	a.target = a.RedirectURI
 	if a.target == "" && len(registered) == 1 {
 		a.target = registered[0]

@@ -23,6 +23,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/identity/limits"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
@@ -119,7 +120,7 @@ func TestRegisteredRedirects(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := registeredRedirects(tc.client); !reflect.DeepEqual(got, tc.want) {
+			if got := clients.RegisteredRedirects(tc.client); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("%v, want %v", got, tc.want)
 			}
 		})
@@ -203,13 +204,13 @@ func TestCheckClientBuiltin(t *testing.T) {
 			}
 		})
 	}
-	if builtinClient("medplum-cli", testBase)["pkceOptional"] != true {
+	if clients.Builtin("medplum-cli", testBase)["pkceOptional"] != true {
 		t.Fatal("Medplum's command line tool must be allowed to skip PKCE")
 	}
-	if builtinClient(auth.ConsoleClientID, testBase)["pkceOptional"] != nil {
+	if clients.Builtin(auth.ConsoleClientID, testBase)["pkceOptional"] != nil {
 		t.Fatal("the console may skip PKCE")
 	}
-	if c := builtinClient("app", testBase); c != nil {
+	if c := clients.Builtin("app", testBase); c != nil {
 		t.Fatalf("an unknown client is built in: %v", c)
 	}
 }

@@ -16,57 +16,8 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/clients"
 )
-
-// A client's current secret works, and after a rotation the old one for
-// the grace period only.
-func TestClientCredMatches(t *testing.T) {
-	const current, retiring = "current-secret", "retiring-secret"
-	cases := []struct {
-		name     string
-		cred     clientCred
-		secret   string
-		matches  bool
-		retiring bool
-	}{
-		{"current", clientCred{Digest: auth.SecretDigest(current)}, current, true, false},
-		{"wrong", clientCred{Digest: auth.SecretDigest(current)}, "guess", false, false},
-		{"empty", clientCred{Digest: auth.SecretDigest(current)}, "", false, false},
-		{"retiring, in its grace", clientCred{Digest: auth.SecretDigest(current), Retiring: auth.SecretDigest(retiring),
-			RetiringUntil: time.Now().Add(time.Hour)}, retiring, true, true},
-		{"current, while another retires", clientCred{Digest: auth.SecretDigest(current), Retiring: auth.SecretDigest(retiring),
-			RetiringUntil: time.Now().Add(time.Hour)}, current, true, false},
-		{"retiring, past its grace", clientCred{Digest: auth.SecretDigest(current), Retiring: auth.SecretDigest(retiring),
-			RetiringUntil: time.Now().Add(-time.Hour)}, retiring, false, false},
-		{"retiring, no end set", clientCred{Digest: auth.SecretDigest(current), Retiring: auth.SecretDigest(retiring)}, retiring, false, false},
-		{"a digest is not a secret", clientCred{Digest: auth.SecretDigest(current)}, auth.SecretDigest(current), false, false},
-		{"no credentials", clientCred{}, "", false, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.cred.matches(tc.secret); got != tc.matches {
-				t.Fatalf("matches = %v, want %v", got, tc.matches)
-			}
-			if got := tc.cred.retiringMatches(tc.secret); got != tc.retiring {
-				t.Fatalf("retiringMatches = %v, want %v", got, tc.retiring)
-			}
-		})
-	}
-}
-
-// The bootstrap's ids are fixed: a changed one would make a second super
-// admin project beside the stored one at the next start.
-func TestBootstrapIDsAreFixed(t *testing.T) {
-	if SuperAdminProjectID != "404b95f2-28ac-54bd-a2f4-fda6b3685961" {
-		t.Fatalf("super-admin project %s", SuperAdminProjectID)
-	}
-	if got := membershipIDFor("ClientApplication/c1"); got != "ba2bfe74-cc87-57d9-99e0-4e7a9a9e13cc" {
-		t.Fatalf("membership %s", got)
-	}
-	if membershipIDFor("ClientApplication/c1") == membershipIDFor("ClientApplication/c2") {
-		t.Fatal("two clients share a membership id")
-	}
-}
 
 // The first start creates the super-admin project, a client with a
 // generated secret and an admin membership, writes what it generated to
@@ -75,33 +26,33 @@ func TestBootstrapIDsAreFixed(t *testing.T) {
 func TestBootstrapFirstStart(t *testing.T) {
 	ctx := context.Background()
 	b := live.svc.SuperAdmin
-	if !b.Created || b.ProjectID != SuperAdminProjectID || uuid.Validate(b.ClientID) != nil || len(b.Secret) < auth.MinSecretLength {
+	if !b.Created || b.ProjectID != clients.SuperAdminProjectID || uuid.Validate(b.ClientID) != nil || len(b.Secret) < auth.MinSecretLength {
 		t.Fatalf("bootstrap %+v", b)
 	}
-	path := filepath.Join(live.cfg.DataDir, superAdminFile)
+	path := filepath.Join(live.cfg.DataDir, clients.SuperAdminFile)
 	info, err := os.Stat(path)
 	if err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("%s: %v %v", path, info, err)
 	}
 	data, _ := os.ReadFile(path)
-	want := fmt.Sprintf("{\n  \"clientId\": %q,\n  \"clientSecret\": %q,\n  \"projectId\": %q\n}\n", b.ClientID, b.Secret, SuperAdminProjectID)
+	want := fmt.Sprintf("{\n  \"clientId\": %q,\n  \"clientSecret\": %q,\n  \"projectId\": %q\n}\n", b.ClientID, b.Secret, clients.SuperAdminProjectID)
 	if string(data) != want {
 		t.Fatalf("%s:\n%s\nwant\n%s", path, data, want)
 	}
-	project, err := live.conns.Repo.Read(ctx, repo.AllProjects, "Project", SuperAdminProjectID)
+	project, err := live.conns.Repo.Read(ctx, repo.AllProjects, "Project", clients.SuperAdminProjectID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if doc, _ := project.Decode(); doc["superAdmin"] != true || doc["strictMode"] != true || doc["name"] != "Super Admin" {
 		t.Fatalf("project %v", doc)
 	}
-	m, err := live.conns.Sessions.GetMembership(ctx, membershipIDFor("ClientApplication/"+b.ClientID))
-	if err != nil || !m.SuperAdmin || !m.Admin || !m.Active || m.Profile != "ClientApplication/"+b.ClientID || m.Project != SuperAdminProjectID {
+	m, err := live.conns.Sessions.GetMembership(ctx, clients.SuperAdminMembershipID("ClientApplication/"+b.ClientID))
+	if err != nil || !m.SuperAdmin || !m.Admin || !m.Active || m.Profile != "ClientApplication/"+b.ClientID || m.Project != clients.SuperAdminProjectID {
 		t.Fatalf("session membership %+v %v", m, err)
 	}
 	resp, err := live.svc.basic(ctx, &bus.Request{Body: []byte(`{"id":"` + b.ClientID + `","secret":"` + b.Secret + `"}`)})
 	// One login per client and membership, the same at every start.
-	login := uuid.NewSHA1(account.IDNamespace, []byte("client-login:"+b.ClientID+":"+membershipIDFor("ClientApplication/"+b.ClientID))).String()
+	login := uuid.NewSHA1(account.IDNamespace, []byte("client-login:"+b.ClientID+":"+clients.SuperAdminMembershipID("ClientApplication/"+b.ClientID))).String()
 	if body := decoded(t, resp, err, 200); body["loginId"] != login {
 		t.Fatalf("basic %v, want login %s", body, login)
 	}
@@ -111,14 +62,14 @@ func TestBootstrapFirstStart(t *testing.T) {
 // the file), no new secret, the same signing key.
 func TestBootstrapRestart(t *testing.T) {
 	s := another(t, live.svc.cfg)
-	want := Bootstrap{ClientID: live.svc.SuperAdmin.ClientID, ProjectID: SuperAdminProjectID}
+	want := clients.SuperAdmin{ClientID: live.svc.SuperAdmin.ClientID, ProjectID: clients.SuperAdminProjectID}
 	if s.SuperAdmin != want {
 		t.Fatalf("after a restart %+v, want %+v", s.SuperAdmin, want)
 	}
 	if s.signer.Key.ID != live.svc.signer.Key.ID || !s.signer.Key.Private.Equal(live.svc.signer.Key.Private) {
 		t.Fatalf("a restart made a new signing key: %s, was %s", s.signer.Key.ID, live.svc.signer.Key.ID)
 	}
-	data, _ := os.ReadFile(filepath.Join(live.cfg.DataDir, superAdminFile))
+	data, _ := os.ReadFile(filepath.Join(live.cfg.DataDir, clients.SuperAdminFile))
 	if !strings.Contains(string(data), live.svc.SuperAdmin.Secret) {
 		t.Fatal("a restart rewrote the credentials file")
 	}
@@ -141,18 +92,18 @@ func TestBootstrapConfiguredSecretRotates(t *testing.T) {
 	}
 	cfg := Config{BaseURL: testBase, DataDir: dir, SuperAdminClientID: id, SuperAdminSecret: first, SecretGrace: time.Hour}
 	s1 := New(cfg, live.conns.NC, live.conns.JS, live.conns.Repo, live.conns.Sessions, quiet)
-	b, err := s1.bootstrap(ctx)
+	b, err := s1.clients.BootstrapSuperAdmin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b != (Bootstrap{ClientID: id, Secret: first, ProjectID: SuperAdminProjectID}) {
+	if b != (clients.SuperAdmin{ClientID: id, Secret: first, ProjectID: clients.SuperAdminProjectID}) {
 		t.Fatalf("bootstrap %+v", b)
 	}
 	check(s1, first, 200)
 
 	cfg.SuperAdminSecret = second
 	s2 := New(cfg, live.conns.NC, live.conns.JS, live.conns.Repo, live.conns.Sessions, quiet)
-	if _, err := s2.bootstrap(ctx); err != nil {
+	if _, err := s2.clients.BootstrapSuperAdmin(ctx); err != nil {
 		t.Fatal(err)
 	}
 	check(s2, second, 200)
@@ -166,7 +117,7 @@ func TestBootstrapConfiguredSecretRotates(t *testing.T) {
 // configured client makes a new one, and shows its secret.
 func TestBootstrapWithoutDataDir(t *testing.T) {
 	s := New(Config{BaseURL: testBase}, live.conns.NC, live.conns.JS, live.conns.Repo, live.conns.Sessions, quiet)
-	b, err := s.bootstrap(context.Background())
+	b, err := s.clients.BootstrapSuperAdmin(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +134,7 @@ func TestEnsureKeepsWhatExists(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = live.svc.ensure(ctx, "Project", project, map[string]any{"resourceType": "Project", "name": "Replaced"}, project)
+	err = live.svc.clients.Ensure(ctx, "Project", project, map[string]any{"resourceType": "Project", "name": "Replaced"}, project)
 	if err != nil {
 		t.Fatal(err)
 	}

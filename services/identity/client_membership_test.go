@@ -26,7 +26,7 @@ func TestClientTokenAfterDeactivation(t *testing.T) {
 		}
 		return resp
 	}
-	membership := cachedClient(t, id).membership
+	membership := cachedClient(t, id).Membership
 	for i := 0; i < 2; i++ { // the second answer comes from the kept entry
 		if resp := call(1); resp.Status != 200 {
 			t.Fatalf("%d %s", resp.Status, resp.Body)

@@ -3,7 +3,6 @@ package identity
 import (
 	"context"
 	"net/url"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -19,52 +18,6 @@ import (
 func expectOutcome(t *testing.T, err error, status int, text, expr string) {
 	t.Helper()
 	testkit.Outcome(t, err, status, text, expr)
-}
-
-func TestOperationInput(t *testing.T) {
-	const jsonCT = "application/json"
-	cases := []struct {
-		name, contentType, body string
-		want                    map[string]string
-		status                  int
-		text, expr              string
-	}{
-		{"plain object", jsonCT, `{"secret":"abc"}`, map[string]string{"secret": "abc"}, 0, "", ""},
-		{"FHIR JSON", "application/fhir+json; charset=utf-8", `{"retiringSecret":"abc"}`, map[string]string{"retiringSecret": "abc"}, 0, "", ""},
-		{"empty object", jsonCT, `{}`, map[string]string{}, 0, "", ""},
-		{"empty string", jsonCT, `{"secret":""}`, map[string]string{"secret": ""}, 0, "", ""},
-		{"Parameters", jsonCT, `{"resourceType":"Parameters","parameter":[{"name":"secret","valueString":"abc"}]}`,
-			map[string]string{"secret": "abc"}, 0, "", ""},
-		{"Parameters, both", jsonCT, `{"resourceType":"Parameters","parameter":[{"name":"secret","valueString":"a"},{"name":"retiringSecret","valueString":"b"}]}`,
-			map[string]string{"secret": "a", "retiringSecret": "b"}, 0, "", ""},
-		{"Parameters without any", jsonCT, `{"resourceType":"Parameters"}`, map[string]string{}, 0, "", ""},
-
-		{"not JSON", "text/plain", `{"secret":"abc"}`, nil, 415, "Unsupported media type", ""},
-		{"no content type", "", `{"secret":"abc"}`, nil, 415, "Unsupported media type", ""},
-		{"bad JSON", jsonCT, `{"secret":`, nil, 400, "Content could not be parsed", ""},
-		{"an array", jsonCT, `[]`, nil, 400, "Content could not be parsed", ""},
-		{"two objects", jsonCT, `{}{}`, nil, 400, "Content could not be parsed", ""},
-		{"unknown parameter", jsonCT, `{"password":"x"}`, nil, 400, "Unknown parameter: password", "password"},
-		{"another resource type", jsonCT, `{"resourceType":"Patient"}`, nil, 400, "Unknown parameter: resourceType", "resourceType"},
-		{"not a string", jsonCT, `{"secret":5}`, nil, 400, "Parameter secret must be a string", "secret"},
-		{"null", jsonCT, `{"secret":null}`, nil, 400, "Parameter secret must be a string", "secret"},
-		{"Parameters, unknown", jsonCT, `{"resourceType":"Parameters","parameter":[{"name":"secret","valueString":"a"},{"name":"x","valueString":"b"}]}`,
-			nil, 400, "Unknown parameter: x", "Parameters.parameter[1]"},
-		{"Parameters, not a string", jsonCT, `{"resourceType":"Parameters","parameter":[{"name":"secret","valueInteger":1}]}`,
-			nil, 400, "Parameter secret must be a string", "Parameters.parameter[0]"},
-		{"Parameters, parameter not a list", jsonCT, `{"resourceType":"Parameters","parameter":{"name":"secret"}}`,
-			nil, 400, "Content could not be parsed", ""},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r := &bus.Request{Header: map[string]string{"Content-Type": tc.contentType}, Body: []byte(tc.body)}
-			got, err := operationInput(r, "secret", "retiringSecret")
-			expectOutcome(t, err, tc.status, tc.text, tc.expr)
-			if tc.status == 0 && !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("%v, want %v", got, tc.want)
-			}
-		})
-	}
 }
 
 // $rotate-secret's refusals before the client is read: who may ask, and
@@ -88,35 +41,12 @@ func TestRotateOperationRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := s.rotateOperation(context.Background(), &bus.Request{
+			_, err := s.clients.RotateOperation(context.Background(), &bus.Request{
 				Method: "POST", Params: map[string]string{"id": "c1"}, Principal: tc.principal,
 				Header: map[string]string{"Content-Type": "application/json"}, Body: []byte(tc.body),
 			})
 			if fe := fhir.AsError(err); err == nil || fe.Status != tc.status || fe.Message() != tc.text {
 				t.Fatalf("%v, want %d %q", err, tc.status, tc.text)
-			}
-		})
-	}
-}
-
-// A new secret is shown in the answer once; a retirement shows none.
-func TestClientResponse(t *testing.T) {
-	res := &repo.Resource{Type: "ClientApplication", ID: "c1", JSON: []byte(`{"resourceType":"ClientApplication","id":"c1","name":"app"}`)}
-	for _, tc := range []struct {
-		name, secret string
-		status       int
-		want         string
-	}{
-		{"new secret", "s3cret", 201, `{"id":"c1","name":"app","resourceType":"ClientApplication","secret":"s3cret"}`},
-		{"no secret", "", 200, `{"id":"c1","name":"app","resourceType":"ClientApplication"}`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			resp, err := clientResponse(tc.status, res, tc.secret)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.Status != tc.status || string(resp.Body) != tc.want || resp.Header["Content-Type"] != bus.FHIRContentType {
-				t.Fatalf("%d %s %v", resp.Status, resp.Body, resp.Header)
 			}
 		})
 	}
@@ -139,7 +69,7 @@ func newClient(t *testing.T, project string, fields map[string]any) (id, secret 
 	}
 	r := jsonRequest("", fields)
 	r.Params, r.Principal = map[string]string{"projectId": project}, admin(project)
-	resp, err := live.svc.createClient(context.Background(), r)
+	resp, err := live.svc.clients.Create(context.Background(), r)
 	body := decoded(t, resp, err, 201)
 	id, _ = body["id"].(string)
 	secret, _ = body["secret"].(string)
@@ -190,7 +120,7 @@ func TestCreateClient(t *testing.T) {
 	if strings.Contains(string(res.JSON), secret) {
 		t.Fatal("the stored client holds its secret")
 	}
-	if cred, err := live.svc.clientCred(ctx, id); err != nil || cred.Digest != auth.SecretDigest(secret) || cred.Retiring != "" {
+	if cred, err := live.svc.clients.Credentials(ctx, id); err != nil || cred.Digest != auth.SecretDigest(secret) || cred.Retiring != "" {
 		t.Fatalf("credentials %+v %v", cred, err)
 	}
 	expectSecret(t, id, secret, true)
@@ -212,7 +142,7 @@ func TestCreateClient(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &bus.Request{Method: "POST", Params: map[string]string{"projectId": project}, Principal: tc.principal,
 				Header: map[string]string{"Content-Type": "application/json"}, Body: []byte(tc.body)}
-			_, err := live.svc.createClient(ctx, r)
+			_, err := live.svc.clients.Create(ctx, r)
 			if fe := fhir.AsError(err); err == nil || fe.Status != tc.status || fe.Message() != tc.text {
 				t.Fatalf("%v, want %d %q", err, tc.status, tc.text)
 			}
@@ -224,14 +154,14 @@ func TestCreateClient(t *testing.T) {
 func TestDropClientSecret(t *testing.T) {
 	ctx := context.Background()
 	id := uuid.NewString()
-	if err := live.svc.setClientSecret(ctx, id, "a secret"); err != nil {
+	if err := live.svc.clients.SetSecret(ctx, id, "a secret"); err != nil {
 		t.Fatal(err)
 	}
-	if cred, err := live.svc.clientCred(ctx, id); err != nil || cred == nil {
+	if cred, err := live.svc.clients.Credentials(ctx, id); err != nil || cred == nil {
 		t.Fatalf("%v %v", cred, err)
 	}
-	live.svc.dropClientSecret(ctx, id)
-	if cred, err := live.svc.clientCred(ctx, id); err != nil || cred != nil {
+	live.svc.clients.DropSecret(ctx, id)
+	if cred, err := live.svc.clients.Credentials(ctx, id); err != nil || cred != nil {
 		t.Fatalf("left behind: %+v %v", cred, err)
 	}
 }
@@ -243,7 +173,7 @@ func TestRotateSecret(t *testing.T) {
 	project := newProject(t, "Rotation")
 	id, first := newClient(t, project, nil)
 	rotate := func(p *bus.Principal, client string) (string, error) {
-		resp, err := live.svc.rotateSecret(ctx, &bus.Request{Method: "POST", Principal: p,
+		resp, err := live.svc.clients.RotateSecret(ctx, &bus.Request{Method: "POST", Principal: p,
 			Params: map[string]string{"projectId": project, "clientId": client}})
 		if err != nil {
 			return "", err
@@ -285,7 +215,7 @@ func TestRotateOperation(t *testing.T) {
 	op := func(p *bus.Principal, client string, in map[string]any) (map[string]any, error) {
 		r := jsonRequest("", in)
 		r.Principal, r.Params = p, map[string]string{"id": client}
-		resp, err := live.svc.rotateOperation(ctx, r)
+		resp, err := live.svc.clients.RotateOperation(ctx, r)
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/services/identity/clients"
 )
 
 // Client authentication at the token, revocation and introspection
@@ -45,25 +46,25 @@ func (s *Service) presentedClient(ctx context.Context, r *bus.Request, form url.
 	if id == "" {
 		return &tokenClient{}, nil, nil
 	}
-	if builtinClient(id, s.cfg.BaseURL) != nil {
+	if clients.Builtin(id, s.cfg.BaseURL) != nil {
 		// The console and Medplum's CLI are public clients: no secret.
 		if secret != "" {
 			return nil, &refusal{"invalid_client", "Invalid secret", 0}, nil
 		}
 		return &tokenClient{ID: id}, nil, nil
 	}
-	c, err := s.client(ctx, id)
+	c, err := s.clients.Get(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}
 	switch {
 	case c == nil:
 		return nil, &refusal{"invalid_client", "Invalid client", 0}, nil
-	case secret == "" && (c.cred != nil || c.jwks):
+	case secret == "" && (c.Cred != nil || c.JWKS):
 		return nil, &refusal{"invalid_client", "Client authentication required", 0}, nil
 	case secret == "":
 		return &tokenClient{ID: id}, nil, nil
-	case c.cred == nil || !s.secretProof(ctx, id, secret)(c):
+	case c.Cred == nil || !s.clients.SecretProof(ctx, id, secret)(c):
 		return nil, &refusal{"invalid_client", "Invalid secret", 0}, nil
 	}
 	return &tokenClient{ID: id, Authenticated: true}, nil, nil

@@ -21,6 +21,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/clients"
 )
 
 // authExternal is Medplum's Login.authMethod for a sign-in through an
@@ -196,7 +197,7 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 	var target *url.URL
 	if step == "" && len(choices) == 1 && st.RedirectURI != "" && client != nil {
 		// Exactly a registered address (Medplum also takes a prefix of one).
-		if !slices.Contains(registeredRedirects(client.doc), st.RedirectURI) {
+		if !slices.Contains(clients.RegisteredRedirects(client.doc), st.RedirectURI) {
 			return nil, fhir.BadRequest("Invalid redirect URI")
 		}
 		if target, err = url.Parse(st.RedirectURI); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/clients"
 )
 
 // The token endpoint's rules for the grants that redeem a sign-in: an
@@ -139,14 +140,14 @@ func (r *refusal) response() *bus.Response {
 // jwksUri) to which the code or token was issued must have authenticated
 // (RFC 6749 §4.1.3, §6), even when the request names no client.
 func (s *Service) authenticatedFor(ctx context.Context, tc *tokenClient, issuedTo string) (*refusal, error) {
-	if issuedTo == "" || tc.Authenticated || builtinClient(issuedTo, s.cfg.BaseURL) != nil {
+	if issuedTo == "" || tc.Authenticated || clients.Builtin(issuedTo, s.cfg.BaseURL) != nil {
 		return nil, nil
 	}
-	c, err := s.client(ctx, issuedTo)
+	c, err := s.clients.Get(ctx, issuedTo)
 	if err != nil {
 		return nil, err
 	}
-	if c != nil && (c.cred != nil || c.jwks) {
+	if c != nil && (c.Cred != nil || c.JWKS) {
 		return &refusal{"invalid_client", "Client authentication required", 0}, nil
 	}
 	return nil, nil

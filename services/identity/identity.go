@@ -29,7 +29,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -41,6 +40,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/identity/limits"
 	"github.com/pinion-health/pinion/services/identity/secrets"
 	"github.com/pinion-health/pinion/services/identity/web"
@@ -99,11 +99,7 @@ type Service struct {
 
 	assertions *assertions // client assertions (private_key_jwt)
 
-	clients   *expirable.LRU[string, *clientEntry]
-	members   *session.MemberCache // the entries of clients' memberships
-	evSubs    []*nats.Subscription
-	credSub   *nats.Subscription
-	credLocks [64]sync.Mutex
+	clients *clients.Service
 
 	browsers jetstream.KeyValue // signed-in browsers
 	consents jetstream.KeyValue // people's consents to clients (consent.go)
@@ -116,7 +112,7 @@ type Service struct {
 	rp relyingParty // passkeys' WebAuthn relying party, made on first use (passkey.go)
 
 	// SuperAdmin holds the bootstrap result, for the standalone to print.
-	SuperAdmin Bootstrap
+	SuperAdmin clients.SuperAdmin
 }
 
 // FromConfig builds the service from the settings, as both the standalone
@@ -149,7 +145,9 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 	pages := web.New(cfg.BaseURL, sec)
 	return &Service{
 		cfg: cfg, nc: nc, js: js, repo: r, secrets: sec, pages: pages, limiter: limits.NewSignIns(), sessions: sessions, assertions: newAssertions(cfg.EgressPrivate),
-		log: log, policies: access.NewPolicies(r, log), clients: expirable.NewLRU[string, *clientEntry](maxClients, nil, clientTTL),
+		log: log, policies: access.NewPolicies(r, log),
+		clients: clients.New(clients.Config{BaseURL: cfg.BaseURL, SecretGrace: cfg.SecretGrace, DataDir: cfg.DataDir,
+			SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret}, nc, js, r, sec, sessions, log),
 		accounts: account.New(account.Config{BaseURL: cfg.BaseURL, BreachURL: cfg.BreachURL}, nc, js, r, sec, sessions, pages, log),
 	}
 }
@@ -165,7 +163,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.loadIDSigner(ctx); err != nil {
 		return err
 	}
-	if s.SuperAdmin, err = s.bootstrap(ctx); err != nil {
+	if s.SuperAdmin, err = s.clients.BootstrapSuperAdmin(ctx); err != nil {
 		return fmt.Errorf("super-admin bootstrap: %w", err)
 	}
 	if s.browsers, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
@@ -181,20 +179,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.stopSaga, err = s.accounts.Start(ctx); err != nil {
 		return err
 	}
-	// A changed client or membership may change what a client token means.
-	// Only those types: every other event (a bot's audit records, a
-	// patient's updates) would be decoded here for nothing.
-	for _, typ := range []string{"ClientApplication", "ProjectMembership", "AccessPolicy"} {
-		sub, err := s.nc.Subscribe(bus.EventSubject(typ, "*"), s.onResourceEvent)
-		if err != nil {
-			return err
-		}
-		s.evSubs = append(s.evSubs, sub)
-	}
-	if s.members, err = session.WatchMembers(ctx, s.js, s.sessions, maxClients); err != nil {
-		return fmt.Errorf("client memberships: %w", err)
-	}
-	if s.credSub, err = s.nc.Subscribe(bus.ClientChangedSubject, func(m *nats.Msg) { s.forgetClient(string(m.Data)) }); err != nil {
+	if err := s.clients.Start(ctx); err != nil {
 		return err
 	}
 	s.svc, err = bus.Serve(s.nc, "identity", "1.0.0", []bus.Endpoint{
@@ -264,9 +249,9 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("GET /oauth2/authorize", bus.Public, s.authorize),
 		bus.Handle("POST /oauth2/authorize", bus.Public|bus.SignInLimit, s.authorize),
 		// Client applications and WebSocket bindings.
-		bus.Handle("POST /admin/projects/:projectId/client", bus.Token, s.createClient),
-		bus.Handle("POST /admin/projects/:projectId/client/:clientId/$rotate-secret", bus.Token, s.rotateSecret),
-		bus.Handle("POST /fhir/R4/ClientApplication/:id/$rotate-secret", bus.Token, s.rotateOperation),
+		bus.Handle("POST /admin/projects/:projectId/client", bus.Token, s.clients.Create),
+		bus.Handle("POST /admin/projects/:projectId/client/:clientId/$rotate-secret", bus.Token, s.clients.RotateSecret),
+		bus.Handle("POST /fhir/R4/ClientApplication/:id/$rotate-secret", bus.Token, s.clients.RotateOperation),
 		bus.Handle("GET /fhir/R4/Subscription/:id/$get-ws-binding-token", bus.Token, s.wsBindingToken),
 		bus.Handle(bus.SubjBasic, bus.Internal, s.basic),
 	}, s.log)
@@ -275,16 +260,9 @@ func (s *Service) Start(ctx context.Context) error {
 
 // Stop drains in-flight requests.
 func (s *Service) Stop(ctx context.Context) error {
-	for _, sub := range append(s.evSubs, s.credSub) {
-		if sub != nil {
-			_ = sub.Unsubscribe()
-		}
-	}
+	s.clients.Stop()
 	if s.stopSaga != nil {
 		s.stopSaga()
-	}
-	if s.members != nil {
-		s.members.Stop()
 	}
 	if s.svc == nil {
 		return nil

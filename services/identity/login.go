@@ -22,6 +22,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/clients"
 )
 
 // loginRequest is POST /auth/login's body.
@@ -155,14 +156,14 @@ func (s *Service) loginResult(ctx context.Context, r *bus.Request, loginID strin
 // the client's project. First-party clients and clients registered in a
 // super-admin project serve every project.
 func (s *Service) clientProject(ctx context.Context, in *loginRequest) error {
-	if in.ClientID == "" || builtinClient(in.ClientID, s.cfg.BaseURL) != nil {
+	if in.ClientID == "" || clients.Builtin(in.ClientID, s.cfg.BaseURL) != nil {
 		return nil
 	}
 	res, err := s.repo.Read(ctx, repo.AllProjects, "ClientApplication", in.ClientID)
 	if err != nil {
 		return err
 	}
-	_, anyProject, err := s.clientsProject(ctx, res.Project)
+	_, anyProject, err := s.clients.ProjectOf(ctx, res.Project)
 	switch {
 	case err != nil:
 		return err
@@ -453,7 +454,7 @@ func (s *Service) userTokens(ctx context.Context, loginID string, l *session.Log
 	if err != nil {
 		return nil, err
 	}
-	project, profile := s.memberRefs(ctx, l.Membership, m.Project, m.Profile)
+	project, profile := s.clients.MemberRefs(ctx, l.Membership, m.Project, m.Profile)
 	body := map[string]any{
 		"token_type": "Bearer", "expires_in": int(s.cfg.TokenLifetime.Seconds()),
 		// The scopes really honoured (RFC 6749 §3.3), not all that were asked.

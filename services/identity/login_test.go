@@ -17,6 +17,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/identity/limits"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
@@ -472,8 +473,8 @@ func TestUserTokens(t *testing.T) {
 	})
 	t.Run("a super admin gets no refresh token", func(t *testing.T) {
 		p := newPerson(t, "super")
-		p.membership = newMembership(t, SuperAdminProjectID, p.user, p.profile, nil)
-		body := decoded(t, redeem(t, p.code(t, map[string]any{"scope": "openid offline_access", "projectId": SuperAdminProjectID})), nil, 200)
+		p.membership = newMembership(t, clients.SuperAdminProjectID, p.user, p.profile, nil)
+		body := decoded(t, redeem(t, p.code(t, map[string]any{"scope": "openid offline_access", "projectId": clients.SuperAdminProjectID})), nil, 200)
 		if body["refresh_token"] != nil || body["access_token"] == nil {
 			t.Fatalf("answer %v", body)
 		}

@@ -143,7 +143,7 @@ func TestMe(t *testing.T) {
 	id, _ := newClient(t, project, nil)
 	c := cachedClient(t, id)
 	resp, err = live.svc.me(ctx, &bus.Request{Principal: &bus.Principal{User: "ClientApplication/" + id, Profile: "ClientApplication/" + id,
-		Project: project, Membership: c.membership}})
+		Project: project, Membership: c.Membership}})
 	if body := decoded(t, resp, err, 200); body["user"] != nil || body["security"] != nil || body["accessPolicy"] != nil || body["profile"].(map[string]any)["id"] != id {
 		t.Fatalf("a client's /auth/me %v", body)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/clients"
 )
 
 // registerBodyLimit bounds the bodies of /auth/newuser, /auth/newproject
@@ -192,7 +193,7 @@ func (s *Service) namedProject(ctx context.Context, projectID, clientID string) 
 	if projectID == "new" {
 		projectID = ""
 	}
-	if clientID != "" && builtinClient(clientID, s.cfg.BaseURL) == nil {
+	if clientID != "" && clients.Builtin(clientID, s.cfg.BaseURL) == nil {
 		if err := uuid.Validate(clientID); err != nil {
 			return "", fhir.NotFound()
 		}

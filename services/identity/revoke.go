@@ -169,11 +169,11 @@ func (s *Service) introspectToken(ctx context.Context, r *bus.Request) (*bus.Res
 // callerMembership is the live membership of an authenticated client; nil
 // when it has none.
 func (s *Service) callerMembership(ctx context.Context, clientID string) (*session.Membership, error) {
-	c, err := s.client(ctx, clientID)
-	if err != nil || c == nil || c.membership == "" {
+	c, err := s.clients.Get(ctx, clientID)
+	if err != nil || c == nil || c.Membership == "" {
 		return nil, err
 	}
-	m, err := s.sessions.GetMembership(ctx, c.membership)
+	m, err := s.sessions.GetMembership(ctx, c.Membership)
 	if errors.Is(err, session.ErrNotFound) {
 		return nil, nil
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/clients"
 )
 
 // tokenEndpointCall posts a form to revocation or introspection with these
@@ -80,7 +81,7 @@ func TestRevocation(t *testing.T) {
 		// A secret with ':' and '%' reads right only when decoded (RFC 6749 §2.3.1).
 		odd := "s3cret:with%25odd:chars+" + uuid.NewString()
 		bid, _ := newClient(t, project, nil)
-		if err := live.svc.setClientSecret(ctx, bid, odd); err != nil {
+		if err := live.svc.clients.SetSecret(ctx, bid, odd); err != nil {
 			t.Fatal(err)
 		}
 		tok, jti := accessTokenOf(t, bid, odd)
@@ -192,7 +193,7 @@ func TestIntrospection(t *testing.T) {
 		}
 	})
 	t.Run("a super admin client sees every project", func(t *testing.T) {
-		sid, ssecret := newClient(t, SuperAdminProjectID, nil)
+		sid, ssecret := newClient(t, clients.SuperAdminProjectID, nil)
 		if got := introspection(t, sid, ssecret, tok); got["active"] != true {
 			t.Fatalf("%v", got)
 		}

@@ -12,12 +12,8 @@ import (
 )
 
 // authPassword is Medplum's Login.authMethod for a sign-in with e-mail and
-// password (the app's form and the authorize page alike); authClient, for
-// a client's own login (client credentials).
-const (
-	authPassword = "password"
-	authClient   = "client"
-)
+// password (the app's form and the authorize page alike).
+const authPassword = "password"
 
 // putSignIn stores a person's new login, noting how and from where it was
 // made, and adds it to the person's list of sessions (/auth/me).

@@ -9,19 +9,18 @@ import (
 	"encoding/json"
 	"net/url"
 	"reflect"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/identity/limits"
 )
 
@@ -268,87 +267,25 @@ func TestBasicRefusesIncompleteCredentials(t *testing.T) {
 	}
 }
 
-// A client known without credentials (or without a membership) is refused
-// as unknown, and a failed proof as a wrong secret, before the session
-// bucket is asked.
-func TestAuthenticateClientRefusals(t *testing.T) {
-	s := unwired(t)
-	s.clients.Add("no-cred", &clientEntry{membership: "m1"})
-	s.clients.Add("no-member", &clientEntry{cred: &clientCred{Digest: auth.SecretDigest("s")}})
-	s.clients.Add("app", &clientEntry{cred: &clientCred{Digest: auth.SecretDigest("s")}, membership: "m1"})
-	never := func(*clientEntry) bool { return false }
-	for _, tc := range []struct {
-		id, text string
-	}{
-		{"no-cred", "Invalid client"},
-		{"no-member", "Invalid client"},
-		{"app", "Invalid secret"},
-	} {
-		c, m, no, err := s.authenticateClient(context.Background(), tc.id, "10.0.0.1", 0, never)
-		if err != nil || c != nil || m != nil {
-			t.Fatalf("%s: %v %v %v", tc.id, c, m, err)
-		}
-		expectRefusal(t, no, "invalid_client", tc.text)
-	}
-}
-
 // HTTP Basic counts refused clients against the sign-in limiter, per
 // client and address, and says only 401.
 func TestBasicCountsFailures(t *testing.T) {
-	s := unwired(t)
-	s.clients.Add("app", &clientEntry{membership: "m1"})
+	s := live.svc
+	body := []byte(`{"id":"` + uuid.NewString() + `","secret":"guess"}`)
 	call := func(remote string) error {
-		_, err := s.basic(context.Background(), &bus.Request{Body: []byte(`{"id":"app","secret":"guess"}`), Remote: remote})
+		_, err := s.basic(context.Background(), &bus.Request{Body: body, Remote: remote})
 		return err
 	}
 	for i := 0; i < limits.MaxFailures; i++ {
-		if fe := fhir.AsError(call("10.0.0.1")); fe.Status != 401 || fe.Message() != "Unauthorized" {
+		if fe := fhir.AsError(call("10.77.0.1")); fe.Status != 401 || fe.Message() != "Unauthorized" {
 			t.Fatalf("attempt %d: %v", i+1, fe)
 		}
 	}
-	if fe := fhir.AsError(call("10.0.0.1")); fe.Status != 429 {
+	if fe := fhir.AsError(call("10.77.0.1")); fe.Status != 429 {
 		t.Fatalf("after %d failures: %v", limits.MaxFailures, fe)
 	}
-	if fe := fhir.AsError(call("10.0.0.2")); fe.Status != 401 {
+	if fe := fhir.AsError(call("10.77.0.2")); fe.Status != 401 {
 		t.Fatalf("another address is refused for this one's failures: %v", fe)
-	}
-}
-
-// The client cache forgets a changed client, and every client when a
-// membership or policy changes (what a client may do may have changed).
-func TestClientCacheEvents(t *testing.T) {
-	s := unwired(t)
-	fill := func() {
-		for _, id := range []string{"c1", "c2"} {
-			s.clients.Add(id, &clientEntry{})
-		}
-	}
-	event := func(typ, id string) *nats.Msg {
-		b, _ := json.Marshal(repo.Event{Op: "update", Type: typ, ID: id})
-		return &nats.Msg{Data: b}
-	}
-	for _, tc := range []struct {
-		name string
-		msg  *nats.Msg
-		kept []string
-	}{
-		{"a client changed", event("ClientApplication", "c1"), []string{"c2"}},
-		{"another client changed", event("ClientApplication", "c9"), []string{"c1", "c2"}},
-		{"a membership changed", event("ProjectMembership", "m1"), nil},
-		{"a policy changed", event("AccessPolicy", "a1"), nil},
-		{"a patient changed", event("Patient", "c1"), []string{"c1", "c2"}},
-		{"not an event", &nats.Msg{Data: []byte("c1")}, []string{"c1", "c2"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s.clients.Purge()
-			fill()
-			s.onResourceEvent(tc.msg)
-			keys := s.clients.Keys()
-			slices.Sort(keys)
-			if !slices.Equal(keys, tc.kept) {
-				t.Fatalf("kept %v, want %v", keys, tc.kept)
-			}
-		})
 	}
 }
 
@@ -387,9 +324,9 @@ func TestTokenEndpointAnswersRefusals(t *testing.T) {
 }
 
 // cachedClient is what the live service knows of a client.
-func cachedClient(t *testing.T, id string) *clientEntry {
+func cachedClient(t *testing.T, id string) *clients.Client {
 	t.Helper()
-	c, err := live.svc.client(context.Background(), id)
+	c, err := live.svc.clients.Get(context.Background(), id)
 	if err != nil || c == nil {
 		t.Fatalf("client %s: %v %v", id, c, err)
 	}
@@ -418,10 +355,10 @@ func TestClientCredentials(t *testing.T) {
 	access := verify(t, body["access_token"].(string), testBase)
 	c := cachedClient(t, id)
 	if !access.IsAccessToken() || access.Subject != id || access.Username != id || access.Profile != ref ||
-		access.ClientID != id || access.LoginID != c.loginID {
+		access.ClientID != id || access.LoginID != c.LoginID {
 		t.Fatalf("access token %+v", access)
 	}
-	if l, err := live.conns.Sessions.GetLogin(context.Background(), c.loginID); err != nil || l.Membership != c.membership || l.User != ref {
+	if l, err := live.conns.Sessions.GetLogin(context.Background(), c.LoginID); err != nil || l.Membership != c.Membership || l.User != ref {
 		t.Fatalf("the client's login %+v %v", l, err)
 	}
 	// The default scope, openid, labels the login; it asks for no ID token.
@@ -453,7 +390,7 @@ func TestClientCredentialsMembership(t *testing.T) {
 	t.Run("inactive", func(t *testing.T) {
 		id, secret := newClient(t, project, nil)
 		expectSecret(t, id, secret, true)
-		setMembership(t, cachedClient(t, id).membership, func(m map[string]any) { m["active"] = false })
+		setMembership(t, cachedClient(t, id).Membership, func(m map[string]any) { m["active"] = false })
 		expectTokenError(t, clientToken(t, id, secret, "", nil), 400, "unauthorized_client", "Profile not active")
 	})
 	t.Run("removed", func(t *testing.T) {
@@ -467,18 +404,18 @@ func TestClientCredentialsMembership(t *testing.T) {
 		if err := call(); err != nil {
 			t.Fatal(err)
 		}
-		c, ok := here.clients.Get(id)
+		c, ok := here.clients.Cached(id)
 		if !ok {
 			t.Fatal("the client is not cached")
 		}
-		if err := live.conns.Repo.Delete(context.Background(), repo.AllProjects, "ProjectMembership", c.membership); err != nil {
+		if err := live.conns.Repo.Delete(context.Background(), repo.AllProjects, "ProjectMembership", c.Membership); err != nil {
 			t.Fatal(err)
 		}
-		project1(t, "ProjectMembership", c.membership, project)
+		project1(t, "ProjectMembership", c.Membership, project)
 		if fe := fhir.AsError(call()); fe.Status != 401 {
 			t.Fatalf("%v, want 401", fe)
 		}
-		if _, ok := here.clients.Get(id); ok {
+		if _, ok := here.clients.Cached(id); ok {
 			t.Fatal("the client is still cached")
 		}
 	})
@@ -511,28 +448,28 @@ func TestSecretRotatedElsewhere(t *testing.T) {
 	if err := call(first); err != nil {
 		t.Fatal(err)
 	}
-	cur, err := live.svc.clientCred(ctx, id)
+	cur, err := live.svc.clients.Credentials(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := live.svc.rotateClientSecret(ctx, id, cur)
+	second, err := live.svc.clients.Rotate(ctx, id, cur)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stale, ok := here.clients.Get(id); !ok || stale.cred.Digest != cur.Digest {
+	if stale, ok := here.clients.Cached(id); !ok || stale.Cred.Digest != cur.Digest {
 		t.Fatal("the client is not cached as it was")
 	}
 	if err := call(second); err != nil {
 		t.Fatalf("the new secret: %v", err)
 	}
-	if _, ok := here.clients.Get(id); ok {
+	if _, ok := here.clients.Cached(id); ok {
 		t.Fatal("the stale client is still cached")
 	}
 	if err := call(first); err != nil {
 		t.Fatalf("the retiring secret: %v", err)
 	}
 	// A rotation from the credentials it replaced, after another: refused.
-	if _, err := live.svc.rotateClientSecret(ctx, id, cur); fhir.AsError(err).Status != 409 {
+	if _, err := live.svc.clients.Rotate(ctx, id, cur); fhir.AsError(err).Status != 409 {
 		t.Fatalf("a rotation over another: %v, want 409", err)
 	}
 }
@@ -544,8 +481,8 @@ func TestBasic(t *testing.T) {
 	resp, err := live.svc.basic(context.Background(), &bus.Request{Body: []byte(`{"id":"` + id + `","secret":"` + secret + `"}`), Remote: "10.3.0.1"})
 	body := decoded(t, resp, err, 200)
 	c := cachedClient(t, id)
-	if body["loginId"] != c.loginID || c.loginID == "" {
-		t.Fatalf("answer %v, want login %s", body, c.loginID)
+	if body["loginId"] != c.LoginID || c.LoginID == "" {
+		t.Fatalf("answer %v, want login %s", body, c.LoginID)
 	}
 }
 

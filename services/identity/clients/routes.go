@@ -1,4 +1,4 @@
-package identity
+package clients
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 )
 
-// createClient is POST /admin/projects/:projectId/client: a new
+// Create is POST /admin/projects/:projectId/client: a new
 // ClientApplication from the body's ClientApplication fields, with its
 // secret, and a membership whose profile is the client.
-func (s *Service) createClient(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) Create(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	req, err := projects.ReadAgentRequest(ctx, s.repo, projects.AgentInput{By: r.Principal, ProjectID: r.Param("projectId"), JSON: r.IsJSON(), Body: r.Body},
 		"ClientApplication", "Client", "secret", "retiringSecret")
 	if err != nil {
@@ -32,14 +32,14 @@ func (s *Service) createClient(ctx context.Context, r *bus.Request) (*bus.Respon
 	secret := auth.NewSecret()
 	// The digest is stored before the client exists: a client is never
 	// visible without its secret.
-	if err := s.setClientSecret(ctx, id, secret); err != nil {
+	if err := s.SetSecret(ctx, id, secret); err != nil {
 		return nil, err
 	}
 	client, err := projects.CreateAgent(ctx, s.repo, s.nc, req.Project, projects.Agent{
 		Resource: req.Resource, ID: id, Policy: req.Policy, Author: r.Principal.Profile, InvitedBy: r.Principal.User,
 	})
 	if err != nil {
-		s.dropClientSecret(context.WithoutCancel(ctx), id)
+		s.DropSecret(context.WithoutCancel(ctx), id)
 		return nil, err
 	}
 	return clientResponse(201, client, secret)
@@ -60,10 +60,10 @@ func clientResponse(status int, client *repo.Resource, secret string) (*bus.Resp
 	return resp, nil
 }
 
-// rotateSecret is POST /admin/projects/:projectId/client/:clientId/$rotate-secret:
+// RotateSecret is POST /admin/projects/:projectId/client/:clientId/$rotate-secret:
 // a new secret, shown this once, without the current one (an admin who lost
 // it can still recover the client); the old one retires for the grace period.
-func (s *Service) rotateSecret(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) RotateSecret(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	projectID := r.Param("projectId")
 	if err := access.AdminWrite(r.Principal, projectID, "ClientApplication"); err != nil {
 		return nil, err
@@ -72,25 +72,25 @@ func (s *Service) rotateSecret(ctx context.Context, r *bus.Request) (*bus.Respon
 	if err != nil {
 		return nil, err
 	}
-	defer s.lockClient(client.ID)()
-	cur, err := s.clientCred(ctx, client.ID)
+	defer s.lock(client.ID)()
+	cur, err := s.Credentials(ctx, client.ID)
 	if err != nil {
 		return nil, err
 	}
-	secret, err := s.rotateClientSecret(ctx, client.ID, cur)
+	secret, err := s.Rotate(ctx, client.ID, cur)
 	if err != nil {
 		return nil, err
 	}
 	return clientResponse(200, client, secret)
 }
 
-// rotateOperation is Medplum's POST /fhir/R4/ClientApplication/:id/$rotate-secret,
+// RotateOperation is Medplum's POST /fhir/R4/ClientApplication/:id/$rotate-secret,
 // for project admins: a Parameters (or plain JSON) body naming one secret.
 // With the current `secret`, the client gets a new one and the current one
 // retires (for the grace period, or until retired here); with the
 // `retiringSecret`, that one stops working at once. The secret named must
 // be the client's: knowing it is what allows the change.
-func (s *Service) rotateOperation(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) RotateOperation(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	p := r.Principal
 	if err := access.AdminWrite(p, "", "ClientApplication"); err != nil {
 		return nil, err
@@ -116,8 +116,8 @@ func (s *Service) rotateOperation(ctx context.Context, r *bus.Request) (*bus.Res
 	}
 	// The secret checked is the one replaced: the lock, and the condition
 	// in the write, keep another rotation from coming between.
-	defer s.lockClient(client.ID)()
-	cred, err := s.clientCred(ctx, client.ID)
+	defer s.lock(client.ID)()
+	cred, err := s.Credentials(ctx, client.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -126,16 +126,16 @@ func (s *Service) rotateOperation(ctx context.Context, r *bus.Request) (*bus.Res
 		if cred == nil || !auth.SecretMatches(cred.Digest, current) {
 			return nil, mismatch
 		}
-		secret, err := s.rotateClientSecret(ctx, client.ID, cred)
+		secret, err := s.Rotate(ctx, client.ID, cred)
 		if err != nil {
 			return nil, err
 		}
 		return clientResponse(200, client, secret)
 	}
-	if cred == nil || !cred.retiringMatches(retiring) {
+	if cred == nil || !cred.RetiringMatches(retiring) {
 		return nil, mismatch
 	}
-	if err := s.retireClientSecret(ctx, cred); err != nil {
+	if err := s.retire(ctx, cred); err != nil {
 		return nil, err
 	}
 	return clientResponse(200, client, "")
