@@ -42,3 +42,45 @@ func TestConflict(t *testing.T) {
 		}
 	}
 }
+
+// A one-time value is spent once: the second taker, or one that read an
+// older revision, gets false; an entry that is not its type reads as none.
+func TestEntryAndSpend(t *testing.T) {
+	ctx := context.Background()
+	js := testenv.JetStream(t)
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "spend"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type challenge struct{ Value string }
+	if _, err := kv.Put(ctx, "c", []byte(`{"Value":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	c, rev, err := kvcas.Entry[challenge](ctx, kv, "c")
+	if err != nil || c == nil || c.Value != "x" || rev == 0 {
+		t.Fatalf("entry %+v %d %v", c, rev, err)
+	}
+	if ok, err := kvcas.Spend(ctx, kv, "c", rev); err != nil || !ok {
+		t.Fatalf("first spend: %v %v", ok, err)
+	}
+	if ok, err := kvcas.Spend(ctx, kv, "c", rev); err != nil || ok {
+		t.Fatalf("second spend: %v %v", ok, err)
+	}
+	if c, _, err := kvcas.Entry[challenge](ctx, kv, "c"); err != nil || c != nil {
+		t.Fatalf("a spent entry reads %+v %v", c, err)
+	}
+	// Changed since it was read: not spent.
+	rev1, _ := kv.Put(ctx, "d", []byte(`{"Value":"1"}`))
+	if _, err := kv.Put(ctx, "d", []byte(`{"Value":"2"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := kvcas.Spend(ctx, kv, "d", rev1); err != nil || ok {
+		t.Fatalf("a changed entry spent: %v %v", ok, err)
+	}
+	if _, err := kv.Put(ctx, "e", []byte(`not json`)); err != nil {
+		t.Fatal(err)
+	}
+	if c, _, err := kvcas.Entry[challenge](ctx, kv, "e"); err != nil || c != nil {
+		t.Fatalf("a foreign entry reads %+v %v", c, err)
+	}
+}

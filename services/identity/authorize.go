@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/kvcas"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
@@ -57,7 +57,7 @@ func (s *Service) signedIn(ctx context.Context, b web.Browser) (*browserSession,
 	if b.IsNew {
 		return nil, nil
 	}
-	bs, err := entry[browserSession](ctx, s.browsers, b.Key())
+	bs, _, err := kvcas.Entry[browserSession](ctx, s.browsers, b.Key())
 	if bs == nil || err != nil {
 		return nil, err
 	}
@@ -69,23 +69,6 @@ func (s *Service) signedIn(ctx context.Context, b web.Browser) (*browserSession,
 		return nil, nil
 	}
 	return bs, nil
-}
-
-// entry reads a bucket's JSON entry: nil when there is none, or it is not
-// a T (an entry from another version, say, counts as none).
-func entry[T any](ctx context.Context, kv jetstream.KeyValue, key string) (*T, error) {
-	e, err := kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var v T
-	if json.Unmarshal(e.Value(), &v) != nil {
-		return nil, nil
-	}
-	return &v, nil
 }
 
 // authRequest is an authorization request (RFC 6749 §4.1.1 with PKCE and

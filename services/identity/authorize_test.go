@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"html"
 	"maps"
 	"net/url"
@@ -656,15 +655,15 @@ func TestBrowserConsent(t *testing.T) {
 
 	// Listed, then withdrawn: the refresh token stops and the page returns.
 	me := &bus.Principal{User: p.user}
-	list := decoded(t, must(live.svc.listConsents(ctx, &bus.Request{Principal: me})), nil, 200)
+	list := decoded(t, must(live.svc.consents.List(ctx, &bus.Request{Principal: me})), nil, 200)
 	if cs, _ := list["consents"].([]any); len(cs) != 1 || cs[0].(map[string]any)["client"] != app.id {
 		t.Fatalf("consents %v", list)
 	}
 	withdraw := &bus.Request{Method: "DELETE", Principal: me, Params: map[string]string{"clientId": app.id}}
-	if resp, err := live.svc.withdrawConsent(ctx, withdraw); err != nil || resp.Status != 200 {
+	if resp, err := live.svc.consents.Withdraw(ctx, withdraw); err != nil || resp.Status != 200 {
 		t.Fatalf("withdraw: %v %v", resp, err)
 	}
-	if _, err := live.svc.withdrawConsent(ctx, withdraw); !errors.Is(err, fhir.ErrNotFound) {
+	if _, err := live.svc.consents.Withdraw(ctx, withdraw); !errors.Is(err, fhir.ErrNotFound) {
 		t.Fatalf("withdrawing twice: %v", err)
 	}
 	refused := decoded(t, token(t, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh},
@@ -864,41 +863,5 @@ func TestAuthorizeMaxAge(t *testing.T) {
 	expectPage(t, app.get(t, signedIn, "max_age", "0"), 200, `type="password"`)
 	if q := returned(t, app.get(t, signedIn, "max_age", "0", "prompt", "none")); q.Get("error") != "login_required" {
 		t.Fatalf("max_age=0 with prompt=none: %v", q)
-	}
-}
-
-// A consent keeps only honoured scopes, at most maxConsentScopes of them:
-// words nobody honours need no consent, and a client asking for ever more
-// scopes does not grow the entry without end.
-func TestConsentScopes(t *testing.T) {
-	ctx := context.Background()
-	user, client := "User/"+uuid.NewString(), uuid.NewString()
-	if err := live.svc.giveConsent(ctx, user, client, "openid launch/patient no-such-scope"); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := live.svc.consented(ctx, user, client, "openid launch/patient"); err != nil || !ok {
-		t.Fatalf("an unhonoured word asked again: %v %v", ok, err)
-	}
-	if ok, _ := live.svc.consented(ctx, user, client, "openid email"); ok {
-		t.Fatal("a scope never allowed counts as allowed")
-	}
-	for round := range 4 {
-		var many []string
-		for i := range 64 {
-			many = append(many, fmt.Sprintf("patient/Observation.rs?_id=r%d-%d", round, i))
-		}
-		if err := live.svc.giveConsent(ctx, user, client, strings.Join(many, " ")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := live.svc.consent(ctx, user, client)
-	if err != nil || c == nil {
-		t.Fatal(c, err)
-	}
-	if n := len(strings.Fields(c.Scope)); n != maxConsentScopes {
-		t.Fatalf("%d scopes kept, want %d", n, maxConsentScopes)
-	}
-	if ok, _ := live.svc.consented(ctx, user, client, "patient/Observation.rs?_id=r3-0"); !ok {
-		t.Fatal("the newest scopes were not kept")
 	}
 }

@@ -6,16 +6,14 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"net/url"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/kvcas"
 	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
@@ -99,29 +97,17 @@ func (s *Service) providerPage(ctx context.Context, b web.Browser, a authRequest
 // sign-in is left to it), it expired, or another request spent it first.
 func (s *Service) takeExternalStart(ctx context.Context, state string, b web.Browser) (*externalStart, error) {
 	key := externalStartKey(state)
-	e, err := s.browsers.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
-	}
-	if err != nil {
+	st, rev, err := kvcas.Entry[externalStart](ctx, s.browsers, key)
+	if err != nil || st == nil || b.IsNew || st.Browser != b.Key() {
 		return nil, err
 	}
-	var st externalStart
-	if json.Unmarshal(e.Value(), &st) != nil || b.IsNew || st.Browser != b.Key() {
-		return nil, nil
-	}
-	err = s.browsers.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
-	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-			return nil, nil // spent by another request
-		}
+	if ok, err := kvcas.Spend(ctx, s.browsers, key, rev); err != nil || !ok {
 		return nil, err
 	}
 	if time.Now().Unix() > st.Expires {
 		return nil, nil
 	}
-	return &st, nil
+	return st, nil
 }
 
 // externalPageCallback finishes a sign-in the page sent to a provider:

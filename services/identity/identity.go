@@ -41,6 +41,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/clients"
+	"github.com/pinion-health/pinion/services/identity/consent"
 	"github.com/pinion-health/pinion/services/identity/limits"
 	"github.com/pinion-health/pinion/services/identity/secrets"
 	"github.com/pinion-health/pinion/services/identity/web"
@@ -102,7 +103,7 @@ type Service struct {
 	clients *clients.Service
 
 	browsers jetstream.KeyValue // signed-in browsers
-	consents jetstream.KeyValue // people's consents to clients (consent.go)
+	consents *consent.Store     // people's consents to clients
 
 	pages *web.Pages // the browser pages: rendering, cookie, CSRF
 
@@ -171,10 +172,8 @@ func (s *Service) Start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("browser sessions: %w", err)
 	}
-	if s.consents, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: consentsBucket, Description: "people's consents to clients",
-	}); err != nil {
-		return fmt.Errorf("consents: %w", err)
+	if s.consents, err = consent.Open(ctx, s.js); err != nil {
+		return err
 	}
 	if s.stopSaga, err = s.accounts.Start(ctx); err != nil {
 		return err
@@ -215,8 +214,8 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /auth/newpatient", bus.Public|bus.SignInLimit, s.newPatient),
 		bus.Handle("POST /auth/verifyemail", bus.Public|bus.SignInLimit, s.accounts.VerifyEmail),
 		bus.Handle("POST /auth/revoke", bus.Token, s.authRevoke),
-		bus.Handle("GET /auth/consents", bus.Token, s.listConsents),
-		bus.Handle("DELETE /auth/consents/:clientId", bus.Token, s.withdrawConsent),
+		bus.Handle("GET /auth/consents", bus.Token, s.consents.List),
+		bus.Handle("DELETE /auth/consents/:clientId", bus.Token, s.consents.Withdraw),
 		// Authenticator codes (mfa.go), Medplum's routes, and the admin's reset.
 		bus.Handle("GET /auth/mfa/status", bus.Token, s.mfaStatus),
 		bus.Handle("POST /auth/mfa/enroll", bus.Token|bus.SignInLimit, s.mfaEnroll),

@@ -399,7 +399,7 @@ func (s *Service) refreshToken(ctx context.Context, r *bus.Request, form url.Val
 			return cmp.Or(err, errStop)
 		}
 		if l.Consented {
-			ok, err := s.consented(ctx, l.User, l.Client, "")
+			ok, err := s.consents.Given(ctx, l.User, l.Client, "")
 			if err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/kvcas"
 	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
@@ -112,7 +113,7 @@ func (s *Service) factorPosted(ctx context.Context, r *bus.Request, b web.Browse
 	var p *pendingFactor
 	var err error
 	if !b.IsNew {
-		if p, err = entry[pendingFactor](ctx, s.browsers, pendingKey(b)); err != nil {
+		if p, _, err = kvcas.Entry[pendingFactor](ctx, s.browsers, pendingKey(b)); err != nil {
 			return nil, err
 		}
 	}

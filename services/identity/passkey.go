@@ -15,6 +15,7 @@ package identity
 // the revision read.
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -29,10 +30,10 @@ import (
 	"github.com/go-webauthn/webauthn/protocol"
 	"github.com/go-webauthn/webauthn/webauthn"
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/kvcas"
 	"github.com/pinion-health/pinion/pkg/store"
 	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/web"
@@ -171,24 +172,20 @@ func (s *Service) putCeremony(ctx context.Context, key string, c ceremony) error
 // takeCeremony takes the challenge pending under key, once: of two
 // answers to it, only the one whose delete finds it unchanged proceeds.
 func (s *Service) takeCeremony(ctx context.Context, key, kind string) (*ceremony, error) {
-	e, err := s.browsers.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, fhir.BadRequest(noCeremonyText)
-	}
+	c, rev, err := kvcas.Entry[ceremony](ctx, s.browsers, key)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.browsers.Delete(ctx, key, jetstream.LastRevision(e.Revision())); err != nil {
-		if errors.Is(err, jetstream.ErrKeyNotFound) || strings.Contains(err.Error(), "wrong last sequence") {
-			return nil, fhir.BadRequest(noCeremonyText)
-		}
-		return nil, err
-	}
-	var c ceremony
-	if json.Unmarshal(e.Value(), &c) != nil || c.Kind != kind || time.Now().After(c.Session.Expires) {
+	if c == nil {
 		return nil, fhir.BadRequest(noCeremonyText)
 	}
-	return &c, nil
+	if ok, err := kvcas.Spend(ctx, s.browsers, key, rev); err != nil || !ok {
+		return nil, cmp.Or(err, error(fhir.BadRequest(noCeremonyText)))
+	}
+	if c.Kind != kind || time.Now().After(c.Session.Expires) {
+		return nil, fhir.BadRequest(noCeremonyText)
+	}
+	return c, nil
 }
 
 // passkeyUserOf is the person as go-webauthn sees them.

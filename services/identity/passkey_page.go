@@ -10,6 +10,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/kvcas"
 	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
@@ -110,7 +111,7 @@ func (s *Service) passkeyPosted(ctx context.Context, r *bus.Request, b web.Brows
 	var p *pendingFactor
 	if !b.IsNew {
 		var err error
-		if p, err = entry[pendingFactor](ctx, s.browsers, pendingKey(b)); err != nil {
+		if p, _, err = kvcas.Entry[pendingFactor](ctx, s.browsers, pendingKey(b)); err != nil {
 			return nil, err
 		}
 		if p != nil && time.Now().Unix() > p.Expires {

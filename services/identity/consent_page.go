@@ -1,0 +1,73 @@
+package identity
+
+import (
+	"context"
+	"net/url"
+	"strings"
+
+	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/web"
+)
+
+// askConsent is nil when the person consented to the client for the
+// request's scopes before, or does now (the consent page posted "allow");
+// otherwise it is the answer: the consent page, or the client told no.
+// prompt=none never shows the page (OIDC Core §3.1.2.6: consent_required).
+func (s *Service) askConsent(ctx context.Context, b web.Browser, a authRequest, bs *browserSession, membership string, choices []account.Choice, form url.Values) (*bus.Response, error) {
+	switch form.Get("consent") {
+	case "allow":
+		return nil, s.consents.Give(ctx, bs.User, a.ClientID, a.Scope)
+	case "deny":
+		return a.fail("access_denied", "The person did not allow the application"), nil
+	}
+	if a.Prompt != "consent" {
+		ok, err := s.consents.Given(ctx, bs.User, a.ClientID, a.Scope)
+		if err != nil || ok {
+			return nil, err
+		}
+	}
+	if a.Prompt == "none" {
+		return a.fail("consent_required", "The person has not allowed this application"), nil
+	}
+	csrf, err := s.pages.CSRFToken(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	d := web.Data{Title: "Allow " + clientName(a.client) + "?", CSRF: csrf, App: clientName(a.client),
+		Hidden: a.values(), Membership: membership, Scopes: describeScopes(access.GrantedScope(a.Scope)), Registrar: a.projectName}
+	for _, c := range choices {
+		if c.ID == membership {
+			d.Project, d.Profile = display(c.Project), display(c.Profile)
+		}
+	}
+	resp, err := s.pages.Render(200, "consent", b, d)
+	if resp != nil {
+		resp.Header["Content-Security-Policy"] = authorizeCSP(a.target)
+		resp.Header["Set-Cookie"] = s.pages.SetCookie(b)
+	}
+	return resp, err
+}
+
+// describeScopes says in words what each scope lets the client do.
+func describeScopes(scope string) []string {
+	var out []string
+	for _, w := range strings.Fields(scope) {
+		switch w {
+		case "openid":
+			out = append(out, "know who you are")
+		case "fhirUser":
+			out = append(out, "know your profile in the project")
+		case "profile":
+			out = append(out, "see your name")
+		case "email":
+			out = append(out, "see your e-mail address")
+		case "offline_access", "offline":
+			out = append(out, "keep access while you are away, until you withdraw it")
+		default:
+			out = append(out, "use the permission "+w)
+		}
+	}
+	return out
+}
