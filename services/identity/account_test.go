@@ -12,6 +12,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/factors"
 )
 
 // TestAccountBelongsToThePerson: a person's own security state changes
@@ -34,8 +35,8 @@ func TestAccountBelongsToThePerson(t *testing.T) {
 	fresh := func(t *testing.T, several bool) *target {
 		tg := &target{p: newPerson(t, "owner")}
 		tg.uri, _ = tg.p.enroll(t, now)
-		if _, err := live.svc.updatePasskeys(ctx, tg.p.userID, func(rec *passkeyRecord) error {
-			rec.Keys = append(rec.Keys, passkey{ID: "pk-1", Name: "laptop"})
+		if _, err := live.svc.factors.UpdatePasskeys(ctx, tg.p.userID, func(rec *factors.PasskeyRecord) error {
+			rec.Keys = append(rec.Keys, factors.Passkey{ID: "pk-1", Name: "laptop"})
 			return nil
 		}); err != nil {
 			t.Fatal(err)
@@ -67,21 +68,21 @@ func TestAccountBelongsToThePerson(t *testing.T) {
 	}
 
 	factorGone := func(tg *target) bool {
-		rec, _, err := live.svc.loadMFA(ctx, tg.p.userID)
+		rec, _, err := live.svc.factors.Load(ctx, tg.p.userID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return !rec.Enrolled
 	}
 	passkeyGone := func(tg *target) bool {
-		n, err := live.svc.passkeyCount(ctx, tg.p.userID)
+		n, err := live.svc.factors.PasskeyCount(ctx, tg.p.userID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return n == 0
 	}
 	resetMFA := func(by *bus.Principal, tg *target) error {
-		_, err := live.svc.mfaReset(ctx, &bus.Request{Method: "POST", Principal: by,
+		_, err := live.svc.factors.Reset(ctx, &bus.Request{Method: "POST", Principal: by,
 			Params: map[string]string{"projectId": tg.p.project, "membershipId": tg.p.membership}})
 		return err
 	}
@@ -103,11 +104,11 @@ func TestAccountBelongsToThePerson(t *testing.T) {
 	}{
 		// Reset factors: the person disables with a code; admins reset.
 		{"reset factors", "the person", true, func(tg *target) error {
-			_, err := live.svc.mfaDisable(ctx, signedInRequest(tg.p.principal(), "10.40.0.1", map[string]any{"token": codeAt(t, tg.uri, now, 1)}))
+			_, err := live.svc.factors.Disable(ctx, signedInRequest(tg.p.principal(), "10.40.0.1", map[string]any{"token": codeAt(t, tg.uri, now, 1)}))
 			return err
 		}, factorGone, true},
 		{"reset factors", "the person, through another project's provider", true, func(tg *target) error {
-			_, err := live.svc.mfaDisable(ctx, signedInRequest(viaProvider(tg), "10.40.0.1", map[string]any{"token": codeAt(t, tg.uri, now, 1)}))
+			_, err := live.svc.factors.Disable(ctx, signedInRequest(viaProvider(tg), "10.40.0.1", map[string]any{"token": codeAt(t, tg.uri, now, 1)}))
 			return err
 		}, factorGone, false},
 		{"reset factors", "a super admin", true, func(tg *target) error { return resetMFA(superAdmin, tg) }, factorGone, true},
@@ -117,11 +118,11 @@ func TestAccountBelongsToThePerson(t *testing.T) {
 
 		// Remove a passkey: the person's own route; admins' reset takes passkeys too.
 		{"remove a passkey", "the person", true, func(tg *target) error {
-			_, err := live.svc.passkeysRemove(ctx, &bus.Request{Principal: tg.p.principal(), Params: map[string]string{"id": "pk-1"}})
+			_, err := live.svc.factors.Remove(ctx, &bus.Request{Principal: tg.p.principal(), Params: map[string]string{"id": "pk-1"}})
 			return err
 		}, passkeyGone, true},
 		{"remove a passkey", "the person, through another project's provider", true, func(tg *target) error {
-			_, err := live.svc.passkeysRemove(ctx, &bus.Request{Principal: viaProvider(tg), Params: map[string]string{"id": "pk-1"}})
+			_, err := live.svc.factors.Remove(ctx, &bus.Request{Principal: viaProvider(tg), Params: map[string]string{"id": "pk-1"}})
 			return err
 		}, passkeyGone, false},
 		{"remove a passkey", "a super admin", true, func(tg *target) error { return resetMFA(superAdmin, tg) }, passkeyGone, true},
@@ -160,7 +161,7 @@ func TestAccountBelongsToThePerson(t *testing.T) {
 			_, msg := newInvite(t, invite.Request{ProjectID: tg.another, FirstName: "Own", LastName: "Er", Email: tg.p.email, MFARequired: true})
 			return live.svc.accounts.InviteUser(ctx, msg)
 		}, func(tg *target) bool {
-			rec, _, err := live.svc.loadMFA(ctx, tg.p.userID)
+			rec, _, err := live.svc.factors.Load(ctx, tg.p.userID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,7 +193,7 @@ func TestAccountBelongsToThePerson(t *testing.T) {
 // for user's account: nil when it is, an error otherwise (refused, or the
 // caller's own account).
 func beginsFor(ctx context.Context, by *bus.Principal, user string) error {
-	resp, err := live.svc.passkeysRegisterBegin(ctx, &bus.Request{Method: "POST", Principal: by})
+	resp, err := live.svc.factors.RegisterBegin(ctx, &bus.Request{Method: "POST", Principal: by})
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/clients"
+	"github.com/pinion-health/pinion/services/identity/factors"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
@@ -47,8 +48,8 @@ type browserSession struct {
 }
 
 // proof is what the browser's sign-in has shown.
-func (bs *browserSession) proof() signInProof {
-	return signInProof{method: bs.Method, providerMFA: bs.ProviderMFA, factor: bs.Factor}
+func (bs *browserSession) proof() factors.Proof {
+	return factors.Proof{Method: bs.Method, ProviderMFA: bs.ProviderMFA, Factor: bs.Factor}
 }
 
 // signedIn is the browser's live sign-in, or nil. A sign-in older than the
@@ -312,7 +313,7 @@ func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b web.Browse
 	nb := web.NewBrowser()
 	now := time.Now()
 	bs := &browserSession{User: "User/" + userID, AuthTime: now.Unix(), Start: now.UnixMilli()}
-	if step, _, err := s.mfaLoginStep(ctx, userID, a.project, bs.proof()); err != nil || step != "" {
+	if step, _, err := s.factors.Step(ctx, userID, a.project, bs.proof()); err != nil || step != "" {
 		if err != nil {
 			return nil, err
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/factors"
 )
 
 // RFC 8693's grant and the one subject token type Medplum exchanges.
@@ -121,8 +122,8 @@ func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID
 	// The provider's word reaches the client's project only, and stands
 	// for a second factor only where that project trusts it: a token
 	// exchange cannot ask for one.
-	proof := signInProof{method: authExchange, providerProject: res.Project, providerMFA: claims.assertsFactor()}
-	step, _, err := s.factorOwed(ctx, account.UserIDOf(userRef), res.Project, proof)
+	proof := factors.Proof{Method: authExchange, ProviderProject: res.Project, ProviderMFA: claims.assertsFactor()}
+	step, _, err := s.factors.Owed(ctx, account.UserIDOf(userRef), res.Project, proof)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +145,7 @@ func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID
 	now := time.Now()
 	l := session.Login{User: userRef, Client: clientID, Scope: scope, Nonce: nonce, Membership: chosen.ID,
 		AuthTime: now.Unix(), Start: now.UnixMilli(), Project: res.Project, Granted: true,
-		ProviderProject: res.Project, ProviderMFA: proof.providerMFA}
+		ProviderProject: res.Project, ProviderMFA: proof.ProviderMFA}
 	refresh := rotateRefresh(&l)
 	l.SetOrigin(authExchange, r.Remote, r.Get("User-Agent"))
 	loginID := uuid.NewString()

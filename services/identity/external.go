@@ -22,6 +22,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/clients"
+	"github.com/pinion-health/pinion/services/identity/factors"
 )
 
 // authExternal is Medplum's Login.authMethod for a sign-in through an
@@ -165,7 +166,7 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 		return nil, fhir.BadRequest("Email address does not match domain")
 	}
 	projectID := st.ProjectID
-	proof := signInProof{method: authExternal, providerMFA: claims.assertsFactor()}
+	proof := factors.Proof{Method: authExternal, ProviderMFA: claims.assertsFactor()}
 	if client != nil {
 		if projectID != "" && projectID != client.Project {
 			return nil, fhir.BadRequest("Invalid project")
@@ -173,14 +174,14 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 		projectID = client.Project
 		if client.vouched {
 			// The client's own provider: its word reaches its project only.
-			proof.providerProject = client.Project
+			proof.ProviderProject = client.Project
 		}
 	}
 	userRef, choices, err := s.externalMember(ctx, email, externalID, projectID)
 	if err != nil {
 		return nil, err
 	}
-	step, _, err := s.mfaLoginStep(ctx, account.UserIDOf(userRef), projectID, proof)
+	step, _, err := s.factors.Step(ctx, account.UserIDOf(userRef), projectID, proof)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +192,7 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 		User: userRef, Client: st.ClientID, Scope: scope, Nonce: nonce,
 		Challenge: st.CodeChallenge, ChallengeMethod: st.CodeChallengeMethod,
 		AuthTime: now.Unix(), Start: now.UnixMilli(), Project: projectID,
-		MFA: step, ProviderProject: proof.providerProject, ProviderMFA: proof.providerMFA,
+		MFA: step, ProviderProject: proof.ProviderProject, ProviderMFA: proof.ProviderMFA,
 	}
 	loginID := uuid.NewString()
 	var target *url.URL
@@ -562,7 +563,7 @@ func (s *Service) loginStatus(ctx context.Context, r *bus.Request) (*bus.Respons
 		if l.MFA != "" && !l.MFAVerified && !l.Revoked && !l.Granted {
 			// The second factor first, as after a password: the app posts
 			// it to /auth/mfa/verify (or login-enroll) with this login.
-			rec, _, err := s.loadMFA(ctx, account.UserIDOf(l.User))
+			rec, _, err := s.factors.Load(ctx, account.UserIDOf(l.User))
 			if err != nil {
 				return err
 			}
@@ -570,7 +571,7 @@ func (s *Service) loginStatus(ctx context.Context, r *bus.Request) (*bus.Respons
 			if err != nil {
 				return err
 			}
-			return errUnchanged
+			return factors.ErrUnchanged
 		}
 		if err := profileOpen(l); err != nil {
 			return err
@@ -582,7 +583,7 @@ func (s *Service) loginStatus(ctx context.Context, r *bus.Request) (*bus.Respons
 	if errors.Is(err, session.ErrNotFound) {
 		return nil, fhir.NotFound()
 	}
-	if err != nil && !errors.Is(err, errUnchanged) {
+	if err != nil && !errors.Is(err, factors.ErrUnchanged) {
 		return nil, err
 	}
 	return resp, nil

@@ -5,6 +5,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/factors"
 )
 
 // externalOnlySetting is the Project.setting (valueBoolean) that lets the
@@ -26,12 +27,12 @@ func viaProvider(method string) bool { return method == authExternal || method =
 // project with requireExternalSignIn unless a provider vouched for it: a
 // domain's (written by super admins), or the project's own. Another
 // project's provider speaks for that project only.
-func (s *Service) checkExternalOnly(ctx context.Context, m *session.Membership, p signInProof) error {
+func (s *Service) checkExternalOnly(ctx context.Context, m *session.Membership, p factors.Proof) error {
 	typ, _, ok := fhir.SplitReference(m.User)
 	if !ok || typ != "User" || m.Project == "" {
 		return nil
 	}
-	if viaProvider(p.method) && (p.providerProject == "" || p.providerProject == m.Project) {
+	if viaProvider(p.Method) && (p.ProviderProject == "" || p.ProviderProject == m.Project) {
 		return nil
 	}
 	on, err := s.accounts.ProjectFlag(ctx, m.Project, externalOnlySetting)

@@ -165,7 +165,7 @@ func (s *Service) externalPageCallback(ctx context.Context, r *bus.Request, code
 	bs := &browserSession{User: userRef, AuthTime: now.Unix(), Start: now.UnixMilli(), Method: authExternal, ProviderMFA: claims.assertsFactor()}
 	// The session reaches every project of the person, so no project's
 	// trust in the provider's factor stands in for the person's own.
-	if step, _, err := s.mfaLoginStep(ctx, account.UserIDOf(userRef), "", bs.proof()); err != nil || step != "" {
+	if step, _, err := s.factors.Step(ctx, account.UserIDOf(userRef), "", bs.proof()); err != nil || step != "" {
 		if err != nil {
 			return nil, err
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/factors"
 )
 
 // ssoClient registers a client in project whose identity provider is p.
@@ -23,8 +24,8 @@ func ssoClient(t *testing.T, project string, p *oidcProvider) string {
 // enrolled gives a user an authenticator.
 func enrolled(t *testing.T, userID string) {
 	t.Helper()
-	if _, err := live.svc.updateMFA(context.Background(), userID, func(rec *mfaRecord) error {
-		rec.Secret, rec.Enrolled = newTOTPSecret(), true
+	if _, err := live.svc.factors.Update(context.Background(), userID, func(rec *factors.Record) error {
+		rec.Secret, rec.Enrolled = "JBSWY3DPEHPK3PXP", true
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -64,21 +65,21 @@ func TestProjectProviderReachesItsProjectOnly(t *testing.T) {
 		t.Fatalf("the attacker's provider reached the victim's own project: %+v", c)
 	}
 	// The victim's own project is out of its reach, whatever it asks.
-	err = live.svc.checkSignIn(ctx, victim.membership, "10.9.0.1", proofOf(l))
+	err = live.svc.checkSignIn(ctx, victim.membership, "10.9.0.1", factors.ProofOf(l))
 	expectOutcome(t, err, 400, "Invalid project", "")
-	err = live.svc.checkSignIn(ctx, victim.membership, "10.9.0.1", signInProof{method: authExternal, providerProject: attackerProject})
+	err = live.svc.checkSignIn(ctx, victim.membership, "10.9.0.1", factors.Proof{Method: authExternal, ProviderProject: attackerProject})
 	expectOutcome(t, err, 400, "Invalid project", "")
 
 	// Its token changes nothing of the account.
 	pr := &bus.Principal{LoginID: login, User: victim.user, Profile: "Practitioner/x", Project: attackerProject, Membership: inAttackers}
 	for name, call := range map[string]func() (*bus.Response, error){
-		"mfa status": func() (*bus.Response, error) { return live.svc.mfaStatus(ctx, &bus.Request{Principal: pr}) },
+		"mfa status": func() (*bus.Response, error) { return live.svc.factors.Status(ctx, &bus.Request{Principal: pr}) },
 		"mfa enroll": func() (*bus.Response, error) {
-			return live.svc.mfaEnroll(ctx, signedInRequest(pr, "10.9.0.1", map[string]any{"token": "123456"}))
+			return live.svc.factors.Enroll(ctx, signedInRequest(pr, "10.9.0.1", map[string]any{"token": "123456"}))
 		},
-		"passkey begin": func() (*bus.Response, error) { return live.svc.passkeysRegisterBegin(ctx, &bus.Request{Principal: pr}) },
+		"passkey begin": func() (*bus.Response, error) { return live.svc.factors.RegisterBegin(ctx, &bus.Request{Principal: pr}) },
 		"passkey removal": func() (*bus.Response, error) {
-			return live.svc.passkeysRemove(ctx, &bus.Request{Principal: pr, Params: map[string]string{"id": "x"}})
+			return live.svc.factors.Remove(ctx, &bus.Request{Principal: pr, Params: map[string]string{"id": "x"}})
 		},
 	} {
 		_, err := call()
@@ -86,7 +87,7 @@ func TestProjectProviderReachesItsProjectOnly(t *testing.T) {
 			t.Errorf("%s: %v, want 403", name, err)
 		}
 	}
-	if rec, _, err := live.svc.loadMFA(ctx, victim.userID); err != nil || rec.Secret != "" {
+	if rec, _, err := live.svc.factors.Load(ctx, victim.userID); err != nil || rec.Secret != "" {
 		t.Fatalf("the account got a secret: %+v %v", rec, err)
 	}
 
@@ -108,14 +109,14 @@ func TestProvidersThatSatisfyRequireExternalSignIn(t *testing.T) {
 	other := newProject(t, "Another provider's project")
 	for _, tc := range []struct {
 		name  string
-		proof signInProof
+		proof factors.Proof
 		ok    bool
 	}{
-		{"the project's own provider", signInProof{method: authExternal, providerProject: p.project}, true},
-		{"a domain's provider", signInProof{method: authExternal}, true},
-		{"a token exchange of the project's client", signInProof{method: authExchange, providerProject: p.project}, true},
-		{"a password", signInProof{method: authPassword}, false},
-		{"Google", signInProof{method: authGoogle}, false},
+		{"the project's own provider", factors.Proof{Method: authExternal, ProviderProject: p.project}, true},
+		{"a domain's provider", factors.Proof{Method: authExternal}, true},
+		{"a token exchange of the project's client", factors.Proof{Method: authExchange, ProviderProject: p.project}, true},
+		{"a password", factors.Proof{Method: authPassword}, false},
+		{"Google", factors.Proof{Method: authGoogle}, false},
 	} {
 		m := &session.Membership{Project: p.project, User: p.user}
 		setProject(t, p.project, func(doc map[string]any) {
@@ -127,7 +128,7 @@ func TestProvidersThatSatisfyRequireExternalSignIn(t *testing.T) {
 		}
 	}
 	// Another project's provider cannot even reach the membership.
-	err := live.svc.checkSignIn(ctx, p.membership, "10.9.0.1", signInProof{method: authExternal, providerProject: other})
+	err := live.svc.checkSignIn(ctx, p.membership, "10.9.0.1", factors.Proof{Method: authExternal, ProviderProject: other})
 	expectOutcome(t, err, 400, "Invalid project", "")
 }
 
@@ -172,7 +173,7 @@ func TestExternalSignInSecondFactor(t *testing.T) {
 
 	// Trusted: the provider's factor counts when it asserts one.
 	setProject(t, p.project, func(doc map[string]any) {
-		doc["setting"] = []any{map[string]any{"name": trustProviderMFASetting, "valueBoolean": true}}
+		doc["setting"] = []any{map[string]any{"name": factors.TrustProviderSetting, "valueBoolean": true}}
 	})
 	if _, status, _ := signIn(); status == nil || status["mfaRequired"] != true {
 		t.Fatalf("trusted, no amr: %v", status)
@@ -197,7 +198,7 @@ func TestProjectRequirementAppliesToItsProject(t *testing.T) {
 	strict := newProject(t, "Requires MFA")
 	strictMembership := newMembership(t, strict, p.user, newPractitioner(t, strict, "Ada", "Strict"), nil)
 	setProject(t, strict, func(doc map[string]any) {
-		doc["setting"] = []any{map[string]any{"name": mfaRequiredSetting, "valueBoolean": true}}
+		doc["setting"] = []any{map[string]any{"name": factors.RequiredSetting, "valueBoolean": true}}
 	})
 	resp, err := p.login(t, "10.9.3.1", nil)
 	body := decoded(t, resp, err, 200)
@@ -236,7 +237,7 @@ func TestProjectRequirementAppliesToItsProject(t *testing.T) {
 	if b := decoded(t, resp, err, 200); b["code"] == nil {
 		t.Fatalf("the lenient project: %v", b)
 	}
-	if rec, _, err := live.svc.loadMFA(ctx, q.userID); err != nil || rec.Enrolled {
+	if rec, _, err := live.svc.factors.Load(ctx, q.userID); err != nil || rec.Enrolled {
 		t.Fatalf("the lenient sign-in enrolled: %+v %v", rec, err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/factors"
 )
 
 // authGoogle is Medplum's Login.authMethod for Google Sign-In.
@@ -178,7 +179,7 @@ func (s *Service) google(ctx context.Context, r *bus.Request) (*bus.Response, er
 		// Google vouches for the address, not for a second factor: the
 		// person's own, or a project's requirement, is asked as after a
 		// password.
-		step, rec, err := s.mfaLoginStep(ctx, userID, userProject, signInProof{method: authGoogle})
+		step, rec, err := s.factors.Step(ctx, userID, userProject, factors.Proof{Method: authGoogle})
 		if err != nil {
 			return nil, err
 		}

@@ -42,6 +42,7 @@ import (
 	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/identity/consent"
+	"github.com/pinion-health/pinion/services/identity/factors"
 	"github.com/pinion-health/pinion/services/identity/limits"
 	"github.com/pinion-health/pinion/services/identity/secrets"
 	"github.com/pinion-health/pinion/services/identity/web"
@@ -87,6 +88,7 @@ type Service struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	accounts *account.Service
+	factors  *factors.Service
 	limiter  *limits.SignIns
 	stopSaga func()
 	repo     *repo.Repo
@@ -109,8 +111,6 @@ type Service struct {
 
 	extOnce      sync.Once // external identity providers' ID token verifiers (external.go)
 	extVerifiers *verifiers
-
-	rp relyingParty // passkeys' WebAuthn relying party, made on first use (passkey.go)
 
 	// SuperAdmin holds the bootstrap result, for the standalone to print.
 	SuperAdmin clients.SuperAdmin
@@ -144,12 +144,15 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 	log = log.With("service", "identity")
 	sec := secrets.New(r)
 	pages := web.New(cfg.BaseURL, sec)
+	limiter := limits.NewSignIns()
+	accounts := account.New(account.Config{BaseURL: cfg.BaseURL, BreachURL: cfg.BreachURL}, nc, js, r, sec, sessions, pages, log)
 	return &Service{
-		cfg: cfg, nc: nc, js: js, repo: r, secrets: sec, pages: pages, limiter: limits.NewSignIns(), sessions: sessions, assertions: newAssertions(cfg.EgressPrivate),
+		cfg: cfg, nc: nc, js: js, repo: r, secrets: sec, pages: pages, limiter: limiter, sessions: sessions, assertions: newAssertions(cfg.EgressPrivate),
 		log: log, policies: access.NewPolicies(r, log),
 		clients: clients.New(clients.Config{BaseURL: cfg.BaseURL, SecretGrace: cfg.SecretGrace, DataDir: cfg.DataDir,
 			SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret}, nc, js, r, sec, sessions, log),
-		accounts: account.New(account.Config{BaseURL: cfg.BaseURL, BreachURL: cfg.BreachURL}, nc, js, r, sec, sessions, pages, log),
+		accounts: accounts,
+		factors:  factors.New(factors.Config{BaseURL: cfg.BaseURL}, r, sec, sessions, accounts, limiter, log),
 	}
 }
 
@@ -172,6 +175,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("browser sessions: %w", err)
 	}
+	s.factors.Start(ctx, s.browsers)
 	if s.consents, err = consent.Open(ctx, s.js); err != nil {
 		return err
 	}
@@ -217,19 +221,19 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("GET /auth/consents", bus.Token, s.consents.List),
 		bus.Handle("DELETE /auth/consents/:clientId", bus.Token, s.consents.Withdraw),
 		// Authenticator codes (mfa.go), Medplum's routes, and the admin's reset.
-		bus.Handle("GET /auth/mfa/status", bus.Token, s.mfaStatus),
-		bus.Handle("POST /auth/mfa/enroll", bus.Token|bus.SignInLimit, s.mfaEnroll),
-		bus.Handle("POST /auth/mfa/disable", bus.Token|bus.SignInLimit, s.mfaDisable),
+		bus.Handle("GET /auth/mfa/status", bus.Token, s.factors.Status),
+		bus.Handle("POST /auth/mfa/enroll", bus.Token|bus.SignInLimit, s.factors.Enroll),
+		bus.Handle("POST /auth/mfa/disable", bus.Token|bus.SignInLimit, s.factors.Disable),
 		bus.Handle("POST /auth/mfa/verify", bus.Public|bus.SignInLimit, s.mfaVerify),
 		bus.Handle("POST /auth/mfa/login-enroll", bus.Public|bus.SignInLimit, s.mfaLoginEnroll),
-		bus.Handle("POST /admin/projects/:projectId/members/:membershipId/$reset-mfa", bus.Token, s.mfaReset),
+		bus.Handle("POST /admin/projects/:projectId/members/:membershipId/$reset-mfa", bus.Token, s.factors.Reset),
 		bus.Handle("POST /admin/super/setpassword", bus.Token, s.accounts.SuperSetPassword),
-		bus.Handle("GET /auth/passkeys", bus.Token, s.passkeysList),
-		bus.Handle("POST /auth/passkeys/register/begin", bus.Token, s.passkeysRegisterBegin),
-		bus.Handle("POST /auth/passkeys/register/finish", bus.Token, s.passkeysRegisterFinish),
-		bus.Handle("PATCH /auth/passkeys/:id", bus.Token, s.passkeysRename),
-		bus.Handle("DELETE /auth/passkeys/:id", bus.Token, s.passkeysRemove),
-		bus.Handle("GET /admin/projects/:projectId/mfa", bus.Token, s.mfaOverview),
+		bus.Handle("GET /auth/passkeys", bus.Token, s.factors.Passkeys),
+		bus.Handle("POST /auth/passkeys/register/begin", bus.Token, s.factors.RegisterBegin),
+		bus.Handle("POST /auth/passkeys/register/finish", bus.Token, s.factors.RegisterFinish),
+		bus.Handle("PATCH /auth/passkeys/:id", bus.Token, s.factors.Rename),
+		bus.Handle("DELETE /auth/passkeys/:id", bus.Token, s.factors.Remove),
+		bus.Handle("GET /admin/projects/:projectId/mfa", bus.Token, s.factors.Overview),
 		bus.Handle("GET /passkeys", bus.Public, s.passkeysPage),
 		bus.Handle("POST /passkeys", bus.Public|bus.SignInLimit, s.passkeysPage),
 		// Pages for people in a browser.

@@ -23,6 +23,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/clients"
+	"github.com/pinion-health/pinion/services/identity/factors"
 )
 
 // loginRequest is POST /auth/login's body.
@@ -93,7 +94,7 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if len(choices) == 0 {
 		return nil, fhir.BadRequest("User not found")
 	}
-	mfa, rec, err := s.mfaLoginStep(ctx, userID, in.ProjectID, signInProof{method: authPassword})
+	mfa, rec, err := s.factors.Step(ctx, userID, in.ProjectID, factors.Proof{Method: authPassword})
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +140,7 @@ func (s *Service) loginResult(ctx context.Context, r *bus.Request, loginID strin
 	if len(choices) > 1 {
 		return bus.JSON(200, map[string]any{"login": loginID, "memberships": choices}), nil
 	}
-	if err := s.checkSignIn(ctx, choices[0].ID, r.Remote, proofOf(l)); err != nil {
+	if err := s.checkSignIn(ctx, choices[0].ID, r.Remote, factors.ProofOf(l)); err != nil {
 		if errors.Is(err, errFactorOwed) {
 			return s.owedEnrolment(ctx, loginID, l)
 		}
@@ -188,7 +189,7 @@ const codeLifetime = time.Minute
 // where the project requires that; a verified e-mail where it requires
 // one; and a second factor where it requires one (errFactorOwed, which
 // the caller turns into the enrolment step).
-func (s *Service) checkSignIn(ctx context.Context, membership, remote string, p signInProof) error {
+func (s *Service) checkSignIn(ctx context.Context, membership, remote string, p factors.Proof) error {
 	m, err := s.sessions.GetMembership(ctx, membership)
 	if err != nil {
 		return err
@@ -196,7 +197,7 @@ func (s *Service) checkSignIn(ctx context.Context, membership, remote string, p 
 	if !m.AllowsAddress(remote) {
 		return fhir.BadRequest("IP address not allowed")
 	}
-	if p.providerProject != "" && m.Project != p.providerProject {
+	if p.ProviderProject != "" && m.Project != p.ProviderProject {
 		return fhir.BadRequest("Invalid project")
 	}
 	if err := s.checkExternalOnly(ctx, m, p); err != nil {
@@ -245,7 +246,7 @@ func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Respo
 		}
 		for _, c := range choices {
 			if c.ID == in.Profile {
-				err := s.checkSignIn(ctx, c.ID, r.Remote, proofOf(l))
+				err := s.checkSignIn(ctx, c.ID, r.Remote, factors.ProofOf(l))
 				if errors.Is(err, errFactorOwed) {
 					// This project requires a factor the person has not
 					// given: enrol, then choose again.

@@ -136,7 +136,7 @@ func (s *Service) security(ctx context.Context, p *bus.Principal, user map[strin
 	}
 	// The factor is kept in the credentials (mfa.go); a User resource
 	// imported with mfaEnrolled says so too.
-	mfa, _, err := s.loadMFA(ctx, account.UserIDOf(p.User))
+	mfa, _, err := s.factors.Load(ctx, account.UserIDOf(p.User))
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/kvcas"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/factors"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
@@ -43,7 +44,7 @@ func (s *Service) askFactor(ctx context.Context, b web.Browser, a authRequest, b
 	if step == "enroll" {
 		// A factor is required and no authenticator is enrolled: a
 		// passkey, when the person has one, is that factor.
-		n, err := s.passkeyCount(ctx, userID)
+		n, err := s.factors.PasskeyCount(ctx, userID)
 		if err != nil {
 			return nil, err
 		}
@@ -71,7 +72,7 @@ func (s *Service) factorPage(ctx context.Context, b web.Browser, a authRequest, 
 	mp := &web.MFA{}
 	title := "Enter your code"
 	if p.Step == "verify" {
-		n, err := s.passkeyCount(ctx, account.UserIDOf(p.User))
+		n, err := s.factors.PasskeyCount(ctx, account.UserIDOf(p.User))
 		if err != nil {
 			return nil, err
 		}
@@ -80,11 +81,11 @@ func (s *Service) factorPage(ctx context.Context, b web.Browser, a authRequest, 
 	if p.Step == "enroll" {
 		title = "Set up your authenticator"
 		uid := account.UserIDOf(p.User)
-		rec, _, err := s.loadMFA(ctx, uid)
+		rec, _, err := s.factors.Load(ctx, uid)
 		if err != nil {
 			return nil, err
 		}
-		_, qr, err := s.enrollAnswer(ctx, uid, rec.Secret)
+		_, qr, err := s.factors.EnrollAnswer(ctx, uid, rec.Secret)
 		if err != nil {
 			return nil, err
 		}
@@ -127,19 +128,19 @@ func (s *Service) factorPosted(ctx context.Context, r *bus.Request, b web.Browse
 	uid := account.UserIDOf(p.User)
 	token := form.Get("mfa_code")
 	var codes []string
-	err = s.limitedCode(ctx, r, uid, func() error {
+	err = s.factors.LimitedCode(ctx, r, uid, func() error {
 		if p.Step == "enroll" {
 			var err error
-			codes, err = s.enrollWith(ctx, uid, token)
+			codes, err = s.factors.EnrollWith(ctx, uid, token)
 			return err
 		}
-		ok, err := s.spendToken(ctx, uid, token, true)
+		ok, err := s.factors.SpendToken(ctx, uid, token, true)
 		if err == nil && !ok {
-			return errBadCode
+			return factors.ErrBadCode
 		}
 		return err
 	})
-	if errors.Is(err, errBadCode) {
+	if errors.Is(err, factors.ErrBadCode) {
 		msg := "Invalid MFA token"
 		if p.Step == "enroll" {
 			msg = "Invalid token"

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/services/identity/factors"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
@@ -78,7 +79,7 @@ func TestBrowserSignInAsksForTheCode(t *testing.T) {
 	expectPage(t, pagePost(t, page, "10.33.0.2", "mfa_code", "000000"), 400, "Invalid token")
 	codes := pagePost(t, page, "10.33.0.2", "mfa_code", codeAt(t, enrolURI, now, 0))
 	expectPage(t, codes, 200, `id="recovery-codes"`)
-	if n := strings.Count(string(codes.Body), "<li><code>"); n != recoveryCount {
+	if n := strings.Count(string(codes.Body), "<li><code>"); n != factors.RecoveryCount {
 		t.Fatalf("%d recovery codes:\n%s", n, codes.Body)
 	}
 	if q := returned(t, app.allow(t, pagePost(t, codes, "10.33.0.2"), "10.33.0.2")); q.Get("code") == "" {

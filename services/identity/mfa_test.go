@@ -19,6 +19,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/factors"
 	"github.com/pinion-health/pinion/services/identity/limits"
 )
 
@@ -26,9 +27,9 @@ import (
 // so that a test's codes never straddle a step boundary.
 func pinClock(t *testing.T) time.Time {
 	t.Helper()
-	now := time.Unix(time.Now().Unix()/mfaPeriod*mfaPeriod+mfaPeriod/2, 0)
-	mfaClock = func() time.Time { return now }
-	t.Cleanup(func() { mfaClock = time.Now })
+	now := time.Unix(time.Now().Unix()/factors.Period*factors.Period+factors.Period/2, 0)
+	factors.Clock = func() time.Time { return now }
+	t.Cleanup(func() { factors.Clock = time.Now })
 	return now
 }
 
@@ -40,7 +41,7 @@ func codeAt(t *testing.T, uri string, now time.Time, steps int) string {
 	if err != nil || u.Scheme != "otpauth" || u.Host != "totp" {
 		t.Fatalf("enrollUri %q", uri)
 	}
-	c, err := totp.GenerateCode(u.Query().Get("secret"), now.Add(time.Duration(steps*mfaPeriod)*time.Second))
+	c, err := totp.GenerateCode(u.Query().Get("secret"), now.Add(time.Duration(steps*factors.Period)*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,14 +77,14 @@ func refusedWith(t *testing.T, err error, status int, text string) {
 func (p person) enroll(t *testing.T, now time.Time) (string, []string) {
 	t.Helper()
 	ctx := context.Background()
-	resp, err := live.svc.mfaStatus(ctx, &bus.Request{Method: "GET", Principal: p.principal()})
+	resp, err := live.svc.factors.Status(ctx, &bus.Request{Method: "GET", Principal: p.principal()})
 	st := decoded(t, resp, err, 200)
 	uri, _ := st["enrollUri"].(string)
 	if st["enrolled"] != false || !strings.HasPrefix(uri, "otpauth://totp/Pinion:") ||
 		!strings.HasPrefix(st["enrollQrCode"].(string), "data:image/png;base64,") {
 		t.Fatalf("status %v", st)
 	}
-	resp, err = live.svc.mfaEnroll(ctx, signedInRequest(p.principal(), "10.32.0.1", map[string]any{"token": codeAt(t, uri, now, -1)}))
+	resp, err = live.svc.factors.Enroll(ctx, signedInRequest(p.principal(), "10.32.0.1", map[string]any{"token": codeAt(t, uri, now, -1)}))
 	out := decoded(t, resp, err, 200)
 	if out["id"] != fhir.AllOK().ID {
 		t.Fatalf("enroll answered %v", out)
@@ -92,7 +93,7 @@ func (p person) enroll(t *testing.T, now time.Time) (string, []string) {
 	for _, c := range out["recoveryCodes"].([]any) {
 		codes = append(codes, c.(string))
 	}
-	if len(codes) != recoveryCount {
+	if len(codes) != factors.RecoveryCount {
 		t.Fatalf("recovery codes %v", codes)
 	}
 	return uri, codes
@@ -111,16 +112,16 @@ func TestMFAEnrolAndSignIn(t *testing.T) {
 	p := newPerson(t, "mfa")
 	// Before the status made a secret, and a wrong first code: Medplum's texts.
 	enrollWith := func(tok string) error {
-		_, err := live.svc.mfaEnroll(ctx, signedInRequest(p.principal(), "10.32.0.1", map[string]any{"token": tok}))
+		_, err := live.svc.factors.Enroll(ctx, signedInRequest(p.principal(), "10.32.0.1", map[string]any{"token": tok}))
 		return err
 	}
 	refusedWith(t, enrollWith("000000"), 400, "Secret not found")
-	if _, err := live.svc.mfaStatus(ctx, &bus.Request{Principal: p.principal()}); err != nil {
+	if _, err := live.svc.factors.Status(ctx, &bus.Request{Principal: p.principal()}); err != nil {
 		t.Fatal(err)
 	}
 	refusedWith(t, enrollWith("000000"), 400, "Invalid token")
 	uri, _ := p.enroll(t, now)
-	resp, err := live.svc.mfaStatus(ctx, &bus.Request{Principal: p.principal()})
+	resp, err := live.svc.factors.Status(ctx, &bus.Request{Principal: p.principal()})
 	if st := decoded(t, resp, err, 200); len(st) != 1 || st["enrolled"] != true {
 		t.Fatalf("status after enrolment %v", st)
 	}
@@ -144,7 +145,7 @@ func TestMFAEnrolAndSignIn(t *testing.T) {
 	}
 	_, err = live.svc.mfaVerify(ctx, verifyReq(login, ""))
 	refusedWith(t, err, 400, "Missing token")
-	_, err = live.svc.mfaVerify(ctx, verifyReq(login, strings.Repeat("1", mfaBodyLimit)))
+	_, err = live.svc.mfaVerify(ctx, verifyReq(login, strings.Repeat("1", factors.BodyLimit)))
 	refusedWith(t, err, 413, "The body of an MFA request is at most 1024 bytes")
 
 	resp, err = live.svc.mfaVerify(ctx, verifyReq(login, codeAt(t, uri, now, 0)))
@@ -179,7 +180,7 @@ func TestMFARecoveryCodes(t *testing.T) {
 	now := pinClock(t)
 	p := newPerson(t, "recovery")
 	_, codes := p.enroll(t, now)
-	raw, err := live.conns.Repo.Secret(ctx, mfaKey(p.userID))
+	raw, err := live.conns.Repo.Secret(ctx, factors.RecordKey(p.userID))
 	if err != nil || strings.Contains(string(raw), codes[0]) {
 		t.Fatalf("stored %s, %v", raw, err)
 	}
@@ -228,7 +229,7 @@ func requireMFA(t *testing.T, project string) {
 		t.Fatal(err)
 	}
 	m, _ := res.Decode()
-	m["setting"] = []any{map[string]any{"name": mfaRequiredSetting, "valueBoolean": true}}
+	m["setting"] = []any{map[string]any{"name": factors.RequiredSetting, "valueBoolean": true}}
 	if _, err := live.conns.Repo.Update(ctx, repo.AllProjects, m, repo.WriteOptions{Project: project}); err != nil {
 		t.Fatal(err)
 	}
@@ -256,21 +257,21 @@ func TestMFAProjectRequirement(t *testing.T) {
 	refusedWith(t, err, 400, "Invalid token")
 	resp, err = live.svc.mfaLoginEnroll(ctx, verifyReq(login, codeAt(t, uri, now, 0)))
 	body = decoded(t, resp, err, 200)
-	if body["code"] == nil || len(body["recoveryCodes"].([]any)) != recoveryCount {
+	if body["code"] == nil || len(body["recoveryCodes"].([]any)) != factors.RecoveryCount {
 		t.Fatalf("login-enroll answered %v", body)
 	}
 
-	_, err = live.svc.mfaDisable(ctx, signedInRequest(p.principal(), "10.32.3.1", map[string]any{"token": codeAt(t, uri, now, 1)}))
+	_, err = live.svc.factors.Disable(ctx, signedInRequest(p.principal(), "10.32.3.1", map[string]any{"token": codeAt(t, uri, now, 1)}))
 	refusedWith(t, err, 400, "MFA is required for this user and cannot be disabled")
 
 	// Only an admin resets; the member then enrols again with a new secret.
 	path := map[string]string{"projectId": p.project, "membershipId": p.membership}
-	_, err = live.svc.mfaReset(ctx, &bus.Request{Method: "POST", Params: path, Principal: p.principal()})
+	_, err = live.svc.factors.Reset(ctx, &bus.Request{Method: "POST", Params: path, Principal: p.principal()})
 	if fhir.AsError(err).Status != 403 {
 		t.Fatalf("a member's reset: %v", err)
 	}
 	admin := &bus.Principal{User: "User/admin", Profile: "Practitioner/admin", Project: p.project, Admin: true}
-	resp, err = live.svc.mfaReset(ctx, &bus.Request{Method: "POST", Params: path, Principal: admin})
+	resp, err = live.svc.factors.Reset(ctx, &bus.Request{Method: "POST", Params: path, Principal: admin})
 	decoded(t, resp, err, 200)
 	resp, err = p.login(t, "10.32.3.1", nil)
 	body = decoded(t, resp, err, 200)
@@ -295,18 +296,18 @@ func TestMFADisable(t *testing.T) {
 	ctx := context.Background()
 	now := pinClock(t)
 	p := newPerson(t, "disable")
-	_, err := live.svc.mfaDisable(ctx, signedInRequest(p.principal(), "10.32.4.1", map[string]any{"token": "123456"}))
+	_, err := live.svc.factors.Disable(ctx, signedInRequest(p.principal(), "10.32.4.1", map[string]any{"token": "123456"}))
 	refusedWith(t, err, 400, "Secret not found")
 	uri, _ := p.enroll(t, now)
-	_, err = live.svc.mfaDisable(ctx, signedInRequest(p.principal(), "10.32.4.1", map[string]any{"token": "123456"}))
+	_, err = live.svc.factors.Disable(ctx, signedInRequest(p.principal(), "10.32.4.1", map[string]any{"token": "123456"}))
 	refusedWith(t, err, 400, "Invalid token")
-	resp, err := live.svc.mfaDisable(ctx, signedInRequest(p.principal(), "10.32.4.1", map[string]any{"token": codeAt(t, uri, now, 0)}))
+	resp, err := live.svc.factors.Disable(ctx, signedInRequest(p.principal(), "10.32.4.1", map[string]any{"token": codeAt(t, uri, now, 0)}))
 	decoded(t, resp, err, 200)
 	resp, err = p.login(t, "10.32.4.1", nil)
 	if b := decoded(t, resp, err, 200); b["code"] == nil {
 		t.Fatalf("after disabling, login answered %v", b)
 	}
-	resp, err = live.svc.mfaStatus(ctx, &bus.Request{Principal: p.principal()})
+	resp, err = live.svc.factors.Status(ctx, &bus.Request{Principal: p.principal()})
 	if st := decoded(t, resp, err, 200); st["enrolled"] != false || st["enrollUri"] == uri {
 		t.Fatalf("status after disabling %v", st)
 	}
@@ -331,7 +332,7 @@ func TestMFAInviteRequired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if acct, _, err := live.svc.loadMFA(ctx, rec.UserID); err != nil || acct.Required || acct.Secret != "" {
+	if acct, _, err := live.svc.factors.Load(ctx, rec.UserID); err != nil || acct.Required || acct.Secret != "" {
 		t.Fatalf("the invite's user step wrote on the account: %+v %v", acct, err)
 	}
 	newMembership(t, project, "User/"+rec.UserID, newPractitioner(t, project, "Grace", "Hopper"),

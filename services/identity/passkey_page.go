@@ -12,6 +12,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/kvcas"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/factors"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
@@ -44,23 +45,23 @@ func (s *Service) passkeysPage(ctx context.Context, r *bus.Request) (*bus.Respon
 		err = nil
 		switch form.Get("action") {
 		case "begin":
-			if _, err = passkeyName(pp.Name); err == nil {
+			if _, err = factors.PasskeyName(pp.Name); err == nil {
 				var creation any
-				if creation, err = s.beginRegistration(ctx, uid); err == nil {
+				if creation, err = s.factors.BeginRegistration(ctx, uid); err == nil {
 					o, _ := json.Marshal(creation)
 					pp.Options = string(o)
 				}
 			}
 		case "finish":
-			if _, err = s.finishRegistration(ctx, uid, pp.Name, []byte(form.Get("credential"))); err == nil {
+			if _, err = s.factors.FinishRegistration(ctx, uid, pp.Name, []byte(form.Get("credential"))); err == nil {
 				pp.Notice, pp.Name = "Passkey “"+pp.Name+"” added.", ""
 			}
 		case "rename":
-			if err = s.renamePasskey(ctx, uid, form.Get("id"), pp.Name); err == nil {
+			if err = s.factors.RenamePasskey(ctx, uid, form.Get("id"), pp.Name); err == nil {
 				pp.Notice, pp.Name = "Passkey renamed.", ""
 			}
 		case "remove":
-			if err = s.removePasskey(ctx, uid, form.Get("id")); err == nil {
+			if err = s.factors.RemovePasskey(ctx, uid, form.Get("id")); err == nil {
 				pp.Notice, pp.Name = "Passkey removed.", ""
 			}
 		default:
@@ -79,12 +80,11 @@ func (s *Service) passkeysPage(ctx context.Context, r *bus.Request) (*bus.Respon
 	if pp.Email, err = s.accounts.UserEmail(ctx, uid); err != nil {
 		return nil, err
 	}
-	rec, _, err := s.loadPasskeys(ctx, uid)
+	views, err := s.factors.PasskeyViews(ctx, uid)
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range rec.Keys {
-		v := viewOf(k)
+	for _, v := range views {
 		pp.Keys = append(pp.Keys, web.Passkey{ID: v.ID, Name: v.Name, Created: v.Created, LastUsed: v.LastUsed})
 	}
 	csrf, err := s.pages.CSRFToken(ctx, b)
@@ -125,7 +125,7 @@ func (s *Service) passkeyPosted(ctx context.Context, r *bus.Request, b web.Brows
 	if form.Get("passkey") != "finish" {
 		return s.passkeyStep(ctx, b, a, wantUser, "")
 	}
-	uid, err := s.finishPasskeyLogin(ctx, b, []byte(form.Get("credential")))
+	uid, err := s.factors.FinishPasskeyLogin(ctx, b, []byte(form.Get("credential")))
 	if fe := (*fhir.Error)(nil); errors.As(err, &fe) && fe.Status < 500 {
 		return s.passkeyStep(ctx, b, a, wantUser, fe.Message())
 	}
@@ -162,7 +162,7 @@ func (s *Service) passkeyPosted(ctx context.Context, r *bus.Request, b web.Brows
 // passkeyStep makes a sign-in challenge for browser b (userID's passkeys,
 // or any) and shows the page that answers it, with problem beside it.
 func (s *Service) passkeyStep(ctx context.Context, b web.Browser, a authRequest, userID, problem string) (*bus.Response, error) {
-	assertion, err := s.beginPasskeyLogin(ctx, b, userID)
+	assertion, err := s.factors.BeginPasskeyLogin(ctx, b, userID)
 	if fe := (*fhir.Error)(nil); errors.As(err, &fe) && fe.Status < 500 && userID == "" {
 		return s.signInPage(ctx, b, a, "", map[string]string{"password": fe.Message()})
 	}

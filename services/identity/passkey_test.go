@@ -19,6 +19,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/services/identity/factors"
 )
 
 // testOrigin is the origin a browser of testBase answers from.
@@ -122,9 +123,9 @@ func (k *softKey) get(t *testing.T, options []byte, origin string) []byte {
 func registerPasskey(t *testing.T, p person, k *softKey, name string) map[string]any {
 	t.Helper()
 	ctx := context.Background()
-	resp, err := live.svc.passkeysRegisterBegin(ctx, signedInRequest(p.principal(), "10.40.0.1", nil))
+	resp, err := live.svc.factors.RegisterBegin(ctx, signedInRequest(p.principal(), "10.40.0.1", nil))
 	decoded(t, resp, err, 200)
-	resp, err = live.svc.passkeysRegisterFinish(ctx, signedInRequest(p.principal(), "10.40.0.1",
+	resp, err = live.svc.factors.RegisterFinish(ctx, signedInRequest(p.principal(), "10.40.0.1",
 		map[string]any{"name": name, "credential": json.RawMessage(k.create(t, resp.Body, testOrigin))}))
 	return decoded(t, resp, err, 201)
 }
@@ -145,33 +146,33 @@ func TestPasskeyAPI(t *testing.T) {
 	}
 
 	// The challenge was taken: the same answer again is refused.
-	resp, err := live.svc.passkeysRegisterBegin(ctx, signed(nil))
+	resp, err := live.svc.factors.RegisterBegin(ctx, signed(nil))
 	decoded(t, resp, err, 200)
 	k2 := newSoftKey(t)
 	answer := k2.create(t, resp.Body, testOrigin)
-	resp, err = live.svc.passkeysRegisterFinish(ctx, signed(map[string]any{"name": "Phone", "credential": json.RawMessage(answer)}))
+	resp, err = live.svc.factors.RegisterFinish(ctx, signed(map[string]any{"name": "Phone", "credential": json.RawMessage(answer)}))
 	decoded(t, resp, err, 201)
-	_, err = live.svc.passkeysRegisterFinish(ctx, signed(map[string]any{"name": "Phone", "credential": json.RawMessage(answer)}))
-	refusedWith(t, err, 400, noCeremonyText)
+	_, err = live.svc.factors.RegisterFinish(ctx, signed(map[string]any{"name": "Phone", "credential": json.RawMessage(answer)}))
+	refusedWith(t, err, 400, factors.NoCeremonyText)
 
 	// An answer made on another site is refused, and spends the challenge.
-	resp, err = live.svc.passkeysRegisterBegin(ctx, signed(nil))
+	resp, err = live.svc.factors.RegisterBegin(ctx, signed(nil))
 	decoded(t, resp, err, 200)
 	evil := newSoftKey(t).create(t, resp.Body, "https://evil.example")
-	_, err = live.svc.passkeysRegisterFinish(ctx, signed(map[string]any{"name": "Evil", "credential": json.RawMessage(evil)}))
-	if fe := fhir.AsError(err); err == nil || fe.Status != 400 || !strings.HasPrefix(fe.Message(), passkeyRefusedText) {
+	_, err = live.svc.factors.RegisterFinish(ctx, signed(map[string]any{"name": "Evil", "credential": json.RawMessage(evil)}))
+	if fe := fhir.AsError(err); err == nil || fe.Status != 400 || !strings.HasPrefix(fe.Message(), factors.PasskeyRefusedText) {
 		t.Fatalf("another origin: %v", err)
 	}
 
 	// A missing or long name is refused beside the field.
-	_, err = live.svc.passkeysRename(ctx, signed(map[string]any{"name": strings.Repeat("x", 65)}))
+	_, err = live.svc.factors.Rename(ctx, signed(map[string]any{"name": strings.Repeat("x", 65)}))
 	refusedWith(t, err, 400, "A passkey's name is at most 64 characters")
 
 	rename := signed(map[string]any{"name": "Work laptop"})
 	rename.Method, rename.Params = "PATCH", map[string]string{"id": added["id"].(string)}
-	resp, err = live.svc.passkeysRename(ctx, rename)
+	resp, err = live.svc.factors.Rename(ctx, rename)
 	decoded(t, resp, err, 200)
-	resp, err = live.svc.passkeysList(ctx, signed(nil))
+	resp, err = live.svc.factors.Passkeys(ctx, signed(nil))
 	list := decoded(t, resp, err, 200)["passkeys"].([]any)
 	if len(list) != 2 || list[0].(map[string]any)["name"] != "Work laptop" {
 		t.Fatalf("list %v", list)
@@ -181,13 +182,13 @@ func TestPasskeyAPI(t *testing.T) {
 	}
 	del := signed(nil)
 	del.Method, del.Params = "DELETE", map[string]string{"id": b64.EncodeToString(k2.id)}
-	resp, err = live.svc.passkeysRemove(ctx, del)
+	resp, err = live.svc.factors.Remove(ctx, del)
 	decoded(t, resp, err, 200)
-	_, err = live.svc.passkeysRemove(ctx, del)
+	_, err = live.svc.factors.Remove(ctx, del)
 	if fe := fhir.AsError(err); err == nil || fe.Status != 404 {
 		t.Fatalf("removed twice: %v", err)
 	}
-	if n, _ := live.svc.passkeyCount(ctx, p.userID); n != 1 {
+	if n, _ := live.svc.factors.PasskeyCount(ctx, p.userID); n != 1 {
 		t.Fatalf("%d passkeys, want 1", n)
 	}
 }
@@ -204,14 +205,14 @@ func TestPasskeyLastFactor(t *testing.T) {
 	remove := func(k *softKey) error {
 		r := signedInRequest(p.principal(), "10.40.0.3", nil)
 		r.Method, r.Params = "DELETE", map[string]string{"id": b64.EncodeToString(k.id)}
-		_, err := live.svc.passkeysRemove(ctx, r)
+		_, err := live.svc.factors.Remove(ctx, r)
 		return err
 	}
 	if err := remove(k1); err != nil {
 		t.Fatal(err)
 	}
-	refusedWith(t, remove(k2), 400, lastFactorText)
-	if n, _ := live.svc.passkeyCount(ctx, p.userID); n != 1 {
+	refusedWith(t, remove(k2), 400, factors.LastFactorText)
+	if n, _ := live.svc.factors.PasskeyCount(ctx, p.userID); n != 1 {
 		t.Fatalf("%d passkeys, want 1", n)
 	}
 }
@@ -248,7 +249,7 @@ func TestPasskeySignInPage(t *testing.T) {
 	stranger := newSoftKey(t)
 	stranger.handle = []byte(p.userID)
 	page := pagePost(t, step, "10.40.1.1", "passkey", "finish", "credential", string(stranger.get(t, optionsOf(t, step), testOrigin)))
-	expectPage(t, page, 400, unknownPasskeyText)
+	expectPage(t, page, 400, factors.UnknownPasskeyText)
 
 	// The person's passkey signs in; the same answer again is refused.
 	answer := k.get(t, optionsOf(t, page), testOrigin)
@@ -257,7 +258,7 @@ func TestPasskeySignInPage(t *testing.T) {
 		t.Fatalf("no code: %v", q)
 	}
 	again := pagePost(t, page, "10.40.1.1", "passkey", "finish", "credential", string(answer))
-	expectPage(t, again, 400, html.EscapeString(noCeremonyText))
+	expectPage(t, again, 400, html.EscapeString(factors.NoCeremonyText))
 }
 
 // After a password, a passkey is the second factor a project requires of
@@ -288,7 +289,7 @@ func TestMFAOverviewAndReset(t *testing.T) {
 	registerPasskey(t, p, newSoftKey(t), "Laptop")
 	registerPasskey(t, p, newSoftKey(t), "Phone")
 	overview := func(pr *bus.Principal) (*bus.Response, error) {
-		return live.svc.mfaOverview(ctx, &bus.Request{Method: "GET", Principal: pr,
+		return live.svc.factors.Overview(ctx, &bus.Request{Method: "GET", Principal: pr,
 			Params: map[string]string{"projectId": p.project}, Query: map[string][]string{"membership": {p.membership + ",unknown"}}})
 	}
 	if _, err := overview(p.principal()); fhir.AsError(err).Status != 403 {
@@ -301,9 +302,9 @@ func TestMFAOverviewAndReset(t *testing.T) {
 		t.Fatalf("overview %v", members)
 	}
 	path := map[string]string{"projectId": p.project, "membershipId": p.membership}
-	resp, err = live.svc.mfaReset(ctx, &bus.Request{Method: "POST", Params: path, Principal: admin})
+	resp, err = live.svc.factors.Reset(ctx, &bus.Request{Method: "POST", Params: path, Principal: admin})
 	decoded(t, resp, err, 200)
-	if n, _ := live.svc.passkeyCount(ctx, p.userID); n != 0 {
+	if n, _ := live.svc.factors.PasskeyCount(ctx, p.userID); n != 0 {
 		t.Fatalf("%d passkeys after the reset", n)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/clients"
+	"github.com/pinion-health/pinion/services/identity/factors"
 )
 
 // registerBodyLimit bounds the bodies of /auth/newuser, /auth/newproject
@@ -484,7 +485,7 @@ func (s *Service) grantMembership(ctx context.Context, r *bus.Request, loginID, 
 		if err := signInOpen(l); err != nil {
 			return err
 		}
-		err := s.checkSignIn(ctx, membership, r.Remote, proofOf(l))
+		err := s.checkSignIn(ctx, membership, r.Remote, factors.ProofOf(l))
 		if errors.Is(err, errFactorOwed) {
 			resp, err = s.owedEnrolment(ctx, loginID, l)
 			return err

@@ -32,25 +32,3 @@ func (s *Service) putSignIn(ctx context.Context, r *bus.Request, loginID string,
 	}
 	return u.Add(ctx, l.User, loginID, time.UnixMilli(l.Start))
 }
-
-// signInProof is what a sign-in has shown, which the one gate
-// (checkSignIn) weighs against a membership's conditions.
-type signInProof struct {
-	// method is how the person signed in: Medplum's authMethod ("" or
-	// authPassword, authGoogle, authExternal, authExchange).
-	method string
-	// providerProject is the project whose identity provider vouched for
-	// the person; the sign-in reaches that project only. "" when no
-	// project's provider did (a domain's provider is a super admin's).
-	providerProject string
-	// providerMFA: the provider asserted a second factor (amr), which
-	// counts for a project that trusts it (trustIdentityProviderMfa).
-	providerMFA bool
-	// factor: a second factor (a code, a recovery code, a passkey) was given.
-	factor bool
-}
-
-// proofOf is what a login has shown.
-func proofOf(l *session.Login) signInProof {
-	return signInProof{method: l.AuthMethod, providerProject: l.ProviderProject, providerMFA: l.ProviderMFA, factor: l.MFAVerified}
-}

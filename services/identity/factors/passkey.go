@@ -1,4 +1,4 @@
-package identity
+package factors
 
 // Passkeys (WebAuthn), beyond Medplum: a signed-in person registers
 // passkeys, names and removes them; a passkey signs them in on
@@ -53,20 +53,20 @@ const (
 
 // Texts of the passkey refusals.
 const (
-	noCeremonyText      = "No passkey challenge is pending, or it was used or has expired; start again"
-	unknownPasskeyText  = "Unknown passkey"
-	passkeyRefusedText  = "The passkey was not accepted"
-	lastFactorText      = "MFA is required for this user: the last second factor cannot be removed"
-	tooManyPasskeysText = "At most 10 passkeys"
+	NoCeremonyText      = "No passkey challenge is pending, or it was used or has expired; start again"
+	UnknownPasskeyText  = "Unknown passkey"
+	PasskeyRefusedText  = "The passkey was not accepted"
+	LastFactorText      = "MFA is required for this user: the last second factor cannot be removed"
+	TooManyPasskeysText = "At most 10 passkeys"
 )
 
-// passkeyRecord is a person's passkeys, kept in the credentials.
-type passkeyRecord struct {
-	Keys []passkey `json:"keys,omitempty"`
+// PasskeyRecord is a person's passkeys, kept in the credentials.
+type PasskeyRecord struct {
+	Keys []Passkey `json:"keys,omitempty"`
 }
 
-// passkey is one registered credential and what its owner sees of it.
-type passkey struct {
+// Passkey is one registered credential and what its owner sees of it.
+type Passkey struct {
 	ID         string              `json:"id"` // the credential id, base64url
 	Name       string              `json:"name"`
 	Created    int64               `json:"created"` // Unix seconds
@@ -76,14 +76,14 @@ type passkey struct {
 
 func passkeysKey(userID string) string { return "passkeys:" + userID }
 
-func (s *Service) loadPasskeys(ctx context.Context, userID string) (rec passkeyRecord, raw []byte, err error) {
+func (s *Service) loadPasskeys(ctx context.Context, userID string) (rec PasskeyRecord, raw []byte, err error) {
 	raw, _, err = s.secrets.Load(ctx, passkeysKey(userID), &rec)
 	return rec, raw, err
 }
 
-// updatePasskeys applies change and stores the record if nobody changed
+// UpdatePasskeys applies change and stores the record if nobody changed
 // it meanwhile, retrying a few times when someone did.
-func (s *Service) updatePasskeys(ctx context.Context, userID string, change func(*passkeyRecord) error) (passkeyRecord, error) {
+func (s *Service) UpdatePasskeys(ctx context.Context, userID string, change func(*PasskeyRecord) error) (PasskeyRecord, error) {
 	for range 5 {
 		rec, raw, err := s.loadPasskeys(ctx, userID)
 		if err != nil {
@@ -98,7 +98,7 @@ func (s *Service) updatePasskeys(ctx context.Context, userID string, change func
 		}
 		return rec, err
 	}
-	return passkeyRecord{}, fhir.Busy("The passkeys changed meanwhile; try again")
+	return PasskeyRecord{}, fhir.Busy("The passkeys changed meanwhile; try again")
 }
 
 // passkeyUser is a person as go-webauthn sees them. The user handle is
@@ -106,7 +106,7 @@ func (s *Service) updatePasskeys(ctx context.Context, userID string, change func
 // passkey offered with no e-mail typed.
 type passkeyUser struct {
 	id, email string
-	rec       passkeyRecord
+	rec       PasskeyRecord
 }
 
 func (u passkeyUser) WebAuthnID() []byte          { return []byte(u.id) }
@@ -123,7 +123,7 @@ func (u passkeyUser) WebAuthnCredentials() []webauthn.Credential {
 // holds reports whether rawID is one of the person's passkeys.
 func (u passkeyUser) holds(rawID []byte) bool {
 	id := base64.RawURLEncoding.EncodeToString(rawID)
-	return slices.ContainsFunc(u.rec.Keys, func(k passkey) bool { return k.ID == id })
+	return slices.ContainsFunc(u.rec.Keys, func(k Passkey) bool { return k.ID == id })
 }
 
 // relyingParty is go-webauthn's relying party for PINION_BASE_URL: its
@@ -177,13 +177,13 @@ func (s *Service) takeCeremony(ctx context.Context, key, kind string) (*ceremony
 		return nil, err
 	}
 	if c == nil {
-		return nil, fhir.BadRequest(noCeremonyText)
+		return nil, fhir.BadRequest(NoCeremonyText)
 	}
 	if ok, err := kvcas.Spend(ctx, s.browsers, key, rev); err != nil || !ok {
-		return nil, cmp.Or(err, error(fhir.BadRequest(noCeremonyText)))
+		return nil, cmp.Or(err, error(fhir.BadRequest(NoCeremonyText)))
 	}
 	if c.Kind != kind || time.Now().After(c.Session.Expires) {
-		return nil, fhir.BadRequest(noCeremonyText)
+		return nil, fhir.BadRequest(NoCeremonyText)
 	}
 	return c, nil
 }
@@ -198,10 +198,10 @@ func (s *Service) passkeyUserOf(ctx context.Context, userID string) (passkeyUser
 	return passkeyUser{id: userID, email: email, rec: rec}, err
 }
 
-// beginRegistration makes a registration challenge for userID: a
+// BeginRegistration makes a registration challenge for userID: a
 // discoverable credential (so it signs in with no e-mail typed), user
 // verification required, none of their passkeys again.
-func (s *Service) beginRegistration(ctx context.Context, userID string) (*protocol.CredentialCreation, error) {
+func (s *Service) BeginRegistration(ctx context.Context, userID string) (*protocol.CredentialCreation, error) {
 	wa, err := s.webAuthn()
 	if err != nil {
 		return nil, err
@@ -211,7 +211,7 @@ func (s *Service) beginRegistration(ctx context.Context, userID string) (*protoc
 		return nil, err
 	}
 	if len(u.rec.Keys) >= maxPasskeys {
-		return nil, fhir.BadRequest(tooManyPasskeysText)
+		return nil, fhir.BadRequest(TooManyPasskeysText)
 	}
 	var exclude []protocol.CredentialDescriptor
 	for _, c := range u.WebAuthnCredentials() {
@@ -232,8 +232,8 @@ func (s *Service) beginRegistration(ctx context.Context, userID string) (*protoc
 	return creation, nil
 }
 
-// passkeyName checks a passkey's name: trimmed, not empty, bounded.
-func passkeyName(name string) (string, error) {
+// PasskeyName checks a passkey's name: trimmed, not empty, bounded.
+func PasskeyName(name string) (string, error) {
 	name = strings.TrimSpace(name)
 	switch {
 	case name == "":
@@ -248,66 +248,66 @@ func passkeyName(name string) (string, error) {
 func protocolRefusal(err error) error {
 	var pe *protocol.Error
 	if errors.As(err, &pe) {
-		return fhir.BadRequest(passkeyRefusedText + ": " + pe.Details)
+		return fhir.BadRequest(PasskeyRefusedText + ": " + pe.Details)
 	}
-	return fhir.BadRequest(passkeyRefusedText)
+	return fhir.BadRequest(PasskeyRefusedText)
 }
 
-// finishRegistration checks the browser's answer to userID's pending
+// FinishRegistration checks the browser's answer to userID's pending
 // challenge and keeps the new passkey under name.
-func (s *Service) finishRegistration(ctx context.Context, userID, name string, answer []byte) (passkey, error) {
-	name, err := passkeyName(name)
+func (s *Service) FinishRegistration(ctx context.Context, userID, name string, answer []byte) (Passkey, error) {
+	name, err := PasskeyName(name)
 	if err != nil {
-		return passkey{}, err
+		return Passkey{}, err
 	}
 	if len(answer) > passkeyBodyLimit {
-		return passkey{}, fhir.TooLarge("A passkey's answer is at most 32 KiB")
+		return Passkey{}, fhir.TooLarge("A passkey's answer is at most 32 KiB")
 	}
 	wa, err := s.webAuthn()
 	if err != nil {
-		return passkey{}, err
+		return Passkey{}, err
 	}
 	c, err := s.takeCeremony(ctx, registerCeremonyKey(userID), "register")
 	if err != nil {
-		return passkey{}, err
+		return Passkey{}, err
 	}
 	if c.User != userID {
-		return passkey{}, fhir.BadRequest(noCeremonyText)
+		return Passkey{}, fhir.BadRequest(NoCeremonyText)
 	}
 	parsed, err := protocol.ParseCredentialCreationResponseBytes(answer)
 	if err != nil {
-		return passkey{}, protocolRefusal(err)
+		return Passkey{}, protocolRefusal(err)
 	}
 	u, err := s.passkeyUserOf(ctx, userID)
 	if err != nil {
-		return passkey{}, err
+		return Passkey{}, err
 	}
 	cred, err := wa.CreateCredential(u, c.Session, parsed)
 	if err != nil {
-		return passkey{}, protocolRefusal(err)
+		return Passkey{}, protocolRefusal(err)
 	}
-	pk := passkey{ID: base64.RawURLEncoding.EncodeToString(cred.ID), Name: name, Created: time.Now().Unix(), Credential: *cred}
-	_, err = s.updatePasskeys(ctx, userID, func(rec *passkeyRecord) error {
+	pk := Passkey{ID: base64.RawURLEncoding.EncodeToString(cred.ID), Name: name, Created: time.Now().Unix(), Credential: *cred}
+	_, err = s.UpdatePasskeys(ctx, userID, func(rec *PasskeyRecord) error {
 		if len(rec.Keys) >= maxPasskeys {
-			return fhir.BadRequest(tooManyPasskeysText)
+			return fhir.BadRequest(TooManyPasskeysText)
 		}
-		if slices.ContainsFunc(rec.Keys, func(k passkey) bool { return k.ID == pk.ID }) {
+		if slices.ContainsFunc(rec.Keys, func(k Passkey) bool { return k.ID == pk.ID }) {
 			return fhir.BadRequest("This passkey is registered already")
 		}
 		rec.Keys = append(rec.Keys, pk)
 		return nil
 	})
 	if err != nil {
-		return passkey{}, err
+		return Passkey{}, err
 	}
 	s.log.Info("passkey registered", "user", userID, "passkey", pk.ID)
 	return pk, nil
 }
 
-// beginPasskeyLogin makes a sign-in challenge for browser b: for userID's
+// BeginPasskeyLogin makes a sign-in challenge for browser b: for userID's
 // passkeys (a second factor), or for any (userID "", no e-mail typed).
 // Either way the passkey must verify its user.
-func (s *Service) beginPasskeyLogin(ctx context.Context, b web.Browser, userID string) (*protocol.CredentialAssertion, error) {
+func (s *Service) BeginPasskeyLogin(ctx context.Context, b web.Browser, userID string) (*protocol.CredentialAssertion, error) {
 	wa, err := s.webAuthn()
 	if err != nil {
 		return nil, err
@@ -325,7 +325,7 @@ func (s *Service) beginPasskeyLogin(ctx context.Context, b web.Browser, userID s
 			return nil, err
 		}
 		if len(u.rec.Keys) == 0 {
-			return nil, fhir.BadRequest(unknownPasskeyText)
+			return nil, fhir.BadRequest(UnknownPasskeyText)
 		}
 		assertion, session, err = wa.BeginLogin(u, uv)
 	}
@@ -338,11 +338,11 @@ func (s *Service) beginPasskeyLogin(ctx context.Context, b web.Browser, userID s
 	return assertion, nil
 }
 
-// finishPasskeyLogin checks browser b's answer to its pending sign-in
+// FinishPasskeyLogin checks browser b's answer to its pending sign-in
 // challenge and returns whose passkey signed: the ceremony's user when it
 // was for one. A credential no one registered (or since removed) is
 // "Unknown passkey".
-func (s *Service) finishPasskeyLogin(ctx context.Context, b web.Browser, answer []byte) (userID string, err error) {
+func (s *Service) FinishPasskeyLogin(ctx context.Context, b web.Browser, answer []byte) (userID string, err error) {
 	if len(answer) > passkeyBodyLimit {
 		return "", fhir.TooLarge("A passkey's answer is at most 32 KiB")
 	}
@@ -365,7 +365,7 @@ func (s *Service) finishPasskeyLogin(ctx context.Context, b web.Browser, answer 
 			return "", err
 		}
 		if !u.holds(parsed.RawID) {
-			return "", fhir.BadRequest(unknownPasskeyText)
+			return "", fhir.BadRequest(UnknownPasskeyText)
 		}
 		userID = c.User
 		cred, err = wa.ValidateLogin(u, c.Session, parsed)
@@ -374,12 +374,12 @@ func (s *Service) finishPasskeyLogin(ctx context.Context, b web.Browser, answer 
 		_, cred, err = wa.ValidatePasskeyLogin(func(rawID, handle []byte) (webauthn.User, error) {
 			id := string(handle)
 			if uuid.Validate(id) != nil {
-				lookupErr = fhir.BadRequest(unknownPasskeyText)
+				lookupErr = fhir.BadRequest(UnknownPasskeyText)
 				return nil, lookupErr
 			}
 			u, err := s.passkeyUserOf(ctx, id)
 			if fhir.Missing(err) || errors.Is(err, store.ErrNotFound) {
-				lookupErr = fhir.BadRequest(unknownPasskeyText)
+				lookupErr = fhir.BadRequest(UnknownPasskeyText)
 				return nil, lookupErr
 			}
 			if err != nil {
@@ -387,7 +387,7 @@ func (s *Service) finishPasskeyLogin(ctx context.Context, b web.Browser, answer 
 				return nil, err
 			}
 			if !u.holds(rawID) {
-				lookupErr = fhir.BadRequest(unknownPasskeyText)
+				lookupErr = fhir.BadRequest(UnknownPasskeyText)
 				return nil, lookupErr
 			}
 			userID = id
@@ -398,20 +398,20 @@ func (s *Service) finishPasskeyLogin(ctx context.Context, b web.Browser, answer 
 		}
 	}
 	if uc := (*protocol.ErrorUnknownCredential)(nil); errors.As(err, &uc) {
-		return "", fhir.BadRequest(unknownPasskeyText)
+		return "", fhir.BadRequest(UnknownPasskeyText)
 	}
 	if err != nil {
 		return "", protocolRefusal(err)
 	}
 	if cred.Authenticator.CloneWarning {
 		s.log.Warn("passkey refused: its signature counter went back (a cloned authenticator?)", "user", userID)
-		return "", fhir.BadRequest(passkeyRefusedText)
+		return "", fhir.BadRequest(PasskeyRefusedText)
 	}
 	id := base64.RawURLEncoding.EncodeToString(cred.ID)
-	if _, err := s.updatePasskeys(ctx, userID, func(rec *passkeyRecord) error {
-		i := slices.IndexFunc(rec.Keys, func(k passkey) bool { return k.ID == id })
+	if _, err := s.UpdatePasskeys(ctx, userID, func(rec *PasskeyRecord) error {
+		i := slices.IndexFunc(rec.Keys, func(k Passkey) bool { return k.ID == id })
 		if i < 0 {
-			return fhir.BadRequest(unknownPasskeyText) // removed meanwhile
+			return fhir.BadRequest(UnknownPasskeyText) // removed meanwhile
 		}
 		rec.Keys[i].Credential.Authenticator, rec.Keys[i].Credential.Flags = cred.Authenticator, cred.Flags
 		rec.Keys[i].LastUsed = time.Now().Unix()
@@ -423,30 +423,30 @@ func (s *Service) finishPasskeyLogin(ctx context.Context, b web.Browser, answer 
 	return userID, nil
 }
 
-// passkeyView is what the owner sees of a passkey.
-type passkeyView struct {
+// View is what the owner sees of a passkey.
+type View struct {
 	ID       string `json:"id"`
 	Name     string `json:"name"`
 	Created  string `json:"created"`
 	LastUsed string `json:"lastUsed,omitempty"`
 }
 
-func viewOf(k passkey) passkeyView {
-	v := passkeyView{ID: k.ID, Name: k.Name, Created: time.Unix(k.Created, 0).UTC().Format(time.RFC3339)}
+func ViewOf(k Passkey) View {
+	v := View{ID: k.ID, Name: k.Name, Created: time.Unix(k.Created, 0).UTC().Format(time.RFC3339)}
 	if k.LastUsed != 0 {
 		v.LastUsed = time.Unix(k.LastUsed, 0).UTC().Format(time.RFC3339)
 	}
 	return v
 }
 
-// renamePasskey names one of userID's passkeys.
-func (s *Service) renamePasskey(ctx context.Context, userID, id, name string) error {
-	name, err := passkeyName(name)
+// RenamePasskey names one of userID's passkeys.
+func (s *Service) RenamePasskey(ctx context.Context, userID, id, name string) error {
+	name, err := PasskeyName(name)
 	if err != nil {
 		return err
 	}
-	_, err = s.updatePasskeys(ctx, userID, func(rec *passkeyRecord) error {
-		i := slices.IndexFunc(rec.Keys, func(k passkey) bool { return k.ID == id })
+	_, err = s.UpdatePasskeys(ctx, userID, func(rec *PasskeyRecord) error {
+		i := slices.IndexFunc(rec.Keys, func(k Passkey) bool { return k.ID == id })
 		if i < 0 {
 			return fhir.NotFound()
 		}
@@ -456,24 +456,24 @@ func (s *Service) renamePasskey(ctx context.Context, userID, id, name string) er
 	return err
 }
 
-// removePasskey removes one of userID's passkeys, unless it is their last
+// RemovePasskey removes one of userID's passkeys, unless it is their last
 // second factor (no authenticator enrolled) and MFA is required of them.
-func (s *Service) removePasskey(ctx context.Context, userID, id string) error {
-	mfa, _, err := s.loadMFA(ctx, userID)
+func (s *Service) RemovePasskey(ctx context.Context, userID, id string) error {
+	mfa, _, err := s.Load(ctx, userID)
 	if err != nil {
 		return err
 	}
-	required, err := s.mfaRequiredFor(ctx, "User/"+userID, "", mfa)
+	required, err := s.requiredFor(ctx, "User/"+userID, "", mfa)
 	if err != nil {
 		return err
 	}
-	_, err = s.updatePasskeys(ctx, userID, func(rec *passkeyRecord) error {
-		i := slices.IndexFunc(rec.Keys, func(k passkey) bool { return k.ID == id })
+	_, err = s.UpdatePasskeys(ctx, userID, func(rec *PasskeyRecord) error {
+		i := slices.IndexFunc(rec.Keys, func(k Passkey) bool { return k.ID == id })
 		if i < 0 {
 			return fhir.NotFound()
 		}
 		if required && !mfa.Enrolled && len(rec.Keys) == 1 {
-			return fhir.BadRequest(lastFactorText)
+			return fhir.BadRequest(LastFactorText)
 		}
 		rec.Keys = slices.Delete(rec.Keys, i, i+1)
 		return nil
@@ -484,49 +484,58 @@ func (s *Service) removePasskey(ctx context.Context, userID, id string) error {
 	return err
 }
 
-// passkeyCount is how many passkeys userID has.
-func (s *Service) passkeyCount(ctx context.Context, userID string) (int, error) {
+// PasskeyViews are userID's passkeys as their owner sees them.
+func (s *Service) PasskeyViews(ctx context.Context, userID string) ([]View, error) {
+	rec, _, err := s.loadPasskeys(ctx, userID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]View, 0, len(rec.Keys))
+	for _, k := range rec.Keys {
+		out = append(out, ViewOf(k))
+	}
+	return out, nil
+}
+
+// PasskeyCount is how many passkeys userID has.
+func (s *Service) PasskeyCount(ctx context.Context, userID string) (int, error) {
 	rec, _, err := s.loadPasskeys(ctx, userID)
 	return len(rec.Keys), err
 }
 
 // The JSON API, for a signed-in person (a bearer token).
 
-// passkeysList is GET /auth/passkeys: {passkeys: [{id, name, created, lastUsed}]}.
-func (s *Service) passkeysList(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+// Passkeys is GET /auth/passkeys: {passkeys: [{id, name, created, lastUsed}]}.
+func (s *Service) Passkeys(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	uid, err := account.SignedInUser(r)
 	if err != nil {
 		return nil, err
 	}
-	rec, _, err := s.loadPasskeys(ctx, uid)
+	out, err := s.PasskeyViews(ctx, uid)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]passkeyView, 0, len(rec.Keys))
-	for _, k := range rec.Keys {
-		out = append(out, viewOf(k))
-	}
-	return noStore(bus.JSON(200, map[string]any{"passkeys": out})), nil
+	return NoStore(bus.JSON(200, map[string]any{"passkeys": out})), nil
 }
 
-// passkeysRegisterBegin is POST /auth/passkeys/register/begin: the options
+// RegisterBegin is POST /auth/passkeys/register/begin: the options
 // for navigator.credentials.create ({publicKey: …}).
-func (s *Service) passkeysRegisterBegin(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) RegisterBegin(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	uid, err := s.accounts.OwnerOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	creation, err := s.beginRegistration(ctx, uid)
+	creation, err := s.BeginRegistration(ctx, uid)
 	if err != nil {
 		return nil, err
 	}
-	return noStore(bus.JSON(200, creation)), nil
+	return NoStore(bus.JSON(200, creation)), nil
 }
 
-// passkeysRegisterFinish is POST /auth/passkeys/register/finish
+// RegisterFinish is POST /auth/passkeys/register/finish
 // {name, credential}: credential is the browser's PublicKeyCredential as
 // JSON (its toJSON()); the answer is the new passkey.
-func (s *Service) passkeysRegisterFinish(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) RegisterFinish(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	uid, err := s.accounts.OwnerOf(ctx, r)
 	if err != nil {
 		return nil, err
@@ -544,20 +553,20 @@ func (s *Service) passkeysRegisterFinish(ctx context.Context, r *bus.Request) (*
 	if len(in.Credential) == 0 {
 		return nil, fhir.Invalid(fhir.FieldIssue("credential", "Missing credential"))
 	}
-	pk, err := s.finishRegistration(ctx, uid, in.Name, in.Credential)
+	pk, err := s.FinishRegistration(ctx, uid, in.Name, in.Credential)
 	if err != nil {
 		return nil, err
 	}
-	return bus.JSON(201, viewOf(pk)), nil
+	return bus.JSON(201, ViewOf(pk)), nil
 }
 
-// passkeysRename is PATCH /auth/passkeys/:id {name}.
-func (s *Service) passkeysRename(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+// Rename is PATCH /auth/passkeys/:id {name}.
+func (s *Service) Rename(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	uid, err := s.accounts.OwnerOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	if len(r.Body) > mfaBodyLimit {
+	if len(r.Body) > BodyLimit {
 		return nil, fhir.TooLarge("The body of a passkey's rename is at most 1024 bytes")
 	}
 	var in struct {
@@ -566,19 +575,19 @@ func (s *Service) passkeysRename(ctx context.Context, r *bus.Request) (*bus.Resp
 	if err := r.DecodeJSON(&in); err != nil {
 		return nil, err
 	}
-	if err := s.renamePasskey(ctx, uid, r.Param("id"), in.Name); err != nil {
+	if err := s.RenamePasskey(ctx, uid, r.Param("id"), in.Name); err != nil {
 		return nil, err
 	}
 	return bus.OK(), nil
 }
 
-// passkeysRemove is DELETE /auth/passkeys/:id.
-func (s *Service) passkeysRemove(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+// Remove is DELETE /auth/passkeys/:id.
+func (s *Service) Remove(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	uid, err := s.accounts.OwnerOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.removePasskey(ctx, uid, r.Param("id")); err != nil {
+	if err := s.RemovePasskey(ctx, uid, r.Param("id")); err != nil {
 		return nil, err
 	}
 	return bus.OK(), nil

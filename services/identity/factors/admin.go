@@ -1,4 +1,4 @@
-package identity
+package factors
 
 import (
 	"context"
@@ -15,13 +15,13 @@ import (
 	"github.com/pinion-health/pinion/services/identity/account"
 )
 
-// mfaReset is POST /admin/projects/:projectId/members/:membershipId/$reset-mfa:
+// Reset is POST /admin/projects/:projectId/members/:membershipId/$reset-mfa:
 // a project's admin (or a super admin) removes a member's authenticator
 // and passkeys when a device is lost; a project's admin only when the
 // project holds every membership of the person (adminOver). The member enrols again at their next sign-in
 // (where MFA is required) or from their account; an AuditEvent in the
 // project records who reset whose factor.
-func (s *Service) mfaReset(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) Reset(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	projectID, membershipID := r.Param("projectId"), r.Param("membershipId")
 	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
 		return nil, err
@@ -48,7 +48,7 @@ func (s *Service) mfaReset(ctx context.Context, r *bus.Request) (*bus.Response, 
 	if err := s.accounts.AdminOver(ctx, r.Principal, uid); err != nil {
 		return nil, err
 	}
-	if _, err := s.updateMFA(ctx, uid, func(rec *mfaRecord) error {
+	if _, err := s.Update(ctx, uid, func(rec *Record) error {
 		// A new secret: the lost device's never works again.
 		rec.Enrolled, rec.Secret, rec.LastStep, rec.Recovery = false, newTOTPSecret(), 0, nil
 		return nil
@@ -56,7 +56,7 @@ func (s *Service) mfaReset(ctx context.Context, r *bus.Request) (*bus.Response, 
 		return nil, err
 	}
 	// The passkeys go too: the lost device may hold one.
-	if _, err := s.updatePasskeys(ctx, uid, func(rec *passkeyRecord) error {
+	if _, err := s.UpdatePasskeys(ctx, uid, func(rec *PasskeyRecord) error {
 		rec.Keys = nil
 		return nil
 	}); err != nil {
@@ -88,13 +88,13 @@ func (s *Service) mfaReset(ctx context.Context, r *bus.Request) (*bus.Response, 
 // shows 50).
 const maxOverview = 100
 
-// mfaOverview is GET /admin/projects/:projectId/mfa?membership=<id>,<id>:
+// Overview is GET /admin/projects/:projectId/mfa?membership=<id>,<id>:
 // the project's admins see, for each membership named, whether its user
 // has an authenticator enrolled and how many passkeys, never the factors
 // themselves: {members: [{membership, user, enrolled, passkeys}]}.
 // Memberships of other projects, and those of clients and bots, are left
 // out.
-func (s *Service) mfaOverview(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) Overview(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	projectID := r.Param("projectId")
 	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
 		return nil, err
@@ -131,15 +131,15 @@ func (s *Service) mfaOverview(ctx context.Context, r *bus.Request) (*bus.Respons
 			continue
 		}
 		uid := account.UserIDOf(m.User.Reference)
-		rec, _, err := s.loadMFA(ctx, uid)
+		rec, _, err := s.Load(ctx, uid)
 		if err != nil {
 			return nil, err
 		}
-		n, err := s.passkeyCount(ctx, uid)
+		n, err := s.PasskeyCount(ctx, uid)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, state{Membership: id, User: m.User.Reference, Enrolled: rec.Enrolled, Passkeys: n})
 	}
-	return noStore(bus.JSON(200, map[string]any{"members": out})), nil
+	return NoStore(bus.JSON(200, map[string]any{"members": out})), nil
 }
