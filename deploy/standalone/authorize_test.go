@@ -47,19 +47,15 @@ func (a *testApp) callback() string { return a.srv.URL + "/cb" }
 // still loading can be aborted (net::ERR_ABORTED), which once failed CI.
 func (a *testApp) wait(t *testing.T, ctx context.Context, state string) url.Values {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	var last url.Values
+	eventually(t, 10*time.Second, "the app to get back state "+state, func() bool {
 		a.mu.Lock()
-		last := a.last
-		a.mu.Unlock()
-		if last.Get("state") == state {
-			run(t, ctx, chromedp.WaitVisible(chromedp.Search(`//main[.="back in the app"]`)))
-			return last
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("the app never got back state %q", state)
-	return nil
+		defer a.mu.Unlock()
+		last = a.last
+		return last.Get("state") == state
+	})
+	run(t, ctx, chromedp.WaitVisible(chromedp.Search(`//main[.="back in the app"]`)))
+	return last
 }
 
 // projectChoice is a button of the page that asks which project: the

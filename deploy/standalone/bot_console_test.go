@@ -62,17 +62,12 @@ func TestBotConsoleInBrowser(t *testing.T) {
 		t.Fatalf("Bot.cronString %v", got)
 	}
 	var next string
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	eventually(t, 20*time.Second, "the scheduler to take the bot up (its next run)", func() bool {
 		r := do(t, "GET", "admin/projects/"+pid+"/bot/"+bot+"/schedule", su, "", nil)
 		expect(t, r, 200)
-		if n, _ := r.json(t)["next"].(string); n != "" {
-			next = n
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never scheduled: %s", r.body)
-		}
-	}
+		next, _ = r.json(t)["next"].(string)
+		return next != ""
+	})
 	if at, err := time.Parse(time.RFC3339, next); err != nil || at.Second() != 0 || at.Before(time.Now().Add(-time.Minute)) || at.After(time.Now().Add(2*time.Minute)) {
 		t.Fatalf("next run %q (%v), want the next minute", next, err)
 	}
@@ -132,15 +127,22 @@ func TestBotConsoleInBrowser(t *testing.T) {
 
 	// The scheduled run of the minute shows in the latest runs, marked as
 	// scheduled, beside the runs on request.
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(time.Second) {
-		run(t, ctx, chromedp.Navigate(botURL), chromedp.WaitVisible(chromedp.ID("runs")))
-		text := pageText(t, ctx)
-		if strings.Contains(text, "scheduled, due ") && strings.Contains(text, "on request") {
-			break
+	// The page lists the runs' AuditEvents: wait for the scheduled run's,
+	// then load the page once.
+	eventually(t, 90*time.Second, "the AuditEvent of a scheduled run", func() bool {
+		r := do(t, "GET", "fhir/R4/AuditEvent?entity=Bot/"+bot+"&_count=100", su, "", nil)
+		expect(t, r, 200)
+		_, entries := bundleOf(t, r)
+		for _, e := range entries {
+			if sub, _ := e["subtype"].([]any); len(sub) == 1 && sub[0].(map[string]any)["code"] == "scheduled" {
+				return true
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no scheduled run listed: %s", text)
-		}
+		return false
+	})
+	run(t, ctx, chromedp.Navigate(botURL), chromedp.WaitVisible(chromedp.ID("runs")))
+	if text := pageText(t, ctx); !strings.Contains(text, "scheduled, due ") || !strings.Contains(text, "on request") {
+		t.Fatalf("no scheduled run listed beside the runs on request: %s", text)
 	}
 	shot(t, ctx, "console-bot-runs")
 }

@@ -162,17 +162,13 @@ func TestBotOutputsAndLimits(t *testing.T) {
 	expect(t, r, 400)
 
 	// Each execution is audited.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	audited := waitUntil(10*time.Second, func() bool {
 		r = do(t, "GET", "fhir/R4/AuditEvent?_project="+pid+"&_summary=count", su, "", nil)
 		expect(t, r, 200)
-		if r.json(t)["total"].(float64) == 8 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("audit events: %s", r.body)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return r.json(t)["total"].(float64) == 8
+	})
+	if !audited {
+		t.Fatalf("audit events, want 8: %s", r.body)
 	}
 }
 
@@ -235,17 +231,15 @@ func runAsync(t *testing.T, tok, bot, input string) map[string]any {
 		t.Fatalf("Content-Location %q", loc)
 	}
 	path := loc[strings.Index(loc, "fhir/R4/"):]
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var job map[string]any
+	ended := waitUntil(15*time.Second, func() bool {
 		r = do(t, "GET", path, tok, "", nil)
 		expect(t, r, 200)
-		job := r.json(t)
-		if job["status"] != "accepted" && job["status"] != "active" {
-			return job
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job never ended: %s", r.body)
-		}
-		time.Sleep(50 * time.Millisecond)
+		job = r.json(t)
+		return job["status"] != "accepted" && job["status"] != "active"
+	})
+	if !ended {
+		t.Fatalf("job never ended: %s", r.body)
 	}
+	return job
 }

@@ -152,7 +152,11 @@ func TestBotCallDepth(t *testing.T) {
 func TestProjectsShareBots(t *testing.T) {
 	busy, su := adminProject(t, "busy bots")
 	calm, calmToken := project(t, "calm bots")
-	spin := newBot(t, su, busy, "spinner", "", `exports.handler = async () => { while (true) {} };`, "s.js", "timeout", 3)
+	// Each spinner writes a Basic as it starts, so the test sees it running.
+	spin := newBot(t, su, busy, "spinner", "", `exports.handler = async (medplum) => {
+		await medplum.createResource({resourceType: 'Basic', code: {text: 'spinning'}});
+		while (true) {}
+	};`, "s.js", "timeout", 3)
 	quick := newBot(t, su, calm, "quick", "", `exports.handler = async (m, e) => e.input;`, "q.js")
 	r := do(t, "POST", "fhir/R4/Patient", calmToken, "application/fhir+json", patient("Calm"))
 	expect(t, r, 201)
@@ -204,10 +208,9 @@ func TestProjectsShareBots(t *testing.T) {
 			statuses[i] = do(t, "POST", "fhir/R4/Bot/"+spin+"/$execute", su, "text/plain", []byte("x")).status
 		}()
 		if i == 7 {
-			time.Sleep(300 * time.Millisecond) // the first eight are running
+			eventually(t, 10*time.Second, "the first eight spinners running", func() bool { return count(t, su, "Basic", busy) == 8 })
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
 	readsDuring, runsDuring := reads(), runs()
 	wg.Wait()
 	t.Logf("calm project, before and while the busy one spun: read median %v and %v, bot run median %v and %v; busy statuses %v",

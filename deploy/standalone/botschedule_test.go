@@ -26,16 +26,12 @@ func TestBotScheduleRoute(t *testing.T) {
 	body["cronString"] = "CRON_TZ=America/New_York 30 6 * * 1"
 	expect(t, do(t, "PUT", "fhir/R4/Bot/"+bot, su, "application/fhir+json", mustJSON(body)), 200)
 	var got map[string]any
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	eventually(t, 20*time.Second, "the bot to be scheduled", func() bool {
 		r = do(t, "GET", path, su, "", nil)
 		expect(t, r, 200)
-		if got = r.json(t); got["scheduled"] == true {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never scheduled: %s", r.body)
-		}
-	}
+		got = r.json(t)
+		return got["scheduled"] == true
+	})
 	next, err := time.Parse(time.RFC3339, got["next"].(string))
 	ny, _ := time.LoadLocation("America/New_York")
 	if err != nil || got["cronString"] != body["cronString"] || next.In(ny).Weekday() != time.Monday ||

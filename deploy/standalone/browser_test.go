@@ -96,15 +96,18 @@ func pageText(t *testing.T, ctx context.Context) string {
 func waitText(t *testing.T, ctx context.Context, want string) string {
 	t.Helper()
 	var text string
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if s, err := tryGet(ctx, chromedp.Text(chromedp.CSS("main"))); err == nil {
-			if text = s; strings.Contains(s, want) {
-				return s
-			}
+	said := waitUntil(20*time.Second, func() bool {
+		s, err := tryGet(ctx, chromedp.Text(chromedp.CSS("main")))
+		if err != nil {
+			return false
 		}
+		text = s
+		return strings.Contains(s, want)
+	})
+	if !said {
+		t.Fatalf("the page never said %q; it says: %s", want, text)
 	}
-	t.Fatalf("the page never said %q; it says: %s", want, text)
-	return ""
+	return text
 }
 
 // localLink points a link from an e-mail (made with the configured base
@@ -202,18 +205,14 @@ func TestSetPasswordInBrowser(t *testing.T) {
 		t.Fatalf("after reset: %s", text)
 	}
 	var fresh string
-	deadline := time.Now().Add(15 * time.Second)
-	for fresh == "" || fresh == m {
-		if time.Now().After(deadline) {
-			t.Fatal("no new link after the reset")
-		}
+	eventually(t, 15*time.Second, "a new link after the reset", func() bool {
 		for _, l := range setPasswordLink.FindAllString(allMailTo(t, bea), -1) {
 			if l != m {
 				fresh = l
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fresh != ""
+	})
 	run(t, ctx, chromedp.Navigate(localLink(fresh)), chromedp.WaitVisible(chromedp.ID("password")))
 	// The same link with a wrong secret is not valid.
 	wrong := localLink(fresh)

@@ -137,17 +137,14 @@ func startCluster(t *testing.T, bin string, n, servers int) *clusterStack {
 // waitLive waits until url answers 200.
 func waitLive(t *testing.T, url string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+	eventually(t, 60*time.Second, url+" to answer 200", func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s never answered", url)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 }
 
 // restarts counts the processes' restarts so far.
@@ -190,9 +187,9 @@ func (c *clusterStack) waitCurrent() (time.Duration, error) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		behind := ""
+	behind := ""
+	current := waitUntil(90*time.Second, func() bool {
+		behind = ""
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		streams := js.ListStreams(ctx)
 		n := 0
@@ -213,14 +210,12 @@ func (c *clusterStack) waitCurrent() (time.Duration, error) {
 			behind = streams.Err().Error()
 		}
 		cancel()
-		if behind == "" && n > 0 {
-			return time.Since(t0), nil
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("the cluster did not catch up: %s", behind)
-		}
-		time.Sleep(250 * time.Millisecond)
+		return behind == "" && n > 0
+	})
+	if !current {
+		return 0, fmt.Errorf("the cluster did not catch up: %s", behind)
 	}
+	return time.Since(t0), nil
 }
 
 // cpuSeconds reads a process's CPU time from its admin port's metrics.
@@ -291,9 +286,9 @@ func settleInvites(t *testing.T, natsURL string) (pending, failed, done int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		pending, failed, done = 0, 0, 0
+	var unexplained []string
+	waitUntil(90*time.Second, func() bool {
+		pending, failed, done, unexplained = 0, 0, 0, nil
 		keys, _ := kv.ListKeys(context.Background())
 		for k := range keys.Keys() {
 			e, err := kv.Get(context.Background(), k)
@@ -308,17 +303,18 @@ func settleInvites(t *testing.T, natsURL string) (pending, failed, done int) {
 			case "failed":
 				failed++
 				if rec.Failure == nil || rec.Failure.Err().Message() == "" {
-					t.Errorf("invite %s failed without a reason", rec.ID)
+					unexplained = append(unexplained, rec.ID)
 				}
 			default:
 				done++
 			}
 		}
-		if pending == 0 || time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(time.Second)
+		return pending == 0
+	}) // still pending after the wait: the callers report it
+	for _, id := range unexplained {
+		t.Errorf("invite %s failed without a reason", id)
 	}
+	return pending, failed, done
 }
 
 // driveCluster runs the load package's mix through every gateway at once
@@ -350,27 +346,26 @@ func driveCluster(t *testing.T, c *clusterStack, pid, bot string, workers int, b
 func clusterProject(t *testing.T, c *clusterStack, name string) (string, string) {
 	t.Helper()
 	defer useBase(t, c.bases[0])()
+	// untilServed sends a request again while it is answered 503, and
+	// gives the first other answer, or the last 503 after 30 s.
+	untilServed := func(send func() *response) *response {
+		var r *response
+		waitUntil(30*time.Second, func() bool { r = send(); return r.status != 503 })
+		return r
+	}
 	call := func(method, path, token string, body any, want int) map[string]any {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			r := do(t, method, path, token, "application/json", mustJSON(body))
-			if r.status != 503 || time.Now().After(deadline) {
-				expect(t, r, want)
-				return r.json(t)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		r := untilServed(func() *response { return do(t, method, path, token, "application/json", mustJSON(body)) })
+		expect(t, r, want)
+		return r.json(t)
 	}
 	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {saID}, "client_secret": {saSec}}
-	var su string
-	for deadline := time.Now().Add(30 * time.Second); su == ""; time.Sleep(200 * time.Millisecond) {
-		r := do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode()))
-		if r.status == 200 {
-			su = r.json(t)["access_token"].(string)
-		} else if r.status != 503 || time.Now().After(deadline) {
-			t.Fatalf("token: %d %s", r.status, r.body)
-		}
+	r := untilServed(func() *response {
+		return do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode()))
+	})
+	if r.status != 200 {
+		t.Fatalf("token: %d %s", r.status, r.body)
 	}
+	su := r.json(t)["access_token"].(string)
 	pid := call("POST", "admin/Project", su, map[string]any{"resourceType": "Project", "name": name}, 201)["id"].(string)
 	bot := call("POST", "admin/projects/"+pid+"/bot", su, map[string]any{"name": "echo"}, 201)["id"].(string)
 	call("POST", "fhir/R4/Bot/"+bot+"/$deploy", su, map[string]any{"code": `exports.handler = async (m, e) => e.input;`, "filename": "echo.js"}, 200)
@@ -405,6 +400,8 @@ func TestClusterRecovery(t *testing.T) {
 	var faults []fault
 	t0 := time.Now()
 	stop := make(chan struct{})
+	// The faults' schedule: the sleeps are the spans of load between
+	// faults, which the test measures, not waits for something to happen.
 	go func() {
 		defer close(stop)
 		mark := func(what string) { faults = append(faults, fault{what, time.Since(t0)}) }
@@ -414,6 +411,10 @@ func TestClusterRecovery(t *testing.T) {
 			time.Sleep(4 * time.Second)
 			c.nats[i].kill() // restarted by its supervisor
 			mark(fmt.Sprintf("NATS server %d killed", i+1))
+			// Two seconds of load while the server is down and starting
+			// again, before the catch-up is awaited: until the restarted
+			// server answers its leaders, they report its replicas from
+			// its last contact before the kill, as current.
 			time.Sleep(2 * time.Second)
 			caught, err := c.waitCurrent()
 			if err != nil {

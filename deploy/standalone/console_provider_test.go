@@ -60,9 +60,8 @@ func TestConsoleIdentityProviderInBrowser(t *testing.T) {
 	// Saved again without a secret: the secret stays.
 	run(t, ctx, chromedp.Clear(chromedp.ID("idp-clientId")), chromedp.SendKeys(chromedp.ID("idp-clientId"), "pinion-v2"),
 		chromedp.Click(chromedp.Search(`//button[contains(., "Save identity provider")]`)))
-	for deadline := time.Now().Add(10 * time.Second); readProvider()["clientId"] != "pinion-v2" && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond) // polling the condition: the form's answer is a new page
-	}
+	// The form's answer is a new page: wait for the stored provider.
+	waitUntil(10*time.Second, func() bool { return readProvider()["clientId"] == "pinion-v2" })
 	if idp = readProvider(); idp["clientId"] != "pinion-v2" || idp["clientSecret"] != secret {
 		t.Fatalf("saved again: %v", idp)
 	}

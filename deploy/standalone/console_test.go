@@ -37,12 +37,7 @@ func consoleSignIn(t *testing.T, email, password string) (ctx context.Context, c
 	// The sign-in page has an h1 too: wait until the browser is back on a
 	// console page (which once failed CI, a screenshot taken mid-way).
 	loc := ""
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if loc, _ = tryGet(ctx, chromedp.Location()); loc == consoleURL {
-			break
-		}
-	}
-	if loc != consoleURL {
+	if !waitUntil(10*time.Second, func() bool { loc, _ = tryGet(ctx, chromedp.Location()); return loc == consoleURL }) {
 		t.Fatalf("signed in, the browser is at %s", loc)
 	}
 	run(t, ctx, chromedp.WaitVisible(chromedp.CSS("h1")))
@@ -224,11 +219,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	run(t, ctx, chromedp.Click(chromedp.Search(`//button[.="Rotate the secret"]`)))
 	// The page with the new secret replaces the one with the first.
 	rotated := secret
-	for deadline := time.Now().Add(10 * time.Second); rotated == secret && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	waitUntil(10*time.Second, func() bool {
 		if v, err := tryGet(ctx, chromedp.Value(chromedp.ID("secret"))); err == nil {
 			rotated = v
 		}
-	}
+		return rotated != secret
+	})
 	if rotated == secret || clientToken(t, clientID, rotated) == "" {
 		t.Fatalf("rotation gave no new working secret: %q → %q: %s", secret, rotated, pageText(t, ctx))
 	}
@@ -277,12 +273,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.Search(`//button[.="Run"]`)))
 	// The page with this run's output replaces the one with the last.
 	out := ""
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out, "Doe^Jane") && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	waitUntil(10*time.Second, func() bool {
 		// Between the pages there is no output to read: try again.
 		if v, err := tryGet(ctx, chromedp.Text(chromedp.ID("output"))); err == nil {
 			out = v
 		}
-	}
+		return strings.Contains(out, "Doe^Jane")
+	})
 	if !strings.Contains(out, "Doe^Jane") {
 		t.Fatalf("HL7 run: %q", out)
 	}
@@ -352,11 +349,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	expect(t, do(t, "GET", "auth/me", plainToken, "", nil), 200)
 	run(t, ctx2, chromedp.Click(chromedp.Search(`//button[.="Sign out"]`)))
 	h1 := "Not an administrator"
-	for deadline := time.Now().Add(10 * time.Second); h1 == "Not an administrator" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	waitUntil(10*time.Second, func() bool {
 		if v, err := tryGet(ctx2, chromedp.Text(chromedp.CSS("h1"))); err == nil {
 			h1 = v
 		}
-	}
+		return h1 != "Not an administrator"
+	})
 	shot(t, ctx2, "console-signed-out")
 	// The browser's sign-in ended with the console's: no question asked.
 	if h1 != "Signed out" {

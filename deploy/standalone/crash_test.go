@@ -87,7 +87,8 @@ func TestCrashRecovery(t *testing.T) {
 	done := make(chan *load.Result)
 	go func() { done <- load.Run(context.Background(), cfg) }()
 
-	// One fault at a time, spread over the run, each process in turn.
+	// One fault at a time, spread over the run, each process in turn: the
+	// gaps are the load between faults, the schedule under test, not waits.
 	faults := 0
 	gap := *loadDuration / time.Duration(len(order)+1)
 	for _, name := range []string{"fhir", "identity", "membership", "botexec", "gateway", "nats", "ferretdb"} {

@@ -150,25 +150,17 @@ func TestScheduledBotAcrossKill(t *testing.T) {
 		sort.Strings(out)
 		return out
 	}
-	waitFor := func(what string, limit time.Duration, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(limit); !cond(); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
-	}
-	waitFor("two ticks' runs", 90*time.Second, func() bool { return len(marks("done")) >= 2 })
+	eventually(t, 90*time.Second, "two ticks' runs", func() bool { return len(marks("done")) >= 2 })
 	// SIGKILL one instance while a run is in flight: whichever of the two
 	// claimed it, the assertions below hold.
-	waitFor("a run in flight", 60*time.Second, func() bool { return len(marks("started")) > len(marks("done")) })
+	eventually(t, 60*time.Second, "a run in flight", func() bool { return len(marks("started")) > len(marks("done")) })
 	if err := killed.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_, _ = killed.Process.Wait()
 	killedAt := clk.Now()
 	doneAtKill := len(marks("done"))
-	waitFor("three ticks' runs after the kill", 120*time.Second, func() bool { return len(marks("done")) >= doneAtKill+3 })
+	eventually(t, 120*time.Second, "three ticks' runs after the kill", func() bool { return len(marks("done")) >= doneAtKill+3 })
 	// A graceful stop drains the survivor's run, if one is in flight.
 	stopProc(survivor)
 

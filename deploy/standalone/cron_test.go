@@ -102,24 +102,16 @@ func TestScheduledBot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := kv.Get(context.Background(), bot); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the bot was never scheduled")
-		}
-	}
+	eventually(t, 10*time.Second, "the bot to be scheduled", func() bool {
+		_, err := kv.Get(context.Background(), bot)
+		return err == nil
+	})
 	ticks := "fhir/R4/Observation?_project=" + pid + "&code:text=tick&_total=accurate"
 	audits := "fhir/R4/AuditEvent?entity=Bot/" + bot + "&_total=accurate"
 	for i := 1; i <= 3; i++ {
-		deadline := time.Now().Add(20 * time.Second)
 		clk.Add(time.Minute)
-		for count(ticks) < i || count(audits) < i {
-			if time.Now().After(deadline) {
-				t.Fatalf("tick %d: %d runs, %d audit events", i, count(ticks), count(audits))
-			}
-			time.Sleep(20 * time.Millisecond)
+		if !waitUntil(20*time.Second, func() bool { return count(ticks) >= i && count(audits) >= i }) {
+			t.Fatalf("tick %d: %d runs, %d audit events", i, count(ticks), count(audits))
 		}
 	}
 	r = do(t, "GET", ticks, su, "", nil)

@@ -165,14 +165,14 @@ func idOfToken(t *testing.T, tok string) string {
 // resetLinks are the set-password links mailed to an address, oldest first.
 func resetLinks(t *testing.T, addr string, want int) [][]string {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	type mailed struct {
+		at   time.Time
+		link []string
+	}
+	var found []mailed
+	mailedEnough := waitUntil(15*time.Second, func() bool {
 		files, _ := filepath.Glob(filepath.Join(dataDir, "mail", "*.eml"))
-		type mailed struct {
-			at   time.Time
-			link []string
-		}
-		var found []mailed
+		found = nil
 		for _, f := range files {
 			b, err := os.ReadFile(f)
 			fi, err2 := os.Stat(f)
@@ -183,19 +183,17 @@ func resetLinks(t *testing.T, addr string, want int) [][]string {
 				found = append(found, mailed{fi.ModTime(), m[1:]})
 			}
 		}
-		if len(found) >= want {
-			slices.SortFunc(found, func(a, b mailed) int { return a.at.Compare(b.at) })
-			var out [][]string
-			for _, m := range found {
-				out = append(out, m.link)
-			}
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d set-password e-mails to %s, want %d", len(found), addr, want)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return len(found) >= want
+	})
+	if !mailedEnough {
+		t.Fatalf("%d set-password e-mails to %s, want %d", len(found), addr, want)
 	}
+	slices.SortFunc(found, func(a, b mailed) int { return a.at.Compare(b.at) })
+	var out [][]string
+	for _, m := range found {
+		out = append(out, m.link)
+	}
+	return out
 }
 
 // A password reset ends every sign-in made with the old password, refresh

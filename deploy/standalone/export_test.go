@@ -29,23 +29,18 @@ func startExport(t *testing.T, tok, path string) string {
 // exportManifest polls a status URL until the export is done.
 func exportManifest(t *testing.T, tok, status string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		r := do(t, "GET", status, tok, "", nil)
-		switch r.status {
-		case 202:
-			if r.header.Get("X-Progress") == "" {
-				t.Fatal("202 without progress")
-			}
-			time.Sleep(50 * time.Millisecond)
-			continue
-		case 200:
-			return r.json(t)
+	var r *response
+	eventually(t, 60*time.Second, "the export to finish", func() bool {
+		r = do(t, "GET", status, tok, "", nil)
+		if r.status == 202 && r.header.Get("X-Progress") == "" {
+			t.Fatal("202 without progress")
 		}
+		return r.status != 202
+	})
+	if r.status != 200 {
 		t.Fatalf("status %d: %s", r.status, r.body)
 	}
-	t.Fatal("the export never finished")
-	return nil
+	return r.json(t)
 }
 
 // exported downloads every file of a manifest: resources by type, and the
@@ -145,7 +140,9 @@ func TestBulkExport(t *testing.T) {
 		t.Errorf("system export: %d organizations, %d patients, types %d", len(got["Organization"]), len(got["Patient"]), len(got))
 	}
 
-	// _since leaves out what changed before.
+	// _since leaves out what changed before. The clock must pass on either
+	// side of since, as writes are stamped to the millisecond: a clock to
+	// pass, not an event to wait for.
 	time.Sleep(5 * time.Millisecond)
 	since := time.Now().UTC().Format(time.RFC3339Nano)
 	time.Sleep(5 * time.Millisecond)
@@ -244,12 +241,8 @@ func TestBulkExportFilesAndCancel(t *testing.T) {
 	expect(t, do(t, "DELETE", status, admin, "", nil), 202)
 	expect(t, do(t, "GET", status, admin, "", nil), 404)
 	// The job may have written a file before the cancel: none is left.
-	deadline := time.Now().Add(10 * time.Second)
-	for count(t, su, "Binary", pid) != binaries {
-		if time.Now().After(deadline) {
-			t.Fatalf("a cancelled export left %d files", count(t, su, "Binary", pid)-binaries)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !waitUntil(10*time.Second, func() bool { return count(t, su, "Binary", pid) == binaries }) {
+		t.Fatalf("a cancelled export left %d files", count(t, su, "Binary", pid)-binaries)
 	}
 }
 

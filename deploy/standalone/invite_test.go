@@ -34,19 +34,19 @@ func inviteBody(kv ...any) []byte {
 // mailTo waits for the .eml written for an address and returns its text.
 func mailTo(t *testing.T, addr string) string {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	var mail string
+	eventually(t, 15*time.Second, "an e-mail to "+addr, func() bool {
 		files, _ := filepath.Glob(filepath.Join(dataDir, "mail", "*.eml"))
 		for _, f := range files {
 			b, err := os.ReadFile(f)
 			if err == nil && strings.Contains(string(b), "<"+addr+">") {
-				return strings.ReplaceAll(string(b), "=\r\n", "")
+				mail = strings.ReplaceAll(string(b), "=\r\n", "")
+				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no e-mail to %s", addr)
-	return ""
+		return false
+	})
+	return mail
 }
 
 var setPasswordLink = regexp.MustCompile(`setpassword/([0-9a-f-]{36})/([0-9a-f]{64})`)

@@ -118,14 +118,9 @@ func TestTransactionDeadline(t *testing.T) {
 	if r.status != 504 {
 		t.Fatalf("status %d, want 504 (the transaction was meant to outlive its deadline)", r.status)
 	}
-	// The undo runs after the deadline; give it time, then nothing is left.
+	// The undo runs after the deadline: wait for it to leave nothing.
 	left := -1
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if left = count(t, su, "Patient", pid); left == 0 {
-			break
-		}
-	}
-	if left != 0 {
+	if !waitUntil(30*time.Second, func() bool { left = count(t, su, "Patient", pid); return left == 0 }) {
 		t.Fatalf("%d of the transaction's creates were left behind", left)
 	}
 }

@@ -309,19 +309,16 @@ func startMedplumApp(t *testing.T) medplumApp {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := client.Get(appURL + "signin")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+	served := waitUntil(30*time.Second, func() bool {
+		var resp *http.Response
+		if resp, err = client.Get(appURL + "signin"); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the app is not served at %s: %v", appURL, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if !served {
+		t.Fatalf("the app is not served at %s: %v", appURL, err)
 	}
 	return medplumApp{url: appURL, pinion: []string{pinionURL, baseFor(t)}}
 }

@@ -168,16 +168,12 @@ func TestMultiProcess(t *testing.T) {
 	}
 	// Back again: the same request succeeds, and the data is there.
 	procs["fhir"] = start(t, bin, "fhir", envOf("fhir"))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	recovered := waitUntil(30*time.Second, func() bool {
 		r = do(t, "GET", "fhir/R4/Patient/"+id, user, "", nil)
-		if r.status == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fhir did not recover: %d %s", r.status, r.body)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return r.status == 200
+	})
+	if !recovered {
+		t.Fatalf("fhir did not recover: %d %s", r.status, r.body)
 	}
 }
 
@@ -204,28 +200,25 @@ func ferretURI(data string) string { return "mongodb://" + url.PathEscape(ferret
 
 func waitSocket(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("nothing listens on %s", path)
+	waitListening(t, "unix", path)
 }
 
 func waitPort(t *testing.T, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			c.Close()
-			return
+	waitListening(t, "tcp", addr)
+}
+
+// waitListening waits until a connection to addr is accepted.
+func waitListening(t *testing.T, network, addr string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "something to listen on "+addr, func() bool {
+		c, err := net.DialTimeout(network, addr, time.Second)
+		if err != nil {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("nothing listens on %s", addr)
+		c.Close()
+		return true
+	})
 }
 
 // start runs a binary with the environment; its error lines go to stderr
@@ -325,6 +318,9 @@ func (p *supervised) run(t *testing.T, bin, name string, env, args []string) {
 		}
 		p.mu.Unlock()
 		if again {
+			// The supervisor's pause before a restart, as a real one
+			// (systemd's RestartSec) has, so a process that cannot start
+			// does not spin: part of the supervision, not a wait.
 			time.Sleep(300 * time.Millisecond)
 			p.run(t, bin, name, env, args)
 		}

@@ -77,12 +77,7 @@ func TestPasskeyInBrowser(t *testing.T) {
 	shot(t, ctx, "passkey-signin")
 	run(t, ctx, chromedp.Click(chromedp.Search(`//button[.="Use your passkey"]`)))
 	loc := ""
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if loc, _ = tryGet(ctx, chromedp.Location()); loc == consoleURL {
-			break
-		}
-	}
-	if loc != consoleURL {
+	if !waitUntil(10*time.Second, func() bool { loc, _ = tryGet(ctx, chromedp.Location()); return loc == consoleURL }) {
 		t.Fatalf("after the passkey, the browser is at %s: %s", loc, pageText(t, ctx))
 	}
 	if h1 := get(t, ctx, chromedp.Text(chromedp.CSS("h1"))); h1 != "Passkey clinic" {

@@ -65,16 +65,12 @@ func TestRestartKeepsData(t *testing.T) {
 
 func waitReadyAt(t *testing.T, b string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	eventually(t, 30*time.Second, b+"readyz to answer 200", func() bool {
 		resp, err := http.Get(b + "readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatal("not ready")
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 }

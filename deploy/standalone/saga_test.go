@@ -32,17 +32,14 @@ func TestInviteSurvivesServiceOutage(t *testing.T) {
 			if err := st.StartService(ctx, svc); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(30 * time.Second)
-			for {
+			done := waitUntil(30*time.Second, func() bool {
 				r = do(t, "GET", "fhir/R4/ProjectMembership?_project="+pid+"&profile-type=Practitioner", su, "", nil)
 				expect(t, r, 200)
-				if e, _ := r.json(t)["entry"].([]any); len(e) == 1 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("saga did not complete: %s", r.body)
-				}
-				time.Sleep(100 * time.Millisecond)
+				e, _ := r.json(t)["entry"].([]any)
+				return len(e) == 1
+			})
+			if !done {
+				t.Fatalf("saga did not complete: %s", r.body)
 			}
 			for _, q := range []string{"User?email=" + email, "Practitioner?email=" + email + "&_project=" + pid} {
 				r = do(t, "GET", "fhir/R4/"+q, su, "", nil)

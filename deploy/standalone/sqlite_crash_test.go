@@ -43,7 +43,7 @@ func TestStandaloneCrash(t *testing.T) {
 	go func() { done <- load.Run(context.Background(), cfg) }()
 	const kills = 2
 	for i := 0; i < kills; i++ {
-		time.Sleep(duration / (kills + 1))
+		time.Sleep(duration / (kills + 1)) // the kills' schedule, spread over the load: not a wait
 		pinion.kill()
 	}
 	res := <-done

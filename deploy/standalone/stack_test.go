@@ -98,18 +98,17 @@ func TestMain(m *testing.M) {
 }
 
 func waitReady() {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	ready := waitUntil(30*time.Second, func() bool {
 		resp, err := client.Get(base + "readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	if !ready {
+		panic("stack not ready")
 	}
-	panic("stack not ready")
 }
 
 // ownStack starts a stack of the test's own, on a fresh data directory with

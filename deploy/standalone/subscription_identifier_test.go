@@ -43,10 +43,8 @@ func TestSubscriptionBotByIdentifier(t *testing.T) {
 		return len(found) == 1
 	}
 	p := newPatient(t, tok, "Identified")["id"].(string)
-	for deadline := time.Now().Add(10 * time.Second); !recorded(p); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the bot named by identifier never ran; audit: %v", audits(t, sub, 0))
-		}
+	if !waitUntil(10*time.Second, func() bool { return recorded(p) }) {
+		t.Fatalf("the bot named by identifier never ran; audit: %v", audits(t, sub, 0))
 	}
 
 	// A second bot with the identifier: the delivery is refused as
@@ -56,15 +54,16 @@ func TestSubscriptionBotByIdentifier(t *testing.T) {
 	expect(t, q, 412)
 	newPatient(t, tok, "Ambiguous")
 	var dead map[string]any
-	for deadline := time.Now().Add(15 * time.Second); dead == nil; time.Sleep(50 * time.Millisecond) {
+	lettered := waitUntil(15*time.Second, func() bool {
 		for _, e := range audits(t, sub, 0) {
 			if e["outcome"] == "8" {
 				dead = e
 			}
 		}
-		if dead == nil && time.Now().After(deadline) {
-			t.Fatalf("no dead letter for the ambiguous identifier: %v", audits(t, sub, 0))
-		}
+		return dead != nil
+	})
+	if !lettered {
+		t.Fatalf("no dead letter for the ambiguous identifier: %v", audits(t, sub, 0))
 	}
 	if desc, _ := dead["outcomeDesc"].(string); !strings.Contains(strings.ToLower(desc), "multiple") {
 		t.Errorf("the dead letter's reason: %q", desc)

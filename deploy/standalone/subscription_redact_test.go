@@ -155,18 +155,15 @@ func TestSubscriptionBotInputRedacted(t *testing.T) {
 		"resourceType": "Patient", "name": []any{map[string]any{"family": "Botread"}}, "birthDate": "1970-01-01"}))
 	expect(t, r, 201)
 	want := r.json(t)["id"].(string) + ":false:true"
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	seen := waitUntil(10*time.Second, func() bool {
 		r := do(t, "GET", "fhir/R4/Basic?identifier=seen|"+want, su, "", nil)
 		expect(t, r, 200)
-		if _, found := bundleOf(t, r); len(found) == 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			r = do(t, "GET", "fhir/R4/Basic?_project="+pid, su, "", nil)
-			t.Fatalf("the bot never recorded %s; it recorded %s; audit %v", want, r.body, audits(t, sub, 0))
-		}
-		time.Sleep(50 * time.Millisecond)
+		_, found := bundleOf(t, r)
+		return len(found) == 1
+	})
+	if !seen {
+		r = do(t, "GET", "fhir/R4/Basic?_project="+pid, su, "", nil)
+		t.Fatalf("the bot never recorded %s; it recorded %s; audit %v", want, r.body, audits(t, sub, 0))
 	}
 }
 

@@ -45,7 +45,7 @@ func newHook(t *testing.T, status int) *hook {
 		h.mu.Lock()
 		st, delay := h.status, h.delay
 		h.mu.Unlock()
-		time.Sleep(delay)
+		time.Sleep(delay) // the endpoint's latency, set by the test: not a wait
 		w.WriteHeader(st)
 	}))
 	t.Cleanup(h.srv.Close)
@@ -90,9 +90,9 @@ func deliveryMessages(t *testing.T, pid string, want map[string]uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got := map[string]uint64{}
+	var got map[string]uint64
+	held := waitUntil(5*time.Second, func() bool {
+		got = map[string]uint64{}
 		for _, kind := range []string{"pending", "retry", "dead"} {
 			info, err := st.Info(ctx, jetstream.WithSubjectFilter("pinion.deliveries."+kind+"."+pid+".>"))
 			if err != nil {
@@ -102,13 +102,10 @@ func deliveryMessages(t *testing.T, pid string, want map[string]uint64) {
 				got[kind] += n
 			}
 		}
-		if got["pending"] == want["pending"] && got["retry"] == want["retry"] && got["dead"] == want["dead"] {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("delivery stream holds %v of the project's messages, want %v", got, want)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return got["pending"] == want["pending"] && got["retry"] == want["retry"] && got["dead"] == want["dead"]
+	})
+	if !held {
+		t.Fatalf("delivery stream holds %v of the project's messages, want %v", got, want)
 	}
 }
 
@@ -148,16 +145,14 @@ func newPatient(t *testing.T, tok, family string) map[string]any {
 func audits(t *testing.T, sub string, want int) []map[string]any {
 	t.Helper()
 	su := superToken(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var entries []map[string]any
+	waitUntil(10*time.Second, func() bool {
 		r := do(t, "GET", "fhir/R4/AuditEvent?entity=Subscription/"+sub+"&_count=100", su, "", nil)
 		expect(t, r, 200)
-		_, entries := bundleOf(t, r)
-		if len(entries) >= want || time.Now().After(deadline) {
-			return entries
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		_, entries = bundleOf(t, r)
+		return len(entries) >= want
+	}) // fewer after the wait: the callers say what they wanted
+	return entries
 }
 
 func TestSubscriptionRestHook(t *testing.T) {
@@ -293,12 +288,8 @@ func TestSubscriptionRetriesDoNotHoldUpOthers(t *testing.T) {
 	for i := 0; i < writes; i++ {
 		newPatient(t, failingTok, "Failing")
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for failed.Load() < writes {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d first attempts of %d writes in 20 s", failed.Load(), writes)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !waitUntil(20*time.Second, func() bool { return failed.Load() >= writes }) {
+		t.Fatalf("%d first attempts of %d writes in 20 s", failed.Load(), writes)
 	}
 	anotherProjectDelivers(t, fmt.Sprintf("%d deliveries retrying", writes))
 }
@@ -344,12 +335,8 @@ func TestSubscriptionHangingEndpointKeepsToItsShare(t *testing.T) {
 	for i := 0; i < writes; i++ {
 		newPatient(t, hangingTok, "Hanging")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for inFlight.Load() < 48 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d deliveries reached the hanging endpoint in 10 s", inFlight.Load())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !waitUntil(10*time.Second, func() bool { return inFlight.Load() >= 48 }) {
+		t.Fatalf("%d deliveries reached the hanging endpoint in 10 s", inFlight.Load())
 	}
 	anotherProjectDelivers(t, fmt.Sprintf("%d deliveries hanging", inFlight.Load()))
 	if n := most.Load(); n != 48 {
@@ -372,18 +359,17 @@ func TestSubscriptionRunsBot(t *testing.T) {
 	sub := newSubscription(t, tok, "Patient", "Bot/"+bot)
 	recorded := func(want string) map[string]any {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		var found []map[string]any
+		seen := waitUntil(10*time.Second, func() bool {
 			r := do(t, "GET", "fhir/R4/Basic?identifier=seen|"+want, tok, "", nil)
 			expect(t, r, 200)
-			if _, found := bundleOf(t, r); len(found) == 1 {
-				return found[0]
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the bot never recorded %s; its audit: %v", want, audits(t, sub, 0))
-			}
-			time.Sleep(50 * time.Millisecond)
+			_, found = bundleOf(t, r)
+			return len(found) == 1
+		})
+		if !seen {
+			t.Fatalf("the bot never recorded %s; its audit: %v", want, audits(t, sub, 0))
 		}
+		return found[0]
 	}
 	p := newPatient(t, tok, "Botty")
 	id := p["id"].(string)

@@ -48,24 +48,33 @@ func cluster(t *testing.T, n int) []*server.Server {
 		}
 	}
 	// JetStream answers once the servers are routed and have a meta leader.
-	deadline := time.Now().Add(20 * time.Second)
-	for _, s := range out {
-		for !s.JetStreamIsCurrent() || s.NumRoutes() < n-1 {
-			if time.Now().After(deadline) {
-				t.Fatalf("no cluster: %s has %d routes, JetStream current %v", s.Name(), s.NumRoutes(), s.JetStreamIsCurrent())
+	eventually(t, "every server routed to the others and JetStream current", func() bool {
+		for _, s := range out {
+			if !s.JetStreamIsCurrent() || s.NumRoutes() < n-1 {
+				return false
 			}
-			time.Sleep(50 * time.Millisecond)
 		}
-	}
+		return true
+	})
 	// A stream is placed only on servers the meta leader has statistics
 	// from, which arrive a moment after the routes.
-	for online(out) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the meta leader sees %d of %d servers online", online(out), n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually(t, fmt.Sprintf("the meta leader to see all %d servers online", n), func() bool { return online(out) >= n })
 	return out
+}
+
+// eventually polls cond until it holds, failing the test, naming what it
+// waited for, after 30 s: a cluster's routes and meta leader, or a
+// consumer's new leader, take seconds. (testenv.Eventually is built on
+// this package, so its tests cannot import it.)
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for pause := time.Millisecond; !cond(); pause = min(2*pause, 50*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30s for %s", what)
+		}
+		time.Sleep(pause)
+	}
 }
 
 // online is how many servers the cluster's meta leader offers for placement.
@@ -187,13 +196,11 @@ func TestScheduledMessageSurvivesLeaderLoss(t *testing.T) {
 			s.Shutdown()
 		}
 	}
-	// A fetch ends early while the consumer's leader changes: fetch again.
 	got := 0
-	for deadline := time.Now().Add(30 * time.Second); got == 0 && time.Now().Before(deadline); {
+	eventually(t, "the scheduled message to fire after the leader was lost", func() bool {
 		batch, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			time.Sleep(100 * time.Millisecond)
-			continue
+			return false // a fetch ends early while the consumer's leader changes: fetch again
 		}
 		for m := range batch.Messages() {
 			got++
@@ -208,7 +215,8 @@ func TestScheduledMessageSurvivesLeaderLoss(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-	}
+		return got > 0
+	})
 	if got != 1 {
 		t.Fatalf("%d scheduled messages fired after the leader was lost, want 1", got)
 	}

@@ -2,6 +2,9 @@ package embedded
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,23 +141,17 @@ func TestNATSCluster(t *testing.T) {
 		return ns
 	}
 	servers := []*server.Server{start(0, pw[RoutePasswordKey]), start(1, pw[RoutePasswordKey]), start(2, pw[RoutePasswordKey])}
-	deadline := time.Now().Add(20 * time.Second)
-	for _, s := range servers {
-		for peers(t, s) < 2 || !s.JetStreamIsCurrent() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d peers, JetStream current %v", s.Name(), peers(t, s), s.JetStreamIsCurrent())
+	eventually(t, "each server routed to the other two and JetStream current", func() bool {
+		for _, s := range servers {
+			if peers(t, s) < 2 || !s.JetStreamIsCurrent() {
+				return false
 			}
-			time.Sleep(50 * time.Millisecond)
 		}
-	}
+		return true
+	})
 	// A bucket is placed only on servers the meta leader has statistics
 	// from, which arrive a moment after the routes.
-	for online(servers) < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the meta leader sees %d of 3 servers online", online(servers))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually(t, "the meta leader to see all 3 servers online", func() bool { return online(servers) >= 3 })
 	nc, err := nats.Connect("nats://identity:" + pw["identity"] + "@" + servers[1].Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -171,25 +168,68 @@ func TestNATSCluster(t *testing.T) {
 		t.Fatal("bucket not on three servers")
 	}
 	// A fourth server with a wrong password: the others refuse its routes.
+	// Each refusal is logged where the route arrives; once every server has
+	// refused the intruder, none of them may hold a route to it. (The
+	// intruder itself lists a route for a moment while each attempt is
+	// being refused, so only the servers that must refuse it tell whether
+	// one was accepted.)
+	refused := make([]*routeRefusals, len(servers))
+	for i, s := range servers {
+		refused[i] = &routeRefusals{}
+		s.SetLogger(refused[i], false, false)
+	}
 	intruder, err := StartNATS(NATSOptions{Dir: t.TempDir(), Addr: "127.0.0.1:0", Users: users,
 		ClusterAddr: loopback.FreeAddr(t), Routes: routes, RoutePassword: "wrong"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer intruder.Shutdown()
-	// A second of the intruder's route attempts, watched from the
-	// cluster's side: the intruder itself lists a route for a moment while
-	// each attempt is being refused, so only the servers that must refuse
-	// it tell whether one was accepted.
-	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		for i, s := range servers {
-			if routesTo(t, s, intruder.ID()) {
-				t.Fatalf("server %d accepted a route from a server with the wrong route password", i)
+	eventually(t, "every server to refuse the intruder's route", func() bool {
+		for _, r := range refused {
+			if r.n.Load() == 0 {
+				return false
 			}
+		}
+		return true
+	})
+	for i, s := range servers {
+		if routesTo(t, s, intruder.ID()) {
+			t.Fatalf("server %d accepted a route from a server with the wrong route password", i)
 		}
 	}
 	if n := peers(t, servers[0]); n != 2 {
 		t.Fatalf("the cluster's first server has %d peers, want 2", n)
+	}
+}
+
+// routeRefusals is a server's log, counting the route connections it
+// refused for their credentials.
+type routeRefusals struct{ n atomic.Int32 }
+
+func (r *routeRefusals) Errorf(format string, v ...any) {
+	// A route's lines name it "rid:"; a refusal is the authentication error.
+	if line := fmt.Sprintf(format, v...); strings.Contains(line, " - rid:") && strings.Contains(line, server.ErrAuthentication.Error()) {
+		r.n.Add(1)
+	}
+}
+func (*routeRefusals) Noticef(string, ...any) {}
+func (*routeRefusals) Warnf(string, ...any)   {}
+func (*routeRefusals) Fatalf(string, ...any)  {}
+func (*routeRefusals) Debugf(string, ...any)  {}
+func (*routeRefusals) Tracef(string, ...any)  {}
+
+// eventually polls cond until it holds, failing the test, naming what it
+// waited for, after 20 s: a cluster's routes and meta leader take
+// seconds. (testenv.Eventually is built on this package, so its tests
+// cannot import it.)
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for pause := time.Millisecond; !cond(); pause = min(2*pause, 50*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 20s for %s", what)
+		}
+		time.Sleep(pause)
 	}
 }
 

@@ -148,32 +148,33 @@ func TestCacheFollowsOtherInstances(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually(t, "the other instance to serve the new version", func() bool {
 		got, err := r2.Read(ctx, sc, "Patient", res.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.VersionID == v2.VersionID {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the other instance still serves the old version")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return got.VersionID == v2.VersionID
+	})
 	if err := r1.Delete(ctx, sc, "Patient", res.ID); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	eventually(t, "the other instance to answer 410 for the deleted resource", func() bool {
 		_, err := r2.Read(ctx, sc, "Patient", res.ID)
-		if statusOf(err) == 410 {
-			break
-		}
+		return statusOf(err) == 410
+	})
+}
+
+// eventually polls cond until it holds, failing the test, naming what it
+// waited for, after 10 s (testenv.WaitLimit; testenv is built on this
+// package, so its tests cannot import it).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for pause := time.Millisecond; !cond(); pause = min(2*pause, 50*time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the other instance still serves a deleted resource: %v", err)
+			t.Fatalf("waited 10s for %s", what)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(pause)
 	}
 }
 
@@ -433,7 +434,8 @@ func TestOutbox(t *testing.T) {
 	defer func() { outboxGrace = 3 * time.Second }()
 	// The relay takes events recorded before now, to the millisecond: let
 	// one pass, or a fast store leaves the event in the same millisecond
-	// as the relay and it is (rightly) not yet due.
+	// as the relay and it is (rightly) not yet due. A clock that must pass,
+	// not an event to wait for: two milliseconds always cross into the next.
 	time.Sleep(2 * time.Millisecond)
 	n, err := r.RelayOnce(ctx)
 	if err != nil || n != 1 {

@@ -62,25 +62,32 @@ func TestLoginsExpire(t *testing.T) {
 	if _, _, _, err := v.Lookup(ctx, "l1"); err != nil {
 		t.Fatalf("fresh login: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually(t, "the view to forget the login its bucket dropped", func() bool {
 		v.mu.RLock()
+		defer v.mu.RUnlock()
 		_, held := v.logins["l1"]
-		v.mu.RUnlock()
-		if !held {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the view still holds a login its bucket dropped")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return !held
+	})
 	if _, _, _, err := v.Lookup(ctx, "l1"); !errors.Is(err, ErrInactive) {
 		t.Fatalf("expired login looked up: %v", err)
 	}
 	// Memberships have no TTL.
 	if _, err := s.GetMembership(ctx, "m1"); err != nil {
 		t.Fatalf("membership gone with the login: %v", err)
+	}
+}
+
+// eventually polls cond until it holds, failing the test, naming what it
+// waited for, after 10 s (testenv.WaitLimit; testenv is built on this
+// package, so its tests cannot import it).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for pause := time.Millisecond; !cond(); pause = min(2*pause, 50*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %s", what)
+		}
+		time.Sleep(pause)
 	}
 }
 

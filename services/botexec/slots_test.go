@@ -2,8 +2,11 @@ package botexec
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/pinion-health/pinion/pkg/testenv"
 )
 
 // slots makes a project bound of max whose runs wait at most wait.
@@ -50,13 +53,7 @@ func refs(p *projectSlots, project string) int {
 // waitFor waits until the project has n runs holding or waiting.
 func waitFor(t *testing.T, p *projectSlots, project string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for refs(p, project) != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d runs, want %d", project, refs(p, project), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, fmt.Sprintf("%s to have %d runs holding or waiting", project, n), func() bool { return refs(p, project) == n })
 }
 
 func TestNewProjectSlots(t *testing.T) {

@@ -64,6 +64,9 @@ func (v *violations) String() string { return strings.Join(v.all(), "\n") }
 func (v *violations) waitFor(subject string) bool {
 	return waitUntil(2*time.Second, func() bool { return v.has(subject) })
 }
+
+// waitUntil polls ok until it holds or d has passed, and reports whether
+// it held: the package's one wait on a condition.
 func waitUntil(d time.Duration, ok func() bool) bool {
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if ok() {

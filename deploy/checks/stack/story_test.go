@@ -72,18 +72,17 @@ func (c *client) expect(status int, method, path, token, contentType string, bod
 // waitReady waits for the gateway's /readyz.
 func (c *client) waitReady(timeout time.Duration) {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	ready := waitUntil(timeout, func() bool {
 		resp, err := c.http.Get(c.base + "readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(100 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if !ready {
+		c.t.Fatalf("gateway at %s not ready after %s", c.base, timeout)
 	}
-	c.t.Fatalf("gateway at %s not ready after %s", c.base, timeout)
 }
 
 func (c *client) clientToken(id, secret string) string {
@@ -162,14 +161,8 @@ func runStory(t *testing.T, c *client, superID, superSecret string, o storyOptio
 	c.expect(200, "POST", "admin/projects/"+pid+"/invite", su, "application/json", map[string]any{
 		"resourceType": "Practitioner", "firstName": "Em", "lastName": "Ail", "email": "em@example.com",
 	})
-	if o.mailDir != nil {
-		deadline := time.Now().Add(15 * time.Second)
-		for len(o.mailDir()) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("no invitation e-mail written")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+	if o.mailDir != nil && !waitUntil(15*time.Second, func() bool { return len(o.mailDir()) > 0 }) {
+		t.Fatal("no invitation e-mail written")
 	}
 
 	// A bot that writes and reads through its medplum client: botexec calls

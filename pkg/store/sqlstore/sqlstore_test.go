@@ -170,9 +170,7 @@ func TestGroupCommit(t *testing.T) {
 		go func() { errs <- s.Write(ctx, mk(fmt.Sprint(i))) }()
 	}
 	go func() { errs <- s.Write(ctx, mk("taken")) }()
-	for s.w.queue.len() < n+1 {
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, fmt.Sprintf("%d writes queued behind the busy writer", n+1), func() bool { return s.w.queue.len() >= n+1 })
 	close(release)
 	exists := 0
 	for range n + 1 {
@@ -417,14 +415,10 @@ func TestWritesTakeTurns(t *testing.T) {
 	var dones []chan error
 	for i := range 4 {
 		dones = append(dones, call("busy", fmt.Sprint("heavy", i), heavyBytes+1))
-		for s.w.queue.len() < i+1 {
-			time.Sleep(time.Millisecond)
-		}
+		eventually(t, fmt.Sprintf("heavy call %d queued", i), func() bool { return s.w.queue.len() >= i+1 })
 	}
 	dones = append(dones, call("quiet", "small", 100))
-	for s.w.queue.len() < 5 {
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, "the small call queued behind the heavy ones", func() bool { return s.w.queue.len() >= 5 })
 	before := s.w.txs.Load()
 	close(release)
 	for _, d := range dones {

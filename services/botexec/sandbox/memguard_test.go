@@ -102,17 +102,9 @@ func TestGuardStopsWhenIdle(t *testing.T) {
 		t.Fatal("watching a run did not start the guard")
 	}
 	done()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually(t, "the guard to stop sampling with no runs", func() bool {
 		g.mu.Lock()
-		active := g.active
-		g.mu.Unlock()
-		if !active {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the guard kept sampling with no runs")
-		}
-		time.Sleep(guardInterval)
-	}
+		defer g.mu.Unlock()
+		return !g.active
+	})
 }

@@ -327,7 +327,7 @@ func TestMedplumClient(t *testing.T) {
 	})
 	t.Run("many concurrent requests all answered", func(t *testing.T) {
 		host := &fakeHost{respond: func(r hostCallRecord) (int, string, []byte, error) {
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // a host's latency, so the fifty calls overlap: not a wait
 			return 200, "application/json", []byte(`{"path":"` + r.Path + `"}`), nil
 		}}
 		res := runBot(t, `exports.handler = async (m) => (await Promise.all(Array.from({length: 50}, (_, i) => m.get('Patient/' + i)))).length;`, Event{}, host, Limits{})
@@ -587,10 +587,7 @@ func TestLimits(t *testing.T) {
 		// The abandoned join goes on allocating until it returns: wait for
 		// it, or it lands in the next test's measures (TestEchoRunAllocates
 		// under -count).
-		deadline := time.Now().Add(time.Minute)
-		for stuckLive.Load() > 0 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		eventually(t, "the abandoned join to return", func() bool { return stuckLive.Load() == 0 })
 	})
 	t.Run("context cancellation", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -919,5 +916,19 @@ func TestSyntaxErrors(t *testing.T) {
 				t.Errorf("expression %v, want prefix %q", ex, tt.expr)
 			}
 		})
+	}
+}
+
+// eventually polls cond until it holds, failing the test, naming what it
+// waited for, after a minute: an abandoned built-in goes on to its end,
+// which takes seconds on a loaded machine.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for pause := time.Millisecond; !cond(); pause = min(2*pause, 50*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %s", what)
+		}
+		time.Sleep(pause)
 	}
 }

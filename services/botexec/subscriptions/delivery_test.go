@@ -25,7 +25,7 @@ func TestKeyedRunnerKeepsOrderPerKey(t *testing.T) {
 					break
 				}
 			}
-			time.Sleep(100 * time.Microsecond)
+			time.Sleep(100 * time.Microsecond) // work that takes a while, so runs of other keys overlap: not a wait
 			mu.Lock()
 			seen[key] = append(seen[key], i)
 			mu.Unlock()

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -126,19 +127,13 @@ func TestWatchdogKillsAWorkerThatDoesNotAnswer(t *testing.T) {
 // /proc/<pid>/stat).
 func waitStopped(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually(t, fmt.Sprintf("process %d to stop", pid), func() bool {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil {
 			t.Fatal(err)
 		}
 		// The state follows the command name, which is in parentheses.
-		if i := strings.LastIndexByte(string(b), ')'); i > 0 && len(b) > i+2 && b[i+2] == 'T' {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d not stopped within 10 s: %s", pid, b)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		i := strings.LastIndexByte(string(b), ')')
+		return i > 0 && len(b) > i+2 && b[i+2] == 'T'
+	})
 }

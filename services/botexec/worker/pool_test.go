@@ -32,15 +32,22 @@ func solo(t *testing.T) *Pool {
 // one starts in the background).
 func liveWorker(t *testing.T, p *Pool) *proc {
 	t.Helper()
+	var pr *proc
+	eventually(t, "a live worker", func() bool { pr = p.slots[0].current(); return pr != nil })
+	return pr
+}
+
+// eventually polls cond until it holds, failing the test, naming what it
+// waited for, after 10 s (testenv.WaitLimit; this package's tests, which
+// run as the workers too, do without testenv's NATS and store).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if pr := p.slots[0].current(); pr != nil {
-			return pr
-		}
+	for pause := time.Millisecond; !cond(); pause = min(2*pause, 50*time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("no live worker within 10 s")
+			t.Fatalf("waited 10s for %s", what)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(pause)
 	}
 }
 

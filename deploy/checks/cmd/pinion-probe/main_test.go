@@ -14,6 +14,8 @@ func TestProbe(t *testing.T) {
 		case "/livez":
 			_, _ = w.Write([]byte(`{"ok":true}`))
 		case "/slow":
+			// Slower than the probe's deadline on purpose: the probe must
+			// give up, so this is the case under test, not a wait.
 			time.Sleep(500 * time.Millisecond)
 		default:
 			w.WriteHeader(http.StatusServiceUnavailable)
