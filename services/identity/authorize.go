@@ -19,6 +19,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/authserver"
 	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/identity/factors"
 	"github.com/pinion-health/pinion/services/identity/web"
@@ -381,7 +382,7 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b web.Browser, a a
 	}
 	l := a.login(bs, membership)
 	loginID := uuid.NewString()
-	code := newCode(loginID, &l, time.Now())
+	code := authserver.NewCode(loginID, &l, time.Now())
 	if err := s.putSignIn(ctx, r, loginID, &l); err != nil {
 		return nil, err
 	}

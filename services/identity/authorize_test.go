@@ -731,7 +731,8 @@ func TestCodeBoundToItsClient(t *testing.T) {
 		{"another client's credentials", cb, map[string]string{"Authorization": basicAuth(other.id, other.secret)}, 400, "invalid_grant"},
 		{"another redirect_uri", url.Values{"redirect_uri": {webCallback + "2"}}, map[string]string{"Authorization": basicAuth(app.id, app.secret)}, 400, "invalid_grant"},
 		{"no redirect_uri", nil, map[string]string{"Authorization": basicAuth(app.id, app.secret)}, 400, "invalid_grant"},
-		{"secret twice", url.Values{"client_secret": {app.secret}, "redirect_uri": {webCallback}}, map[string]string{"Authorization": basicAuth(app.id, app.secret)}, 400, "invalid_request"},
+		{"two different secrets", url.Values{"client_secret": {"wrong-" + app.secret}, "redirect_uri": {webCallback}}, map[string]string{"Authorization": basicAuth(app.id, app.secret)}, 400, "invalid_request"},
+		{"the same secret twice (Medplum's client may)", url.Values{"client_secret": {app.secret}, "redirect_uri": {webCallback}}, map[string]string{"Authorization": basicAuth(app.id, app.secret)}, 200, ""},
 		{"client_secret_post", url.Values{"client_id": {app.id}, "client_secret": {app.secret}, "redirect_uri": {webCallback}}, nil, 200, ""},
 		{"client_secret_basic", cb, map[string]string{"Authorization": basicAuth(app.id, app.secret)}, 200, ""},
 	}

@@ -50,7 +50,7 @@ func TestBootstrapFirstStart(t *testing.T) {
 	if err != nil || !m.SuperAdmin || !m.Admin || !m.Active || m.Profile != "ClientApplication/"+b.ClientID || m.Project != clients.SuperAdminProjectID {
 		t.Fatalf("session membership %+v %v", m, err)
 	}
-	resp, err := live.svc.basic(ctx, &bus.Request{Body: []byte(`{"id":"` + b.ClientID + `","secret":"` + b.Secret + `"}`)})
+	resp, err := live.svc.oauth.Basic(ctx, &bus.Request{Body: []byte(`{"id":"` + b.ClientID + `","secret":"` + b.Secret + `"}`)})
 	// One login per client and membership, the same at every start.
 	login := uuid.NewSHA1(account.IDNamespace, []byte("client-login:"+b.ClientID+":"+clients.SuperAdminMembershipID("ClientApplication/"+b.ClientID))).String()
 	if body := decoded(t, resp, err, 200); body["loginId"] != login {
@@ -66,8 +66,8 @@ func TestBootstrapRestart(t *testing.T) {
 	if s.SuperAdmin != want {
 		t.Fatalf("after a restart %+v, want %+v", s.SuperAdmin, want)
 	}
-	if s.signer.Key.ID != live.svc.signer.Key.ID || !s.signer.Key.Private.Equal(live.svc.signer.Key.Private) {
-		t.Fatalf("a restart made a new signing key: %s, was %s", s.signer.Key.ID, live.svc.signer.Key.ID)
+	if s.oauth.Signer().Key.ID != live.svc.oauth.Signer().Key.ID || !s.oauth.Signer().Key.Private.Equal(live.svc.oauth.Signer().Key.Private) {
+		t.Fatalf("a restart made a new signing key: %s, was %s", s.oauth.Signer().Key.ID, live.svc.oauth.Signer().Key.ID)
 	}
 	data, _ := os.ReadFile(filepath.Join(live.cfg.DataDir, clients.SuperAdminFile))
 	if !strings.Contains(string(data), live.svc.SuperAdmin.Secret) {
@@ -85,7 +85,7 @@ func TestBootstrapConfiguredSecretRotates(t *testing.T) {
 	first, second := auth.NewSecret(), auth.NewSecret()
 	check := func(s *Service, secret string, status int) {
 		t.Helper()
-		_, err := s.basic(ctx, &bus.Request{Body: []byte(`{"id":"` + id + `","secret":"` + secret + `"}`), Remote: "10.9.0.1"})
+		_, err := s.oauth.Basic(ctx, &bus.Request{Body: []byte(`{"id":"` + id + `","secret":"` + secret + `"}`), Remote: "10.9.0.1"})
 		if got := fhir.AsError(err).Status; err == nil && status != 200 || err != nil && got != status {
 			t.Fatalf("secret: %v, want %d", err, status)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/internal/testkit"
 )
 
 // A client deactivated a moment ago is refused by a token request that
@@ -20,7 +21,7 @@ func TestClientTokenAfterDeactivation(t *testing.T) {
 	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {secret}}
 	call := func(rev uint64) *bus.Response {
 		r := formRequest(form, map[string]string{session.AppliedHeader: strconv.FormatUint(rev, 10)})
-		resp, err := live.svc.token(context.Background(), r)
+		resp, err := live.svc.oauth.Token(context.Background(), r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,5 +49,5 @@ func TestClientTokenAfterDeactivation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expectTokenError(t, call(rev), 400, "unauthorized_client", "Profile not active")
+	testkit.TokenError(t, call(rev), 400, "unauthorized_client", "Profile not active")
 }

@@ -88,7 +88,7 @@ func clientToken(t *testing.T, id, secret, remote string, form url.Values) *bus.
 	form.Set("grant_type", "client_credentials")
 	r := formRequest(form, map[string]string{"Authorization": basic(url.QueryEscape(id) + ":" + url.QueryEscape(secret))})
 	r.Remote = remote
-	resp, err := live.svc.token(context.Background(), r)
+	resp, err := live.svc.oauth.Token(context.Background(), r)
 	if err != nil {
 		t.Fatalf("the token endpoint failed: %v", err)
 	}
@@ -103,7 +103,7 @@ func expectSecret(t *testing.T, id, secret string, works bool) {
 		t.Fatalf("the secret does not work: %d %s", resp.Status, resp.Body)
 	}
 	if !works {
-		expectTokenError(t, resp, 401, "invalid_client", "Invalid secret")
+		testkit.TokenError(t, resp, 401, "invalid_client", "Invalid secret")
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/authserver"
 	"github.com/pinion-health/pinion/services/identity/factors"
 )
 
@@ -43,7 +44,12 @@ const (
 // person it answers for gets tokens for their membership in the client's
 // project (membership_id, or the first). The provider vouches for its
 // token; the answer's sub or e-mail is matched as at /auth/external.
-func (s *Service) tokenExchange(ctx context.Context, r *bus.Request, form url.Values) (*bus.Response, error) {
+type tokenExchange struct{ s *Service }
+
+func (tokenExchange) Type() string { return grantTokenExchange }
+
+func (g tokenExchange) Issue(ctx context.Context, r *bus.Request, form url.Values) (*bus.Response, error) {
+	s := g.s
 	return s.exchangeExternal(ctx, r, form.Get("client_id"), form.Get("subject_token"), form.Get("subject_token_type"),
 		form.Get("membership_id"), form.Get("scope"), form.Get("nonce"))
 }
@@ -69,8 +75,8 @@ func (s *Service) authExchangeAlias(ctx context.Context, r *bus.Request) (*bus.R
 		return nil, fhir.Invalid(issues...)
 	}
 	resp, err := s.exchangeExternal(ctx, r, in.ClientID, in.ExternalAccessToken, tokenTypeAccessToken, "", "", "")
-	if no := (*refusal)(nil); errors.As(err, &no) {
-		return no.response(), nil
+	if no := (*authserver.Refusal)(nil); errors.As(err, &no) {
+		return no.Response(), nil
 	}
 	return resp, err
 }
@@ -78,16 +84,16 @@ func (s *Service) authExchangeAlias(ctx context.Context, r *bus.Request) (*bus.R
 func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID, subjectToken, subjectType, membershipID, scope, nonce string) (*bus.Response, error) {
 	switch {
 	case clientID == "" || len(clientID) > 64:
-		return nil, &refusal{"invalid_request", "Invalid client", 0}
+		return nil, authserver.InvalidRequest("Invalid client")
 	case subjectToken == "" || len(subjectToken) > maxSubjectToken:
-		return nil, &refusal{"invalid_request", "Invalid subject_token", 0}
+		return nil, authserver.InvalidRequest("Invalid subject_token")
 	case subjectType != tokenTypeAccessToken:
-		return nil, &refusal{"invalid_request", "Invalid subject_token_type", 0}
+		return nil, authserver.InvalidRequest("Invalid subject_token_type")
 	}
 	res, err := s.repo.Read(ctx, repo.AllProjects, "ClientApplication", clientID)
 	var fe *fhir.Error
 	if errors.As(err, &fe) && fe.Status == 404 {
-		return nil, &refusal{"invalid_request", "Invalid client", 0}
+		return nil, authserver.InvalidRequest("Invalid client")
 	}
 	if err != nil {
 		return nil, err
@@ -97,7 +103,7 @@ func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID
 		return nil, err
 	}
 	if idp == nil {
-		return nil, &refusal{"invalid_request", "Invalid client", 0}
+		return nil, authserver.InvalidRequest("Invalid client")
 	}
 	claims, err := s.externalUserInfo(ctx, idp, subjectToken)
 	if err != nil {
@@ -105,17 +111,17 @@ func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID
 	}
 	email, externalID, err := claims.identity(idp)
 	if err != nil {
-		return nil, &refusal{"invalid_request", fhirText(err), 0}
+		return nil, authserver.InvalidRequest(fhirText(err))
 	}
 	userRef, choices, err := s.externalMember(ctx, email, externalID, res.Project)
 	if err != nil {
-		return nil, &refusal{"invalid_request", fhirText(err), 0}
+		return nil, authserver.InvalidRequest(fhirText(err))
 	}
 	chosen := choices[0]
 	if membershipID != "" {
 		i := slices.IndexFunc(choices, func(c account.Choice) bool { return c.ID == membershipID })
 		if i < 0 {
-			return nil, &refusal{"invalid_request", "Membership not found", 0}
+			return nil, authserver.InvalidRequest("Membership not found")
 		}
 		chosen = choices[i]
 	}
@@ -128,13 +134,13 @@ func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID
 		return nil, err
 	}
 	if step != "" {
-		return nil, &refusal{"invalid_request", secondFactorText, 0}
+		return nil, authserver.InvalidRequest(secondFactorText)
 	}
 	if err := s.checkSignIn(ctx, chosen.ID, r.Remote, proof); err != nil {
 		if errors.Is(err, errFactorOwed) {
-			return nil, &refusal{"invalid_request", secondFactorText, 0}
+			return nil, authserver.InvalidRequest(secondFactorText)
 		}
-		return nil, &refusal{"invalid_request", fhirText(err), 0}
+		return nil, authserver.InvalidRequest(fhirText(err))
 	}
 	if scope == "" {
 		scope = "openid offline"
@@ -146,13 +152,13 @@ func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID
 	l := session.Login{User: userRef, Client: clientID, Scope: scope, Nonce: nonce, Membership: chosen.ID,
 		AuthTime: now.Unix(), Start: now.UnixMilli(), Project: res.Project, Granted: true,
 		ProviderProject: res.Project, ProviderMFA: proof.ProviderMFA}
-	refresh := rotateRefresh(&l)
+	refresh := authserver.RotateRefresh(&l)
 	l.SetOrigin(authExchange, r.Remote, r.Get("User-Agent"))
 	loginID := uuid.NewString()
 	if err := s.putExternalSignIn(ctx, loginID, &l); err != nil {
 		return nil, err
 	}
-	return s.userTokens(ctx, loginID, &l, refresh)
+	return s.oauth.UserTokens(ctx, loginID, &l, refresh)
 }
 
 // secondFactorText refuses a token exchange for a person who owes a
@@ -172,10 +178,10 @@ func fhirText(err error) string {
 // is for. Only a JSON answer is taken: a JWT one would need its own
 // verification, which Medplum skips.
 func (s *Service) externalUserInfo(ctx context.Context, idp *identityProvider, token string) (*externalClaims, error) {
-	failed := &refusal{"invalid_request", "Failed to verify code - check your identity provider configuration", 0}
+	failed := authserver.InvalidRequest("Failed to verify code - check your identity provider configuration")
 	u, err := url.Parse(idp.UserInfoURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, &refusal{"invalid_request", "Invalid user info URL - check your identity provider configuration", 0}
+		return nil, authserver.InvalidRequest("Invalid user info URL - check your identity provider configuration")
 	}
 	ctx, cancel := context.WithTimeout(ctx, externalTimeout)
 	defer cancel()
@@ -199,7 +205,7 @@ func (s *Service) externalUserInfo(ctx context.Context, idp *identityProvider, t
 		return nil, failed
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" {
-		return nil, &refusal{"invalid_request", "Failed to verify code - unsupported content type: " + mt, 0}
+		return nil, authserver.InvalidRequest("Failed to verify code - unsupported content type: " + mt)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUserInfo+1))
 	if err != nil || len(body) > maxUserInfo {

@@ -2,9 +2,13 @@ package identity
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/pinion-health/pinion/pkg/bus"
 )
 
 func TestTokenExchange(t *testing.T) {
@@ -69,5 +73,24 @@ func TestTokenExchange(t *testing.T) {
 				t.Fatalf("answered %v, want invalid_request %q", out, tc.text)
 			}
 		})
+	}
+}
+
+// The token exchange is a grant of its own, which discovery names after
+// the authorization server's.
+func TestDiscoveryNamesTheTokenExchange(t *testing.T) {
+	resp, err := live.svc.oauth.Discovery(context.Background(), &bus.Request{Method: "GET", Path: "/.well-known/openid-configuration"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Grants []string `json:"grant_types_supported"`
+	}
+	if err := json.Unmarshal(resp.Body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"client_credentials", "authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:token-exchange"}
+	if !slices.Equal(doc.Grants, want) {
+		t.Fatalf("grant_types_supported %v, want %v", doc.Grants, want)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/authserver"
 	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/identity/factors"
 )
@@ -218,7 +219,7 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 			l.Membership = choices[0].ID
 			q := target.Query()
 			q.Set("login", loginID)
-			q.Set("code", newCode(loginID, &l, now))
+			q.Set("code", authserver.NewCode(loginID, &l, now))
 			target.RawQuery = q.Encode()
 		}
 	}

@@ -33,13 +33,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/access"
-	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/infra"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/authserver"
 	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/identity/consent"
 	"github.com/pinion-health/pinion/services/identity/factors"
@@ -95,14 +95,11 @@ type Service struct {
 	secrets  *secrets.Store
 	sessions *session.Store
 	log      *slog.Logger
-	signer   *auth.Signer
-	idSigner *auth.Signer // ID tokens, RS256 (idtoken.go)
 	svc      *bus.Service
 	policies *access.Policies
 
-	assertions *assertions // client assertions (private_key_jwt)
-
 	clients *clients.Service
+	oauth   *authserver.Service // the authorization server
 
 	browsers jetstream.KeyValue // signed-in browsers
 	consents *consent.Store     // people's consents to clients
@@ -146,27 +143,24 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 	pages := web.New(cfg.BaseURL, sec)
 	limiter := limits.NewSignIns()
 	accounts := account.New(account.Config{BaseURL: cfg.BaseURL, BreachURL: cfg.BreachURL}, nc, js, r, sec, sessions, pages, log)
-	return &Service{
-		cfg: cfg, nc: nc, js: js, repo: r, secrets: sec, pages: pages, limiter: limiter, sessions: sessions, assertions: newAssertions(cfg.EgressPrivate),
-		log: log, policies: access.NewPolicies(r, log),
-		clients: clients.New(clients.Config{BaseURL: cfg.BaseURL, SecretGrace: cfg.SecretGrace, DataDir: cfg.DataDir,
-			SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret}, nc, js, r, sec, sessions, log),
-		accounts: accounts,
-		factors:  factors.New(factors.Config{BaseURL: cfg.BaseURL}, r, sec, sessions, accounts, limiter, log),
+	policies := access.NewPolicies(r, log)
+	cl := clients.New(clients.Config{BaseURL: cfg.BaseURL, SecretGrace: cfg.SecretGrace, DataDir: cfg.DataDir,
+		SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret}, nc, js, r, sec, sessions, log)
+	s := &Service{
+		cfg: cfg, nc: nc, js: js, repo: r, secrets: sec, pages: pages, limiter: limiter, sessions: sessions,
+		log: log, policies: policies, clients: cl, accounts: accounts,
+		factors: factors.New(factors.Config{BaseURL: cfg.BaseURL}, r, sec, sessions, accounts, limiter, log),
+		oauth: authserver.New(authserver.Config{BaseURL: cfg.BaseURL, TokenLifetime: cfg.TokenLifetime, EgressPrivate: cfg.EgressPrivate},
+			r, sec, sessions, cl, limiter, policies, log),
 	}
+	s.oauth.AddGrant(tokenExchange{s})
+	return s
 }
 
-// Start loads or creates the signing key, bootstraps the super admin and
-// starts answering requests.
+// Start bootstraps the super admin, opens what the capabilities keep in
+// NATS (with the signing keys) and starts answering requests.
 func (s *Service) Start(ctx context.Context) error {
-	key, err := s.signingKey(ctx)
-	if err != nil {
-		return err
-	}
-	s.signer = &auth.Signer{Key: key, Issuer: s.cfg.BaseURL}
-	if err := s.loadIDSigner(ctx); err != nil {
-		return err
-	}
+	var err error
 	if s.SuperAdmin, err = s.clients.BootstrapSuperAdmin(ctx); err != nil {
 		return fmt.Errorf("super-admin bootstrap: %w", err)
 	}
@@ -179,6 +173,9 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.consents, err = consent.Open(ctx, s.js); err != nil {
 		return err
 	}
+	if err := s.oauth.Start(ctx, s.consents); err != nil {
+		return err
+	}
 	if s.stopSaga, err = s.accounts.Start(ctx); err != nil {
 		return err
 	}
@@ -187,21 +184,21 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.svc, err = bus.Serve(s.nc, "identity", "1.0.0", []bus.Endpoint{
 		// Discovery and keys.
-		bus.Handle("GET /.well-known/jwks.json", bus.Public, s.jwks),
-		bus.Handle("GET /.well-known/openid-configuration", bus.Public, s.discovery),
-		bus.Handle("GET /.well-known/oauth-authorization-server", bus.Public, s.discovery),
-		bus.Handle("GET /.well-known/smart-configuration", bus.Public, s.discovery),
-		bus.Handle("GET /fhir/R4/.well-known/smart-configuration", bus.Public, s.discovery),
+		bus.Handle("GET /.well-known/jwks.json", bus.Public, s.oauth.JWKS),
+		bus.Handle("GET /.well-known/openid-configuration", bus.Public, s.oauth.Discovery),
+		bus.Handle("GET /.well-known/oauth-authorization-server", bus.Public, s.oauth.Discovery),
+		bus.Handle("GET /.well-known/smart-configuration", bus.Public, s.oauth.Discovery),
+		bus.Handle("GET /fhir/R4/.well-known/smart-configuration", bus.Public, s.oauth.Discovery),
 		// OAuth 2.0: tokens (RFC 6749), revocation (RFC 7009), introspection
 		// (RFC 7662), userinfo, and RP-initiated logout, which a browser
 		// posts, or confirms, with no token (Optional).
-		bus.Handle("POST /oauth2/token", bus.Public|bus.SignInLimit, s.token),
-		bus.Handle("POST /oauth2/revoke", bus.Public|bus.SignInLimit, s.revoke),
-		bus.Handle("POST /oauth2/introspect", bus.Public|bus.SignInLimit, s.introspect),
+		bus.Handle("POST /oauth2/token", bus.Public|bus.SignInLimit, s.oauth.Token),
+		bus.Handle("POST /oauth2/revoke", bus.Public|bus.SignInLimit, s.oauth.Revoke),
+		bus.Handle("POST /oauth2/introspect", bus.Public|bus.SignInLimit, s.oauth.Introspect),
 		bus.Handle("POST /oauth2/logout", bus.Optional|bus.SignInLimit, s.logout),
 		bus.Handle("GET /oauth2/logout", bus.Optional|bus.SignInLimit, s.logout),
-		bus.Handle("GET /oauth2/userinfo", bus.Token, s.userinfo),
-		bus.Handle("POST /oauth2/userinfo", bus.Token, s.userinfo),
+		bus.Handle("GET /oauth2/userinfo", bus.Token, s.oauth.Userinfo),
+		bus.Handle("POST /oauth2/userinfo", bus.Token, s.oauth.Userinfo),
 		// Medplum's sign-in API.
 		bus.Handle("GET /auth/me", bus.Token, s.me),
 		bus.Handle("POST /auth/login", bus.Public|bus.SignInLimit, s.login),
@@ -255,8 +252,8 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /admin/projects/:projectId/client", bus.Token, s.clients.Create),
 		bus.Handle("POST /admin/projects/:projectId/client/:clientId/$rotate-secret", bus.Token, s.clients.RotateSecret),
 		bus.Handle("POST /fhir/R4/ClientApplication/:id/$rotate-secret", bus.Token, s.clients.RotateOperation),
-		bus.Handle("GET /fhir/R4/Subscription/:id/$get-ws-binding-token", bus.Token, s.wsBindingToken),
-		bus.Handle(bus.SubjBasic, bus.Internal, s.basic),
+		bus.Handle("GET /fhir/R4/Subscription/:id/$get-ws-binding-token", bus.Token, s.oauth.WSBindingToken),
+		bus.Handle(bus.SubjBasic, bus.Internal, s.oauth.Basic),
 	}, s.log)
 	return err
 }

@@ -21,7 +21,7 @@ func TestNewDefaults(t *testing.T) {
 			if s.cfg.TokenLifetime != tc.lifetime || s.cfg.SecretGrace != tc.grace {
 				t.Fatalf("lifetime %v grace %v, want %v %v", s.cfg.TokenLifetime, s.cfg.SecretGrace, tc.lifetime, tc.grace)
 			}
-			if s.limiter == nil || s.assertions == nil || s.log == nil {
+			if s.limiter == nil || s.oauth == nil || s.log == nil {
 				t.Fatal("a part is missing")
 			}
 		})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/url"
-	"sync"
 	"testing"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -18,7 +17,7 @@ import (
 // of people's sign-ins; access and refresh tokens stay ES256, and so does
 // a client's own ID token (no person signed in: see clientCredentials).
 func TestIDTokensAreRS256(t *testing.T) {
-	resp, err := live.svc.jwks(context.Background(), &bus.Request{})
+	resp, err := live.svc.oauth.JWKS(context.Background(), &bus.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,43 +64,12 @@ func TestIDTokensAreRS256(t *testing.T) {
 		t.Errorf("user ID token %+v", c)
 	}
 	// An id_token_hint verifies, and an access token is not one.
-	if c, err := live.svc.idTokenVerifier().Verify(body["id_token"].(string)); err != nil || c.FHIRUser == "" {
+	if c, err := live.svc.oauth.IDTokenVerifier().Verify(body["id_token"].(string)); err != nil || c.FHIRUser == "" {
 		t.Errorf("id token hint: %v", err)
 	}
 	for _, k := range []string{"access_token", "refresh_token"} {
 		if tok, _ := body[k].(string); tok != "" && alg(tok) != "ES256" {
 			t.Errorf("%s signed %s", k, alg(tok))
 		}
-	}
-}
-
-// The ID token key, like the access token key, is made once for all
-// instances that start at once, and kept.
-func TestIDTokenKeyIsShared(t *testing.T) {
-	ctx := context.Background()
-	first := storeOnly(t)
-	const n = 3
-	keys := make([]*auth.RSAKey, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		s := New(first.cfg, nil, nil, first.repo, nil, quiet)
-		wg.Go(func() { keys[i], errs[i] = s.idTokenKey(ctx) })
-	}
-	wg.Wait()
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatal(errs[i])
-		}
-		if keys[i].ID != keys[0].ID || !keys[i].Private.Equal(keys[0].Private) {
-			t.Fatalf("instance %d has key %s, instance 0 %s", i, keys[i].ID, keys[0].ID)
-		}
-	}
-	later, err := New(first.cfg, nil, nil, first.repo, nil, quiet).idTokenKey(ctx)
-	if err != nil || later.ID != keys[0].ID || !later.Private.Equal(keys[0].Private) {
-		t.Fatalf("a later start: %v %v", later, err)
-	}
-	if ec, err := first.signingKey(ctx); err != nil || ec.ID == later.ID {
-		t.Fatalf("the access token key %v is the ID token key: %v", ec, err)
 	}
 }

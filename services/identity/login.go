@@ -1,27 +1,20 @@
 package identity
 
 import (
-	"cmp"
 	"context"
-	"crypto/ecdsa"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
 	"errors"
-	"net/url"
 	"strings"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 
-	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/authserver"
 	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/identity/factors"
 )
@@ -147,7 +140,7 @@ func (s *Service) loginResult(ctx context.Context, r *bus.Request, loginID strin
 		return nil, err
 	}
 	l.Membership = choices[0].ID
-	code := newCode(loginID, l, time.Now())
+	code := authserver.NewCode(loginID, l, time.Now())
 	return bus.JSON(200, map[string]any{"login": loginID, "code": code}), nil
 }
 
@@ -177,11 +170,6 @@ func (s *Service) clientProject(ctx context.Context, in *loginRequest) error {
 	return nil
 }
 
-// codeLifetime is how long an authorization code can be redeemed: a client
-// redeems it at once, and one found later in a log or a browser history
-// must be worthless (RFC 6749 §4.1.2 advises at most ten minutes).
-const codeLifetime = time.Minute
-
 // checkSignIn applies a membership's sign-in conditions, every sign-in
 // path's one gate: its access-policy IP rules (Medplum's check and
 // answer); the project of the identity provider that vouched, if any
@@ -207,16 +195,6 @@ func (s *Service) checkSignIn(ctx context.Context, membership, remote string, p 
 		return err
 	}
 	return s.checkFactor(ctx, m, p)
-}
-
-// newCode makes an authorization code issued at now: the login id and a
-// secret whose digest the login keeps, so the code finds its login without
-// a search.
-func newCode(loginID string, l *session.Login, now time.Time) string {
-	secret := auth.NewSecret()
-	l.CodeDigest = auth.SecretDigest(secret)
-	l.CodeAt = now.UnixMilli()
-	return loginID + "." + secret
 }
 
 // chooseProfile is POST /auth/profile: pick the membership of a login.
@@ -257,7 +235,7 @@ func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Respo
 					return err
 				}
 				l.Membership = c.ID
-				resp = bus.JSON(200, map[string]any{"login": in.Login, "code": newCode(in.Login, l, time.Now())})
+				resp = bus.JSON(200, map[string]any{"login": in.Login, "code": authserver.NewCode(in.Login, l, time.Now())})
 				return nil
 			}
 		}
@@ -287,215 +265,4 @@ func profileOpen(l *session.Login) error {
 		return fhir.BadRequest("MFA verification required")
 	}
 	return nil
-}
-
-// authorizationCode redeems a code (once) for tokens, checking PKCE.
-// The code is bound to the client and redirect URI of its request.
-func (s *Service) authorizationCode(ctx context.Context, r *bus.Request, form url.Values) (*bus.Response, error) {
-	g, no := readCodeGrant(form)
-	if no != nil {
-		return nil, no
-	}
-	tc, no, err := s.presentedClient(ctx, r, form)
-	if err != nil {
-		return nil, err
-	}
-	if no != nil {
-		return nil, no
-	}
-	g.clientID = tc.ID
-	loginID := g.loginID
-	var terr *refusal
-	var refresh string
-	l, rev, err := s.sessions.UpdateLoginRev(ctx, loginID, func(l *session.Login) error {
-		terr = nil
-		ended, err := s.sessions.SessionsEnded(ctx, l.User)
-		if err != nil {
-			return err
-		}
-		if v := redeemCode(l, g, time.Now(), ended); v.refused != nil {
-			terr = v.refused
-			return v.settle(l)
-		}
-		if terr, err = s.authenticatedFor(ctx, tc, l.Client); err != nil || terr != nil {
-			return cmp.Or(err, errStop)
-		}
-		l.Granted = true
-		refresh = rotateRefresh(l)
-		return nil
-	})
-	if terr != nil {
-		if err == nil { // the login was revoked: let the caller's next request see it
-			terr = terr.revoked(rev)
-		}
-		return nil, terr
-	}
-	if errors.Is(err, session.ErrNotFound) {
-		return nil, &refusal{"invalid_grant", "Invalid code", 0}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return s.userTokens(ctx, loginID, l, refresh)
-}
-
-// wantsRefresh reports whether the sign-in asked for a refresh token.
-func wantsRefresh(scope string) bool {
-	return hasScope(scope, "offline_access") || hasScope(scope, "offline")
-}
-
-// rotateRefresh gives the login a new refresh secret (when it asked for
-// refresh tokens) and returns it; the old one stops working.
-func rotateRefresh(l *session.Login) string {
-	if !wantsRefresh(l.Scope) {
-		return ""
-	}
-	secret := auth.NewSecret()
-	l.RefreshDigest = auth.SecretDigest(secret)
-	return secret
-}
-
-var errStop = errors.New("stop")
-
-func verifierMatches(challenge, method, verifier string) bool {
-	want := verifier
-	if method == "S256" {
-		d := sha256.Sum256([]byte(verifier))
-		want = base64.RawURLEncoding.EncodeToString(d[:])
-	}
-	return subtle.ConstantTimeCompare([]byte(challenge), []byte(want)) == 1
-}
-
-// refreshToken rotates a refresh token; a spent one revokes the login.
-// The token is bound to its client, and to the person's consent to it.
-func (s *Service) refreshToken(ctx context.Context, r *bus.Request, form url.Values) (*bus.Response, error) {
-	raw := form.Get("refresh_token")
-	if raw == "" {
-		return nil, &refusal{"invalid_request", "Invalid refresh token", 0}
-	}
-	tc, no, err := s.presentedClient(ctx, r, form)
-	if err != nil {
-		return nil, err
-	}
-	if no != nil {
-		return nil, no
-	}
-	c, err := s.verifier().Verify(raw)
-	if err != nil || c.RefreshSecret == "" || c.LoginID == "" {
-		return nil, &refusal{"invalid_grant", "Invalid refresh token", 0}
-	}
-	var terr *refusal
-	var refresh string
-	l, rev, err := s.sessions.UpdateLoginRev(ctx, c.LoginID, func(l *session.Login) error {
-		terr = nil
-		ended, err := s.sessions.SessionsEnded(ctx, l.User)
-		if err != nil {
-			return err
-		}
-		if v := renewRefresh(l, c.RefreshSecret, tc.ID, ended); v.refused != nil {
-			terr = v.refused
-			return v.settle(l)
-		}
-		if terr, err = s.authenticatedFor(ctx, tc, l.Client); err != nil || terr != nil {
-			return cmp.Or(err, errStop)
-		}
-		if l.Consented {
-			ok, err := s.consents.Given(ctx, l.User, l.Client, "")
-			if err != nil {
-				return err
-			}
-			if !ok {
-				// The person withdrew their consent: the sign-in ends.
-				terr = &refusal{"invalid_grant", "Consent withdrawn", 0}
-				l.Revoked = true
-				return nil
-			}
-		}
-		refresh = rotateRefresh(l)
-		return nil
-	})
-	if terr != nil {
-		if err == nil {
-			terr = terr.revoked(rev)
-		}
-		return nil, terr
-	}
-	if errors.Is(err, session.ErrNotFound) {
-		return nil, &refusal{"invalid_grant", "Invalid refresh token", 0}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return s.userTokens(ctx, c.LoginID, l, refresh)
-}
-
-// userTokens issues access and id tokens, and a refresh token carrying
-// refresh (the login's current refresh secret) when there is one.
-func (s *Service) userTokens(ctx context.Context, loginID string, l *session.Login, refresh string) (*bus.Response, error) {
-	m, err := s.sessions.GetMembership(ctx, l.Membership)
-	if errors.Is(err, session.ErrNotFound) || err == nil && !m.Active {
-		return nil, &refusal{"invalid_grant", "Profile not active", 0}
-	}
-	if err != nil {
-		return nil, err
-	}
-	_, uid, _ := fhir.SplitReference(l.User)
-	ac := &auth.Claims{LoginID: loginID, Username: uid, Profile: m.Profile, Scope: l.Scope, ClientID: l.Client}
-	ac.Subject = uid
-	ac.Audience = jwt.ClaimStrings{s.cfg.BaseURL}
-	granted := access.GrantedScope(l.Scope)
-	accessToken, err := s.signer.Sign(ac, s.cfg.TokenLifetime)
-	if err != nil {
-		return nil, err
-	}
-	idc := &auth.Claims{LoginID: loginID, FHIRUser: m.Profile, Nonce: l.Nonce, ClientID: l.Client, AuthTime: l.AuthTime}
-	idc.Subject = uid
-	idc.Audience = jwt.ClaimStrings{firstNonEmpty(l.Client, s.cfg.BaseURL)}
-	idTok, err := s.signIDToken(idc)
-	if err != nil {
-		return nil, err
-	}
-	project, profile := s.clients.MemberRefs(ctx, l.Membership, m.Project, m.Profile)
-	body := map[string]any{
-		"token_type": "Bearer", "expires_in": int(s.cfg.TokenLifetime.Seconds()),
-		// The scopes really honoured (RFC 6749 §3.3), not all that were asked.
-		"scope":        granted,
-		"access_token": accessToken, "id_token": idTok,
-		"project": project,
-		"profile": profile,
-	}
-	if strings.HasPrefix(m.Profile, "Patient/") {
-		_, pid, _ := fhir.SplitReference(m.Profile)
-		body["patient"] = pid
-	}
-	// Super admins never get refresh tokens (Medplum's rule).
-	if refresh != "" && !m.SuperAdmin {
-		rc := &auth.Claims{LoginID: loginID, RefreshSecret: refresh, ClientID: l.Client}
-		rc.Audience = jwt.ClaimStrings{s.cfg.BaseURL}
-		if body["refresh_token"], err = s.signer.Sign(rc, session.RefreshLifetime); err != nil {
-			return nil, err
-		}
-	}
-	resp := bus.JSON(200, body)
-	resp.Header["Cache-Control"] = "no-store"
-	resp.Header["Pragma"] = "no-cache"
-	return resp, nil
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-// verifier checks tokens this service signed (refresh tokens).
-func (s *Service) verifier() *auth.Verifier {
-	pub := &s.signer.Key.Private.PublicKey
-	return &auth.Verifier{Issuer: s.cfg.BaseURL, Audience: s.cfg.BaseURL, Keys: func(kid string) *ecdsa.PublicKey {
-		if kid == s.signer.Key.ID {
-			return pub
-		}
-		return nil
-	}}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/clients"
+	"github.com/pinion-health/pinion/services/identity/internal/testkit"
 	"github.com/pinion-health/pinion/services/identity/limits"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
@@ -353,7 +354,7 @@ func TestSetPassword(t *testing.T) {
 	expectOutcome(t, err, 400, "Email or password is invalid", "")
 	p.password = "a new password"
 	p.code(t, nil)
-	expectTokenError(t, redeem(t, earlier), 400, "invalid_grant", "Token revoked")
+	testkit.TokenError(t, redeem(t, earlier), 400, "invalid_grant", "Token revoked")
 }
 
 // A code redeemed with its verifier gives access, id and refresh tokens
@@ -375,14 +376,14 @@ func TestAuthorizationCode(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "code_verifier": {tc.verifier}, "client_id": {tc.client}}
-			expectTokenError(t, token(t, form, nil), 400, tc.code, tc.text)
+			testkit.TokenError(t, token(t, form, nil), 400, tc.code, tc.text)
 		})
 	}
 	// A client that does not exist has not authenticated.
 	unknown := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "code_verifier": {rfcVerifier}, "client_id": {"no-such-client"}}
-	expectTokenError(t, token(t, unknown, nil), 401, "invalid_client", "Invalid client")
-	expectTokenError(t, redeem(t, loginID+".not-the-secret"), 400, "invalid_grant", "Invalid code")
-	expectTokenError(t, redeem(t, uuid.NewString()+".secret"), 400, "invalid_grant", "Invalid code")
+	testkit.TokenError(t, token(t, unknown, nil), 401, "invalid_client", "Invalid client")
+	testkit.TokenError(t, redeem(t, loginID+".not-the-secret"), 400, "invalid_grant", "Invalid code")
+	testkit.TokenError(t, redeem(t, uuid.NewString()+".secret"), 400, "invalid_grant", "Invalid code")
 
 	resp := redeem(t, code)
 	body := decoded(t, resp, nil, 200)
@@ -413,7 +414,7 @@ func TestAuthorizationCode(t *testing.T) {
 	}
 
 	again := redeem(t, code)
-	expectTokenError(t, again, 400, "invalid_grant", "Token already granted")
+	testkit.TokenError(t, again, 400, "invalid_grant", "Token already granted")
 	if bucket, rev, ok := again.Session(); !ok || bucket != session.LoginsBucket || rev == 0 {
 		t.Fatalf("the refusal waits for %q %d %v", bucket, rev, ok)
 	}
@@ -437,18 +438,18 @@ func TestRefreshToken(t *testing.T) {
 	if second == "" || second == first || body["access_token"] == nil || body["scope"] != "openid offline" {
 		t.Fatalf("answer %v", body)
 	}
-	expectTokenError(t, refresh(first), 400, "invalid_grant", "Invalid token")
+	testkit.TokenError(t, refresh(first), 400, "invalid_grant", "Invalid token")
 	// The stolen copy's return ended the login: the good one is spent too.
-	expectTokenError(t, refresh(second), 400, "invalid_grant", "Token revoked")
+	testkit.TokenError(t, refresh(second), 400, "invalid_grant", "Token revoked")
 
 	// A login gone from the bucket.
 	c := verify(t, second, testBase)
 	c.LoginID = uuid.NewString()
-	gone, err := live.svc.signer.Sign(c, time.Hour)
+	gone, err := live.svc.oauth.Signer().Sign(c, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	expectTokenError(t, refresh(gone), 400, "invalid_grant", "Invalid refresh token")
+	testkit.TokenError(t, refresh(gone), 400, "invalid_grant", "Invalid refresh token")
 }
 
 // What the tokens say depends on the membership the login acts as.
@@ -483,7 +484,7 @@ func TestUserTokens(t *testing.T) {
 		p := newPerson(t, "deactivated")
 		code := p.code(t, nil)
 		setMembership(t, p.membership, func(m map[string]any) { m["active"] = false })
-		expectTokenError(t, redeem(t, code), 400, "invalid_grant", "Profile not active")
+		testkit.TokenError(t, redeem(t, code), 400, "invalid_grant", "Profile not active")
 	})
 	t.Run("a membership removed after the code", func(t *testing.T) {
 		p := newPerson(t, "removed")
@@ -492,7 +493,7 @@ func TestUserTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 		project1(t, "ProjectMembership", p.membership, p.project)
-		expectTokenError(t, redeem(t, code), 400, "invalid_grant", "Profile not active")
+		testkit.TokenError(t, redeem(t, code), 400, "invalid_grant", "Profile not active")
 	})
 }
 
@@ -515,7 +516,7 @@ func TestLogout(t *testing.T) {
 		if l, err := live.conns.Sessions.GetLogin(ctx, loginID); err != nil || !l.Revoked {
 			t.Fatalf("login %+v %v", l, err)
 		}
-		expectTokenError(t, redeem(t, code), 400, "invalid_grant", "Token revoked")
+		testkit.TokenError(t, redeem(t, code), 400, "invalid_grant", "Token revoked")
 	})
 	t.Run("a client's token", func(t *testing.T) {
 		jti := uuid.NewString()

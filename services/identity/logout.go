@@ -13,6 +13,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/services/identity/authserver"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
@@ -139,10 +140,10 @@ func (s *Service) endSession(ctx context.Context, r *bus.Request) (*bus.Response
 // in once); one that does not verify is no hint (nil). A hint that names
 // another client than client_id is a problem to show.
 func (s *Service) logoutHint(raw, clientID string) (*auth.Claims, string, error) {
-	if raw == "" || len(raw) > maxPresentedToken {
+	if raw == "" || len(raw) > authserver.MaxPresentedToken {
 		return nil, "", nil
 	}
-	v := s.idTokenVerifier() // its keys; the claims are checked below
+	v := s.oauth.IDTokenVerifier() // its keys; the claims are checked below
 	c := &auth.Claims{}
 	methods := []string{"ES256"}
 	if v.RSAKeys != nil {

@@ -60,8 +60,8 @@ func TestRPInitiatedLogout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherKey.ID = live.svc.signer.Key.ID
-	valid := idTokenHint(t, live.svc.signer, user, app, time.Hour)
+	otherKey.ID = live.svc.oauth.Signer().Key.ID
+	valid := idTokenHint(t, live.svc.oauth.Signer(), user, app, time.Hour)
 	cases := []struct {
 		name   string
 		query  url.Values
@@ -76,7 +76,7 @@ func TestRPInitiatedLogout(t *testing.T) {
 			302, webCallback + "?state=bye", "", true},
 		{"a valid hint with its client_id", url.Values{"id_token_hint": {valid}, "client_id": {app}, "post_logout_redirect_uri": {webCallback}},
 			302, webCallback + "?", "", true},
-		{"an expired hint", url.Values{"id_token_hint": {idTokenHint(t, live.svc.signer, user, app, -time.Hour)}, "post_logout_redirect_uri": {webCallback}, "state": {"s"}},
+		{"an expired hint", url.Values{"id_token_hint": {idTokenHint(t, live.svc.oauth.Signer(), user, app, -time.Hour)}, "post_logout_redirect_uri": {webCallback}, "state": {"s"}},
 			302, webCallback + "?state=s", "", true},
 		{"a valid hint, an address its client did not register", url.Values{"id_token_hint": {valid}, "post_logout_redirect_uri": {"https://other.example/cb"}},
 			200, "", "You are signed out in this browser.", true},
@@ -86,11 +86,11 @@ func TestRPInitiatedLogout(t *testing.T) {
 			400, "", "is not the one the sign-in was for", false},
 		{"no hint, a registered address", url.Values{"client_id": {app}, "post_logout_redirect_uri": {webCallback}, "state": {"bye"}},
 			200, "", "Sign out of Pinion?", false},
-		{"a hint of another issuer", url.Values{"id_token_hint": {idTokenHint(t, &auth.Signer{Key: live.svc.signer.Key, Issuer: "https://evil.example/"}, user, app, time.Hour)},
+		{"a hint of another issuer", url.Values{"id_token_hint": {idTokenHint(t, &auth.Signer{Key: live.svc.oauth.Signer().Key, Issuer: "https://evil.example/"}, user, app, time.Hour)},
 			"post_logout_redirect_uri": {webCallback}}, 200, "", "Sign out of Pinion?", false},
 		{"a hint with a bad signature", url.Values{"id_token_hint": {idTokenHint(t, &auth.Signer{Key: otherKey, Issuer: testBase}, user, app, time.Hour)},
 			"post_logout_redirect_uri": {webCallback}}, 200, "", "Sign out of Pinion?", false},
-		{"a hint for someone else", url.Values{"id_token_hint": {idTokenHint(t, live.svc.signer, "someone-else", app, time.Hour)},
+		{"a hint for someone else", url.Values{"id_token_hint": {idTokenHint(t, live.svc.oauth.Signer(), "someone-else", app, time.Hour)},
 			"post_logout_redirect_uri": {webCallback}}, 200, "", "Sign out of Pinion?", false},
 		{"an access token as the hint", url.Values{"id_token_hint": {decoded(t, redeem(t, newPerson(t, "rp-hint").code(t, nil)), nil, 200)["access_token"].(string)},
 			"post_logout_redirect_uri": {webCallback}}, 200, "", "Sign out of Pinion?", false},

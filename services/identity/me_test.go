@@ -2,7 +2,6 @@ package identity
 
 import (
 	"context"
-	"encoding/json"
 	"maps"
 	"reflect"
 	"slices"
@@ -33,63 +32,9 @@ func TestMeFields(t *testing.T) {
 	}
 }
 
-func TestHumanNameClaims(t *testing.T) {
-	cases := []struct {
-		name humanName
-		want map[string]any
-	}{
-		{humanName{Given: []string{"Ada", "Maria"}, Family: "Lovelace"}, map[string]any{"given_name": "Ada Maria", "family_name": "Lovelace", "name": "Ada Maria Lovelace"}},
-		{humanName{Family: "Lovelace"}, map[string]any{"given_name": "", "family_name": "Lovelace", "name": "Lovelace"}},
-		{humanName{Given: []string{"Ada"}}, map[string]any{"given_name": "Ada", "family_name": "", "name": "Ada"}},
-		{humanName{}, map[string]any{"given_name": "", "family_name": "", "name": ""}},
-	}
-	for _, tc := range cases {
-		out := map[string]any{}
-		tc.name.addClaims(out)
-		if !reflect.DeepEqual(out, tc.want) {
-			t.Errorf("%+v: %v, want %v", tc.name, out, tc.want)
-		}
-	}
-}
-
-// UserInfo answers sub and fhirUser always; the name and e-mail need their
-// scopes (and the e-mail a user), and without them nothing is read.
-func TestUserinfoWithoutLookups(t *testing.T) {
-	s := unwired(t)
-	cases := []struct {
-		name string
-		p    *bus.Principal
-		want map[string]any
-	}{
-		{"openid", &bus.Principal{User: "User/u1", Profile: "Practitioner/x", Scope: "openid"},
-			map[string]any{"sub": "u1", "fhirUser": "Practitioner/x"}},
-		{"a client asks for e-mail", &bus.Principal{User: "ClientApplication/c1", Profile: "ClientApplication/c1", Scope: "openid email"},
-			map[string]any{"sub": "c1", "fhirUser": "ClientApplication/c1"}},
-		{"a scope like email is not email", &bus.Principal{User: "User/u1", Profile: "Practitioner/x", Scope: "openid emails profiles"},
-			map[string]any{"sub": "u1", "fhirUser": "Practitioner/x"}},
-		{"profile, without one", &bus.Principal{User: "User/u1", Scope: "profile"},
-			map[string]any{"sub": "u1", "fhirUser": ""}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			resp, err := s.userinfo(context.Background(), &bus.Request{Principal: tc.p})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got map[string]any
-			if err := json.Unmarshal(resp.Body, &got); err != nil {
-				t.Fatal(err)
-			}
-			if resp.Status != 200 || !reflect.DeepEqual(got, tc.want) || resp.Header["Cache-Control"] != "no-store" {
-				t.Fatalf("%d %v %v, want %v", resp.Status, got, resp.Header, tc.want)
-			}
-		})
-	}
-}
-
 func TestMeAndUserinfoNeedAPrincipal(t *testing.T) {
 	s := unwired(t)
-	for name, h := range map[string]bus.Handler{"me": s.me, "userinfo": s.userinfo} {
+	for name, h := range map[string]bus.Handler{"me": s.me, "userinfo": s.oauth.Userinfo} {
 		if _, err := h(context.Background(), &bus.Request{}); fhir.AsError(err).Status != 401 || err == nil {
 			t.Errorf("%s without a principal: %v", name, err)
 		}
@@ -158,7 +103,7 @@ func TestUserinfo(t *testing.T) {
 	p := newPerson(t, "userinfo")
 	info := func(scope string) map[string]any {
 		t.Helper()
-		resp, err := live.svc.userinfo(context.Background(), &bus.Request{Principal: &bus.Principal{User: p.user, Profile: p.profile, Scope: scope}})
+		resp, err := live.svc.oauth.Userinfo(context.Background(), &bus.Request{Principal: &bus.Principal{User: p.user, Profile: p.profile, Scope: scope}})
 		return decoded(t, resp, err, 200)
 	}
 	base := map[string]any{"sub": p.userID, "fhirUser": p.profile}

@@ -19,6 +19,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/authserver"
 	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/identity/factors"
 )
@@ -494,7 +495,7 @@ func (s *Service) grantMembership(ctx context.Context, r *bus.Request, loginID, 
 			return err
 		}
 		l.Membership = membership
-		resp = bus.JSON(200, map[string]any{"login": loginID, "code": newCode(loginID, l, time.Now())})
+		resp = bus.JSON(200, map[string]any{"login": loginID, "code": authserver.NewCode(loginID, l, time.Now())})
 		return nil
 	})
 	if errors.Is(err, session.ErrNotFound) {

@@ -12,6 +12,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/clients"
+	"github.com/pinion-health/pinion/services/identity/internal/testkit"
 )
 
 // tokenEndpointCall posts a form to revocation or introspection with these
@@ -67,7 +68,7 @@ func TestRevocation(t *testing.T) {
 	t.Run("an access token, by client_secret_post", func(t *testing.T) {
 		tok, jti := accessTokenOf(t, id, secret)
 		other, otherJTI := accessTokenOf(t, id, secret)
-		resp := tokenEndpointCall(t, live.svc.revoke, with(post, "token", tok, "token_type_hint", "access_token"), nil)
+		resp := tokenEndpointCall(t, live.svc.oauth.Revoke, with(post, "token", tok, "token_type_hint", "access_token"), nil)
 		decoded(t, resp, nil, 200)
 		if bucket, rev, ok := resp.Session(); !ok || bucket != session.RevokedBucket || rev == 0 {
 			t.Fatalf("the answer waits for %q %d %v", bucket, rev, ok)
@@ -86,7 +87,7 @@ func TestRevocation(t *testing.T) {
 		}
 		tok, jti := accessTokenOf(t, bid, odd)
 		auth := basic(url.QueryEscape(bid) + ":" + url.QueryEscape(odd))
-		decoded(t, tokenEndpointCall(t, live.svc.revoke, url.Values{"token": {tok}}, map[string]string{"Authorization": auth}), nil, 200)
+		decoded(t, tokenEndpointCall(t, live.svc.oauth.Revoke, url.Values{"token": {tok}}, map[string]string{"Authorization": auth}), nil, 200)
 		if !revoked(t, jti) {
 			t.Fatal("not revoked")
 		}
@@ -94,7 +95,7 @@ func TestRevocation(t *testing.T) {
 	t.Run("another client's token is left alone", func(t *testing.T) {
 		_, jti := accessTokenOf(t, otherID, otherSecret)
 		tok, _ := accessTokenOf(t, otherID, otherSecret)
-		resp := tokenEndpointCall(t, live.svc.revoke, with(post, "token", tok), nil)
+		resp := tokenEndpointCall(t, live.svc.oauth.Revoke, with(post, "token", tok), nil)
 		decoded(t, resp, nil, 200)
 		if _, _, ok := resp.Session(); ok || revoked(t, jti) {
 			t.Fatal("another client's token was revoked")
@@ -106,7 +107,7 @@ func TestRevocation(t *testing.T) {
 		refresh := tokens["refresh_token"].(string)
 		loginID := verify(t, refresh, testBase).LoginID
 		// A public sign-in (no client): the token's holder may revoke it.
-		resp := tokenEndpointCall(t, live.svc.revoke, url.Values{"token": {refresh}, "token_type_hint": {"refresh_token"}}, nil)
+		resp := tokenEndpointCall(t, live.svc.oauth.Revoke, url.Values{"token": {refresh}, "token_type_hint": {"refresh_token"}}, nil)
 		decoded(t, resp, nil, 200)
 		if bucket, _, ok := resp.Session(); !ok || bucket != session.LoginsBucket {
 			t.Fatalf("the answer waits for %q %v", bucket, ok)
@@ -114,7 +115,7 @@ func TestRevocation(t *testing.T) {
 		if l, err := live.conns.Sessions.GetLogin(ctx, loginID); err != nil || !l.Revoked {
 			t.Fatalf("login %+v %v", l, err)
 		}
-		expectTokenError(t, token(t, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}}, nil), 400, "invalid_grant", "Token revoked")
+		testkit.TokenError(t, token(t, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}}, nil), 400, "invalid_grant", "Token revoked")
 	})
 	for _, c := range []struct {
 		name  string
@@ -125,20 +126,20 @@ func TestRevocation(t *testing.T) {
 		{"oversize", strings.Repeat("a", 9000)},
 	} {
 		t.Run(c.name+" token", func(t *testing.T) {
-			resp := tokenEndpointCall(t, live.svc.revoke, with(post, "token", c.token), nil)
+			resp := tokenEndpointCall(t, live.svc.oauth.Revoke, with(post, "token", c.token), nil)
 			decoded(t, resp, nil, 200)
 		})
 	}
 	t.Run("refusals", func(t *testing.T) {
 		tok, jti := accessTokenOf(t, id, secret)
-		expectTokenError(t, tokenEndpointCall(t, live.svc.revoke, with(post, "client_secret", secret+"x", "token", tok), nil),
+		testkit.TokenError(t, tokenEndpointCall(t, live.svc.oauth.Revoke, with(post, "client_secret", secret+"x", "token", tok), nil),
 			401, "invalid_client", "Invalid secret")
-		expectTokenError(t, tokenEndpointCall(t, live.svc.revoke, url.Values{"token": {tok}},
+		testkit.TokenError(t, tokenEndpointCall(t, live.svc.oauth.Revoke, url.Values{"token": {tok}},
 			map[string]string{"Authorization": basic(id + ":" + secret + "x")}), 401, "invalid_client", "Invalid secret")
 		// A confidential client must prove itself, even to revoke.
-		expectTokenError(t, tokenEndpointCall(t, live.svc.revoke, url.Values{"client_id": {id}, "token": {tok}}, nil),
+		testkit.TokenError(t, tokenEndpointCall(t, live.svc.oauth.Revoke, url.Values{"client_id": {id}, "token": {tok}}, nil),
 			401, "invalid_client", "Client authentication required")
-		expectTokenError(t, tokenEndpointCall(t, live.svc.revoke, post, nil), 400, "invalid_request", "Missing token")
+		testkit.TokenError(t, tokenEndpointCall(t, live.svc.oauth.Revoke, post, nil), 400, "invalid_request", "Missing token")
 		if revoked(t, jti) {
 			t.Fatal("a refused request revoked the token")
 		}
@@ -148,7 +149,7 @@ func TestRevocation(t *testing.T) {
 // introspection asks about a token as the client with this id and secret.
 func introspection(t *testing.T, id, secret, tok string) map[string]any {
 	t.Helper()
-	resp := tokenEndpointCall(t, live.svc.introspect, url.Values{"token": {tok}},
+	resp := tokenEndpointCall(t, live.svc.oauth.Introspect, url.Values{"token": {tok}},
 		map[string]string{"Authorization": basic(url.QueryEscape(id) + ":" + url.QueryEscape(secret))})
 	return decoded(t, resp, nil, 200)
 }
@@ -211,7 +212,7 @@ func TestIntrospection(t *testing.T) {
 	}
 	t.Run("a revoked token", func(t *testing.T) {
 		rtok, _ := accessTokenOf(t, id, secret)
-		decoded(t, tokenEndpointCall(t, live.svc.revoke, url.Values{"token": {rtok}, "client_id": {id}, "client_secret": {secret}}, nil), nil, 200)
+		decoded(t, tokenEndpointCall(t, live.svc.oauth.Revoke, url.Values{"token": {rtok}, "client_id": {id}, "client_secret": {secret}}, nil), nil, 200)
 		if got := introspection(t, id, secret, rtok); len(got) != 1 || got["active"] != false {
 			t.Fatalf("%v", got)
 		}
@@ -229,11 +230,11 @@ func TestIntrospection(t *testing.T) {
 		}
 	})
 	t.Run("only for a client that authenticated", func(t *testing.T) {
-		expectTokenError(t, tokenEndpointCall(t, live.svc.introspect, url.Values{"token": {tok}}, nil),
+		testkit.TokenError(t, tokenEndpointCall(t, live.svc.oauth.Introspect, url.Values{"token": {tok}}, nil),
 			401, "invalid_client", "Client authentication required")
-		expectTokenError(t, tokenEndpointCall(t, live.svc.introspect, url.Values{"token": {tok}, "client_id": {"medplum-cli"}}, nil),
+		testkit.TokenError(t, tokenEndpointCall(t, live.svc.oauth.Introspect, url.Values{"token": {tok}, "client_id": {"medplum-cli"}}, nil),
 			401, "invalid_client", "Client authentication required")
-		expectTokenError(t, tokenEndpointCall(t, live.svc.introspect, url.Values{"token": {tok}, "client_id": {id}, "client_secret": {"wrong"}}, nil),
+		testkit.TokenError(t, tokenEndpointCall(t, live.svc.oauth.Introspect, url.Values{"token": {tok}, "client_id": {id}, "client_secret": {"wrong"}}, nil),
 			401, "invalid_client", "Invalid secret")
 	})
 }
@@ -266,5 +267,5 @@ func TestAuthRevoke(t *testing.T) {
 	if bucket, _, ok := resp.Session(); !ok || bucket != session.LoginsBucket {
 		t.Fatalf("the answer waits for %q %v", bucket, ok)
 	}
-	expectTokenError(t, redeem(t, code), 400, "invalid_grant", "Token revoked")
+	testkit.TokenError(t, redeem(t, code), 400, "invalid_grant", "Token revoked")
 }

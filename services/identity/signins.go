@@ -3,11 +3,15 @@ package identity
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
@@ -31,4 +35,39 @@ func (s *Service) putSignIn(ctx context.Context, r *bus.Request, loginID string,
 		return fmt.Errorf("user logins: %w", err)
 	}
 	return u.Add(ctx, l.User, loginID, time.UnixMilli(l.Start))
+}
+
+// authRevokeRequest is POST /auth/revoke's body.
+type authRevokeRequest struct {
+	LoginID string `json:"loginId"`
+}
+
+// authRevoke is Medplum's POST /auth/revoke: the caller ends one of its
+// own logins (another sign-in of theirs, listed by /auth/me); another
+// person's login, or none, is 404.
+func (s *Service) authRevoke(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	var in authRevokeRequest
+	if err := r.DecodeJSON(&in); err != nil {
+		return nil, err
+	}
+	if _, err := uuid.Parse(in.LoginID); err != nil {
+		return nil, fhir.Invalid(fhir.FieldIssue("loginId", "Login ID is required."))
+	}
+	if r.Principal == nil {
+		return nil, fhir.Unauthorized()
+	}
+	_, rev, err := s.sessions.UpdateLoginRev(ctx, in.LoginID, func(l *session.Login) error {
+		if l.User != r.Principal.User {
+			return fhir.NotFound()
+		}
+		l.Revoked = true
+		return nil
+	})
+	if errors.Is(err, session.ErrNotFound) {
+		return nil, fhir.NotFound()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return bus.OK().WithSession(session.LoginsBucket, rev), nil
 }

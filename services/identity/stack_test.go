@@ -2,6 +2,7 @@ package identity
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/url"
 	"os"
@@ -216,7 +217,7 @@ func (p person) code(t *testing.T, fields map[string]any) string {
 // token posts a form to the token endpoint.
 func token(t *testing.T, form url.Values, header map[string]string) *bus.Response {
 	t.Helper()
-	resp, err := live.svc.token(context.Background(), formRequest(form, header))
+	resp, err := live.svc.oauth.Token(context.Background(), formRequest(form, header))
 	if err != nil {
 		t.Fatalf("the token endpoint failed: %v", err)
 	}
@@ -232,9 +233,9 @@ func redeem(t *testing.T, code string) *bus.Response {
 // verify checks a token the live service signed, for audience.
 func verify(t *testing.T, tok, audience string) *auth.Claims {
 	t.Helper()
-	v := live.svc.verifier()
+	v := live.svc.oauth.Verifier()
 	v.Audience = audience
-	v.RSAKeys = live.svc.idTokenVerifier().RSAKeys // ID tokens (idtoken.go)
+	v.RSAKeys = live.svc.oauth.IDTokenVerifier().RSAKeys // ID tokens (idtoken.go)
 	c, err := v.Verify(tok)
 	if err != nil {
 		t.Fatalf("token for %s: %v", audience, err)
@@ -250,3 +251,22 @@ func newInvite(t *testing.T, req invite.Request) (id string, msg []byte) {
 	t.Helper()
 	return testkit.Invite(t, live.svc.accounts.Invites(), req)
 }
+
+// RFC 7636's example pair, the PKCE of the tests' sign-ins.
+const (
+	rfcVerifier  = testkit.RFCVerifier
+	rfcChallenge = testkit.RFCChallenge
+)
+
+// unwired is the service without NATS, sessions or a database: what it
+// answers, it answers before looking anything up (a lookup would panic).
+func unwired(t *testing.T) *Service {
+	t.Helper()
+	return New(Config{BaseURL: testBase}, nil, nil, nil, nil, nil)
+}
+
+// testBase is the base URL the tests' services run under.
+const testBase = testkit.Base
+
+// basic is an HTTP Basic Authorization header of "id:secret".
+func basic(s string) string { return "Basic " + base64.StdEncoding.EncodeToString([]byte(s)) }

@@ -11,13 +11,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -312,4 +316,58 @@ func Invite(t *testing.T, store *invite.Store, req invite.Request) (id string, m
 	}
 	msg, _ = json.Marshal(invite.Message{InviteID: id})
 	return id, msg
+}
+
+// JWKSServer serves a client's key set on loopback: body's bytes with
+// status; the count is how many times it was fetched.
+// jwksServer publishes a key set on the loopback address and counts fetches.
+func JWKSServer(t *testing.T, status int, body func() []byte) (string, *atomic.Int32) {
+	t.Helper()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(status)
+		_, _ = w.Write(body())
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/jwks.json", &hits
+}
+
+// KeySetJSON is keys as a JWK Set.
+func KeySetJSON(t *testing.T, keys ...jose.JSONWebKey) []byte {
+	t.Helper()
+	b, err := json.Marshal(jose.JSONWebKeySet{Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// RFC 7636 Appendix B's example pair.
+const (
+	RFCVerifier  = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+	RFCChallenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+)
+
+// TokenError checks an answer of the token endpoint: RFC 6749
+// §5.2's shape, 401 with a Basic challenge for invalid_client.
+func TokenError(t *testing.T, resp *bus.Response, status int, code, text string) {
+	t.Helper()
+	var body map[string]string
+	if err := json.Unmarshal(resp.Body, &body); err != nil {
+		t.Fatalf("body %s: %v", resp.Body, err)
+	}
+	if resp.Status != status || body["error"] != code || body["error_description"] != text || len(body) != 2 {
+		t.Fatalf("%d %s, want %d %s %q", resp.Status, resp.Body, status, code, text)
+	}
+	wantChallenge := ""
+	if status == 401 {
+		wantChallenge = `Basic realm="token"`
+	}
+	if got := resp.Header["WWW-Authenticate"]; got != wantChallenge {
+		t.Fatalf("WWW-Authenticate %q, want %q", got, wantChallenge)
+	}
+	if resp.Header["Cache-Control"] != "no-store" || resp.Header["Content-Type"] != bus.JSONContentType {
+		t.Fatalf("headers %v", resp.Header)
+	}
 }

@@ -1,4 +1,4 @@
-package identity
+package authserver
 
 import (
 	"errors"
@@ -9,12 +9,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/session"
-)
-
-// RFC 7636 Appendix B's example pair.
-const (
-	rfcVerifier  = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
-	rfcChallenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+	"github.com/pinion-health/pinion/services/identity/internal/testkit"
 )
 
 func TestVerifierMatches(t *testing.T) {
@@ -23,20 +18,20 @@ func TestVerifierMatches(t *testing.T) {
 		challenge, method, verifier string
 		want                        bool
 	}{
-		{"S256", rfcChallenge, "S256", rfcVerifier, true},
-		{"S256 wrong verifier", rfcChallenge, "S256", rfcVerifier + "x", false},
-		{"S256 sent the challenge itself", rfcChallenge, "S256", rfcChallenge, false},
-		{"S256 padded challenge", rfcChallenge + "=", "S256", rfcVerifier, false},
-		{"S256 standard base64 is not base64url", strings.ReplaceAll(rfcChallenge, "-", "+"), "S256", rfcVerifier, false},
-		{"S256 empty verifier", rfcChallenge, "S256", "", false},
+		{"S256", testkit.RFCChallenge, "S256", testkit.RFCVerifier, true},
+		{"S256 wrong verifier", testkit.RFCChallenge, "S256", testkit.RFCVerifier + "x", false},
+		{"S256 sent the challenge itself", testkit.RFCChallenge, "S256", testkit.RFCChallenge, false},
+		{"S256 padded challenge", testkit.RFCChallenge + "=", "S256", testkit.RFCVerifier, false},
+		{"S256 standard base64 is not base64url", strings.ReplaceAll(testkit.RFCChallenge, "-", "+"), "S256", testkit.RFCVerifier, false},
+		{"S256 empty verifier", testkit.RFCChallenge, "S256", "", false},
 		{"plain", "verifier-" + strings.Repeat("y", 40), "plain", "verifier-" + strings.Repeat("y", 40), true},
 		{"plain wrong verifier", "abc", "plain", "abd", false},
 		{"plain is case-sensitive", "abc", "plain", "ABC", false},
-		{"plain sent the S256 verifier", rfcChallenge, "plain", rfcVerifier, false},
+		{"plain sent the S256 verifier", testkit.RFCChallenge, "plain", testkit.RFCVerifier, false},
 		{"plain prefix", "abcdef", "plain", "abc", false},
 		// Methods are exact: only "S256" hashes. Sign-in refuses any other
 		// method than S256 and plain before a login holds one.
-		{"lower-case s256 compares plainly", rfcChallenge, "s256", rfcVerifier, false},
+		{"lower-case s256 compares plainly", testkit.RFCChallenge, "s256", testkit.RFCVerifier, false},
 		{"no method compares plainly", "abc", "", "abc", true},
 	}
 	for _, tc := range cases {
@@ -76,7 +71,7 @@ func TestReadCodeGrant(t *testing.T) {
 }
 
 // expectRefusal checks a refusal's code and text; an empty code expects none.
-func expectRefusal(t *testing.T, no *refusal, code, text string) {
+func expectRefusal(t *testing.T, no *Refusal, code, text string) {
 	t.Helper()
 	switch {
 	case code == "" && no != nil:
@@ -97,10 +92,10 @@ func TestRedeemCode(t *testing.T) {
 		return &session.Login{
 			User: "User/u1", Membership: "m1", Client: "app", Scope: "openid",
 			CodeDigest: auth.SecretDigest(secret), CodeAt: now.Add(-10 * time.Second).UnixMilli(),
-			Challenge: rfcChallenge, ChallengeMethod: "S256", Start: signedIn,
+			Challenge: testkit.RFCChallenge, ChallengeMethod: "S256", Start: signedIn,
 		}
 	}
-	grant := codeGrant{loginID: "l1", secret: secret, clientID: "app", verifier: rfcVerifier}
+	grant := codeGrant{loginID: "l1", secret: secret, clientID: "app", verifier: testkit.RFCVerifier}
 	cases := []struct {
 		name       string
 		edit       func(*session.Login)
@@ -159,7 +154,7 @@ func TestRedeemCode(t *testing.T) {
 			grant: func(g *codeGrant) { g.verifier = "" }, code: "invalid_grant", text: "Missing verification context"},
 		{name: "no verifier", grant: func(g *codeGrant) { g.verifier = "" }, code: "invalid_request", text: "Missing code verifier"},
 		{name: "wrong verifier", grant: func(g *codeGrant) { g.verifier = "wrong" }, code: "invalid_grant", text: "Invalid code verifier"},
-		{name: "the challenge as verifier", grant: func(g *codeGrant) { g.verifier = rfcChallenge },
+		{name: "the challenge as verifier", grant: func(g *codeGrant) { g.verifier = testkit.RFCChallenge },
 			code: "invalid_grant", text: "Invalid code verifier"},
 	}
 	for _, tc := range cases {
@@ -236,10 +231,10 @@ func TestRenewRefresh(t *testing.T) {
 // A refusal that revokes is written; any other stops the update unwritten.
 func TestVerdictSettle(t *testing.T) {
 	l := &session.Login{User: "User/u1"}
-	if err := refused("invalid_grant", "Code expired").settle(l); !errors.Is(err, errStop) || l.Revoked {
+	if err := refused(InvalidGrant("Code expired")).settle(l); !errors.Is(err, errStop) || l.Revoked {
 		t.Fatalf("plain refusal: %v, revoked %v", err, l.Revoked)
 	}
-	if err := refusedRevoking("invalid_grant", "Token already granted").settle(l); err != nil || !l.Revoked {
+	if err := refusedRevoking(InvalidGrant("Token already granted")).settle(l); err != nil || !l.Revoked {
 		t.Fatalf("revoking refusal: %v, revoked %v", err, l.Revoked)
 	}
 }
@@ -263,8 +258,8 @@ func TestHasScope(t *testing.T) {
 		{"profile  openid", "openid", true},
 	}
 	for _, tc := range cases {
-		if got := hasScope(tc.scope, tc.want); got != tc.has {
-			t.Errorf("hasScope(%q, %q) = %v, want %v", tc.scope, tc.want, got, tc.has)
+		if got := HasScope(tc.scope, tc.want); got != tc.has {
+			t.Errorf("HasScope(%q, %q) = %v, want %v", tc.scope, tc.want, got, tc.has)
 		}
 	}
 }
@@ -294,15 +289,15 @@ func TestWantsRefresh(t *testing.T) {
 
 func TestRotateRefresh(t *testing.T) {
 	l := &session.Login{Scope: "openid", RefreshDigest: "kept"}
-	if got := rotateRefresh(l); got != "" || l.RefreshDigest != "kept" {
+	if got := RotateRefresh(l); got != "" || l.RefreshDigest != "kept" {
 		t.Fatalf("without offline access: %q, digest %q", got, l.RefreshDigest)
 	}
 	l.Scope = "openid offline_access"
-	first := rotateRefresh(l)
+	first := RotateRefresh(l)
 	if first == "" || !auth.SecretMatches(l.RefreshDigest, first) {
 		t.Fatalf("the login does not keep the new secret's digest: %q %q", first, l.RefreshDigest)
 	}
-	second := rotateRefresh(l)
+	second := RotateRefresh(l)
 	if second == first || !auth.SecretMatches(l.RefreshDigest, second) || auth.SecretMatches(l.RefreshDigest, first) {
 		t.Fatal("the old refresh secret still works after a rotation")
 	}
@@ -319,7 +314,7 @@ func TestRotateRefresh(t *testing.T) {
 func TestNewCode(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	l := &session.Login{Membership: "m1", Challenge: "v", ChallengeMethod: "plain"}
-	code := newCode("login-1", l, now)
+	code := NewCode("login-1", l, now)
 	g, no := readCodeGrant(url.Values{"code": {code}, "code_verifier": {"v"}})
 	if no != nil || g.loginID != "login-1" {
 		t.Fatalf("code %q reads as %+v %v", code, g, no)
@@ -333,7 +328,7 @@ func TestNewCode(t *testing.T) {
 	if v := redeemCode(l, g, now.Add(codeLifetime+time.Millisecond), 0); v.refused == nil || v.refused.text != "Code expired" {
 		t.Fatalf("a code past its lifetime: %+v", v.refused)
 	}
-	if again := newCode("login-1", l, now); again == code || auth.SecretMatches(l.CodeDigest, g.secret) {
+	if again := NewCode("login-1", l, now); again == code || auth.SecretMatches(l.CodeDigest, g.secret) {
 		t.Fatal("a new code leaves the old one working")
 	}
 }

@@ -1,4 +1,4 @@
-package identity
+package authserver
 
 import (
 	"context"
@@ -14,13 +14,94 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/store/sqlstore"
+	"github.com/pinion-health/pinion/services/identity/internal/testkit"
+	"github.com/pinion-health/pinion/services/identity/secrets"
 )
+
+// The ID token key, like the access token key, is made once for all
+// instances that start at once, and kept.
+func TestIDTokenKeyIsShared(t *testing.T) {
+	ctx := context.Background()
+	first := storeOnly(t)
+	const n = 3
+	keys := make([]*auth.RSAKey, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		s := New(first.cfg, first.repo, secrets.New(first.repo), nil, nil, nil, nil, testkit.Quiet)
+		wg.Go(func() { keys[i], errs[i] = s.idTokenKey(ctx) })
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if keys[i].ID != keys[0].ID || !keys[i].Private.Equal(keys[0].Private) {
+			t.Fatalf("instance %d has key %s, instance 0 %s", i, keys[i].ID, keys[0].ID)
+		}
+	}
+	later, err := New(first.cfg, first.repo, secrets.New(first.repo), nil, nil, nil, nil, testkit.Quiet).idTokenKey(ctx)
+	if err != nil || later.ID != keys[0].ID || !later.Private.Equal(keys[0].Private) {
+		t.Fatalf("a later start: %v %v", later, err)
+	}
+	if ec, err := first.signingKey(ctx); err != nil || ec.ID == later.ID {
+		t.Fatalf("the access token key %v is the ID token key: %v", ec, err)
+	}
+}
+
+// The signing key is made once and kept in the store: instances starting
+// at once on an empty store end up with the one key, and a later start
+// loads it.
+func TestSigningKeyIsShared(t *testing.T) {
+	ctx := context.Background()
+	first := storeOnly(t)
+	const n = 4
+	keys := make([]*auth.Key, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		s := New(first.cfg, first.repo, secrets.New(first.repo), nil, nil, nil, nil, testkit.Quiet)
+		wg.Go(func() { keys[i], errs[i] = s.signingKey(ctx) })
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if keys[i].ID != keys[0].ID || !keys[i].Private.Equal(keys[0].Private) {
+			t.Fatalf("instance %d has key %s, instance 0 %s", i, keys[i].ID, keys[0].ID)
+		}
+	}
+	later, err := New(first.cfg, first.repo, secrets.New(first.repo), nil, nil, nil, nil, testkit.Quiet).signingKey(ctx)
+	if err != nil || later.ID != keys[0].ID || !later.Private.Equal(keys[0].Private) {
+		t.Fatalf("a later start: %v %v", later, err)
+	}
+}
+
+// A stored key that cannot be read stops the start rather than being
+// replaced: tokens signed with it would stop verifying.
+func TestSigningKeyUnreadable(t *testing.T) {
+	s := storeOnly(t)
+	ctx := context.Background()
+	if err := s.repo.SetSecret(ctx, signingKeyDoc, []byte(`{"kid":`)); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := s.signingKey(ctx); err == nil || !strings.Contains(err.Error(), "load signing key") {
+		t.Fatalf("%v %v, want an error", k, err)
+	}
+	if err := s.secrets.Save(ctx, signingKeyDoc, keyDoc{Kid: "k1", PEM: "not a key"}); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := s.signingKey(ctx); err == nil {
+		t.Fatalf("%v, want an error", k)
+	}
+}
 
 func TestDiscovery(t *testing.T) {
 	s := unwired(t)
 	doc := func(path string) map[string]any {
 		t.Helper()
-		resp, err := s.discovery(context.Background(), &bus.Request{Method: "GET", Path: path})
+		resp, err := s.Discovery(context.Background(), &bus.Request{Method: "GET", Path: path})
 		if err != nil || resp.Status != 200 {
 			t.Fatalf("%v %v", resp, err)
 		}
@@ -40,7 +121,7 @@ func TestDiscovery(t *testing.T) {
 		"end_session_endpoint":   testBase + "oauth2/logout",
 		"revocation_endpoint":    testBase + "oauth2/revoke",
 		"introspection_endpoint": testBase + "oauth2/introspect",
-		"grant_types_supported":  []any{"client_credentials", "authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:token-exchange"},
+		"grant_types_supported":  []any{"client_credentials", "authorization_code", "refresh_token"},
 		// What the token endpoint accepts, no more: see the grant and
 		// assertion tests.
 		"response_types_supported":                         []any{"code"},
@@ -91,11 +172,30 @@ func TestDiscovery(t *testing.T) {
 	}
 }
 
+// storeOnly is the service over a real SQLite store and nothing else:
+// enough for what only reads and writes credentials.
+func storeOnly(t *testing.T) *Service {
+	t.Helper()
+	st, err := sqlstore.Open(context.Background(), filepath.Join(t.TempDir(), "pinion.db"), sqlstore.Options{Sync: "off", Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r, err := repo.New(st, nil, repo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(Config{BaseURL: "https://pinion.example/"}, r, secrets.New(r), nil, nil, nil, nil, testkit.Quiet)
+}
+
 // The key set holds the EC key of access tokens and the RSA key of ID
 // tokens, each as RFC 7517 writes it.
 func TestJWKS(t *testing.T) {
-	s := live.svc
-	resp, err := s.jwks(context.Background(), &bus.Request{})
+	s := storeOnly(t)
+	if err := s.Start(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.JWKS(context.Background(), &bus.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,68 +222,4 @@ func TestJWKS(t *testing.T) {
 	if k := raw.Keys[0]; k["kty"] != "EC" || k["alg"] != "ES256" || k["n"] != nil || len(k) != 7 {
 		t.Errorf("EC key as published: %v", k)
 	}
-}
-
-// The signing key is made once and kept in the store: instances starting
-// at once on an empty store end up with the one key, and a later start
-// loads it.
-func TestSigningKeyIsShared(t *testing.T) {
-	ctx := context.Background()
-	first := storeOnly(t)
-	const n = 4
-	keys := make([]*auth.Key, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		s := New(first.cfg, nil, nil, first.repo, nil, quiet)
-		wg.Go(func() { keys[i], errs[i] = s.signingKey(ctx) })
-	}
-	wg.Wait()
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatal(errs[i])
-		}
-		if keys[i].ID != keys[0].ID || !keys[i].Private.Equal(keys[0].Private) {
-			t.Fatalf("instance %d has key %s, instance 0 %s", i, keys[i].ID, keys[0].ID)
-		}
-	}
-	later, err := New(first.cfg, nil, nil, first.repo, nil, quiet).signingKey(ctx)
-	if err != nil || later.ID != keys[0].ID || !later.Private.Equal(keys[0].Private) {
-		t.Fatalf("a later start: %v %v", later, err)
-	}
-}
-
-// A stored key that cannot be read stops the start rather than being
-// replaced: tokens signed with it would stop verifying.
-func TestSigningKeyUnreadable(t *testing.T) {
-	s := storeOnly(t)
-	ctx := context.Background()
-	if err := s.repo.SetSecret(ctx, signingKeyDoc, []byte(`{"kid":`)); err != nil {
-		t.Fatal(err)
-	}
-	if k, err := s.signingKey(ctx); err == nil || !strings.Contains(err.Error(), "load signing key") {
-		t.Fatalf("%v %v, want an error", k, err)
-	}
-	if err := s.secrets.Save(ctx, signingKeyDoc, keyDoc{Kid: "k1", PEM: "not a key"}); err != nil {
-		t.Fatal(err)
-	}
-	if k, err := s.signingKey(ctx); err == nil {
-		t.Fatalf("%v, want an error", k)
-	}
-}
-
-// storeOnly is the service over a real SQLite store and nothing else:
-// enough for what only reads and writes credentials.
-func storeOnly(t *testing.T) *Service {
-	t.Helper()
-	st, err := sqlstore.Open(context.Background(), filepath.Join(t.TempDir(), "pinion.db"), sqlstore.Options{Sync: "off", Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	r, err := repo.New(st, nil, repo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return New(Config{BaseURL: "https://pinion.example/"}, nil, nil, r, nil, nil)
 }

@@ -1,4 +1,4 @@
-package identity
+package authserver
 
 import (
 	"context"
@@ -16,12 +16,12 @@ import (
 // wsBindingLifetime is how long a binding token binds (Medplum's hour).
 const wsBindingLifetime = time.Hour
 
-// wsBindingToken is GET /fhir/R4/Subscription/:id/$get-ws-binding-token
+// WSBindingToken is GET /fhir/R4/Subscription/:id/$get-ws-binding-token
 // (the R4B backport operation, as Medplum's getwsbindingtoken.ts serves
 // it): a token that binds a WebSocket on /ws/subscriptions-r4 to one
 // subscription the caller can read. Unlike Medplum's, the token opens
 // nothing else: it is not an access token.
-func (s *Service) wsBindingToken(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) WSBindingToken(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	p := r.Principal
 	if p == nil {
 		return nil, fhir.Unauthorized()

@@ -1,4 +1,4 @@
-package identity
+package authserver
 
 import (
 	"context"
@@ -85,7 +85,7 @@ func (s *Service) storedKey(ctx context.Context, doc, what string, generate func
 
 // jwks publishes both public keys: the gateway and the services verify
 // access tokens with the EC key, relying parties ID tokens with the RSA one.
-func (s *Service) jwks(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) JWKS(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	keys := []auth.JWK{s.signer.Key.PublicJWK()}
 	if s.idSigner != nil {
 		keys = append(keys, s.idSigner.RSA.PublicJWK())
@@ -104,7 +104,7 @@ var claimsSupported = []string{
 // revocation and introspection endpoints.
 var clientAuthMethods = []string{"client_secret_basic", "client_secret_post", "private_key_jwt"}
 
-func (s *Service) discovery(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) Discovery(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	b := s.cfg.BaseURL
 	doc := map[string]any{
 		"issuer":                 b,
@@ -118,7 +118,7 @@ func (s *Service) discovery(ctx context.Context, r *bus.Request) (*bus.Response,
 		// RS256 is the default every client may assume (OIDC Discovery
 		// §3); ID tokens are signed with it (idtoken.go).
 		"id_token_signing_alg_values_supported": []string{"RS256", "ES256"},
-		"grant_types_supported":                 []string{"client_credentials", "authorization_code", "refresh_token", grantTokenExchange},
+		"grant_types_supported":                 s.grantTypes(),
 		"response_types_supported":              []string{"code"},
 		"subject_types_supported":               []string{"public"},
 		"scopes_supported":                      access.SupportedScopes,
@@ -142,4 +142,13 @@ func (s *Service) discovery(ctx context.Context, r *bus.Request) (*bus.Response,
 		doc["code_challenge_methods_supported"] = []string{"S256"}
 	}
 	return bus.JSON(200, doc), nil
+}
+
+// grantTypes are the token endpoint's grant types, in order.
+func (s *Service) grantTypes() []string {
+	out := make([]string, len(s.grants))
+	for i, g := range s.grants {
+		out[i] = g.Type()
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package identity
+package authserver
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func (s *Service) signIDToken(c *auth.Claims) (string, error) {
 // idTokenVerifier checks ID tokens this service issued (an id_token_hint):
 // RS256 ones, and ES256 ones issued before ID tokens had their own key.
 // Their audience is the client, which the caller checks.
-func (s *Service) idTokenVerifier() *auth.Verifier {
+func (s *Service) IDTokenVerifier() *auth.Verifier {
 	pub := &s.signer.Key.Private.PublicKey
 	rpub := &s.idSigner.RSA.Private.PublicKey
 	return &auth.Verifier{Issuer: s.cfg.BaseURL,

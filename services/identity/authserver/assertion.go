@@ -1,4 +1,4 @@
-package identity
+package authserver
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 // client secret.
 
 const (
-	jwtBearerAssertion = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+	JWTBearerAssertion = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 	// maxAssertionLife is how far ahead an assertion may expire: SMART
 	// Backend Services asks for at most five minutes.
 	maxAssertionLife = 5 * time.Minute
@@ -96,7 +96,7 @@ func newAssertions(allowPrivate bool) *assertions {
 
 // clientAssertion authenticates a client by its assertion and returns the
 // client's id, or why it was refused.
-func (s *Service) clientAssertion(ctx context.Context, typ, assertion string) (string, *refusal, error) {
+func (s *Service) clientAssertion(ctx context.Context, typ, assertion string) (string, *Refusal, error) {
 	id, no := assertionIssuer(typ, assertion)
 	if no != nil {
 		return "", no, nil
@@ -104,7 +104,7 @@ func (s *Service) clientAssertion(ctx context.Context, typ, assertion string) (s
 	client, err := s.repo.Read(ctx, repo.AllProjects, "ClientApplication", id)
 	if err != nil {
 		if fhir.Missing(err) {
-			return "", &refusal{"invalid_client", "Invalid client", 0}, nil
+			return "", InvalidClient("Invalid client"), nil
 		}
 		return "", nil, err
 	}
@@ -115,7 +115,7 @@ func (s *Service) clientAssertion(ctx context.Context, typ, assertion string) (s
 		return "", nil, err
 	}
 	if c.JWKSURI == "" {
-		return "", &refusal{"invalid_client", "Client must have a JWK Set URL", 0}, nil
+		return "", InvalidClient("Client must have a JWK Set URL"), nil
 	}
 	keys := func(t *jwt.Token) (any, error) {
 		kid, _ := t.Header["kid"].(string)
@@ -131,7 +131,7 @@ func (s *Service) clientAssertion(ctx context.Context, typ, assertion string) (s
 		return "", no, nil
 	}
 	if !s.assertions.first(id+"|"+claims.ID, claims.ExpiresAt.Time, now) {
-		return "", &refusal{"invalid_client", "Client assertion already used", 0}, nil
+		return "", InvalidClient("Client assertion already used"), nil
 	}
 	return id, nil, nil
 }
@@ -139,17 +139,17 @@ func (s *Service) clientAssertion(ctx context.Context, typ, assertion string) (s
 // assertionIssuer reads, unverified, which client an assertion says it is:
 // its issuer, which must also be its subject (RFC 7523 §3). Nothing is
 // looked up for an assertion that fails here.
-func assertionIssuer(typ, assertion string) (string, *refusal) {
-	if typ != jwtBearerAssertion {
-		return "", &refusal{"invalid_client", "Unsupported client assertion type", 0}
+func assertionIssuer(typ, assertion string) (string, *Refusal) {
+	if typ != JWTBearerAssertion {
+		return "", InvalidClient("Unsupported client assertion type")
 	}
 	var unverified jwt.RegisteredClaims
 	if _, _, err := jwt.NewParser().ParseUnverified(assertion, &unverified); err != nil {
-		return "", &refusal{"invalid_client", "Invalid client assertion", 0}
+		return "", InvalidClient("Invalid client assertion")
 	}
 	id := unverified.Issuer
 	if id == "" || id != unverified.Subject {
-		return "", &refusal{"invalid_client", "Invalid client assertion issuer", 0}
+		return "", InvalidClient("Invalid client assertion issuer")
 	}
 	return id, nil
 }
@@ -165,8 +165,8 @@ func assertionAudiences(base string) []string {
 // one of its keys (keys finds them) by an allowed algorithm, issued by the
 // client about itself, for one of audiences, expiring within
 // maxAssertionLife, with an id to spend it by.
-func checkAssertion(assertion, id string, audiences []string, keys jwt.Keyfunc, now time.Time) (*jwt.RegisteredClaims, *refusal) {
-	refuse := func(text string) (*jwt.RegisteredClaims, *refusal) { return nil, &refusal{"invalid_client", text, 0} }
+func checkAssertion(assertion, id string, audiences []string, keys jwt.Keyfunc, now time.Time) (*jwt.RegisteredClaims, *Refusal) {
+	refuse := func(text string) (*jwt.RegisteredClaims, *Refusal) { return nil, InvalidClient(text) }
 	var claims jwt.RegisteredClaims
 	_, err := jwt.ParseWithClaims(assertion, &claims, keys,
 		jwt.WithValidMethods(assertionAlgs), jwt.WithIssuer(id), jwt.WithSubject(id), jwt.WithAudience(audiences...),

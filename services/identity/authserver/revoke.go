@@ -1,4 +1,4 @@
-package identity
+package authserver
 
 import (
 	"cmp"
@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-
-	"github.com/google/uuid"
 
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
@@ -25,11 +23,11 @@ import (
 // an error would tell a client which tokens exist; answering 200 without
 // revoking keeps a client from ending tokens it was never given.
 
-// maxFormBody bounds the form these endpoints read; maxPresentedToken, a
+// maxFormBody bounds the form these endpoints read; MaxPresentedToken, a
 // token before its signature is checked.
 const (
 	maxFormBody       = 16 << 10
-	maxPresentedToken = 8192
+	MaxPresentedToken = 8192
 )
 
 // presentedToken is a token sent to revocation or introspection, read and
@@ -51,14 +49,14 @@ func (t presentedToken) access() bool { return t.claims != nil && t.claims.IsAcc
 // client that sent it (RFC 6749 §2.3) and its token.
 func (s *Service) tokenRequest(ctx context.Context, r *bus.Request) (*tokenClient, presentedToken, error) {
 	if !strings.HasPrefix(strings.ToLower(r.Get("Content-Type")), "application/x-www-form-urlencoded") {
-		return nil, presentedToken{}, &refusal{"invalid_request", "Unsupported content type", 0}
+		return nil, presentedToken{}, InvalidRequest("Unsupported content type")
 	}
 	if len(r.Body) > maxFormBody {
-		return nil, presentedToken{}, &refusal{"invalid_request", "Request too large", 0}
+		return nil, presentedToken{}, InvalidRequest("Request too large")
 	}
 	form, err := url.ParseQuery(string(r.Body))
 	if err != nil {
-		return nil, presentedToken{}, &refusal{"invalid_request", "Could not parse form", 0}
+		return nil, presentedToken{}, InvalidRequest("Could not parse form")
 	}
 	tc, no, err := s.presentedClient(ctx, r, form)
 	if err != nil {
@@ -69,33 +67,21 @@ func (s *Service) tokenRequest(ctx context.Context, r *bus.Request) (*tokenClien
 	}
 	t := presentedToken{raw: form.Get("token")}
 	if t.raw == "" {
-		return nil, presentedToken{}, &refusal{"invalid_request", "Missing token", 0}
+		return nil, presentedToken{}, InvalidRequest("Missing token")
 	}
 	// token_type_hint is only a hint (RFC 7009 §2.1): the token's own
 	// claims say what it is.
-	if len(t.raw) <= maxPresentedToken {
-		if c, err := s.verifier().Verify(t.raw); err == nil {
+	if len(t.raw) <= MaxPresentedToken {
+		if c, err := s.Verifier().Verify(t.raw); err == nil {
 			t.claims = c
 		}
 	}
 	return tc, t, nil
 }
 
-// oauthAnswer turns a refusal into its OAuth error answer, as token does.
-func oauthAnswer(resp *bus.Response, err error) (*bus.Response, error) {
-	if no := (*refusal)(nil); errors.As(err, &no) {
-		return no.response(), nil
-	}
-	if resp != nil {
-		resp.Header["Cache-Control"] = "no-store"
-		resp.Header["Pragma"] = "no-cache"
-	}
-	return resp, err
-}
-
-// revoke is POST /oauth2/revoke (RFC 7009).
-func (s *Service) revoke(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	return oauthAnswer(s.revokeToken(ctx, r))
+// Revoke is POST /oauth2/revoke (RFC 7009).
+func (s *Service) Revoke(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	return Answer(s.revokeToken(ctx, r))
 }
 
 func (s *Service) revokeToken(ctx context.Context, r *bus.Request) (*bus.Response, error) {
@@ -136,10 +122,10 @@ func (s *Service) revokeToken(ctx context.Context, r *bus.Request) (*bus.Respons
 	return done, nil
 }
 
-// introspect is POST /oauth2/introspect (RFC 7662), for a confidential
+// Introspect is POST /oauth2/introspect (RFC 7662), for a confidential
 // client that authenticated: whether a token of its own project is live.
-func (s *Service) introspect(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	return oauthAnswer(s.introspectToken(ctx, r))
+func (s *Service) Introspect(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	return Answer(s.introspectToken(ctx, r))
 }
 
 func (s *Service) introspectToken(ctx context.Context, r *bus.Request) (*bus.Response, error) {
@@ -150,14 +136,14 @@ func (s *Service) introspectToken(ctx context.Context, r *bus.Request) (*bus.Res
 	if !tc.Authenticated {
 		// A public client, or none: introspection would let anyone who
 		// holds a token learn whose it is.
-		return nil, &refusal{"invalid_client", "Client authentication required", 0}
+		return nil, InvalidClient("Client authentication required")
 	}
 	caller, err := s.callerMembership(ctx, tc.ID)
 	if err != nil {
 		return nil, err
 	}
 	if caller == nil {
-		return nil, &refusal{"invalid_client", "Invalid client", 0}
+		return nil, InvalidClient("Invalid client")
 	}
 	body, err := s.tokenInfo(ctx, t, caller)
 	if err != nil {
@@ -258,39 +244,4 @@ func (s *Service) tokenInfo(ctx context.Context, t presentedToken, caller *sessi
 		info["nbf"] = c.NotBefore.Unix()
 	}
 	return info, nil
-}
-
-// authRevokeRequest is POST /auth/revoke's body.
-type authRevokeRequest struct {
-	LoginID string `json:"loginId"`
-}
-
-// authRevoke is Medplum's POST /auth/revoke: the caller ends one of its
-// own logins (another sign-in of theirs, listed by /auth/me); another
-// person's login, or none, is 404.
-func (s *Service) authRevoke(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	var in authRevokeRequest
-	if err := r.DecodeJSON(&in); err != nil {
-		return nil, err
-	}
-	if _, err := uuid.Parse(in.LoginID); err != nil {
-		return nil, fhir.Invalid(fhir.FieldIssue("loginId", "Login ID is required."))
-	}
-	if r.Principal == nil {
-		return nil, fhir.Unauthorized()
-	}
-	_, rev, err := s.sessions.UpdateLoginRev(ctx, in.LoginID, func(l *session.Login) error {
-		if l.User != r.Principal.User {
-			return fhir.NotFound()
-		}
-		l.Revoked = true
-		return nil
-	})
-	if errors.Is(err, session.ErrNotFound) {
-		return nil, fhir.NotFound()
-	}
-	if err != nil {
-		return nil, err
-	}
-	return bus.OK().WithSession(session.LoginsBucket, rev), nil
 }

@@ -1,4 +1,4 @@
-package identity
+package authserver
 
 import (
 	"context"
@@ -7,11 +7,8 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +16,8 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/pinion-health/pinion/services/identity/internal/testkit"
 )
 
 func TestAssertionIssuer(t *testing.T) {
@@ -34,18 +33,18 @@ func TestAssertionIssuer(t *testing.T) {
 		id                   string
 		text                 string
 	}{
-		{"issuer is subject", jwtBearerAssertion, hs(jwt.MapClaims{"iss": "app", "sub": "app"}), "app", ""},
-		{"unverified: any signature reads", jwtBearerAssertion, hs(jwt.MapClaims{"iss": "app", "sub": "app", "exp": 1}), "app", ""},
+		{"issuer is subject", JWTBearerAssertion, hs(jwt.MapClaims{"iss": "app", "sub": "app"}), "app", ""},
+		{"unverified: any signature reads", JWTBearerAssertion, hs(jwt.MapClaims{"iss": "app", "sub": "app", "exp": 1}), "app", ""},
 		{"no type", "", hs(jwt.MapClaims{"iss": "app", "sub": "app"}), "", "Unsupported client assertion type"},
 		{"another type", "urn:ietf:params:oauth:client-assertion-type:saml2-bearer", hs(jwt.MapClaims{"iss": "app", "sub": "app"}), "", "Unsupported client assertion type"},
-		{"the type's case counts", strings.ToUpper(jwtBearerAssertion), hs(jwt.MapClaims{"iss": "app", "sub": "app"}), "", "Unsupported client assertion type"},
-		{"empty", jwtBearerAssertion, "", "", "Invalid client assertion"},
-		{"not a JWT", jwtBearerAssertion, "not.a.jwt", "", "Invalid client assertion"},
-		{"two parts", jwtBearerAssertion, "eyJhbGciOiJSUzI1NiJ9.e30", "", "Invalid client assertion"},
-		{"subject differs", jwtBearerAssertion, hs(jwt.MapClaims{"iss": "app", "sub": "someone"}), "", "Invalid client assertion issuer"},
-		{"no subject", jwtBearerAssertion, hs(jwt.MapClaims{"iss": "app"}), "", "Invalid client assertion issuer"},
-		{"no issuer", jwtBearerAssertion, hs(jwt.MapClaims{"sub": "app"}), "", "Invalid client assertion issuer"},
-		{"neither", jwtBearerAssertion, hs(jwt.MapClaims{}), "", "Invalid client assertion issuer"},
+		{"the type's case counts", strings.ToUpper(JWTBearerAssertion), hs(jwt.MapClaims{"iss": "app", "sub": "app"}), "", "Unsupported client assertion type"},
+		{"empty", JWTBearerAssertion, "", "", "Invalid client assertion"},
+		{"not a JWT", JWTBearerAssertion, "not.a.jwt", "", "Invalid client assertion"},
+		{"two parts", JWTBearerAssertion, "eyJhbGciOiJSUzI1NiJ9.e30", "", "Invalid client assertion"},
+		{"subject differs", JWTBearerAssertion, hs(jwt.MapClaims{"iss": "app", "sub": "someone"}), "", "Invalid client assertion issuer"},
+		{"no subject", JWTBearerAssertion, hs(jwt.MapClaims{"iss": "app"}), "", "Invalid client assertion issuer"},
+		{"no issuer", JWTBearerAssertion, hs(jwt.MapClaims{"sub": "app"}), "", "Invalid client assertion issuer"},
+		{"neither", JWTBearerAssertion, hs(jwt.MapClaims{}), "", "Invalid client assertion issuer"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -220,31 +219,9 @@ func TestAssertionUsedOnce(t *testing.T) {
 	}
 }
 
-// jwksServer publishes a key set on the loopback address and counts fetches.
-func jwksServer(t *testing.T, status int, body func() []byte) (string, *atomic.Int32) {
-	t.Helper()
-	var hits atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		w.WriteHeader(status)
-		_, _ = w.Write(body())
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + "/jwks.json", &hits
-}
-
-func keySetJSON(t *testing.T, keys ...jose.JSONWebKey) []byte {
-	t.Helper()
-	b, err := json.Marshal(jose.JSONWebKeySet{Keys: keys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func TestLoadKeySet(t *testing.T) {
 	k := newTestKeys(t)
-	good := keySetJSON(t,
+	good := testkit.KeySetJSON(t,
 		jose.JSONWebKey{Key: k.rsa.Public(), KeyID: "sig", Use: "sig", Algorithm: "RS384"},
 		jose.JSONWebKey{Key: k.ec.Public(), KeyID: "any"},
 		jose.JSONWebKey{Key: k.otherRSA.Public(), KeyID: "enc", Use: "enc"},
@@ -253,7 +230,7 @@ func TestLoadKeySet(t *testing.T) {
 	)
 	ctx := context.Background()
 	t.Run("keys for signatures only, public halves", func(t *testing.T) {
-		uri, _ := jwksServer(t, 200, func() []byte { return good })
+		uri, _ := testkit.JWKSServer(t, 200, func() []byte { return good })
 		set, err := newAssertions(true).load(ctx, uri)
 		if err != nil {
 			t.Fatal(err)
@@ -288,7 +265,7 @@ func TestLoadKeySet(t *testing.T) {
 			uri := c.uri
 			var hits *atomic.Int32
 			if uri == "" {
-				uri, hits = jwksServer(t, c.status, func() []byte { return c.body })
+				uri, hits = testkit.JWKSServer(t, c.status, func() []byte { return c.body })
 			}
 			_, err := newAssertions(true).load(ctx, uri)
 			if !errors.Is(err, errNoKeySet) {
@@ -306,7 +283,7 @@ func TestLoadKeySet(t *testing.T) {
 func TestAssertionKeys(t *testing.T) {
 	k := newTestKeys(t)
 	published := []jose.JSONWebKey{{Key: k.rsa.Public(), KeyID: "k1", Use: "sig"}}
-	uri, hits := jwksServer(t, 200, func() []byte { return keySetJSON(t, published...) })
+	uri, hits := testkit.JWKSServer(t, 200, func() []byte { return testkit.KeySetJSON(t, published...) })
 	a := newAssertions(true)
 	ctx := context.Background()
 	age := func(d time.Duration) {

@@ -1,4 +1,4 @@
-package identity
+package authserver
 
 import (
 	"context"
@@ -28,18 +28,18 @@ type tokenClient struct {
 // presentedClient reads and checks the client of a token-endpoint request.
 // A refusal is invalid_client (401) when credentials were wrong or a
 // confidential client sent none, invalid_request when they were malformed.
-func (s *Service) presentedClient(ctx context.Context, r *bus.Request, form url.Values) (*tokenClient, *refusal, error) {
+func (s *Service) presentedClient(ctx context.Context, r *bus.Request, form url.Values) (*tokenClient, *Refusal, error) {
 	if form.Has("client_assertion_type") || form.Has("client_assertion") {
 		id, no, err := s.clientAssertion(ctx, form.Get("client_assertion_type"), form.Get("client_assertion"))
 		if err != nil || no != nil {
 			return nil, no, err
 		}
 		if cid := form.Get("client_id"); cid != "" && cid != id {
-			return nil, &refusal{"invalid_client", "Invalid client", 0}, nil
+			return nil, InvalidClient("Invalid client"), nil
 		}
 		return &tokenClient{ID: id, Authenticated: true}, nil, nil
 	}
-	id, secret, no := presentedCredentials(r.Get("Authorization"), form)
+	id, secret, no := credentials(r.Get("Authorization"), form)
 	if no != nil {
 		return nil, no, nil
 	}
@@ -49,7 +49,7 @@ func (s *Service) presentedClient(ctx context.Context, r *bus.Request, form url.
 	if clients.Builtin(id, s.cfg.BaseURL) != nil {
 		// The console and Medplum's CLI are public clients: no secret.
 		if secret != "" {
-			return nil, &refusal{"invalid_client", "Invalid secret", 0}, nil
+			return nil, InvalidClient("Invalid secret"), nil
 		}
 		return &tokenClient{ID: id}, nil, nil
 	}
@@ -59,37 +59,41 @@ func (s *Service) presentedClient(ctx context.Context, r *bus.Request, form url.
 	}
 	switch {
 	case c == nil:
-		return nil, &refusal{"invalid_client", "Invalid client", 0}, nil
+		return nil, InvalidClient("Invalid client"), nil
 	case secret == "" && (c.Cred != nil || c.JWKS):
-		return nil, &refusal{"invalid_client", "Client authentication required", 0}, nil
+		return nil, InvalidClient("Client authentication required"), nil
 	case secret == "":
 		return &tokenClient{ID: id}, nil, nil
 	case c.Cred == nil || !s.clients.SecretProof(ctx, id, secret)(c):
-		return nil, &refusal{"invalid_client", "Invalid secret", 0}, nil
+		return nil, InvalidClient("Invalid secret"), nil
 	}
 	return &tokenClient{ID: id, Authenticated: true}, nil, nil
 }
 
-// presentedCredentials reads a client id and secret from HTTP Basic, whose
-// halves are form-encoded (RFC 6749 §2.3.1), or else from the form. Both at
-// once must name one client; a secret alone names none and is refused.
-func presentedCredentials(authorization string, form url.Values) (id, secret string, no *refusal) {
+// credentials reads the client id and secret a request presents, for
+// every endpoint that takes them (token, revocation, introspection): from
+// HTTP Basic, whose halves are form-encoded (RFC 6749 §2.3.1), or from the
+// form (client_secret_post). Medplum's client may send both (its basic
+// auth and a client login at once): then they must name the same client
+// and, where the form has a secret, the same secret — two different
+// credentials are refused (RFC 6749 §2.3: one method per request), never
+// one silently preferred. A secret alone names no client and is refused.
+func credentials(authorization string, form url.Values) (id, secret string, no *Refusal) {
 	id, secret = form.Get("client_id"), form.Get("client_secret")
 	if authorization == "" {
 		if id == "" && secret != "" {
-			return "", "", &refusal{"invalid_request", "Missing client_id", 0}
+			return "", "", InvalidRequest("Missing client_id")
 		}
 		return id, secret, nil
 	}
 	bid, bsecret, ok := basicHalves(authorization)
 	switch {
 	case !ok || bid == "":
-		return "", "", &refusal{"invalid_request", "Invalid authorization header", 0}
-	case secret != "":
-		// Two methods at once (RFC 6749 §2.3: MUST NOT).
-		return "", "", &refusal{"invalid_request", "Client credentials sent twice", 0}
+		return "", "", InvalidRequest("Invalid authorization header")
 	case id != "" && id != bid:
-		return "", "", &refusal{"invalid_client", "Invalid client", 0}
+		return "", "", InvalidClient("Invalid client")
+	case secret != "" && secret != bsecret:
+		return "", "", InvalidRequest("Client credentials sent twice")
 	}
 	return bid, bsecret, nil
 }
@@ -110,4 +114,22 @@ func basicHalves(authorization string) (id, secret string, ok bool) {
 	id, _ = url.QueryUnescape(id)
 	secret, _ = url.QueryUnescape(secret)
 	return id, secret, true
+}
+
+// authenticatedFor checks the one rule of a code or refresh grant that
+// needs the client's registration: a confidential client (a secret or a
+// jwksUri) to which the code or token was issued must have authenticated
+// (RFC 6749 §4.1.3, §6), even when the request names no client.
+func (s *Service) authenticatedFor(ctx context.Context, tc *tokenClient, issuedTo string) (*Refusal, error) {
+	if issuedTo == "" || tc.Authenticated || clients.Builtin(issuedTo, s.cfg.BaseURL) != nil {
+		return nil, nil
+	}
+	c, err := s.clients.Get(ctx, issuedTo)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil && (c.Cred != nil || c.JWKS) {
+		return InvalidClient("Client authentication required"), nil
+	}
+	return nil, nil
 }

@@ -1,25 +1,20 @@
-package identity
+package authserver
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
-	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/pinion-health/pinion/pkg/egress"
 	"github.com/pinion-health/pinion/pkg/testenv"
+	"github.com/pinion-health/pinion/services/identity/internal/testkit"
 )
 
 // hangingServer accepts a key set request and answers nothing until the
@@ -44,8 +39,8 @@ func hangingServer(t *testing.T) (string, *atomic.Int32) {
 // that is allowed, nor through a redirect.
 func TestKeySetAddressAndRedirect(t *testing.T) {
 	k := newTestKeys(t)
-	good := keySetJSON(t, jose.JSONWebKey{Key: k.ec.Public(), KeyID: "k1", Use: "sig"})
-	uri, hits := jwksServer(t, 200, func() []byte { return good })
+	good := testkit.KeySetJSON(t, jose.JSONWebKey{Key: k.ec.Public(), KeyID: "k1", Use: "sig"})
+	uri, hits := testkit.JWKSServer(t, 200, func() []byte { return good })
 	ctx := context.Background()
 
 	_, err := newAssertions(false).keys(ctx, uri, "k1")
@@ -80,7 +75,7 @@ func TestKeySetAddressAndRedirect(t *testing.T) {
 // A failed fetch is remembered: the URI is not asked again within
 // jwksFailTTL, and is after it.
 func TestKeySetFailureCached(t *testing.T) {
-	uri, hits := jwksServer(t, 500, func() []byte { return []byte("down") })
+	uri, hits := testkit.JWKSServer(t, 500, func() []byte { return []byte("down") })
 	a := newAssertions(true)
 	ctx := context.Background()
 	for i := range 3 {
@@ -107,9 +102,9 @@ func TestKeySetFailureCached(t *testing.T) {
 // rather than queueing behind them, and cached sets still come.
 func TestHangingKeySetDelaysNoOne(t *testing.T) {
 	k := newTestKeys(t)
-	good := keySetJSON(t, jose.JSONWebKey{Key: k.ec.Public(), KeyID: "k1", Use: "sig"})
+	good := testkit.KeySetJSON(t, jose.JSONWebKey{Key: k.ec.Public(), KeyID: "k1", Use: "sig"})
 	a := newAssertions(true)
-	cachedURI, _ := jwksServer(t, 200, func() []byte { return good })
+	cachedURI, _ := testkit.JWKSServer(t, 200, func() []byte { return good })
 	if _, err := a.keys(context.Background(), cachedURI, "k1"); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +132,7 @@ func TestHangingKeySetDelaysNoOne(t *testing.T) {
 	if d, err := quick(t, cachedURI); err != nil || d > bound {
 		t.Errorf("a cached key set took %s (%v)", d, err)
 	}
-	fastURI, _ := jwksServer(t, 200, func() []byte { return good })
+	fastURI, _ := testkit.JWKSServer(t, 200, func() []byte { return good })
 	if d, err := quick(t, fastURI); err != nil || d > bound {
 		t.Errorf("a key set on a server that answers took %s (%v)", d, err)
 	}
@@ -160,7 +155,7 @@ func TestHangingKeySetDelaysNoOne(t *testing.T) {
 		}
 		return true
 	})
-	otherURI, otherHits := jwksServer(t, 200, func() []byte { return good })
+	otherURI, otherHits := testkit.JWKSServer(t, 200, func() []byte { return good })
 	if d, err := quick(t, otherURI); !errors.Is(err, errFetchBusy) || d > bound {
 		t.Errorf("with every slot held, a fetch: %v after %s, want errFetchBusy at once", err, d)
 	}
@@ -170,46 +165,4 @@ func TestHangingKeySetDelaysNoOne(t *testing.T) {
 	if d, err := quick(t, cachedURI); err != nil || d > bound {
 		t.Errorf("with every slot held, a cached key set took %s (%v)", d, err)
 	}
-}
-
-// The token endpoint takes an assertion whose audience is the issuer, as
-// oauth4webapi writes it, and refuses a client whose key set is on a
-// private address when private addresses are not allowed.
-func TestClientAssertionAudienceAndAddress(t *testing.T) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwks, _ := jwksServer(t, 200, func() []byte {
-		return keySetJSON(t, jose.JSONWebKey{Key: key.Public(), KeyID: "k1", Use: "sig", Algorithm: "ES256"})
-	})
-	project := newProject(t, "Issuer audience")
-	id, _ := newClient(t, project, map[string]any{"jwksUri": jwks})
-	assertion := func(aud, jti string) string {
-		tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": id, "sub": id, "aud": aud,
-			"exp": time.Now().Add(time.Minute).Unix(), "jti": jti})
-		tok.Header["kid"] = "k1"
-		s, err := tok.SignedString(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	form := func(a string) url.Values {
-		return url.Values{"grant_type": {"client_credentials"}, "client_assertion_type": {jwtBearerAssertion}, "client_assertion": {a}}
-	}
-	for i, aud := range []string{testBase, strings.TrimSuffix(testBase, "/")} {
-		body := decoded(t, token(t, form(assertion(aud, "iss"+string(rune('a'+i)))), nil), nil, 200)
-		if c := verify(t, body["access_token"].(string), testBase); c.ClientID != id {
-			t.Fatalf("aud %s: access token %+v", aud, c)
-		}
-	}
-	expectTokenError(t, token(t, form(assertion(testBase+"oauth2/authorize", "other")), nil), 401, "invalid_client", "Invalid client assertion audience")
-
-	strict := New(Config{BaseURL: testBase}, nil, nil, live.conns.Repo, nil, quiet)
-	resp, err := strict.token(context.Background(), formRequest(form(assertion(testBase, "strict")), nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	expectTokenError(t, resp, 401, "invalid_client", "Could not read the client's JWK Set")
 }
