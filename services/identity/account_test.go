@@ -13,6 +13,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/factors"
+	"github.com/pinion-health/pinion/services/identity/signin"
 )
 
 // TestAccountBelongsToThePerson: a person's own security state changes
@@ -59,7 +60,7 @@ func TestAccountBelongsToThePerson(t *testing.T) {
 	viaProvider := func(tg *target) *bus.Principal {
 		pr := tg.p.principal()
 		if _, err := live.conns.Sessions.UpdateLogin(ctx, pr.LoginID, func(l *session.Login) error {
-			l.ProviderProject, l.AuthMethod = tg.another, authExternal
+			l.ProviderProject, l.AuthMethod = tg.another, signin.AuthExternal
 			return nil
 		}); err != nil {
 			t.Fatal(err)
@@ -91,7 +92,7 @@ func TestAccountBelongsToThePerson(t *testing.T) {
 		return err
 	}
 	passwordChanged := func(tg *target) bool {
-		resp, err := live.svc.login(ctx, jsonRequest("10.40.0.9", map[string]any{"email": tg.p.email, "password": "a new long password"}))
+		resp, err := live.svc.signins.Login(ctx, jsonRequest("10.40.0.9", map[string]any{"email": tg.p.email, "password": "a new long password"}))
 		return err == nil && resp.Status == 200
 	}
 

@@ -35,7 +35,7 @@ func TestAuthorizeNewBrowser(t *testing.T) {
 		for i := 0; i < len(kv); i += 2 {
 			q.Set(kv[i], kv[i+1])
 		}
-		resp, err := s.authorize(context.Background(), &bus.Request{Method: "GET", Query: q, Header: map[string]string{}})
+		resp, err := s.signins.Authorize(context.Background(), &bus.Request{Method: "GET", Query: q, Header: map[string]string{}})
 		if err != nil {
 			t.Fatal(err)
 		}

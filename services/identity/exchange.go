@@ -21,6 +21,7 @@ import (
 	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/authserver"
 	"github.com/pinion-health/pinion/services/identity/factors"
+	"github.com/pinion-health/pinion/services/identity/signin"
 )
 
 // RFC 8693's grant and the one subject token type Medplum exchanges.
@@ -28,9 +29,6 @@ const (
 	grantTokenExchange   = "urn:ietf:params:oauth:grant-type:token-exchange"
 	tokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
 )
-
-// authExchange is Medplum's Login.authMethod for a token exchange.
-const authExchange = "exchange"
 
 // Bounds on a token exchange: the external token, and the user info answer.
 const (
@@ -128,7 +126,7 @@ func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID
 	// The provider's word reaches the client's project only, and stands
 	// for a second factor only where that project trusts it: a token
 	// exchange cannot ask for one.
-	proof := factors.Proof{Method: authExchange, ProviderProject: res.Project, ProviderMFA: claims.assertsFactor()}
+	proof := factors.Proof{Method: signin.AuthExchange, ProviderProject: res.Project, ProviderMFA: claims.assertsFactor()}
 	step, _, err := s.factors.Owed(ctx, account.UserIDOf(userRef), res.Project, proof)
 	if err != nil {
 		return nil, err
@@ -136,8 +134,8 @@ func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID
 	if step != "" {
 		return nil, authserver.InvalidRequest(secondFactorText)
 	}
-	if err := s.checkSignIn(ctx, chosen.ID, r.Remote, proof); err != nil {
-		if errors.Is(err, errFactorOwed) {
+	if err := s.signins.CheckSignIn(ctx, chosen.ID, r.Remote, proof); err != nil {
+		if errors.Is(err, signin.ErrFactorOwed) {
 			return nil, authserver.InvalidRequest(secondFactorText)
 		}
 		return nil, authserver.InvalidRequest(fhirText(err))
@@ -153,7 +151,7 @@ func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID
 		AuthTime: now.Unix(), Start: now.UnixMilli(), Project: res.Project, Granted: true,
 		ProviderProject: res.Project, ProviderMFA: proof.ProviderMFA}
 	refresh := authserver.RotateRefresh(&l)
-	l.SetOrigin(authExchange, r.Remote, r.Get("User-Agent"))
+	l.SetOrigin(signin.AuthExchange, r.Remote, r.Get("User-Agent"))
 	loginID := uuid.NewString()
 	if err := s.putExternalSignIn(ctx, loginID, &l); err != nil {
 		return nil, err

@@ -24,11 +24,8 @@ import (
 	"github.com/pinion-health/pinion/services/identity/authserver"
 	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/identity/factors"
+	"github.com/pinion-health/pinion/services/identity/signin"
 )
-
-// authExternal is Medplum's Login.authMethod for a sign-in through an
-// external identity provider.
-const authExternal = "external"
 
 // Bounds on what /auth/external reads: the query a browser brings back
 // from the provider, and how long the provider may take to answer.
@@ -167,7 +164,7 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 		return nil, fhir.BadRequest("Email address does not match domain")
 	}
 	projectID := st.ProjectID
-	proof := factors.Proof{Method: authExternal, ProviderMFA: claims.assertsFactor()}
+	proof := factors.Proof{Method: signin.AuthExternal, ProviderMFA: claims.assertsFactor()}
 	if client != nil {
 		if projectID != "" && projectID != client.Project {
 			return nil, fhir.BadRequest("Invalid project")
@@ -205,11 +202,11 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 		if target, err = url.Parse(st.RedirectURI); err != nil {
 			return nil, fhir.BadRequest("Invalid redirect URI")
 		}
-		err := s.checkSignIn(ctx, choices[0].ID, r.Remote, proof)
+		err := s.signins.CheckSignIn(ctx, choices[0].ID, r.Remote, proof)
 		switch {
-		case errors.Is(err, errFactorOwed):
+		case errors.Is(err, signin.ErrFactorOwed):
 			// The project requires a factor: the app's page asks for it.
-			if _, err := s.owedEnrolment(ctx, loginID, &l); err != nil {
+			if _, err := s.signins.OwedEnrolment(ctx, loginID, &l); err != nil {
 				return nil, err
 			}
 			target = nil
@@ -241,7 +238,7 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 		}
 		target.RawQuery = q.Encode()
 	}
-	l.SetOrigin(authExternal, r.Remote, r.Get("User-Agent"))
+	l.SetOrigin(signin.AuthExternal, r.Remote, r.Get("User-Agent"))
 	if err := s.putExternalSignIn(ctx, loginID, &l); err != nil {
 		return nil, err
 	}
@@ -558,7 +555,7 @@ func (s *Service) loginStatus(ctx context.Context, r *bus.Request) (*bus.Respons
 	var resp *bus.Response
 	_, err := s.sessions.UpdateLogin(ctx, id, func(l *session.Login) error {
 		resp = nil
-		if l.AuthMethod != authExternal || time.Since(time.UnixMilli(l.Start)) > externalLoginAge {
+		if l.AuthMethod != signin.AuthExternal || time.Since(time.UnixMilli(l.Start)) > externalLoginAge {
 			return session.ErrNotFound
 		}
 		if l.MFA != "" && !l.MFAVerified && !l.Revoked && !l.Granted {
@@ -568,17 +565,17 @@ func (s *Service) loginStatus(ctx context.Context, r *bus.Request) (*bus.Respons
 			if err != nil {
 				return err
 			}
-			resp, err = s.mfaLoginAnswer(ctx, id, l.MFA, account.UserIDOf(l.User), rec)
+			resp, err = s.signins.MFALoginAnswer(ctx, id, l.MFA, account.UserIDOf(l.User), rec)
 			if err != nil {
 				return err
 			}
 			return factors.ErrUnchanged
 		}
-		if err := profileOpen(l); err != nil {
+		if err := signin.ProfileOpen(l); err != nil {
 			return err
 		}
 		var err error
-		resp, err = s.loginResult(ctx, r, id, l)
+		resp, err = s.signins.LoginResult(ctx, r, id, l)
 		return err
 	})
 	if errors.Is(err, session.ErrNotFound) {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/pinion-health/pinion/services/identity/signin"
 )
 
 // A project with requireExternalSignIn takes its people only from its
@@ -29,17 +31,17 @@ func TestRequireExternalSignIn(t *testing.T) {
 		doc["setting"] = []any{map[string]any{"name": "requireExternalSignIn", "valueBoolean": true}}
 	})
 	_, err = p.login(t, "10.3.6.1", map[string]any{"projectId": p.project})
-	expectOutcome(t, err, 400, externalOnlyText, "")
+	expectOutcome(t, err, 400, signin.ExternalOnlyText, "")
 
 	// Signed in with the password to both projects, the person may choose
 	// the other one only.
 	resp, err = p.login(t, "10.3.6.1", nil)
 	login, _ := decoded(t, resp, err, 200)["login"].(string)
 	choose := func(profile string) error {
-		_, err := live.svc.chooseProfile(ctx, jsonRequest("10.3.6.1", map[string]any{"login": login, "profile": profile}))
+		_, err := live.svc.signins.ChooseProfile(ctx, jsonRequest("10.3.6.1", map[string]any{"login": login, "profile": profile}))
 		return err
 	}
-	expectOutcome(t, choose(p.membership), 400, externalOnlyText, "")
+	expectOutcome(t, choose(p.membership), 400, signin.ExternalOnlyText, "")
 	if err := choose(otherMembership); err != nil {
 		t.Fatalf("the other project: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/kvcas"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/signin"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
@@ -54,7 +55,7 @@ func externalStartKey(state string) string {
 
 // providerPage answers a posted sign-in form whose address's domain has a
 // provider: a page linking there. nil when the domain has none.
-func (s *Service) providerPage(ctx context.Context, b web.Browser, a authRequest, email string) (*bus.Response, error) {
+func (s *Service) providerPage(ctx context.Context, b web.Browser, a signin.AuthRequest, email string) (*bus.Response, error) {
 	domain := email[strings.LastIndex(email, "@")+1:]
 	ext, err := s.externalAuth(ctx, domain)
 	if err != nil || ext == nil {
@@ -64,7 +65,7 @@ func (s *Service) providerPage(ctx context.Context, b web.Browser, a authRequest
 	if err != nil || idp == nil {
 		return nil, err
 	}
-	start := externalStart{Domain: domain, Nonce: auth.NewSecret(), Authorize: a.values().Encode(),
+	start := externalStart{Domain: domain, Nonce: auth.NewSecret(), Authorize: a.Values().Encode(),
 		Browser: b.Key(), Expires: time.Now().Add(externalStartLifetime).Unix()}
 	state := auth.NewSecret()
 	u, err := url.Parse(ext.AuthorizeURL)
@@ -152,8 +153,8 @@ func (s *Service) externalPageCallback(ctx context.Context, r *bus.Request, code
 	if err != nil {
 		return nil, err
 	}
-	a := readAuthRequest(params)
-	if problem, err := s.checkClient(ctx, &a); err != nil || problem != "" {
+	a := signin.ReadAuthRequest(params)
+	if problem, err := s.signins.CheckClient(ctx, &a); err != nil || problem != "" {
 		if err != nil {
 			return nil, err
 		}
@@ -162,14 +163,14 @@ func (s *Service) externalPageCallback(ctx context.Context, r *bus.Request, code
 	// A new browser id at sign-in, as after a password (session fixation).
 	nb := web.NewBrowser()
 	now := time.Now()
-	bs := &browserSession{User: userRef, AuthTime: now.Unix(), Start: now.UnixMilli(), Method: authExternal, ProviderMFA: claims.assertsFactor()}
+	bs := &signin.BrowserSession{User: userRef, AuthTime: now.Unix(), Start: now.UnixMilli(), Method: signin.AuthExternal, ProviderMFA: claims.assertsFactor()}
 	// The session reaches every project of the person, so no project's
 	// trust in the provider's factor stands in for the person's own.
-	if step, _, err := s.factors.Step(ctx, account.UserIDOf(userRef), "", bs.proof()); err != nil || step != "" {
+	if step, _, err := s.factors.Step(ctx, account.UserIDOf(userRef), "", bs.Proof()); err != nil || step != "" {
 		if err != nil {
 			return nil, err
 		}
-		return s.askFactor(ctx, nb, a, bs, step)
+		return s.signins.AskFactor(ctx, nb, a, bs, step)
 	}
 	v, err := json.Marshal(bs)
 	if err != nil {
@@ -182,4 +183,11 @@ func (s *Service) externalPageCallback(ctx context.Context, r *bus.Request, code
 		"Location": s.cfg.BaseURL + "oauth2/authorize?" + params.Encode(), "Set-Cookie": s.pages.SetCookie(nb),
 		"Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
 	}}, nil
+}
+
+// providers is the sign-in page's way to the identity providers.
+type providers struct{ s *Service }
+
+func (p providers) Page(ctx context.Context, b web.Browser, a signin.AuthRequest, email string) (*bus.Response, error) {
+	return p.s.providerPage(ctx, b, a, email)
 }

@@ -10,8 +10,8 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/factors"
+	"github.com/pinion-health/pinion/services/identity/signin"
 )
 
 // ssoClient registers a client in project whose identity provider is p.
@@ -65,9 +65,9 @@ func TestProjectProviderReachesItsProjectOnly(t *testing.T) {
 		t.Fatalf("the attacker's provider reached the victim's own project: %+v", c)
 	}
 	// The victim's own project is out of its reach, whatever it asks.
-	err = live.svc.checkSignIn(ctx, victim.membership, "10.9.0.1", factors.ProofOf(l))
+	err = live.svc.signins.CheckSignIn(ctx, victim.membership, "10.9.0.1", factors.ProofOf(l))
 	expectOutcome(t, err, 400, "Invalid project", "")
-	err = live.svc.checkSignIn(ctx, victim.membership, "10.9.0.1", factors.Proof{Method: authExternal, ProviderProject: attackerProject})
+	err = live.svc.signins.CheckSignIn(ctx, victim.membership, "10.9.0.1", factors.Proof{Method: signin.AuthExternal, ProviderProject: attackerProject})
 	expectOutcome(t, err, 400, "Invalid project", "")
 
 	// Its token changes nothing of the account.
@@ -112,23 +112,22 @@ func TestProvidersThatSatisfyRequireExternalSignIn(t *testing.T) {
 		proof factors.Proof
 		ok    bool
 	}{
-		{"the project's own provider", factors.Proof{Method: authExternal, ProviderProject: p.project}, true},
-		{"a domain's provider", factors.Proof{Method: authExternal}, true},
-		{"a token exchange of the project's client", factors.Proof{Method: authExchange, ProviderProject: p.project}, true},
-		{"a password", factors.Proof{Method: authPassword}, false},
-		{"Google", factors.Proof{Method: authGoogle}, false},
+		{"the project's own provider", factors.Proof{Method: signin.AuthExternal, ProviderProject: p.project}, true},
+		{"a domain's provider", factors.Proof{Method: signin.AuthExternal}, true},
+		{"a token exchange of the project's client", factors.Proof{Method: signin.AuthExchange, ProviderProject: p.project}, true},
+		{"a password", factors.Proof{Method: signin.AuthPassword}, false},
+		{"Google", factors.Proof{Method: signin.AuthGoogle}, false},
 	} {
-		m := &session.Membership{Project: p.project, User: p.user}
 		setProject(t, p.project, func(doc map[string]any) {
 			doc["setting"] = []any{map[string]any{"name": "requireExternalSignIn", "valueBoolean": true}}
 		})
-		err := live.svc.checkExternalOnly(ctx, m, tc.proof)
+		err := live.svc.signins.CheckSignIn(ctx, p.membership, "10.9.0.1", tc.proof)
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v, want allowed %v", tc.name, err, tc.ok)
 		}
 	}
 	// Another project's provider cannot even reach the membership.
-	err := live.svc.checkSignIn(ctx, p.membership, "10.9.0.1", factors.Proof{Method: authExternal, ProviderProject: other})
+	err := live.svc.signins.CheckSignIn(ctx, p.membership, "10.9.0.1", factors.Proof{Method: signin.AuthExternal, ProviderProject: other})
 	expectOutcome(t, err, 400, "Invalid project", "")
 }
 
@@ -167,7 +166,7 @@ func TestExternalSignInSecondFactor(t *testing.T) {
 			t.Fatalf("amr %v: %v", amr, status)
 		}
 		// The code is the person's, as after a password: a wrong one is refused.
-		_, err := live.svc.mfaVerify(ctx, verifyReq(login, "000000"))
+		_, err := live.svc.signins.MFAVerify(ctx, verifyReq(login, "000000"))
 		expectOutcome(t, err, 400, "Invalid MFA token", "")
 	}
 
@@ -207,7 +206,7 @@ func TestProjectRequirementAppliesToItsProject(t *testing.T) {
 		t.Fatalf("login answered %v", body)
 	}
 	choose := func(membership string) map[string]any {
-		resp, err := live.svc.chooseProfile(ctx, jsonRequest("10.9.3.1", map[string]any{"login": login, "profile": membership}))
+		resp, err := live.svc.signins.ChooseProfile(ctx, jsonRequest("10.9.3.1", map[string]any{"login": login, "profile": membership}))
 		return decoded(t, resp, err, 200)
 	}
 	// Choosing the strict project asks for enrolment, and nothing else.
@@ -216,10 +215,10 @@ func TestProjectRequirementAppliesToItsProject(t *testing.T) {
 	if out["mfaEnrollRequired"] != true || out["code"] != nil || uri == "" {
 		t.Fatalf("choosing the strict project: %v", out)
 	}
-	_, err = live.svc.chooseProfile(ctx, jsonRequest("10.9.3.1", map[string]any{"login": login, "profile": p.membership}))
+	_, err = live.svc.signins.ChooseProfile(ctx, jsonRequest("10.9.3.1", map[string]any{"login": login, "profile": p.membership}))
 	expectOutcome(t, err, 400, "MFA verification required", "")
 	// Enrolled, the person chooses again, and gets the code.
-	resp, err = live.svc.mfaLoginEnroll(ctx, verifyReq(login, codeAt(t, uri, now, 0)))
+	resp, err = live.svc.signins.MFALoginEnroll(ctx, verifyReq(login, codeAt(t, uri, now, 0)))
 	if b := decoded(t, resp, err, 200); b["memberships"] == nil {
 		t.Fatalf("login-enroll answered %v", b)
 	}
@@ -233,7 +232,7 @@ func TestProjectRequirementAppliesToItsProject(t *testing.T) {
 	newMembership(t, strict, q.user, newPractitioner(t, strict, "Q", "Strict"), nil)
 	resp, err = q.login(t, "10.9.3.2", nil)
 	login, _ = decoded(t, resp, err, 200)["login"].(string)
-	resp, err = live.svc.chooseProfile(ctx, jsonRequest("10.9.3.2", map[string]any{"login": login, "profile": q.membership}))
+	resp, err = live.svc.signins.ChooseProfile(ctx, jsonRequest("10.9.3.2", map[string]any{"login": login, "profile": q.membership}))
 	if b := decoded(t, resp, err, 200); b["code"] == nil {
 		t.Fatalf("the lenient project: %v", b)
 	}

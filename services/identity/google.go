@@ -21,10 +21,8 @@ import (
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/factors"
+	"github.com/pinion-health/pinion/services/identity/signin"
 )
-
-// authGoogle is Medplum's Login.authMethod for Google Sign-In.
-const authGoogle = "google"
 
 // Bounds on POST /auth/google: Google's ID tokens are one or two KiB, and
 // a client id is about 75 characters.
@@ -112,11 +110,10 @@ func (s *Service) google(ctx context.Context, r *bus.Request) (*bus.Response, er
 	}
 	// The project comes from projectId, the client or the Google client
 	// id; they must agree.
-	lr := loginRequest{ClientID: in.ClientID, ProjectID: in.ProjectID}
-	if err := s.clientProject(ctx, &lr); err != nil {
+	projectID, err := s.clients.SignInProject(ctx, in.ClientID, in.ProjectID)
+	if err != nil {
 		return nil, err
 	}
-	projectID := lr.ProjectID
 	if s.cfg.GoogleClientID == "" || in.GoogleClientID != s.cfg.GoogleClientID {
 		// Another client id is a project site's, and signs in to it only.
 		ids, err := s.projectsByGoogleClientID(ctx, in.GoogleClientID, projectID)
@@ -163,7 +160,7 @@ func (s *Service) google(ctx context.Context, r *bus.Request) (*bus.Response, er
 		Challenge: in.CodeChallenge, ChallengeMethod: in.CodeChallengeMethod,
 		AuthTime: now.Unix(), Start: now.UnixMilli(), Project: userProject,
 	}
-	l.SetOrigin(authGoogle, r.Remote, r.Get("User-Agent"))
+	l.SetOrigin(signin.AuthGoogle, r.Remote, r.Get("User-Agent"))
 	loginID := uuid.NewString()
 	choices, err := s.accounts.Memberships(ctx, l.User, userProject)
 	if err != nil {
@@ -179,15 +176,15 @@ func (s *Service) google(ctx context.Context, r *bus.Request) (*bus.Response, er
 		// Google vouches for the address, not for a second factor: the
 		// person's own, or a project's requirement, is asked as after a
 		// password.
-		step, rec, err := s.factors.Step(ctx, userID, userProject, factors.Proof{Method: authGoogle})
+		step, rec, err := s.factors.Step(ctx, userID, userProject, factors.Proof{Method: signin.AuthGoogle})
 		if err != nil {
 			return nil, err
 		}
 		if step != "" {
 			l.MFA = step
-			resp, err = s.mfaLoginAnswer(ctx, loginID, step, userID, rec)
+			resp, err = s.signins.MFALoginAnswer(ctx, loginID, step, userID, rec)
 		} else {
-			resp, err = s.loginResult(ctx, r, loginID, &l)
+			resp, err = s.signins.LoginResult(ctx, r, loginID, &l)
 		}
 		if err != nil {
 			return nil, err
@@ -299,6 +296,6 @@ func (s *Service) registerGoogleUser(ctx context.Context, r *bus.Request, in goo
 		}
 		return owner, nil
 	}
-	s.log.InfoContext(ctx, "user registered", "user", id, "project", project, "authMethod", authGoogle)
+	s.log.InfoContext(ctx, "user registered", "user", id, "project", project, "authMethod", signin.AuthGoogle)
 	return id, nil
 }

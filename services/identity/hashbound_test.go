@@ -22,7 +22,7 @@ func TestLoginConcurrentGuessesCounted(t *testing.T) {
 	statuses := make(chan int, n)
 	for range n {
 		wg.Go(func() {
-			_, err := live.svc.login(context.Background(), jsonRequest("10.29.3.1", map[string]any{"email": p.email, "password": "wrong password"}))
+			_, err := live.svc.signins.Login(context.Background(), jsonRequest("10.29.3.1", map[string]any{"email": p.email, "password": "wrong password"}))
 			statuses <- fhir.AsError(err).Status
 		})
 	}
@@ -52,7 +52,7 @@ func BenchmarkUnknownLoginsPeakRSS(b *testing.B) {
 		for i := range 150 {
 			wg.Go(func() {
 				email := fmt.Sprintf("nobody-%d@example.com", i)
-				_, err := live.svc.login(context.Background(), jsonRequest(fmt.Sprintf("10.29.%d.%d", i/250, i%250+1), map[string]any{"email": email, "password": "any password at all"}))
+				_, err := live.svc.signins.Login(context.Background(), jsonRequest(fmt.Sprintf("10.29.%d.%d", i/250, i%250+1), map[string]any{"email": email, "password": "any password at all"}))
 				answers <- fhir.AsError(err).Status
 			})
 		}

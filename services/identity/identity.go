@@ -45,6 +45,7 @@ import (
 	"github.com/pinion-health/pinion/services/identity/factors"
 	"github.com/pinion-health/pinion/services/identity/limits"
 	"github.com/pinion-health/pinion/services/identity/secrets"
+	"github.com/pinion-health/pinion/services/identity/signin"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
@@ -100,6 +101,7 @@ type Service struct {
 
 	clients *clients.Service
 	oauth   *authserver.Service // the authorization server
+	signins *signin.Service     // sign-in for people
 
 	browsers jetstream.KeyValue // signed-in browsers
 	consents *consent.Store     // people's consents to clients
@@ -154,6 +156,9 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 			r, sec, sessions, cl, limiter, policies, log),
 	}
 	s.oauth.AddGrant(tokenExchange{s})
+	s.signins = signin.New(signin.Config{BaseURL: cfg.BaseURL, RegisterDisabled: cfg.RegisterDisabled}, r, sessions, pages, limiter, accounts,
+		s.factors, cl, s.oauth, policies, log)
+	s.signins.Use(providers{s}, registration{s})
 	return s
 }
 
@@ -164,15 +169,13 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.SuperAdmin, err = s.clients.BootstrapSuperAdmin(ctx); err != nil {
 		return fmt.Errorf("super-admin bootstrap: %w", err)
 	}
-	if s.browsers, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: browserSessionsBucket, TTL: browserSessionTTL, Description: "signed-in browsers",
-	}); err != nil {
-		return fmt.Errorf("browser sessions: %w", err)
-	}
-	s.factors.Start(ctx, s.browsers)
 	if s.consents, err = consent.Open(ctx, s.js); err != nil {
 		return err
 	}
+	if s.browsers, err = s.signins.Start(ctx, s.js, s.consents); err != nil {
+		return err
+	}
+	s.factors.Start(ctx, s.browsers)
 	if err := s.oauth.Start(ctx, s.consents); err != nil {
 		return err
 	}
@@ -195,15 +198,15 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /oauth2/token", bus.Public|bus.SignInLimit, s.oauth.Token),
 		bus.Handle("POST /oauth2/revoke", bus.Public|bus.SignInLimit, s.oauth.Revoke),
 		bus.Handle("POST /oauth2/introspect", bus.Public|bus.SignInLimit, s.oauth.Introspect),
-		bus.Handle("POST /oauth2/logout", bus.Optional|bus.SignInLimit, s.logout),
-		bus.Handle("GET /oauth2/logout", bus.Optional|bus.SignInLimit, s.logout),
+		bus.Handle("POST /oauth2/logout", bus.Optional|bus.SignInLimit, s.signins.Logout),
+		bus.Handle("GET /oauth2/logout", bus.Optional|bus.SignInLimit, s.signins.Logout),
 		bus.Handle("GET /oauth2/userinfo", bus.Token, s.oauth.Userinfo),
 		bus.Handle("POST /oauth2/userinfo", bus.Token, s.oauth.Userinfo),
 		// Medplum's sign-in API.
-		bus.Handle("GET /auth/me", bus.Token, s.me),
-		bus.Handle("POST /auth/login", bus.Public|bus.SignInLimit, s.login),
+		bus.Handle("GET /auth/me", bus.Token, s.signins.Me),
+		bus.Handle("POST /auth/login", bus.Public|bus.SignInLimit, s.signins.Login),
 		bus.Handle("POST /auth/method", bus.Public|bus.SignInLimit, s.method),
-		bus.Handle("POST /auth/profile", bus.Public|bus.SignInLimit, s.chooseProfile),
+		bus.Handle("POST /auth/profile", bus.Public|bus.SignInLimit, s.signins.ChooseProfile),
 		bus.Handle("GET /auth/external", bus.Public|bus.SignInLimit, s.externalCallback),
 		bus.Handle("POST /auth/google", bus.Public|bus.SignInLimit, s.google),
 		bus.Handle("GET /auth/login/:login", bus.Public|bus.SignInLimit, s.loginStatus),
@@ -214,15 +217,15 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /auth/newproject", bus.Public|bus.SignInLimit, s.newProject),
 		bus.Handle("POST /auth/newpatient", bus.Public|bus.SignInLimit, s.newPatient),
 		bus.Handle("POST /auth/verifyemail", bus.Public|bus.SignInLimit, s.accounts.VerifyEmail),
-		bus.Handle("POST /auth/revoke", bus.Token, s.authRevoke),
+		bus.Handle("POST /auth/revoke", bus.Token, s.signins.AuthRevoke),
 		bus.Handle("GET /auth/consents", bus.Token, s.consents.List),
 		bus.Handle("DELETE /auth/consents/:clientId", bus.Token, s.consents.Withdraw),
 		// Authenticator codes (mfa.go), Medplum's routes, and the admin's reset.
 		bus.Handle("GET /auth/mfa/status", bus.Token, s.factors.Status),
 		bus.Handle("POST /auth/mfa/enroll", bus.Token|bus.SignInLimit, s.factors.Enroll),
 		bus.Handle("POST /auth/mfa/disable", bus.Token|bus.SignInLimit, s.factors.Disable),
-		bus.Handle("POST /auth/mfa/verify", bus.Public|bus.SignInLimit, s.mfaVerify),
-		bus.Handle("POST /auth/mfa/login-enroll", bus.Public|bus.SignInLimit, s.mfaLoginEnroll),
+		bus.Handle("POST /auth/mfa/verify", bus.Public|bus.SignInLimit, s.signins.MFAVerify),
+		bus.Handle("POST /auth/mfa/login-enroll", bus.Public|bus.SignInLimit, s.signins.MFALoginEnroll),
 		bus.Handle("POST /admin/projects/:projectId/members/:membershipId/$reset-mfa", bus.Token, s.factors.Reset),
 		bus.Handle("POST /admin/super/setpassword", bus.Token, s.accounts.SuperSetPassword),
 		bus.Handle("GET /auth/passkeys", bus.Token, s.factors.Passkeys),
@@ -231,8 +234,8 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("PATCH /auth/passkeys/:id", bus.Token, s.factors.Rename),
 		bus.Handle("DELETE /auth/passkeys/:id", bus.Token, s.factors.Remove),
 		bus.Handle("GET /admin/projects/:projectId/mfa", bus.Token, s.factors.Overview),
-		bus.Handle("GET /passkeys", bus.Public, s.passkeysPage),
-		bus.Handle("POST /passkeys", bus.Public|bus.SignInLimit, s.passkeysPage),
+		bus.Handle("GET /passkeys", bus.Public, s.signins.PasskeysPage),
+		bus.Handle("POST /passkeys", bus.Public|bus.SignInLimit, s.signins.PasskeysPage),
 		// Pages for people in a browser.
 		bus.Handle("GET /setpassword/:id/:secret", bus.Public, s.accounts.SetPasswordPage),
 		bus.Handle("POST /setpassword/:id/:secret", bus.Public|bus.SignInLimit, s.accounts.SetPasswordPage),
@@ -246,8 +249,8 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /verifyemail/:id/:secret", bus.Public|bus.SignInLimit, s.accounts.VerifyEmailPage),
 		bus.Handle("GET /resetpassword", bus.Public, s.accounts.ResetPasswordPage),
 		bus.Handle("POST /resetpassword", bus.Public|bus.SignInLimit, s.accounts.ResetPasswordPage),
-		bus.Handle("GET /oauth2/authorize", bus.Public, s.authorize),
-		bus.Handle("POST /oauth2/authorize", bus.Public|bus.SignInLimit, s.authorize),
+		bus.Handle("GET /oauth2/authorize", bus.Public, s.signins.Authorize),
+		bus.Handle("POST /oauth2/authorize", bus.Public|bus.SignInLimit, s.signins.Authorize),
 		// Client applications and WebSocket bindings.
 		bus.Handle("POST /admin/projects/:projectId/client", bus.Token, s.clients.Create),
 		bus.Handle("POST /admin/projects/:projectId/client/:clientId/$rotate-secret", bus.Token, s.clients.RotateSecret),

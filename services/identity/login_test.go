@@ -20,6 +20,7 @@ import (
 	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/identity/internal/testkit"
 	"github.com/pinion-health/pinion/services/identity/limits"
+	"github.com/pinion-health/pinion/services/identity/signin"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
@@ -44,53 +45,6 @@ func issues(t *testing.T, err error) []string {
 	return out
 }
 
-func TestLoginRequestCheck(t *testing.T) {
-	const (
-		badEmail    = "email: Valid email address is required"
-		badPassword = "password: Invalid password, must be at least 8 characters"
-		badMethod   = "codeChallengeMethod: Invalid code challenge method"
-	)
-	ok := loginRequest{Email: "a@example.com", Password: "12345678"}
-	cases := []struct {
-		name string
-		edit func(*loginRequest)
-		want []string
-	}{
-		{"valid", nil, nil},
-		{"S256", func(in *loginRequest) { in.CodeChallenge, in.CodeChallengeMethod = "c", "S256" }, nil},
-		{"plain", func(in *loginRequest) { in.CodeChallenge, in.CodeChallengeMethod = "c", "plain" }, nil},
-		{"a method without a challenge is not read", func(in *loginRequest) { in.CodeChallengeMethod = "MD5" }, nil},
-		{"capitals in the address", func(in *loginRequest) { in.Email = "A@Example.COM" }, nil},
-		{"an address with a name", func(in *loginRequest) { in.Email = "Alice <a@example.com>" }, nil},
-		{"a long password", func(in *loginRequest) { in.Password = strings.Repeat("p", 200) }, nil},
-
-		{"no email", func(in *loginRequest) { in.Email = "" }, []string{badEmail}},
-		{"no @", func(in *loginRequest) { in.Email = "alice" }, []string{badEmail}},
-		{"no domain", func(in *loginRequest) { in.Email = "alice@" }, []string{badEmail}},
-		{"no local part", func(in *loginRequest) { in.Email = "@example.com" }, []string{badEmail}},
-		{"spaces around", func(in *loginRequest) { in.Email = " a@example.com " }, nil},
-		{"two addresses", func(in *loginRequest) { in.Email = "a@example.com, b@example.com" }, []string{badEmail}},
-		{"no password", func(in *loginRequest) { in.Password = "" }, []string{badPassword}},
-		{"seven characters", func(in *loginRequest) { in.Password = "1234567" }, []string{badPassword}},
-		{"no challenge method", func(in *loginRequest) { in.CodeChallenge = "c" }, []string{badMethod}},
-		{"lower-case method", func(in *loginRequest) { in.CodeChallenge, in.CodeChallengeMethod = "c", "s256" }, []string{badMethod}},
-		{"every field at once, in order", func(in *loginRequest) {
-			in.Email, in.Password, in.CodeChallenge, in.CodeChallengeMethod = "x", "short", "c", "MD5"
-		}, []string{badEmail, badPassword, badMethod}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			in := ok
-			if tc.edit != nil {
-				tc.edit(&in)
-			}
-			if got := issues(t, in.check()); !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("%q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
 // The handlers refuse a bad body before any lookup or count.
 func TestLoginHandlersRefuseBadInput(t *testing.T) {
 	s := unwired(t)
@@ -106,11 +60,11 @@ func TestLoginHandlersRefuseBadInput(t *testing.T) {
 		text    string
 		expr    string
 	}{
-		{"login, a form", s.login, req("application/x-www-form-urlencoded", "email=a@example.com"), 415, "Unsupported media type", ""},
-		{"login, bad JSON", s.login, req("application/json", "{"), 400, "Content could not be parsed", ""},
-		{"login, bad e-mail", s.login, req("application/json", `{"email":"x","password":"12345678"}`), 400, "Valid email address is required", "email"},
-		{"profile, no login", s.chooseProfile, req("application/json", `{"profile":"m1"}`), 400, "Missing login", "login"},
-		{"profile, no profile", s.chooseProfile, req("application/json", `{"login":"l1"}`), 400, "Missing profile", "profile"},
+		{"login, a form", s.signins.Login, req("application/x-www-form-urlencoded", "email=a@example.com"), 415, "Unsupported media type", ""},
+		{"login, bad JSON", s.signins.Login, req("application/json", "{"), 400, "Content could not be parsed", ""},
+		{"login, bad e-mail", s.signins.Login, req("application/json", `{"email":"x","password":"12345678"}`), 400, "Valid email address is required", "email"},
+		{"profile, no login", s.signins.ChooseProfile, req("application/json", `{"profile":"m1"}`), 400, "Missing login", "login"},
+		{"profile, no profile", s.signins.ChooseProfile, req("application/json", `{"login":"l1"}`), 400, "Missing profile", "profile"},
 		{"set password, short", s.accounts.SetPassword, req("application/json",
 			`{"id":"6f1c2a0e-7a44-4d8e-9a55-3c1f0b2d9e11","secret":"s","password":"short"}`), 400, account.ShortPasswordText, "password"},
 		{"reset, bad e-mail", s.accounts.ResetPassword, req("application/json", `{"email":"nobody"}`), 400, "Valid email address is required", "email"},
@@ -139,7 +93,7 @@ func TestProfileOpen(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := profileOpen(&tc.l)
+			err := signin.ProfileOpen(&tc.l)
 			if tc.text == "" {
 				expectOutcome(t, err, 0, "", "")
 				return
@@ -185,7 +139,7 @@ func TestLogin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			remote := "10.1.1.2"
-			_, err := live.svc.login(ctx, jsonRequest(remote, map[string]any{"email": tc.email, "password": tc.password}))
+			_, err := live.svc.signins.Login(ctx, jsonRequest(remote, map[string]any{"email": tc.email, "password": tc.password}))
 			expectOutcome(t, err, 400, "Email or password is invalid", "")
 			if n := live.svc.limiter.Failures(remote, tc.email); n != 1 {
 				t.Fatalf("%d failures counted, want 1", n)
@@ -227,7 +181,7 @@ func TestLoginRefusedPeople(t *testing.T) {
 	t.Run("no password set", func(t *testing.T) {
 		email := newEmail("invited")
 		newUser(t, email, "", "")
-		_, err := live.svc.login(ctx, jsonRequest("10.1.2.1", map[string]any{"email": email, "password": "any password at all"}))
+		_, err := live.svc.signins.Login(ctx, jsonRequest("10.1.2.1", map[string]any{"email": email, "password": "any password at all"}))
 		expectOutcome(t, err, 400, "Email or password is invalid", "")
 	})
 
@@ -254,10 +208,10 @@ func TestLoginRefusedPeople(t *testing.T) {
 		user := newUser(t, email, "scoped password", project)
 		newMembership(t, project, "User/"+user, newPractitioner(t, project, "Sco", "Ped"), nil)
 		in := map[string]any{"email": email, "password": "scoped password"}
-		_, err := live.svc.login(ctx, jsonRequest("10.1.2.3", in))
+		_, err := live.svc.signins.Login(ctx, jsonRequest("10.1.2.3", in))
 		expectOutcome(t, err, 400, "Email or password is invalid", "")
 		in["projectId"] = project
-		resp, err := live.svc.login(ctx, jsonRequest("10.1.2.3", in))
+		resp, err := live.svc.signins.Login(ctx, jsonRequest("10.1.2.3", in))
 		if body := decoded(t, resp, err, 200); body["code"] == nil {
 			t.Fatalf("answer %v", body)
 		}
@@ -296,7 +250,7 @@ func TestLoginChooseProfile(t *testing.T) {
 		return body["login"].(string)
 	}
 	choose := func(login, profile, remote string) (*bus.Response, error) {
-		return live.svc.chooseProfile(ctx, jsonRequest(remote, map[string]any{"login": login, "profile": profile}))
+		return live.svc.signins.ChooseProfile(ctx, jsonRequest(remote, map[string]any{"login": login, "profile": profile}))
 	}
 
 	login := start(map[string]any{"scope": "openid profile"})
@@ -505,7 +459,7 @@ func TestLogout(t *testing.T) {
 		p := newPerson(t, "logout")
 		code := p.code(t, nil)
 		loginID, _, _ := strings.Cut(code, ".")
-		resp, err := live.svc.logout(ctx, &bus.Request{Method: "POST", Header: map[string]string{},
+		resp, err := live.svc.signins.Logout(ctx, &bus.Request{Method: "POST", Header: map[string]string{},
 			Principal: &bus.Principal{User: p.user, LoginID: loginID}})
 		if err != nil || resp.Status != 200 {
 			t.Fatalf("%v %v", resp, err)
@@ -520,7 +474,7 @@ func TestLogout(t *testing.T) {
 	})
 	t.Run("a client's token", func(t *testing.T) {
 		jti := uuid.NewString()
-		resp, err := live.svc.logout(ctx, &bus.Request{Method: "POST", Header: map[string]string{},
+		resp, err := live.svc.signins.Logout(ctx, &bus.Request{Method: "POST", Header: map[string]string{},
 			Principal: &bus.Principal{User: "ClientApplication/c1", LoginID: "l1", TokenID: jti}})
 		if err != nil || resp.Status != 200 {
 			t.Fatalf("%v %v", resp, err)
@@ -542,11 +496,11 @@ func TestLogout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := live.svc.logout(ctx, formRequest(url.Values{"csrf": {csrf}}, map[string]string{"Cookie": web.Cookie + "=" + b.ID}))
+		resp, err := live.svc.signins.Logout(ctx, formRequest(url.Values{"csrf": {csrf}}, map[string]string{"Cookie": web.Cookie + "=" + b.ID}))
 		if err != nil || resp.Status != 200 || !strings.Contains(string(resp.Body), "You are signed out in this browser.") {
 			t.Fatalf("%v %v", resp, err)
 		}
-		if v := keyValue(t, browserSessionsBucket, b.Key()); v != nil {
+		if v := keyValue(t, signin.BrowserBucket, b.Key()); v != nil {
 			t.Fatalf("the browser is still signed in: %s", v)
 		}
 	})

@@ -27,7 +27,7 @@ func signedInBrowser(t *testing.T, user string) (web.Browser, map[string]string)
 
 func stillSignedIn(t *testing.T, b web.Browser) bool {
 	t.Helper()
-	bs, err := live.svc.signedIn(context.Background(), b)
+	bs, err := live.svc.signins.SignedIn(context.Background(), b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestRPInitiatedLogout(t *testing.T) {
 				if method == "POST" {
 					r = formRequest(c.query, cookie)
 				}
-				resp, err := live.svc.logout(ctx, r)
+				resp, err := live.svc.signins.Logout(ctx, r)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -123,7 +123,7 @@ func TestRPInitiatedLogout(t *testing.T) {
 func TestSignOutPage(t *testing.T) {
 	ctx := context.Background()
 	b, cookie := signedInBrowser(t, "User/u-sign-out-page")
-	resp, err := live.svc.logout(ctx, &bus.Request{Method: "GET", Header: cookie})
+	resp, err := live.svc.signins.Logout(ctx, &bus.Request{Method: "GET", Header: cookie})
 	if err != nil || resp.Status != 200 || !strings.Contains(string(resp.Body), `<form method="post">`) {
 		t.Fatalf("%v %v", resp, err)
 	}
@@ -136,13 +136,13 @@ func TestSignOutPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err = live.svc.logout(ctx, formRequest(url.Values{"csrf": {otherCSRF}}, cookie))
+	resp, err = live.svc.signins.Logout(ctx, formRequest(url.Values{"csrf": {otherCSRF}}, cookie))
 	if err != nil || resp.Status != 403 || !stillSignedIn(t, b) {
 		t.Fatalf("another browser's form: %v %v", resp, err)
 	}
-	_, err = live.svc.logout(ctx, jsonRequest("", map[string]any{}))
+	_, err = live.svc.signins.Logout(ctx, jsonRequest("", map[string]any{}))
 	expectOutcome(t, err, 401, "Unauthorized", "")
-	resp, err = live.svc.logout(ctx, formRequest(url.Values{"csrf": {csrf}}, cookie))
+	resp, err = live.svc.signins.Logout(ctx, formRequest(url.Values{"csrf": {csrf}}, cookie))
 	if err != nil || resp.Status != 200 || !strings.Contains(string(resp.Body), "You are signed out in this browser.") || resp.Header["Location"] != "" {
 		t.Fatalf("%v %v", resp, err)
 	}

@@ -40,7 +40,7 @@ func jsonValue(t *testing.T, s string) any {
 // meOf is /auth/me for a person's membership.
 func meOf(t *testing.T, p person) map[string]any {
 	t.Helper()
-	resp, err := live.svc.me(context.Background(), &bus.Request{Principal: &bus.Principal{
+	resp, err := live.svc.signins.Me(context.Background(), &bus.Request{Principal: &bus.Principal{
 		User: p.user, Profile: p.profile, Project: p.project, Membership: p.membership, LoginID: uuid.NewString()}})
 	return decoded(t, resp, err, 200)
 }
@@ -120,7 +120,7 @@ func signInFrom(t *testing.T, p person, remote, userAgent string) string {
 	r := jsonRequest(remote, map[string]any{"email": p.email, "password": p.password,
 		"codeChallenge": rfcChallenge, "codeChallengeMethod": "S256"})
 	r.Header["User-Agent"] = userAgent
-	resp, err := live.svc.login(context.Background(), r)
+	resp, err := live.svc.signins.Login(context.Background(), r)
 	body := decoded(t, resp, err, 200)
 	if body["code"] == nil {
 		t.Fatalf("login answer %v", body)
@@ -139,7 +139,7 @@ func TestMeSecurity(t *testing.T) {
 	signInFrom(t, other, "203.0.113.9", chromeOnWindows)
 	r := jsonRequest("", map[string]any{"loginId": revoked})
 	r.Principal = &bus.Principal{User: p.user}
-	if _, err := live.svc.authRevoke(ctx, r); err != nil {
+	if _, err := live.svc.signins.AuthRevoke(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	// More memberships of the person: another active one in this project,

@@ -13,28 +13,9 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 )
 
-// /auth/me shows only what Medplum's client reads of the project and the
-// membership: never a project's secrets or settings.
-func TestMeFields(t *testing.T) {
-	project := map[string]any{"resourceType": "Project", "id": "p1", "name": "Clinic", "strictMode": true,
-		"secret": []any{map[string]any{"name": "API_KEY"}}, "site": []any{}, "setting": []any{}}
-	if got, want := pick(project, meProjectFields...), map[string]any{"resourceType": "Project", "id": "p1", "name": "Clinic", "strictMode": true}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("project %v, want %v", got, want)
-	}
-	membership := map[string]any{"resourceType": "ProjectMembership", "id": "m1", "admin": true, "user": map[string]any{"reference": "User/u1"},
-		"accessPolicy": map[string]any{"reference": "AccessPolicy/a1"}, "externalId": "x"}
-	if got, want := pick(membership, meMembershipFields...), map[string]any{"resourceType": "ProjectMembership", "id": "m1", "admin": true,
-		"user": map[string]any{"reference": "User/u1"}}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("membership %v, want %v", got, want)
-	}
-	if got := pick(nil, meProjectFields...); len(got) != 0 || got == nil {
-		t.Fatalf("nothing read: %v", got)
-	}
-}
-
 func TestMeAndUserinfoNeedAPrincipal(t *testing.T) {
 	s := unwired(t)
-	for name, h := range map[string]bus.Handler{"me": s.me, "userinfo": s.oauth.Userinfo} {
+	for name, h := range map[string]bus.Handler{"me": s.signins.Me, "userinfo": s.oauth.Userinfo} {
 		if _, err := h(context.Background(), &bus.Request{}); fhir.AsError(err).Status != 401 || err == nil {
 			t.Errorf("%s without a principal: %v", name, err)
 		}
@@ -53,7 +34,7 @@ func TestMe(t *testing.T) {
 		m["admin"] = true
 	})
 	principal := &bus.Principal{User: p.user, Profile: p.profile, Project: p.project, Membership: p.membership}
-	resp, err := live.svc.me(ctx, &bus.Request{Principal: principal})
+	resp, err := live.svc.signins.Me(ctx, &bus.Request{Principal: principal})
 	body := decoded(t, resp, err, 200)
 	if resp.Header["Content-Type"] != bus.JSONContentType {
 		t.Fatalf("headers %v", resp.Header)
@@ -87,13 +68,13 @@ func TestMe(t *testing.T) {
 	project := newProject(t, "Me clients")
 	id, _ := newClient(t, project, nil)
 	c := cachedClient(t, id)
-	resp, err = live.svc.me(ctx, &bus.Request{Principal: &bus.Principal{User: "ClientApplication/" + id, Profile: "ClientApplication/" + id,
+	resp, err = live.svc.signins.Me(ctx, &bus.Request{Principal: &bus.Principal{User: "ClientApplication/" + id, Profile: "ClientApplication/" + id,
 		Project: project, Membership: c.Membership}})
 	if body := decoded(t, resp, err, 200); body["user"] != nil || body["security"] != nil || body["accessPolicy"] != nil || body["profile"].(map[string]any)["id"] != id {
 		t.Fatalf("a client's /auth/me %v", body)
 	}
 	principal.Profile = "Practitioner/" + uuid.NewString()
-	_, err = live.svc.me(ctx, &bus.Request{Principal: principal})
+	_, err = live.svc.signins.Me(ctx, &bus.Request{Principal: principal})
 	expectOutcome(t, err, 404, "Not found", "")
 }
 

@@ -25,7 +25,7 @@ func pagePost(t *testing.T, page *bus.Response, remote string, kv ...string) *bu
 	}
 	r := formRequest(form, map[string]string{"Cookie": strings.Split(page.Header["Set-Cookie"], ";")[0]})
 	r.Remote = remote
-	resp, err := live.svc.authorize(context.Background(), r)
+	resp, err := live.svc.signins.Authorize(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestBrowserSignInAsksForTheCode(t *testing.T) {
 	page := app.post(t, header, "10.33.0.1", "csrf", csrf, "email", p.email, "password", p.password)
 	expectPage(t, page, 200, `name="mfa_code"`)
 	nb := web.BrowserOf(&bus.Request{Header: map[string]string{"Cookie": strings.Split(page.Header["Set-Cookie"], ";")[0]}})
-	if bs, err := live.svc.signedIn(context.Background(), nb); err != nil || bs != nil {
+	if bs, err := live.svc.signins.SignedIn(context.Background(), nb); err != nil || bs != nil {
 		t.Fatalf("signed in on the password alone: %+v %v", bs, err)
 	}
 	expectPage(t, pagePost(t, page, "10.33.0.1", "mfa_code", codeAt(t, uri, now, -1)), 400, "Invalid MFA token") // the enrolment's

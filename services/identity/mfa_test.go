@@ -21,6 +21,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/factors"
 	"github.com/pinion-health/pinion/services/identity/limits"
+	"github.com/pinion-health/pinion/services/identity/signin"
 )
 
 // pinClock fixes the time codes are checked at, in the middle of a step,
@@ -51,7 +52,7 @@ func codeAt(t *testing.T, uri string, now time.Time, steps int) string {
 // principal is the person's token, from a password sign-in of theirs.
 func (p person) principal() *bus.Principal {
 	id := uuid.NewString()
-	if _, err := live.conns.Sessions.PutLogin(context.Background(), id, session.Login{User: p.user, Membership: p.membership, AuthMethod: authPassword}); err != nil {
+	if _, err := live.conns.Sessions.PutLogin(context.Background(), id, session.Login{User: p.user, Membership: p.membership, AuthMethod: signin.AuthPassword}); err != nil {
 		panic(err)
 	}
 	return &bus.Principal{LoginID: id, User: p.user, Profile: p.profile, Project: p.project, Membership: p.membership}
@@ -134,21 +135,21 @@ func TestMFAEnrolAndSignIn(t *testing.T) {
 	if body["mfaRequired"] != true || body["code"] != nil || login == "" {
 		t.Fatalf("login answered %v", body)
 	}
-	_, err = live.svc.chooseProfile(ctx, jsonRequest("10.32.0.2", map[string]any{"login": login, "profile": p.membership}))
+	_, err = live.svc.signins.ChooseProfile(ctx, jsonRequest("10.32.0.2", map[string]any{"login": login, "profile": p.membership}))
 	refusedWith(t, err, 400, "MFA verification required")
 
 	// The enrolment's code again (replay), a code two steps old (expired),
 	// a wrong one: Medplum's text each time.
 	for _, tok := range []string{codeAt(t, uri, now, -1), codeAt(t, uri, now, -2), "123456"} {
-		_, err = live.svc.mfaVerify(ctx, verifyReq(login, tok))
+		_, err = live.svc.signins.MFAVerify(ctx, verifyReq(login, tok))
 		refusedWith(t, err, 400, "Invalid MFA token")
 	}
-	_, err = live.svc.mfaVerify(ctx, verifyReq(login, ""))
+	_, err = live.svc.signins.MFAVerify(ctx, verifyReq(login, ""))
 	refusedWith(t, err, 400, "Missing token")
-	_, err = live.svc.mfaVerify(ctx, verifyReq(login, strings.Repeat("1", factors.BodyLimit)))
+	_, err = live.svc.signins.MFAVerify(ctx, verifyReq(login, strings.Repeat("1", factors.BodyLimit)))
 	refusedWith(t, err, 413, "The body of an MFA request is at most 1024 bytes")
 
-	resp, err = live.svc.mfaVerify(ctx, verifyReq(login, codeAt(t, uri, now, 0)))
+	resp, err = live.svc.signins.MFAVerify(ctx, verifyReq(login, codeAt(t, uri, now, 0)))
 	body = decoded(t, resp, err, 200)
 	code, _ := body["code"].(string)
 	if body["login"] != login || !strings.HasPrefix(code, login+".") {
@@ -157,19 +158,19 @@ func TestMFAEnrolAndSignIn(t *testing.T) {
 	if tr := redeem(t, code); tr.Status != 200 {
 		t.Fatalf("redeem: %d %s", tr.Status, tr.Body)
 	}
-	_, err = live.svc.mfaVerify(ctx, verifyReq(login, codeAt(t, uri, now, 1)))
+	_, err = live.svc.signins.MFAVerify(ctx, verifyReq(login, codeAt(t, uri, now, 1)))
 	refusedWith(t, err, 400, "Login granted")
 
 	// A second sign-in: the code just used is refused, the next step's works.
 	resp, err = p.login(t, "10.32.0.2", nil)
 	login = decoded(t, resp, err, 200)["login"].(string)
-	_, err = live.svc.mfaVerify(ctx, verifyReq(login, codeAt(t, uri, now, 0)))
+	_, err = live.svc.signins.MFAVerify(ctx, verifyReq(login, codeAt(t, uri, now, 0)))
 	refusedWith(t, err, 400, "Invalid MFA token")
-	resp, err = live.svc.mfaVerify(ctx, verifyReq(login, codeAt(t, uri, now, 1)))
+	resp, err = live.svc.signins.MFAVerify(ctx, verifyReq(login, codeAt(t, uri, now, 1)))
 	if b := decoded(t, resp, err, 200); b["code"] == nil {
 		t.Fatalf("verify answered %v", b)
 	}
-	_, err = live.svc.mfaVerify(ctx, verifyReq(login, codeAt(t, uri, now, 1)))
+	_, err = live.svc.signins.MFAVerify(ctx, verifyReq(login, codeAt(t, uri, now, 1)))
 	refusedWith(t, err, 400, "Login already verified")
 }
 
@@ -187,7 +188,7 @@ func TestMFARecoveryCodes(t *testing.T) {
 	for i, want := range []bool{true, false} {
 		resp, err := p.login(t, "10.32.1.1", nil)
 		login := decoded(t, resp, err, 200)["login"].(string)
-		resp, err = live.svc.mfaVerify(ctx, verifyReq(login, codes[3]))
+		resp, err = live.svc.signins.MFAVerify(ctx, verifyReq(login, codes[3]))
 		if !want {
 			refusedWith(t, err, 400, "Invalid MFA token")
 			continue
@@ -211,10 +212,10 @@ func TestMFAWrongCodesAreLimited(t *testing.T) {
 		return jsonRequest("10.32.2.9", map[string]any{"login": login, "token": tok})
 	}
 	for range limits.MaxFailures {
-		_, err = live.svc.mfaVerify(ctx, req("999999"))
+		_, err = live.svc.signins.MFAVerify(ctx, req("999999"))
 		refusedWith(t, err, 400, "Invalid MFA token")
 	}
-	_, err = live.svc.mfaVerify(ctx, req(codeAt(t, uri, now, 0)))
+	_, err = live.svc.signins.MFAVerify(ctx, req(codeAt(t, uri, now, 0)))
 	if fhir.AsError(err).Status != http.StatusTooManyRequests {
 		t.Fatalf("after %d wrong codes: %v", limits.MaxFailures, err)
 	}
@@ -251,11 +252,11 @@ func TestMFAProjectRequirement(t *testing.T) {
 	if body["mfaEnrollRequired"] != true || body["code"] != nil || !strings.HasPrefix(uri, "otpauth://totp/") || body["enrollQrCode"] == nil {
 		t.Fatalf("login answered %v", body)
 	}
-	_, err = live.svc.mfaVerify(ctx, verifyReq(login, codeAt(t, uri, now, 0)))
+	_, err = live.svc.signins.MFAVerify(ctx, verifyReq(login, codeAt(t, uri, now, 0)))
 	refusedWith(t, err, 400, "User not enrolled in MFA")
-	_, err = live.svc.mfaLoginEnroll(ctx, verifyReq(login, "111111"))
+	_, err = live.svc.signins.MFALoginEnroll(ctx, verifyReq(login, "111111"))
 	refusedWith(t, err, 400, "Invalid token")
-	resp, err = live.svc.mfaLoginEnroll(ctx, verifyReq(login, codeAt(t, uri, now, 0)))
+	resp, err = live.svc.signins.MFALoginEnroll(ctx, verifyReq(login, codeAt(t, uri, now, 0)))
 	body = decoded(t, resp, err, 200)
 	if body["code"] == nil || len(body["recoveryCodes"].([]any)) != factors.RecoveryCount {
 		t.Fatalf("login-enroll answered %v", body)
@@ -339,17 +340,17 @@ func TestMFAInviteRequired(t *testing.T) {
 		map[string]any{"extension": []any{map[string]any{"url": projects.MFARequiredURL, "valueBoolean": true}}})
 	elsewhere := newProject(t, "No MFA here")
 	newMembership(t, elsewhere, "User/"+rec.UserID, newPractitioner(t, elsewhere, "Grace", "Hopper"), nil)
-	resp, err := live.svc.login(ctx, jsonRequest("10.32.5.1", map[string]any{"email": email, "password": "initial password", "projectId": elsewhere}))
+	resp, err := live.svc.signins.Login(ctx, jsonRequest("10.32.5.1", map[string]any{"email": email, "password": "initial password", "projectId": elsewhere}))
 	if b := decoded(t, resp, err, 200); b["code"] == nil {
 		t.Fatalf("the other project's sign-in answered %v", b)
 	}
-	resp, err = live.svc.login(ctx, jsonRequest("10.32.5.1", map[string]any{"email": email, "password": "initial password", "projectId": project}))
+	resp, err = live.svc.signins.Login(ctx, jsonRequest("10.32.5.1", map[string]any{"email": email, "password": "initial password", "projectId": project}))
 	body := decoded(t, resp, err, 200)
 	uri, _ := body["enrollUri"].(string)
 	if body["mfaEnrollRequired"] != true || body["code"] != nil || uri == "" {
 		t.Fatalf("login answered %v", body)
 	}
-	resp, err = live.svc.mfaLoginEnroll(ctx, verifyReq(body["login"].(string), codeAt(t, uri, now, 0)))
+	resp, err = live.svc.signins.MFALoginEnroll(ctx, verifyReq(body["login"].(string), codeAt(t, uri, now, 0)))
 	if b := decoded(t, resp, err, 200); b["code"] == nil {
 		t.Fatalf("login-enroll answered %v", b)
 	}

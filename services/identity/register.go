@@ -22,6 +22,7 @@ import (
 	"github.com/pinion-health/pinion/services/identity/authserver"
 	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/identity/factors"
+	"github.com/pinion-health/pinion/services/identity/signin"
 )
 
 // registerBodyLimit bounds the bodies of /auth/newuser, /auth/newproject
@@ -111,7 +112,7 @@ func (s *Service) newUser(ctx context.Context, r *bus.Request) (*bus.Response, e
 		AuthTime: now.Unix(), Start: now.UnixMilli(), Project: project,
 	}
 	loginID := uuid.NewString()
-	if err := s.putSignIn(ctx, r, loginID, &l); err != nil {
+	if err := s.signins.PutSignIn(ctx, r, loginID, &l); err != nil {
 		return nil, err
 	}
 	return bus.JSON(200, map[string]any{"login": loginID}), nil
@@ -486,9 +487,9 @@ func (s *Service) grantMembership(ctx context.Context, r *bus.Request, loginID, 
 		if err := signInOpen(l); err != nil {
 			return err
 		}
-		err := s.checkSignIn(ctx, membership, r.Remote, factors.ProofOf(l))
-		if errors.Is(err, errFactorOwed) {
-			resp, err = s.owedEnrolment(ctx, loginID, l)
+		err := s.signins.CheckSignIn(ctx, membership, r.Remote, factors.ProofOf(l))
+		if errors.Is(err, signin.ErrFactorOwed) {
+			resp, err = s.signins.OwedEnrolment(ctx, loginID, l)
 			return err
 		}
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/services/identity/signin"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
@@ -25,11 +26,11 @@ import (
 
 // registerLink is the registration page for an authorization request, for
 // the sign-in page; "" when registration is off.
-func (s *Service) registerLink(a authRequest) *web.Register {
+func (s *Service) registerLink(a signin.AuthRequest) *web.Register {
 	if s.cfg.RegisterDisabled {
 		return nil
 	}
-	return &web.Register{Link: s.localPath("register?" + a.values().Encode())}
+	return &web.Register{Link: s.localPath("register?" + a.Values().Encode())}
 }
 
 // localPath is a path on this server, without its origin: the pages'
@@ -46,14 +47,14 @@ func (s *Service) localPath(p string) string {
 // carried is the authorization request a registration page carries: its
 // known parameters only, each bounded, from the query or the posted form.
 func carried(v url.Values) url.Values {
-	out := readAuthRequest(v).values()
+	out := signin.ReadAuthRequest(v).Values()
 	for k, x := range out {
 		if len(x[0]) > 2048 {
 			delete(out, k)
 		}
 	}
 	if v.Get("scope") == "" {
-		out.Del("scope") // readAuthRequest's default, not the request's
+		out.Del("scope") // signin.ReadAuthRequest's default, not the request's
 	}
 	return out
 }
@@ -241,7 +242,7 @@ func (s *Service) registeredUser(ctx context.Context, user string) (*registeredU
 // signInBrowser records that browser b is signed in as user, now.
 func (s *Service) signInBrowser(ctx context.Context, b web.Browser, user string) error {
 	now := time.Now()
-	v, _ := json.Marshal(browserSession{User: user, AuthTime: now.Unix(), Start: now.UnixMilli()})
+	v, _ := json.Marshal(signin.BrowserSession{User: user, AuthTime: now.Unix(), Start: now.UnixMilli()})
 	_, err := s.browsers.Put(ctx, b.Key(), v)
 	return err
 }
@@ -280,7 +281,7 @@ func (s *Service) registerProjectPage(ctx context.Context, r *bus.Request) (*bus
 	if s.cfg.RegisterDisabled {
 		return s.registrationOff(b)
 	}
-	bs, err := s.signedIn(ctx, b)
+	bs, err := s.signins.SignedIn(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -321,4 +322,14 @@ func (s *Service) registerProjectPage(ctx context.Context, r *bus.Request) (*bus
 		link = s.cfg.AppBaseURL
 	}
 	return s.pages.Message(201, b, "Project created", link, "Open the application", "Your project "+name+" is ready; you are its administrator.")
+}
+
+// registration is what the sign-in pages offer for people without an
+// account or a project.
+type registration struct{ s *Service }
+
+func (r registration) Link(a signin.AuthRequest) *web.Register { return r.s.registerLink(a) }
+
+func (r registration) ProjectForm(ctx context.Context, b web.Browser, params url.Values, lines []string, name string, errs map[string]string) (*bus.Response, error) {
+	return r.s.projectForm(ctx, b, params, lines, name, errs)
 }

@@ -106,7 +106,7 @@ func TestRegisterNewProject(t *testing.T) {
 	})
 
 	t.Run("no project yet: no code", func(t *testing.T) {
-		_, err := live.svc.chooseProfile(ctx, jsonRequest("10.3.0.2", map[string]any{"login": loginID, "profile": "x"}))
+		_, err := live.svc.signins.ChooseProfile(ctx, jsonRequest("10.3.0.2", map[string]any{"login": loginID, "profile": "x"}))
 		expectOutcome(t, err, 400, "Profile not found", "profile")
 	})
 

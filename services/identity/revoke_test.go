@@ -249,7 +249,7 @@ func TestAuthRevoke(t *testing.T) {
 	call := func(who person, body any) (*bus.Response, error) {
 		r := jsonRequest("", body)
 		r.Principal = &bus.Principal{User: who.user}
-		return live.svc.authRevoke(ctx, r)
+		return live.svc.signins.AuthRevoke(ctx, r)
 	}
 	_, err := call(q, map[string]any{"loginId": loginID})
 	expectOutcome(t, err, 404, "Not found", "")

@@ -194,7 +194,7 @@ func (p person) login(t *testing.T, remote string, fields map[string]any) (*bus.
 	for k, v := range fields {
 		body[k] = v
 	}
-	return live.svc.login(context.Background(), jsonRequest(remote, body))
+	return live.svc.signins.Login(context.Background(), jsonRequest(remote, body))
 }
 
 // code signs the person in with PKCE (RFC 7636's pair) and returns the

@@ -164,3 +164,29 @@ func RegisteredRedirects(client map[string]any) []string {
 	}
 	return registered
 }
+
+// SignInProject is the project a sign-in for clientID may reach, given the
+// projectID it asked for, as Medplum confines it: the client must exist
+// (404), a projectId that names another project is refused, and the code
+// goes only to a membership in the client's project. First-party clients
+// and clients registered in a super-admin project serve every project:
+// then projectID as asked ("" for any).
+func (s *Service) SignInProject(ctx context.Context, clientID, projectID string) (string, error) {
+	if clientID == "" || Builtin(clientID, s.cfg.BaseURL) != nil {
+		return projectID, nil
+	}
+	res, err := s.repo.Read(ctx, repo.AllProjects, "ClientApplication", clientID)
+	if err != nil {
+		return "", err
+	}
+	_, anyProject, err := s.ProjectOf(ctx, res.Project)
+	switch {
+	case err != nil:
+		return "", err
+	case anyProject:
+		return projectID, nil
+	case projectID != "" && projectID != res.Project:
+		return "", fhir.BadRequest("Invalid projectId", "projectId")
+	}
+	return res.Project, nil
+}

@@ -1,4 +1,4 @@
-package identity
+package signin
 
 import (
 	"cmp"
@@ -25,16 +25,16 @@ import (
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
-// browserSessionTTL bounds a browser's sign-in: after it, the person
+// BrowserSessionTTL bounds a browser's sign-in: after it, the person
 // types the password again.
-const browserSessionTTL = 12 * time.Hour
+const BrowserSessionTTL = 12 * time.Hour
 
-// browserSessionsBucket holds signed-in browsers, keyed by a digest of the
+// BrowserBucket holds signed-in browsers, keyed by a digest of the
 // browser id (the cookie itself is never stored), expiring on their own.
-const browserSessionsBucket = "pinion_browser_sessions"
+const BrowserBucket = "pinion_browser_sessions"
 
-// browserSession is a browser's sign-in.
-type browserSession struct {
+// BrowserSession is a browser's sign-in.
+type BrowserSession struct {
 	User     string `json:"user"`     // User/<id>
 	AuthTime int64  `json:"authTime"` // Unix seconds, OIDC's auth_time
 	Start    int64  `json:"start"`    // Unix milliseconds, to compare with a password change
@@ -49,17 +49,17 @@ type browserSession struct {
 }
 
 // proof is what the browser's sign-in has shown.
-func (bs *browserSession) proof() factors.Proof {
+func (bs *BrowserSession) Proof() factors.Proof {
 	return factors.Proof{Method: bs.Method, ProviderMFA: bs.ProviderMFA, Factor: bs.Factor}
 }
 
-// signedIn is the browser's live sign-in, or nil. A sign-in older than the
+// SignedIn is the browser's live sign-in, or nil. A sign-in older than the
 // user's last password change (every session ended) no longer counts.
-func (s *Service) signedIn(ctx context.Context, b web.Browser) (*browserSession, error) {
+func (s *Service) SignedIn(ctx context.Context, b web.Browser) (*BrowserSession, error) {
 	if b.IsNew {
 		return nil, nil
 	}
-	bs, _, err := kvcas.Entry[browserSession](ctx, s.browsers, b.Key())
+	bs, _, err := kvcas.Entry[BrowserSession](ctx, s.browsers, b.Key())
 	if bs == nil || err != nil {
 		return nil, err
 	}
@@ -73,9 +73,9 @@ func (s *Service) signedIn(ctx context.Context, b web.Browser) (*browserSession,
 	return bs, nil
 }
 
-// authRequest is an authorization request (RFC 6749 §4.1.1 with PKCE and
+// AuthRequest is an authorization request (RFC 6749 §4.1.1 with PKCE and
 // OpenID Connect's nonce), as the client sent it.
-type authRequest struct {
+type AuthRequest struct {
 	ResponseType, ClientID, RedirectURI, Scope, State, Nonce string
 	Challenge, ChallengeMethod, Prompt, LoginHint            string
 	// MaxAge is OIDC's max_age: a sign-in older than this many seconds
@@ -96,8 +96,8 @@ type authRequest struct {
 	firstParty bool // the console or Medplum's CLI: no consent asked
 }
 
-func readAuthRequest(v url.Values) authRequest {
-	return authRequest{
+func ReadAuthRequest(v url.Values) AuthRequest {
+	return AuthRequest{
 		ResponseType: v.Get("response_type"), ClientID: v.Get("client_id"), RedirectURI: v.Get("redirect_uri"),
 		Scope: cmp.Or(v.Get("scope"), "openid"), State: v.Get("state"), Nonce: v.Get("nonce"),
 		Challenge: v.Get("code_challenge"), ChallengeMethod: v.Get("code_challenge_method"),
@@ -106,7 +106,7 @@ func readAuthRequest(v url.Values) authRequest {
 }
 
 // values are the request's parameters, carried through the pages' forms.
-func (a authRequest) values() url.Values {
+func (a AuthRequest) Values() url.Values {
 	v := url.Values{}
 	for k, x := range map[string]string{
 		"response_type": a.ResponseType, "client_id": a.ClientID, "redirect_uri": a.RedirectURI, "scope": a.Scope,
@@ -121,7 +121,7 @@ func (a authRequest) values() url.Values {
 
 // redirect sends the browser back to the client with these parameters and
 // the request's state (RFC 6749 §4.1.2).
-func (a authRequest) redirect(params url.Values) *bus.Response {
+func (a AuthRequest) redirect(params url.Values) *bus.Response {
 	if a.State != "" {
 		params.Set("state", a.State)
 	}
@@ -134,14 +134,14 @@ func (a authRequest) redirect(params url.Values) *bus.Response {
 	return &bus.Response{Status: 302, Header: map[string]string{"Location": u, "Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}}
 }
 
-func (a authRequest) fail(code, desc string) *bus.Response {
+func (a AuthRequest) fail(code, desc string) *bus.Response {
 	return a.redirect(url.Values{"error": {code}, "error_description": {desc}})
 }
 
-// checkClient finds the client and checks the redirect URI against the
+// CheckClient finds the client and checks the redirect URI against the
 // ones it registered, exactly. Until both hold, nothing may be redirected
 // to: the answer is a page.
-func (s *Service) checkClient(ctx context.Context, a *authRequest) (problem string, err error) {
+func (s *Service) CheckClient(ctx context.Context, a *AuthRequest) (problem string, err error) {
 	if a.ClientID == "" {
 		return "The application did not say who it is (client_id is missing).", nil
 	}
@@ -170,7 +170,7 @@ func (s *Service) checkClient(ctx context.Context, a *authRequest) (problem stri
 // checkRedirect checks the request's redirect URI against the client's,
 // exactly (no prefix, no normalising); a request without one goes to the
 // client's only one, as RFC 6749 §3.1.2.3 allows.
-func (a *authRequest) checkRedirect() (problem string) {
+func (a *AuthRequest) checkRedirect() (problem string) {
 	registered := clients.RegisteredRedirects(a.client)
 	a.target = a.RedirectURI
 	if a.target == "" && len(registered) == 1 {
@@ -184,7 +184,7 @@ func (a *authRequest) checkRedirect() (problem string) {
 
 // checkRequest finds what is wrong with a request from a known client, as
 // an OAuth error code and description to redirect with.
-func (a authRequest) checkRequest() (code, desc string) {
+func (a AuthRequest) checkRequest() (code, desc string) {
 	switch {
 	case a.ResponseType != "code":
 		return "unsupported_response_type", "Only response_type=code is supported"
@@ -200,9 +200,9 @@ func (a authRequest) checkRequest() (code, desc string) {
 	return "", ""
 }
 
-// authorize is /oauth2/authorize: the browser side of the authorization
+// Authorize is /oauth2/authorize: the browser side of the authorization
 // code flow. GET starts it; the sign-in and project pages post back here.
-func (s *Service) authorize(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) Authorize(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	b := web.BrowserOf(r)
 	params := r.Query
 	var form url.Values
@@ -214,8 +214,8 @@ func (s *Service) authorize(ctx context.Context, r *bus.Request) (*bus.Response,
 		}
 		params = form
 	}
-	a := readAuthRequest(params)
-	problem, err := s.checkClient(ctx, &a)
+	a := ReadAuthRequest(params)
+	problem, err := s.CheckClient(ctx, &a)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +225,7 @@ func (s *Service) authorize(ctx context.Context, r *bus.Request) (*bus.Response,
 	if code, desc := a.checkRequest(); code != "" {
 		return a.fail(code, desc), nil
 	}
-	bs, err := s.signedIn(ctx, b)
+	bs, err := s.SignedIn(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +247,7 @@ func (s *Service) authorize(ctx context.Context, r *bus.Request) (*bus.Response,
 }
 
 // maxAge is max_age in seconds, -1 when it is not a number of seconds.
-func (a authRequest) maxAge() int64 {
+func (a AuthRequest) maxAge() int64 {
 	n, err := strconv.ParseInt(a.MaxAge, 10, 64)
 	if err != nil || n < 0 {
 		return -1
@@ -258,7 +258,7 @@ func (a authRequest) maxAge() int64 {
 // tooOld reports whether the browser's sign-in is older than the request's
 // max_age allows (OIDC Core §3.1.2.1): then the person signs in again.
 // max_age=0 always asks, as prompt=login does.
-func (a authRequest) tooOld(bs *browserSession, now time.Time) bool {
+func (a AuthRequest) tooOld(bs *BrowserSession, now time.Time) bool {
 	if a.MaxAge == "" {
 		return false
 	}
@@ -267,7 +267,7 @@ func (a authRequest) tooOld(bs *browserSession, now time.Time) bool {
 }
 
 // signInPage shows the e-mail and password form.
-func (s *Service) signInPage(ctx context.Context, b web.Browser, a authRequest, email string, errs map[string]string) (*bus.Response, error) {
+func (s *Service) signInPage(ctx context.Context, b web.Browser, a AuthRequest, email string, errs map[string]string) (*bus.Response, error) {
 	csrf, err := s.pages.CSRFToken(ctx, b)
 	if err != nil {
 		return nil, err
@@ -277,23 +277,23 @@ func (s *Service) signInPage(ctx context.Context, b web.Browser, a authRequest, 
 		status = 400
 	}
 	resp, err := s.pages.Render(status, "signin", b, web.Data{Title: "Sign in", CSRF: csrf, Email: email, Errors: errs,
-		Hidden: a.values(), App: clientName(a.client), Link: s.cfg.BaseURL + "resetpassword", LinkText: "Forgot your password?",
-		Register: s.registerLink(a)})
+		Hidden: a.Values(), App: clientName(a.client), Link: s.cfg.BaseURL + "resetpassword", LinkText: "Forgot your password?",
+		Register: s.registration.Link(a)})
 	if resp != nil {
-		resp.Header["Content-Security-Policy"] = authorizeCSP(a.target)
+		resp.Header["Content-Security-Policy"] = AuthorizeCSP(a.target)
 	}
 	return resp, err
 }
 
 // signInPosted checks the e-mail and password, with the same limits and
 // answers as POST /auth/login.
-func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b web.Browser, a authRequest, form url.Values) (*bus.Response, error) {
+func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b web.Browser, a AuthRequest, form url.Values) (*bus.Response, error) {
 	email, ok := account.FormEmail(form.Get("email"))
 	if !ok {
 		return s.signInPage(ctx, b, a, email, map[string]string{"email": "Valid email address is required"})
 	}
 	// A domain with its own provider signs in there, password or not.
-	if resp, err := s.providerPage(ctx, b, a, email); resp != nil || err != nil {
+	if resp, err := s.providers.Page(ctx, b, a, email); resp != nil || err != nil {
 		return resp, err
 	}
 	if err := s.limiter.Allow(r.Remote, email); err != nil {
@@ -313,12 +313,12 @@ func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b web.Browse
 	// fixation) is worth nothing after.
 	nb := web.NewBrowser()
 	now := time.Now()
-	bs := &browserSession{User: "User/" + userID, AuthTime: now.Unix(), Start: now.UnixMilli()}
-	if step, _, err := s.factors.Step(ctx, userID, a.project, bs.proof()); err != nil || step != "" {
+	bs := &BrowserSession{User: "User/" + userID, AuthTime: now.Unix(), Start: now.UnixMilli()}
+	if step, _, err := s.factors.Step(ctx, userID, a.project, bs.Proof()); err != nil || step != "" {
 		if err != nil {
 			return nil, err
 		}
-		return s.askFactor(ctx, nb, a, bs, step)
+		return s.AskFactor(ctx, nb, a, bs, step)
 	}
 	v, _ := json.Marshal(bs)
 	if _, err := s.browsers.Put(ctx, nb.Key(), v); err != nil {
@@ -335,7 +335,7 @@ func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b web.Browse
 // finish issues the code for the chosen membership, asking the person to
 // choose when there are several and to consent to a client they have not
 // consented to; form is the posted project or consent page, if any.
-func (s *Service) finish(ctx context.Context, r *bus.Request, b web.Browser, a authRequest, bs *browserSession, form url.Values) (*bus.Response, error) {
+func (s *Service) finish(ctx context.Context, r *bus.Request, b web.Browser, a AuthRequest, bs *BrowserSession, form url.Values) (*bus.Response, error) {
 	// A client gets codes for its own project's memberships only, so that
 	// an application registered in one project never receives a sign-in
 	// to another; first-party and super-admin-registered clients serve
@@ -351,8 +351,8 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b web.Browser, a a
 	if len(choices) == 0 {
 		if a.anyProject && !s.cfg.RegisterDisabled {
 			// Someone who registered and has no project yet founds one,
-			// and comes back here (register_page.go).
-			return s.projectForm(ctx, b, a.values(), []string{"You have no project yet."}, "", nil)
+			// and comes back here (package registration).
+			return s.registration.ProjectForm(ctx, b, a.Values(), []string{"You have no project yet."}, "", nil)
 		}
 		return a.fail("access_denied", "This person has no active membership in the application's project"), nil
 	}
@@ -364,14 +364,14 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b web.Browser, a a
 		}
 		return s.choosePage(ctx, b, a, choices)
 	}
-	if err := s.checkSignIn(ctx, membership, r.Remote, bs.proof()); err != nil {
-		if errors.Is(err, errFactorOwed) {
+	if err := s.CheckSignIn(ctx, membership, r.Remote, bs.Proof()); err != nil {
+		if errors.Is(err, ErrFactorOwed) {
 			// The project chosen requires a factor this sign-in has not
 			// given: enrol now, then choose again.
 			now := time.Now()
 			fresh := *bs
 			fresh.AuthTime, fresh.Start = now.Unix(), now.UnixMilli()
-			return s.askFactor(ctx, b, a, &fresh, "enroll")
+			return s.AskFactor(ctx, b, a, &fresh, "enroll")
 		}
 		return a.fail("access_denied", fhir.AsError(err).Message()), nil
 	}
@@ -383,7 +383,7 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b web.Browser, a a
 	l := a.login(bs, membership)
 	loginID := uuid.NewString()
 	code := authserver.NewCode(loginID, &l, time.Now())
-	if err := s.putSignIn(ctx, r, loginID, &l); err != nil {
+	if err := s.PutSignIn(ctx, r, loginID, &l); err != nil {
 		return nil, err
 	}
 	resp := a.redirect(url.Values{"code": {code}})
@@ -405,11 +405,11 @@ func chooseMembership(choices []account.Choice, chosen string) string {
 	return ""
 }
 
-// login is the sign-in a browser's authorization request makes, for the
+// Login is the sign-in a browser's authorization request makes, for the
 // membership chosen. Without a code challenge (a client that may skip
 // PKCE) the code is redeemed without a verifier; a challenge without a
 // method is plain (RFC 7636 §4.3).
-func (a authRequest) login(bs *browserSession, membership string) session.Login {
+func (a AuthRequest) login(bs *BrowserSession, membership string) session.Login {
 	return session.Login{
 		User: bs.User, Client: a.ClientID, Scope: a.Scope, Nonce: a.Nonce, Membership: membership,
 		Challenge: a.Challenge, ChallengeMethod: cmp.Or(a.ChallengeMethod, "plain"), NoPKCE: a.Challenge == "",
@@ -419,7 +419,7 @@ func (a authRequest) login(bs *browserSession, membership string) session.Login 
 }
 
 // choosePage lists the person's projects and profiles to sign in to.
-func (s *Service) choosePage(ctx context.Context, b web.Browser, a authRequest, choices []account.Choice) (*bus.Response, error) {
+func (s *Service) choosePage(ctx context.Context, b web.Browser, a AuthRequest, choices []account.Choice) (*bus.Response, error) {
 	csrf, err := s.pages.CSRFToken(ctx, b)
 	if err != nil {
 		return nil, err
@@ -428,10 +428,10 @@ func (s *Service) choosePage(ctx context.Context, b web.Browser, a authRequest, 
 	for _, c := range choices {
 		opts = append(opts, web.Choice{ID: c.ID, Project: display(c.Project), Profile: display(c.Profile)})
 	}
-	resp, err := s.pages.Render(200, "choose", b, web.Data{Title: "Choose a project", CSRF: csrf, Hidden: a.values(),
+	resp, err := s.pages.Render(200, "choose", b, web.Data{Title: "Choose a project", CSRF: csrf, Hidden: a.Values(),
 		App: clientName(a.client), Choices: opts})
 	if resp != nil {
-		resp.Header["Content-Security-Policy"] = authorizeCSP(a.target)
+		resp.Header["Content-Security-Policy"] = AuthorizeCSP(a.target)
 		resp.Header["Set-Cookie"] = s.pages.SetCookie(b)
 	}
 	return resp, err
@@ -449,9 +449,9 @@ func clientName(c map[string]any) string {
 	return cmp.Or(n, "An application")
 }
 
-// authorizeCSP is the pages' policy, but a form may also end in a redirect
+// AuthorizeCSP is the pages' policy, but a form may also end in a redirect
 // to the client (Chromium applies form-action to the redirect too).
-func authorizeCSP(redirectURI string) string {
+func AuthorizeCSP(redirectURI string) string {
 	target := "'self'"
 	if u, err := url.Parse(redirectURI); err == nil && u.Scheme != "" {
 		if u.Host != "" {

@@ -1,4 +1,4 @@
-package identity
+package signin
 
 import (
 	"context"
@@ -13,13 +13,13 @@ import (
 	"github.com/pinion-health/pinion/services/identity/factors"
 )
 
-// errFactorOwed is checkSignIn's answer for a membership whose project
+// ErrFactorOwed is CheckSignIn's answer for a membership whose project
 // requires a second factor the sign-in has not given: the caller asks the
-// person to enrol (owedEnrolment, askFactor), or refuses where no one can
+// person to enrol (OwedEnrolment, AskFactor), or refuses where no one can
 // be asked (a token exchange).
-var errFactorOwed = errors.New("this project requires a second factor")
+var ErrFactorOwed = errors.New("this project requires a second factor")
 
-// checkFactor is checkSignIn's second-factor rule: a membership that
+// checkFactor is CheckSignIn's second-factor rule: a membership that
 // requires one is signed in to only with one, given here or, where its
 // project trusts that, asserted by the identity provider.
 func (s *Service) checkFactor(ctx context.Context, m *session.Membership, p factors.Proof) error {
@@ -35,13 +35,13 @@ func (s *Service) checkFactor(ctx context.Context, m *session.Membership, p fact
 	}
 	// (A person's own authenticator, and an account-wide requirement of
 	// earlier versions, are asked before any membership: mfaLoginStep.)
-	return fmt.Errorf("%w: %w", errFactorOwed, fhir.BadRequest("MFA enrollment required"))
+	return fmt.Errorf("%w: %w", ErrFactorOwed, fhir.BadRequest("MFA enrollment required"))
 }
 
-// owedEnrolment turns a login whose chosen membership requires a factor
-// (errFactorOwed) into the enrolment step: l owes "enroll", and the answer
+// OwedEnrolment turns a login whose chosen membership requires a factor
+// (ErrFactorOwed) into the enrolment step: l owes "enroll", and the answer
 // is /auth/login's for that step; once enrolled, the person chooses again.
-func (s *Service) owedEnrolment(ctx context.Context, loginID string, l *session.Login) (*bus.Response, error) {
+func (s *Service) OwedEnrolment(ctx context.Context, loginID string, l *session.Login) (*bus.Response, error) {
 	uid := account.UserIDOf(l.User)
 	if err := s.accounts.ProviderMayChange(ctx, l.ProviderProject, uid); err != nil {
 		return nil, factors.EnrolElsewhere()
@@ -54,11 +54,11 @@ func (s *Service) owedEnrolment(ctx context.Context, loginID string, l *session.
 		return nil, err
 	}
 	l.MFA, l.MFAVerified = "enroll", false
-	return s.mfaLoginAnswer(ctx, loginID, "enroll", uid, rec)
+	return s.MFALoginAnswer(ctx, loginID, "enroll", uid, rec)
 }
 
-// mfaLoginAnswer is /auth/login's answer for a sign-in that owes a factor.
-func (s *Service) mfaLoginAnswer(ctx context.Context, loginID, step, userID string, rec factors.Record) (*bus.Response, error) {
+// MFALoginAnswer is /auth/login's answer for a sign-in that owes a factor.
+func (s *Service) MFALoginAnswer(ctx context.Context, loginID, step, userID string, rec factors.Record) (*bus.Response, error) {
 	if step == "verify" {
 		return bus.JSON(200, map[string]any{"login": loginID, "mfaRequired": true}), nil
 	}
@@ -83,16 +83,16 @@ func mfaLoginOpen(l *session.Login) error {
 	return nil
 }
 
-// mfaVerify is POST /auth/mfa/verify {login, token}: a code (or a
+// MFAVerify is POST /auth/mfa/verify {login, token}: a code (or a
 // recovery code) completes a password sign-in with the usual result.
-func (s *Service) mfaVerify(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) MFAVerify(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	return s.completeMFA(ctx, r, false)
 }
 
-// mfaLoginEnroll is POST /auth/mfa/login-enroll {login, token}: enrolment
+// MFALoginEnroll is POST /auth/mfa/login-enroll {login, token}: enrolment
 // the sign-in required, completing it; the recovery codes come beside
 // the usual result ("recoveryCodes").
-func (s *Service) mfaLoginEnroll(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) MFALoginEnroll(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	return s.completeMFA(ctx, r, true)
 }
 
@@ -153,7 +153,7 @@ func (s *Service) completeMFA(ctx context.Context, r *bus.Request, enroll bool) 
 		}
 		l.MFAVerified = true
 		var err error
-		resp, err = s.loginResult(ctx, r, in.Login, l)
+		resp, err = s.LoginResult(ctx, r, in.Login, l)
 		return err
 	})
 	if err != nil {

@@ -1,4 +1,4 @@
-package identity
+package signin
 
 import (
 	"cmp"
@@ -15,15 +15,22 @@ import (
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
-// authPassword is Medplum's Login.authMethod for a sign-in with e-mail and
-// password (the app's form and the authorize page alike).
-const authPassword = "password"
+// AuthPassword is Medplum's Login.authMethod for a sign-in with e-mail and
+// password (the app's form and the authorize page alike); AuthExternal,
+// through an external identity provider; AuthExchange, a token exchange;
+// AuthGoogle, Google Sign-In.
+const (
+	AuthPassword = "password"
+	AuthExternal = "external"
+	AuthExchange = "exchange"
+	AuthGoogle   = "google"
+)
 
-// putSignIn stores a person's new login, noting how and from where it was
+// PutSignIn stores a person's new login, noting how and from where it was
 // made, and adds it to the person's list of sessions (/auth/me).
-func (s *Service) putSignIn(ctx context.Context, r *bus.Request, loginID string, l *session.Login) error {
+func (s *Service) PutSignIn(ctx context.Context, r *bus.Request, loginID string, l *session.Login) error {
 	// A browser that signed in through its provider keeps saying so.
-	l.SetOrigin(cmp.Or(l.AuthMethod, authPassword), r.Remote, r.Get("User-Agent"))
+	l.SetOrigin(cmp.Or(l.AuthMethod, AuthPassword), r.Remote, r.Get("User-Agent"))
 	if _, err := s.sessions.PutLogin(ctx, loginID, *l); err != nil {
 		return err
 	}
@@ -42,10 +49,10 @@ type authRevokeRequest struct {
 	LoginID string `json:"loginId"`
 }
 
-// authRevoke is Medplum's POST /auth/revoke: the caller ends one of its
+// AuthRevoke is Medplum's POST /auth/revoke: the caller ends one of its
 // own logins (another sign-in of theirs, listed by /auth/me); another
 // person's login, or none, is 404.
-func (s *Service) authRevoke(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) AuthRevoke(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	var in authRevokeRequest
 	if err := r.DecodeJSON(&in); err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package identity
+package signin
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // request's scopes before, or does now (the consent page posted "allow");
 // otherwise it is the answer: the consent page, or the client told no.
 // prompt=none never shows the page (OIDC Core §3.1.2.6: consent_required).
-func (s *Service) askConsent(ctx context.Context, b web.Browser, a authRequest, bs *browserSession, membership string, choices []account.Choice, form url.Values) (*bus.Response, error) {
+func (s *Service) askConsent(ctx context.Context, b web.Browser, a AuthRequest, bs *BrowserSession, membership string, choices []account.Choice, form url.Values) (*bus.Response, error) {
 	switch form.Get("consent") {
 	case "allow":
 		return nil, s.consents.Give(ctx, bs.User, a.ClientID, a.Scope)
@@ -36,7 +36,7 @@ func (s *Service) askConsent(ctx context.Context, b web.Browser, a authRequest, 
 		return nil, err
 	}
 	d := web.Data{Title: "Allow " + clientName(a.client) + "?", CSRF: csrf, App: clientName(a.client),
-		Hidden: a.values(), Membership: membership, Scopes: describeScopes(access.GrantedScope(a.Scope)), Registrar: a.projectName}
+		Hidden: a.Values(), Membership: membership, Scopes: describeScopes(access.GrantedScope(a.Scope)), Registrar: a.projectName}
 	for _, c := range choices {
 		if c.ID == membership {
 			d.Project, d.Profile = display(c.Project), display(c.Profile)
@@ -44,7 +44,7 @@ func (s *Service) askConsent(ctx context.Context, b web.Browser, a authRequest, 
 	}
 	resp, err := s.pages.Render(200, "consent", b, d)
 	if resp != nil {
-		resp.Header["Content-Security-Policy"] = authorizeCSP(a.target)
+		resp.Header["Content-Security-Policy"] = AuthorizeCSP(a.target)
 		resp.Header["Set-Cookie"] = s.pages.SetCookie(b)
 	}
 	return resp, err

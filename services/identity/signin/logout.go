@@ -1,4 +1,4 @@
-package identity
+package signin
 
 import (
 	"context"
@@ -26,8 +26,8 @@ import (
 // browser goes back to it. Anything else — another site's link or form —
 // gets a page with a button, so no site can sign a browser out silently.
 
-// logout is /oauth2/logout.
-func (s *Service) logout(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+// Logout is /oauth2/logout.
+func (s *Service) Logout(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	if r.Principal == nil {
 		return s.endSession(ctx, r)
 	}
@@ -99,7 +99,7 @@ func (s *Service) endSession(ctx context.Context, r *bus.Request) (*bus.Response
 			return s.signedOut(ctx, b)
 		}
 	}
-	signedIn, err := s.signedIn(ctx, b)
+	SignedIn, err := s.SignedIn(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -110,10 +110,10 @@ func (s *Service) endSession(ctx context.Context, r *bus.Request) (*bus.Response
 	if problem != "" {
 		return s.pages.Message(400, b, "Sign-out not understood", "", "", problem)
 	}
-	if hint == nil || signedIn != nil && signedIn.User != "User/"+hint.Subject {
+	if hint == nil || SignedIn != nil && SignedIn.User != "User/"+hint.Subject {
 		// Nothing proves who asks, or the application's user is not the
 		// one signed in here: the person decides.
-		if signedIn == nil {
+		if SignedIn == nil {
 			return s.signedOut(ctx, b)
 		}
 		return s.confirmSignOut(ctx, b)
@@ -122,8 +122,8 @@ func (s *Service) endSession(ctx context.Context, r *bus.Request) (*bus.Response
 		return nil, err
 	}
 	if back := params.Get("post_logout_redirect_uri"); back != "" {
-		a := authRequest{ClientID: hint.Audience[0], RedirectURI: back, State: params.Get("state")}
-		problem, err := s.checkClient(ctx, &a)
+		a := AuthRequest{ClientID: hint.Audience[0], RedirectURI: back, State: params.Get("state")}
+		problem, err := s.CheckClient(ctx, &a)
 		if err != nil {
 			return nil, err
 		}

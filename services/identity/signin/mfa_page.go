@@ -1,4 +1,4 @@
-package identity
+package signin
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 // pendingFactor is a browser sign-in whose password was right and whose
 // second factor is owed.
 type pendingFactor struct {
-	browserSession
+	BrowserSession
 	Step    string `json:"step"`    // "verify" or "enroll"
 	Expires int64  `json:"expires"` // Unix seconds
 }
@@ -37,9 +37,9 @@ const pendingFactorLifetime = 10 * time.Minute
 
 func pendingKey(b web.Browser) string { return "mfa-" + b.Key() }
 
-// askFactor keeps the first factor's success (bs, not yet a session) for
+// AskFactor keeps the first factor's success (bs, not yet a session) for
 // browser b and asks for the second.
-func (s *Service) askFactor(ctx context.Context, b web.Browser, a authRequest, bs *browserSession, step string) (*bus.Response, error) {
+func (s *Service) AskFactor(ctx context.Context, b web.Browser, a AuthRequest, bs *BrowserSession, step string) (*bus.Response, error) {
 	userID := account.UserIDOf(bs.User)
 	if step == "enroll" {
 		// A factor is required and no authenticator is enrolled: a
@@ -52,7 +52,7 @@ func (s *Service) askFactor(ctx context.Context, b web.Browser, a authRequest, b
 			step = "passkey"
 		}
 	}
-	p := pendingFactor{browserSession: *bs, Step: step, Expires: time.Now().Add(pendingFactorLifetime).Unix()}
+	p := pendingFactor{BrowserSession: *bs, Step: step, Expires: time.Now().Add(pendingFactorLifetime).Unix()}
 	v, _ := json.Marshal(p)
 	if _, err := s.browsers.Put(ctx, pendingKey(b), v); err != nil {
 		return nil, err
@@ -61,7 +61,7 @@ func (s *Service) askFactor(ctx context.Context, b web.Browser, a authRequest, b
 }
 
 // factorPage shows the code form (with the QR code when enrolling).
-func (s *Service) factorPage(ctx context.Context, b web.Browser, a authRequest, p *pendingFactor, errs map[string]string) (*bus.Response, error) {
+func (s *Service) factorPage(ctx context.Context, b web.Browser, a AuthRequest, p *pendingFactor, errs map[string]string) (*bus.Response, error) {
 	csrf, err := s.pages.CSRFToken(ctx, b)
 	if err != nil {
 		return nil, err
@@ -95,9 +95,9 @@ func (s *Service) factorPage(ctx context.Context, b web.Browser, a authRequest, 
 	if len(errs) > 0 {
 		status = 400
 	}
-	resp, err := s.pages.Render(status, "mfa", b, web.Data{Title: title, CSRF: csrf, Errors: errs, Hidden: a.values(), App: clientName(a.client), MFA: mp})
+	resp, err := s.pages.Render(status, "mfa", b, web.Data{Title: title, CSRF: csrf, Errors: errs, Hidden: a.Values(), App: clientName(a.client), MFA: mp})
 	if resp != nil {
-		csp := authorizeCSP(a.target)
+		csp := AuthorizeCSP(a.target)
 		if mp.QRCode != "" {
 			// The QR code is an inline PNG: data: images, and nothing else, join 'self'.
 			csp = strings.Replace(csp, "img-src 'self'", "img-src 'self' data:", 1)
@@ -110,7 +110,7 @@ func (s *Service) factorPage(ctx context.Context, b web.Browser, a authRequest, 
 
 // factorPosted checks the posted code (mfa_code) of a pending sign-in; the
 // limiter counts a wrong one as a wrong password.
-func (s *Service) factorPosted(ctx context.Context, r *bus.Request, b web.Browser, a authRequest, form url.Values) (*bus.Response, error) {
+func (s *Service) factorPosted(ctx context.Context, r *bus.Request, b web.Browser, a AuthRequest, form url.Values) (*bus.Response, error) {
 	var p *pendingFactor
 	var err error
 	if !b.IsNew {
@@ -157,7 +157,7 @@ func (s *Service) factorPosted(ctx context.Context, r *bus.Request, b web.Browse
 	if err := s.browsers.Delete(ctx, pendingKey(b)); err != nil {
 		return nil, err
 	}
-	bs := p.browserSession
+	bs := p.BrowserSession
 	bs.Factor = true
 	v, _ := json.Marshal(bs)
 	if _, err := s.browsers.Put(ctx, b.Key(), v); err != nil {
@@ -168,9 +168,9 @@ func (s *Service) factorPosted(ctx context.Context, r *bus.Request, b web.Browse
 		if err != nil {
 			return nil, err
 		}
-		resp, err := s.pages.Render(200, "recovery", b, web.Data{Title: "Your recovery codes", CSRF: csrf, Hidden: a.values(), MFA: &web.MFA{Recovery: codes}})
+		resp, err := s.pages.Render(200, "recovery", b, web.Data{Title: "Your recovery codes", CSRF: csrf, Hidden: a.Values(), MFA: &web.MFA{Recovery: codes}})
 		if resp != nil {
-			resp.Header["Content-Security-Policy"] = authorizeCSP(a.target)
+			resp.Header["Content-Security-Policy"] = AuthorizeCSP(a.target)
 			resp.Header["Set-Cookie"] = s.pages.SetCookie(b)
 		}
 		return resp, err

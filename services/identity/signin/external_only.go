@@ -1,4 +1,4 @@
-package identity
+package signin
 
 import (
 	"context"
@@ -8,20 +8,20 @@ import (
 	"github.com/pinion-health/pinion/services/identity/factors"
 )
 
-// externalOnlySetting is the Project.setting (valueBoolean) that lets the
+// ExternalOnlySetting is the Project.setting (valueBoolean) that lets the
 // project's people sign in only through an identity provider: an external
 // OpenID provider (/auth/external) or a token exchange, never a password
 // (nor Google, whose accounts the organisation does not control), so that
 // ending someone's account at the provider ends their access here.
 // Medplum has no such setting.
-const externalOnlySetting = "requireExternalSignIn"
+const ExternalOnlySetting = "requireExternalSignIn"
 
-// externalOnlyText is the refusal of any other sign-in to such a project.
-const externalOnlyText = "This project requires signing in through its identity provider"
+// ExternalOnlyText is the refusal of any other sign-in to such a project.
+const ExternalOnlyText = "This project requires signing in through its identity provider"
 
 // viaProvider says whether a sign-in was vouched for by an external
 // identity provider.
-func viaProvider(method string) bool { return method == authExternal || method == authExchange }
+func viaProvider(method string) bool { return method == AuthExternal || method == AuthExchange }
 
 // checkExternalOnly refuses a sign-in to a person's membership in a
 // project with requireExternalSignIn unless a provider vouched for it: a
@@ -35,12 +35,12 @@ func (s *Service) checkExternalOnly(ctx context.Context, m *session.Membership, 
 	if viaProvider(p.Method) && (p.ProviderProject == "" || p.ProviderProject == m.Project) {
 		return nil
 	}
-	on, err := s.accounts.ProjectFlag(ctx, m.Project, externalOnlySetting)
+	on, err := s.accounts.ProjectFlag(ctx, m.Project, ExternalOnlySetting)
 	if err != nil {
 		return err
 	}
 	if on {
-		return fhir.BadRequest(externalOnlyText)
+		return fhir.BadRequest(ExternalOnlyText)
 	}
 	return nil
 }

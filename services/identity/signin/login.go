@@ -1,4 +1,4 @@
-package identity
+package signin
 
 import (
 	"context"
@@ -11,11 +11,9 @@ import (
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/authserver"
-	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/identity/factors"
 )
 
@@ -50,8 +48,8 @@ func (in loginRequest) check() error {
 	return nil
 }
 
-// login is POST /auth/login: e-mail and password, with PKCE.
-func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+// Login is POST /auth/login: e-mail and password, with PKCE.
+func (s *Service) Login(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	var in loginRequest
 	if err := r.DecodeJSON(&in); err != nil {
 		return nil, err
@@ -60,7 +58,8 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err := in.check(); err != nil {
 		return nil, err
 	}
-	if err := s.clientProject(ctx, &in); err != nil {
+	var err error
+	if in.ProjectID, err = s.clients.SignInProject(ctx, in.ClientID, in.ProjectID); err != nil {
 		return nil, err
 	}
 	if err := s.limiter.Allow(r.Remote, strings.ToLower(in.Email)); err != nil {
@@ -87,7 +86,7 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if len(choices) == 0 {
 		return nil, fhir.BadRequest("User not found")
 	}
-	mfa, rec, err := s.factors.Step(ctx, userID, in.ProjectID, factors.Proof{Method: authPassword})
+	mfa, rec, err := s.factors.Step(ctx, userID, in.ProjectID, factors.Proof{Method: AuthPassword})
 	if err != nil {
 		return nil, err
 	}
@@ -104,25 +103,25 @@ func (s *Service) login(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if mfa != "" {
 		// No profile and no code until the second factor is given.
 		l.MFA = mfa
-		if err := s.putSignIn(ctx, r, loginID, &l); err != nil {
+		if err := s.PutSignIn(ctx, r, loginID, &l); err != nil {
 			return nil, err
 		}
-		return s.mfaLoginAnswer(ctx, loginID, mfa, userID, rec)
+		return s.MFALoginAnswer(ctx, loginID, mfa, userID, rec)
 	}
-	resp, err := s.loginResult(ctx, r, loginID, &l)
+	resp, err := s.LoginResult(ctx, r, loginID, &l)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.putSignIn(ctx, r, loginID, &l); err != nil {
+	if err := s.PutSignIn(ctx, r, loginID, &l); err != nil {
 		return nil, err
 	}
 	return resp, nil
 }
 
-// loginResult is the answer of a sign-in whose factors are all given, as
+// LoginResult is the answer of a sign-in whose factors are all given, as
 // Medplum's sendLoginResult: the memberships to choose from, or, with one,
 // a code for it (set on l, which the caller stores).
-func (s *Service) loginResult(ctx context.Context, r *bus.Request, loginID string, l *session.Login) (*bus.Response, error) {
+func (s *Service) LoginResult(ctx context.Context, r *bus.Request, loginID string, l *session.Login) (*bus.Response, error) {
 	choices, err := s.accounts.Memberships(ctx, l.User, l.Project)
 	if err != nil {
 		return nil, err
@@ -133,9 +132,9 @@ func (s *Service) loginResult(ctx context.Context, r *bus.Request, loginID strin
 	if len(choices) > 1 {
 		return bus.JSON(200, map[string]any{"login": loginID, "memberships": choices}), nil
 	}
-	if err := s.checkSignIn(ctx, choices[0].ID, r.Remote, factors.ProofOf(l)); err != nil {
-		if errors.Is(err, errFactorOwed) {
-			return s.owedEnrolment(ctx, loginID, l)
+	if err := s.CheckSignIn(ctx, choices[0].ID, r.Remote, factors.ProofOf(l)); err != nil {
+		if errors.Is(err, ErrFactorOwed) {
+			return s.OwedEnrolment(ctx, loginID, l)
 		}
 		return nil, err
 	}
@@ -144,40 +143,14 @@ func (s *Service) loginResult(ctx context.Context, r *bus.Request, loginID strin
 	return bus.JSON(200, map[string]any{"login": loginID, "code": code}), nil
 }
 
-// clientProject confines a sign-in for a client to the client's project,
-// as Medplum does: the client must exist (404), a projectId that names
-// another project is refused, and the code goes only to a membership in
-// the client's project. First-party clients and clients registered in a
-// super-admin project serve every project.
-func (s *Service) clientProject(ctx context.Context, in *loginRequest) error {
-	if in.ClientID == "" || clients.Builtin(in.ClientID, s.cfg.BaseURL) != nil {
-		return nil
-	}
-	res, err := s.repo.Read(ctx, repo.AllProjects, "ClientApplication", in.ClientID)
-	if err != nil {
-		return err
-	}
-	_, anyProject, err := s.clients.ProjectOf(ctx, res.Project)
-	switch {
-	case err != nil:
-		return err
-	case anyProject:
-		return nil
-	case in.ProjectID != "" && in.ProjectID != res.Project:
-		return fhir.BadRequest("Invalid projectId", "projectId")
-	}
-	in.ProjectID = res.Project
-	return nil
-}
-
-// checkSignIn applies a membership's sign-in conditions, every sign-in
+// CheckSignIn applies a membership's sign-in conditions, every sign-in
 // path's one gate: its access-policy IP rules (Medplum's check and
 // answer); the project of the identity provider that vouched, if any
 // (its sign-ins reach that project only); an identity provider's sign-in
 // where the project requires that; a verified e-mail where it requires
-// one; and a second factor where it requires one (errFactorOwed, which
+// one; and a second factor where it requires one (ErrFactorOwed, which
 // the caller turns into the enrolment step).
-func (s *Service) checkSignIn(ctx context.Context, membership, remote string, p factors.Proof) error {
+func (s *Service) CheckSignIn(ctx context.Context, membership, remote string, p factors.Proof) error {
 	m, err := s.sessions.GetMembership(ctx, membership)
 	if err != nil {
 		return err
@@ -197,8 +170,8 @@ func (s *Service) checkSignIn(ctx context.Context, membership, remote string, p 
 	return s.checkFactor(ctx, m, p)
 }
 
-// chooseProfile is POST /auth/profile: pick the membership of a login.
-func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+// ChooseProfile is POST /auth/profile: pick the membership of a login.
+func (s *Service) ChooseProfile(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	var in struct {
 		Login   string `json:"login"`
 		Profile string `json:"profile"`
@@ -215,7 +188,7 @@ func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Respo
 	var resp *bus.Response
 	_, err := s.sessions.UpdateLogin(ctx, in.Login, func(l *session.Login) error {
 		resp = nil
-		if err := profileOpen(l); err != nil {
+		if err := ProfileOpen(l); err != nil {
 			return err
 		}
 		choices, err := s.accounts.Memberships(ctx, l.User, l.Project)
@@ -224,11 +197,11 @@ func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Respo
 		}
 		for _, c := range choices {
 			if c.ID == in.Profile {
-				err := s.checkSignIn(ctx, c.ID, r.Remote, factors.ProofOf(l))
-				if errors.Is(err, errFactorOwed) {
+				err := s.CheckSignIn(ctx, c.ID, r.Remote, factors.ProofOf(l))
+				if errors.Is(err, ErrFactorOwed) {
 					// This project requires a factor the person has not
 					// given: enrol, then choose again.
-					resp, err = s.owedEnrolment(ctx, in.Login, l)
+					resp, err = s.OwedEnrolment(ctx, in.Login, l)
 					return err
 				}
 				if err != nil {
@@ -250,9 +223,9 @@ func (s *Service) chooseProfile(ctx context.Context, r *bus.Request) (*bus.Respo
 	return resp, nil
 }
 
-// profileOpen refuses to choose the profile of a login that has one, or
+// ProfileOpen refuses to choose the profile of a login that has one, or
 // is over, with Medplum's texts.
-func profileOpen(l *session.Login) error {
+func ProfileOpen(l *session.Login) error {
 	switch {
 	case l.Revoked:
 		return fhir.BadRequest("Login revoked")

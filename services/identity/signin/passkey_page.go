@@ -1,4 +1,4 @@
-package identity
+package signin
 
 import (
 	"context"
@@ -21,11 +21,11 @@ import (
 // or after one in place of a code). WebAuthn is a browser API: these are
 // the only pages with a script (pages/passkey.js), allowed by its hash.
 
-// passkeysPage is GET and POST /passkeys: the signed-in person's passkeys,
+// PasskeysPage is GET and POST /passkeys: the signed-in person's passkeys,
 // and the forms that add (begin, then finish), rename and remove one.
-func (s *Service) passkeysPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) PasskeysPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	b := web.BrowserOf(r)
-	bs, err := s.signedIn(ctx, b)
+	bs, err := s.SignedIn(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func (s *Service) passkeysPage(ctx context.Context, r *bus.Request) (*bus.Respon
 // "begin" or "finish"): with no password (any passkey; the browser
 // offers those it holds), or after one (a pending second factor, that
 // user's passkeys only).
-func (s *Service) passkeyPosted(ctx context.Context, r *bus.Request, b web.Browser, a authRequest, form url.Values) (*bus.Response, error) {
+func (s *Service) passkeyPosted(ctx context.Context, r *bus.Request, b web.Browser, a AuthRequest, form url.Values) (*bus.Response, error) {
 	var p *pendingFactor
 	if !b.IsNew {
 		var err error
@@ -133,14 +133,14 @@ func (s *Service) passkeyPosted(ctx context.Context, r *bus.Request, b web.Brows
 		return nil, err
 	}
 	now := time.Now()
-	bs := browserSession{User: "User/" + uid, AuthTime: now.Unix(), Start: now.UnixMilli()}
+	bs := BrowserSession{User: "User/" + uid, AuthTime: now.Unix(), Start: now.UnixMilli()}
 	nb := b
 	if p != nil && uid == wantUser {
 		// The password was given under this browser id already (a new one).
 		if err := s.browsers.Delete(ctx, pendingKey(b)); err != nil {
 			return nil, err
 		}
-		bs = p.browserSession
+		bs = p.BrowserSession
 	} else {
 		// A new browser id at sign-in, as after a password.
 		nb = web.NewBrowser()
@@ -161,7 +161,7 @@ func (s *Service) passkeyPosted(ctx context.Context, r *bus.Request, b web.Brows
 
 // passkeyStep makes a sign-in challenge for browser b (userID's passkeys,
 // or any) and shows the page that answers it, with problem beside it.
-func (s *Service) passkeyStep(ctx context.Context, b web.Browser, a authRequest, userID, problem string) (*bus.Response, error) {
+func (s *Service) passkeyStep(ctx context.Context, b web.Browser, a AuthRequest, userID, problem string) (*bus.Response, error) {
 	assertion, err := s.factors.BeginPasskeyLogin(ctx, b, userID)
 	if fe := (*fhir.Error)(nil); errors.As(err, &fe) && fe.Status < 500 && userID == "" {
 		return s.signInPage(ctx, b, a, "", map[string]string{"password": fe.Message()})
@@ -174,7 +174,7 @@ func (s *Service) passkeyStep(ctx context.Context, b web.Browser, a authRequest,
 	if err != nil {
 		return nil, err
 	}
-	d := web.Data{Title: "Sign in with a passkey", CSRF: csrf, Hidden: a.values(), App: clientName(a.client),
+	d := web.Data{Title: "Sign in with a passkey", CSRF: csrf, Hidden: a.Values(), App: clientName(a.client),
 		Passkeys: &web.Passkeys{Options: string(o)}}
 	status := 200
 	if problem != "" {
@@ -182,7 +182,7 @@ func (s *Service) passkeyStep(ctx context.Context, b web.Browser, a authRequest,
 	}
 	resp, err := s.pages.Render(status, "passkeysignin", b, d)
 	if resp != nil {
-		resp.Header["Content-Security-Policy"] = web.WithPasskeyScript(authorizeCSP(a.target))
+		resp.Header["Content-Security-Policy"] = web.WithPasskeyScript(AuthorizeCSP(a.target))
 		if resp.Header["Set-Cookie"] == "" {
 			resp.Header["Set-Cookie"] = s.pages.SetCookie(b)
 		}

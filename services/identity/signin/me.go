@@ -1,4 +1,4 @@
-package identity
+package signin
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // (or the default menu), and for a person's login the user, cut down, and
 // what the app's Security page shows: their sessions and memberships in
 // this project. Medplum's client calls it right after every sign-in.
-func (s *Service) me(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) Me(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	p := r.Principal
 	if p == nil {
 		return nil, fhir.Unauthorized()
