@@ -32,7 +32,7 @@ func TestRegistrationBreachRange(t *testing.T) {
 	t.Cleanup(down.Close)
 
 	register := func(s *Service, remote, password string) error {
-		_, err := s.newUser(context.Background(), jsonRequest(remote, map[string]any{
+		_, err := s.registration.NewUser(context.Background(), jsonRequest(remote, map[string]any{
 			"firstName": "Range", "lastName": "Check", "email": newEmail("range"), "password": password}))
 		return err
 	}

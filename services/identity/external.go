@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -183,8 +184,8 @@ func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Re
 	if err != nil {
 		return nil, err
 	}
-	scope := cmpOr(st.Scope, "openid offline")
-	nonce := cmpOr(st.Nonce, uuid.NewString())
+	scope := cmp.Or(st.Scope, "openid offline")
+	nonce := cmp.Or(st.Nonce, uuid.NewString())
 	now := time.Now()
 	l := session.Login{
 		User: userRef, Client: st.ClientID, Scope: scope, Nonce: nonce,

@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -15,7 +16,6 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/egress"
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -150,13 +150,13 @@ func (s *Service) google(ctx context.Context, r *bus.Request) (*bus.Response, er
 		if !in.CreateUser {
 			return nil, fhir.BadRequest("User not found")
 		}
-		if userID, err = s.registerGoogleUser(ctx, r, in, userProject, email, claims); err != nil {
+		if userID, err = s.registration.ProviderAccount(ctx, r.Remote, userProject, in.ClientID, claims.GivenName, claims.FamilyName, email, signin.AuthGoogle); err != nil {
 			return nil, err
 		}
 	}
 	now := time.Now()
 	l := session.Login{
-		User: "User/" + userID, Client: in.ClientID, Scope: cmpOr(in.Scope, "openid offline"), Nonce: cmpOr(in.Nonce, uuid.NewString()),
+		User: "User/" + userID, Client: in.ClientID, Scope: cmp.Or(in.Scope, "openid offline"), Nonce: cmp.Or(in.Nonce, uuid.NewString()),
 		Challenge: in.CodeChallenge, ChallengeMethod: in.CodeChallengeMethod,
 		AuthTime: now.Unix(), Start: now.UnixMilli(), Project: userProject,
 	}
@@ -251,51 +251,4 @@ func (s *Service) verifyGoogle(ctx context.Context, clientID, credential string)
 		return nil, fhir.BadRequest("Google credential's email address is not verified")
 	}
 	return &c, nil
-}
-
-// googleUser is the User a Google sign-in registers: Google verified its
-// address.
-func googleUser(project, email string, c *googleClaims) *resource.User {
-	u := resource.NewUser(project, c.GivenName, c.FamilyName, email)
-	u.EmailVerified = true
-	return u
-}
-
-// registerGoogleUser makes the account a Google sign-in asked for
-// (createUser): no password, its names and address from Google, which
-// verified the address. It is a registration like /auth/newuser's: off
-// when registration is, counted by the same limits, and into a project
-// only one that lets patients sign up.
-func (s *Service) registerGoogleUser(ctx context.Context, r *bus.Request, in googleRequest, projectID, email string, c *googleClaims) (string, error) {
-	if s.cfg.RegisterDisabled {
-		return "", fhir.BadRequest(registerOffText)
-	}
-	project, err := s.registrationProject(ctx, projectID, in.ClientID)
-	if err != nil {
-		return "", err
-	}
-	if err := s.limiter.Register(r.Remote, email); err != nil {
-		return "", err
-	}
-	id := uuid.NewString()
-	u, err := resource.Map(googleUser(project, email, c))
-	if err != nil {
-		return "", err
-	}
-	if _, err := s.repo.Create(ctx, repo.AllProjects, u, repo.WriteOptions{ID: id, Project: project}); err != nil {
-		return "", fmt.Errorf("create user: %w", err)
-	}
-	owner, err := s.repo.Claim(ctx, repo.UserEmailKey(project, email), id)
-	if err != nil {
-		return "", err
-	}
-	if owner != id {
-		// Another sign-in made the account meanwhile: it is the one.
-		if err := s.repo.Delete(ctx, repo.AllProjects, "User", id); err != nil && !fhir.Missing(err) {
-			s.log.WarnContext(ctx, "a Google registration that lost its e-mail left its user", "user", id, "err", err)
-		}
-		return owner, nil
-	}
-	s.log.InfoContext(ctx, "user registered", "user", id, "project", project, "authMethod", signin.AuthGoogle)
-	return id, nil
 }

@@ -44,6 +44,7 @@ import (
 	"github.com/pinion-health/pinion/services/identity/consent"
 	"github.com/pinion-health/pinion/services/identity/factors"
 	"github.com/pinion-health/pinion/services/identity/limits"
+	"github.com/pinion-health/pinion/services/identity/registration"
 	"github.com/pinion-health/pinion/services/identity/secrets"
 	"github.com/pinion-health/pinion/services/identity/signin"
 	"github.com/pinion-health/pinion/services/identity/web"
@@ -99,9 +100,10 @@ type Service struct {
 	svc      *bus.Service
 	policies *access.Policies
 
-	clients *clients.Service
-	oauth   *authserver.Service // the authorization server
-	signins *signin.Service     // sign-in for people
+	clients      *clients.Service
+	oauth        *authserver.Service   // the authorization server
+	signins      *signin.Service       // sign-in for people
+	registration *registration.Service // people making their own accounts and projects
 
 	browsers jetstream.KeyValue // signed-in browsers
 	consents *consent.Store     // people's consents to clients
@@ -158,7 +160,10 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 	s.oauth.AddGrant(tokenExchange{s})
 	s.signins = signin.New(signin.Config{BaseURL: cfg.BaseURL, RegisterDisabled: cfg.RegisterDisabled}, r, sessions, pages, limiter, accounts,
 		s.factors, cl, s.oauth, policies, log)
-	s.signins.Use(providers{s}, registration{s})
+	s.registration = registration.New(registration.Config{BaseURL: cfg.BaseURL, AppBaseURL: cfg.AppBaseURL, Disabled: cfg.RegisterDisabled,
+		RecaptchaSecret: cfg.RecaptchaSecret, RecaptchaSiteKey: cfg.RecaptchaSiteKey, RecaptchaURL: cfg.RecaptchaURL},
+		nc, r, sessions, pages, limiter, accounts, s.signins, log)
+	s.signins.Use(providers{s}, s.registration)
 	return s
 }
 
@@ -213,9 +218,9 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /auth/exchange", bus.Public|bus.SignInLimit, s.authExchangeAlias),
 		bus.Handle("POST /auth/setpassword", bus.Public|bus.SignInLimit, s.accounts.SetPassword),
 		bus.Handle("POST /auth/resetpassword", bus.Public|bus.SignInLimit, s.accounts.ResetPassword),
-		bus.Handle("POST /auth/newuser", bus.Public|bus.SignInLimit, s.newUser),
-		bus.Handle("POST /auth/newproject", bus.Public|bus.SignInLimit, s.newProject),
-		bus.Handle("POST /auth/newpatient", bus.Public|bus.SignInLimit, s.newPatient),
+		bus.Handle("POST /auth/newuser", bus.Public|bus.SignInLimit, s.registration.NewUser),
+		bus.Handle("POST /auth/newproject", bus.Public|bus.SignInLimit, s.registration.NewProject),
+		bus.Handle("POST /auth/newpatient", bus.Public|bus.SignInLimit, s.registration.NewPatient),
 		bus.Handle("POST /auth/verifyemail", bus.Public|bus.SignInLimit, s.accounts.VerifyEmail),
 		bus.Handle("POST /auth/revoke", bus.Token, s.signins.AuthRevoke),
 		bus.Handle("GET /auth/consents", bus.Token, s.consents.List),
@@ -240,12 +245,12 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("GET /setpassword/:id/:secret", bus.Public, s.accounts.SetPasswordPage),
 		bus.Handle("POST /setpassword/:id/:secret", bus.Public|bus.SignInLimit, s.accounts.SetPasswordPage),
 		bus.Handle("GET /verifyemail/:id/:secret", bus.Public, s.accounts.VerifyEmailPage),
-		bus.Handle("GET /register", bus.Public, s.registerAccountPage),
-		bus.Handle("POST /register", bus.Public|bus.SignInLimit, s.registerAccountPage),
-		bus.Handle("GET /register/patient/:projectId", bus.Public, s.registerPatientPage),
-		bus.Handle("POST /register/patient/:projectId", bus.Public|bus.SignInLimit, s.registerPatientPage),
-		bus.Handle("GET /register/project", bus.Public, s.registerProjectPage),
-		bus.Handle("POST /register/project", bus.Public|bus.SignInLimit, s.registerProjectPage),
+		bus.Handle("GET /register", bus.Public, s.registration.AccountPage),
+		bus.Handle("POST /register", bus.Public|bus.SignInLimit, s.registration.AccountPage),
+		bus.Handle("GET /register/patient/:projectId", bus.Public, s.registration.PatientPage),
+		bus.Handle("POST /register/patient/:projectId", bus.Public|bus.SignInLimit, s.registration.PatientPage),
+		bus.Handle("GET /register/project", bus.Public, s.registration.ProjectPage),
+		bus.Handle("POST /register/project", bus.Public|bus.SignInLimit, s.registration.ProjectPage),
 		bus.Handle("POST /verifyemail/:id/:secret", bus.Public|bus.SignInLimit, s.accounts.VerifyEmailPage),
 		bus.Handle("GET /resetpassword", bus.Public, s.accounts.ResetPasswordPage),
 		bus.Handle("POST /resetpassword", bus.Public|bus.SignInLimit, s.accounts.ResetPasswordPage),

@@ -24,27 +24,6 @@ import (
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
-// issues lists an error's issues as "expression: text", for comparison;
-// nil for no error.
-func issues(t *testing.T, err error) []string {
-	t.Helper()
-	if err == nil {
-		return nil
-	}
-	fe := fhir.AsError(err)
-	if fe.Status != 400 {
-		t.Fatalf("status %d, want 400: %v", fe.Status, err)
-	}
-	var out []string
-	for _, i := range fe.Outcome.Issue {
-		if i.Severity != "error" || i.Code != "invalid" || i.Details == nil {
-			t.Fatalf("issue %+v", i)
-		}
-		out = append(out, strings.Join(i.Expression, ",")+": "+i.Details.Text)
-	}
-	return out
-}
-
 // The handlers refuse a bad body before any lookup or count.
 func TestLoginHandlersRefuseBadInput(t *testing.T) {
 	s := unwired(t)

@@ -84,7 +84,7 @@ func TestRecaptchaProjectSiteKey(t *testing.T) {
 		return &b
 	}
 	post := func(b *jsonBody) (map[string]any, error) {
-		resp, err := s.newUser(ctx, jsonRequest("10.3.9."+string(rune('0'+n%10)), map[string]any(*b)))
+		resp, err := s.registration.NewUser(ctx, jsonRequest("10.3.9."+string(rune('0'+n%10)), map[string]any(*b)))
 		if err != nil {
 			return nil, err
 		}
@@ -144,7 +144,7 @@ func TestRecaptchaProjectSiteKey(t *testing.T) {
 			body(map[string]any{"projectId": "00000000-0000-4000-8000-000000000000", "recaptchaSiteKey": clinicKey, "recaptchaToken": "clinic-token"}),
 			// Not a key at all: never searched for.
 			body(map[string]any{"recaptchaSiteKey": "a,b|c", "recaptchaToken": "clinic-token"}),
-			body(map[string]any{"recaptchaSiteKey": strings.Repeat("k", maxSiteKey+1), "recaptchaToken": "clinic-token"}),
+			body(map[string]any{"recaptchaSiteKey": strings.Repeat("k", 257), "recaptchaToken": "clinic-token"}),
 		} {
 			_, err := post(b)
 			expectOutcome(t, err, 400, "Invalid recaptchaSiteKey", "")

@@ -40,11 +40,11 @@ func TestRecaptcha(t *testing.T) {
 		}
 		return b
 	}
-	_, err := s.newUser(ctx, jsonRequest("10.3.7.1", body("")))
+	_, err := s.registration.NewUser(ctx, jsonRequest("10.3.7.1", body("")))
 	expectOutcome(t, err, 400, "Recaptcha token is required", "")
-	_, err = s.newUser(ctx, jsonRequest("10.3.7.1", body("robot")))
+	_, err = s.registration.NewUser(ctx, jsonRequest("10.3.7.1", body("robot")))
 	expectOutcome(t, err, 400, "Recaptcha failed", "")
-	resp, err := s.newUser(ctx, jsonRequest("10.3.7.1", body("human")))
+	resp, err := s.registration.NewUser(ctx, jsonRequest("10.3.7.1", body("human")))
 	decoded(t, resp, err, 200)
 	if n := calls.Load(); n != 2 {
 		t.Fatalf("%d verifications, want 2 (none without a token)", n)
@@ -52,12 +52,12 @@ func TestRecaptcha(t *testing.T) {
 
 	t.Run("an unreachable verifier is 503, not a pass", func(t *testing.T) {
 		down := another(t, Config{BaseURL: testBase, RecaptchaSecret: "the-secret", RecaptchaURL: "http://127.0.0.1:1/siteverify"})
-		_, err := down.newUser(ctx, jsonRequest("10.3.7.1", body("human")))
+		_, err := down.registration.NewUser(ctx, jsonRequest("10.3.7.1", body("human")))
 		expectOutcome(t, err, 503, "Recaptcha verification is unavailable", "")
 	})
 
 	t.Run("no secret, no check", func(t *testing.T) {
-		resp, err := live.svc.newUser(ctx, jsonRequest("10.3.7.1", body("")))
+		resp, err := live.svc.registration.NewUser(ctx, jsonRequest("10.3.7.1", body("")))
 		decoded(t, resp, err, 200)
 	})
 }

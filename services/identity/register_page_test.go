@@ -8,6 +8,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/registration"
 )
 
 // The registration page's refusals: a form from elsewhere (CSRF), an
@@ -24,9 +25,9 @@ func TestRegisterPageRefusals(t *testing.T) {
 		var err error
 		switch path {
 		case "/register/project":
-			resp, err = s.registerProjectPage(ctx, r)
+			resp, err = s.registration.ProjectPage(ctx, r)
 		default:
-			resp, err = s.registerAccountPage(ctx, r)
+			resp, err = s.registration.AccountPage(ctx, r)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -53,26 +54,26 @@ func TestRegisterPageRefusals(t *testing.T) {
 	}
 
 	expectPage(post(live.svc, "/register", with("csrf", "forged"), header), 403, "Form expired")
-	big := with("firstName", strings.Repeat("x", registerFormLimit))
+	big := with("firstName", strings.Repeat("x", 32<<10))
 	expectPage(post(live.svc, "/register", big, header), 413, "Form too large")
 	expectPage(post(live.svc, "/register", with("password", "short"), header), 400, account.PasswordLengthText)
-	expectPage(post(live.svc, "/register", with("email", "not an address"), header), 400, badEmailText)
+	expectPage(post(live.svc, "/register", with("email", "not an address"), header), 400, "Valid email address between 3 and 72 characters is required")
 	expectPage(post(live.svc, "/register", with("password", "password"), header), 400, "Password found in breach database")
 	// Not signed in, the project page sends the person to sign in first.
 	expectPage(post(live.svc, "/register/project", url.Values{"csrf": {csrf}, "projectName": {"A Clinic"}}, header), 401, "Sign in first")
 
 	off := another(t, Config{BaseURL: testBase, RegisterDisabled: true})
-	expectPage(post(off, "/register", good, header), 403, registerOffText)
-	expectPage(post(off, "/register/project", good, header), 403, registerOffText)
-	resp, err := off.registerPatientPage(ctx, &bus.Request{Method: "GET", Params: map[string]string{"projectId": newProject(t, "Closed")}})
+	expectPage(post(off, "/register", good, header), 403, registration.OffText)
+	expectPage(post(off, "/register/project", good, header), 403, registration.OffText)
+	resp, err := off.registration.PatientPage(ctx, &bus.Request{Method: "GET", Params: map[string]string{"projectId": newProject(t, "Closed")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	expectPage(resp, 403, registerOffText)
+	expectPage(resp, 403, registration.OffText)
 	// On, a project without a patient policy has no sign-up page.
-	resp, err = live.svc.registerPatientPage(ctx, &bus.Request{Method: "GET", Params: map[string]string{"projectId": newProject(t, "No sign-up")}})
+	resp, err = live.svc.registration.PatientPage(ctx, &bus.Request{Method: "GET", Params: map[string]string{"projectId": newProject(t, "No sign-up")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	expectPage(resp, 404, openRegText)
+	expectPage(resp, 404, "Project does not allow open registration")
 }

@@ -4,53 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/services/identity/limits"
 )
-
-func TestNewUserRequestCheck(t *testing.T) {
-	const (
-		badFirst    = "firstName: First name must be between 1 and 128 characters"
-		badLast     = "lastName: Last name must be between 1 and 128 characters"
-		badEmail    = "email: Valid email address between 3 and 72 characters is required"
-		badPassword = "password: Password must be between 8 and 72 characters"
-	)
-	ok := newUserRequest{FirstName: "Ada", LastName: "Lovelace", Email: "ada@example.com", Password: "12345678"}
-	cases := []struct {
-		name string
-		edit func(*newUserRequest)
-		want []string
-	}{
-		{"valid", nil, nil},
-		{"spaces and capitals in the address", func(in *newUserRequest) { in.Email = "  Ada@Example.COM " }, nil},
-		{"no first name", func(in *newUserRequest) { in.FirstName = "" }, []string{badFirst}},
-		{"a long last name", func(in *newUserRequest) { in.LastName = strings.Repeat("é", 129) }, []string{badLast}},
-		{"128 characters of a name, more bytes", func(in *newUserRequest) { in.LastName = strings.Repeat("é", 128) }, nil},
-		{"not an address", func(in *newUserRequest) { in.Email = "ada" }, []string{badEmail}},
-		{"an address with a name", func(in *newUserRequest) { in.Email = "Ada <ada@example.com>" }, []string{badEmail}},
-		{"a long address", func(in *newUserRequest) { in.Email = strings.Repeat("a", 61) + "@example.com" }, []string{badEmail}},
-		{"a short password", func(in *newUserRequest) { in.Password = "1234567" }, []string{badPassword}},
-		{"eight characters, more bytes", func(in *newUserRequest) { in.Password = "ééééééé" }, []string{badPassword}},
-		{"72 characters of more bytes", func(in *newUserRequest) { in.Password = strings.Repeat("é", 72) }, nil},
-		{"a long password", func(in *newUserRequest) { in.Password = strings.Repeat("p", 73) }, []string{badPassword}},
-		{"everything", func(in *newUserRequest) { *in = newUserRequest{} }, []string{badFirst, badLast, badEmail, badPassword}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			in := ok
-			if tc.edit != nil {
-				tc.edit(&in)
-			}
-			if got := issues(t, in.check()); !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("%v, want %v", got, tc.want)
-			}
-		})
-	}
-}
 
 // register posts to /auth/newuser and returns the new sign-in's id.
 func register(t *testing.T, s *Service, fields map[string]any) string {
@@ -60,7 +19,7 @@ func register(t *testing.T, s *Service, fields map[string]any) string {
 	for k, v := range fields {
 		body[k] = v
 	}
-	resp, err := s.newUser(context.Background(), jsonRequest("10.3.0.1", body))
+	resp, err := s.registration.NewUser(context.Background(), jsonRequest("10.3.0.1", body))
 	out := decoded(t, resp, err, 200)
 	id, _ := out["login"].(string)
 	if len(out) != 1 || id == "" {
@@ -100,7 +59,7 @@ func TestRegisterNewProject(t *testing.T) {
 	}
 
 	t.Run("the address again, in other letters", func(t *testing.T) {
-		_, err := live.svc.newUser(ctx, jsonRequest("10.3.0.2", map[string]any{"firstName": "G", "lastName": "H",
+		_, err := live.svc.registration.NewUser(ctx, jsonRequest("10.3.0.2", map[string]any{"firstName": "G", "lastName": "H",
 			"email": strings.ToUpper(email), "password": "another password"}))
 		expectOutcome(t, err, 400, "Email already registered", "email")
 	})
@@ -122,13 +81,13 @@ func TestRegisterNewProject(t *testing.T) {
 			{"an unknown login", map[string]any{"login": "00000000-0000-4000-8000-000000000000", "projectName": "Clinic"}, 404, "Not found", ""},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				_, err := live.svc.newProject(ctx, jsonRequest("10.3.0.3", tc.body))
+				_, err := live.svc.registration.NewProject(ctx, jsonRequest("10.3.0.3", tc.body))
 				expectOutcome(t, err, tc.status, tc.text, tc.field)
 			})
 		}
 	})
 
-	resp, err := live.svc.newProject(ctx, jsonRequest("10.3.0.3", map[string]any{"login": loginID, "projectName": "Grace's Clinic"}))
+	resp, err := live.svc.registration.NewProject(ctx, jsonRequest("10.3.0.3", map[string]any{"login": loginID, "projectName": "Grace's Clinic"}))
 	out := decoded(t, resp, err, 200)
 	code, _ := out["code"].(string)
 	if out["login"] != loginID || !strings.HasPrefix(code, loginID+".") {
@@ -154,7 +113,7 @@ func TestRegisterNewProject(t *testing.T) {
 	}
 
 	t.Run("a second project on the same sign-in", func(t *testing.T) {
-		_, err := live.svc.newProject(ctx, jsonRequest("10.3.0.3", map[string]any{"login": loginID, "projectName": "Another Clinic"}))
+		_, err := live.svc.registration.NewProject(ctx, jsonRequest("10.3.0.3", map[string]any{"login": loginID, "projectName": "Another Clinic"}))
 		expectOutcome(t, err, 400, "Login already has a membership", "")
 	})
 }
@@ -169,7 +128,7 @@ func TestRegisterPatient(t *testing.T) {
 
 	t.Run("a project without a patient policy takes no registrations", func(t *testing.T) {
 		for _, project := range []string{closed, "00000000-0000-4000-8000-000000000000", "not-an-id"} {
-			_, err := live.svc.newUser(ctx, jsonRequest("10.3.1.1", map[string]any{"firstName": "P", "lastName": "Q",
+			_, err := live.svc.registration.NewUser(ctx, jsonRequest("10.3.1.1", map[string]any{"firstName": "P", "lastName": "Q",
 				"email": newEmail("closed"), "password": "a long password", "projectId": project}))
 			expectOutcome(t, err, 400, "Project does not allow open registration", "")
 		}
@@ -188,7 +147,7 @@ func TestRegisterPatient(t *testing.T) {
 
 	t.Run("the same address may register in another scope, not this one", func(t *testing.T) {
 		register(t, live.svc, map[string]any{"email": email})
-		_, err := live.svc.newUser(ctx, jsonRequest("10.3.1.1", map[string]any{"firstName": "P", "lastName": "Q",
+		_, err := live.svc.registration.NewUser(ctx, jsonRequest("10.3.1.1", map[string]any{"firstName": "P", "lastName": "Q",
 			"email": email, "password": "a long password", "projectId": clinic}))
 		expectOutcome(t, err, 400, "Email already registered", "email")
 	})
@@ -208,16 +167,16 @@ func TestRegisterPatient(t *testing.T) {
 			{"an unknown login", map[string]any{"login": "00000000-0000-4000-8000-000000000000", "projectId": clinic}, 404, "Not found", ""},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				_, err := live.svc.newPatient(ctx, jsonRequest("10.3.1.2", tc.body))
+				_, err := live.svc.registration.NewPatient(ctx, jsonRequest("10.3.1.2", tc.body))
 				expectOutcome(t, err, tc.status, tc.text, tc.field)
 			})
 		}
 		// A patient user cannot found a project of their own.
-		_, err := live.svc.newProject(ctx, jsonRequest("10.3.1.2", map[string]any{"login": loginID, "projectName": "My own clinic"}))
+		_, err := live.svc.registration.NewProject(ctx, jsonRequest("10.3.1.2", map[string]any{"login": loginID, "projectName": "My own clinic"}))
 		expectOutcome(t, err, 400, "Project owner must not belong to another Project", "")
 	})
 
-	resp, err := live.svc.newPatient(ctx, jsonRequest("10.3.1.3", map[string]any{"login": loginID, "projectId": clinic}))
+	resp, err := live.svc.registration.NewPatient(ctx, jsonRequest("10.3.1.3", map[string]any{"login": loginID, "projectId": clinic}))
 	out := decoded(t, resp, err, 200)
 	code, _ := out["code"].(string)
 	if out["login"] != loginID || !strings.HasPrefix(code, loginID+".") {
@@ -242,7 +201,7 @@ func TestRegisterPatient(t *testing.T) {
 	}
 
 	t.Run("a second patient on the same sign-in", func(t *testing.T) {
-		_, err := live.svc.newPatient(ctx, jsonRequest("10.3.1.3", map[string]any{"login": loginID, "projectId": clinic}))
+		_, err := live.svc.registration.NewPatient(ctx, jsonRequest("10.3.1.3", map[string]any{"login": loginID, "projectId": clinic}))
 		expectOutcome(t, err, 400, "Login already has a membership", "")
 	})
 }
@@ -250,7 +209,7 @@ func TestRegisterPatient(t *testing.T) {
 func TestRegistrationDisabled(t *testing.T) {
 	s := another(t, Config{BaseURL: testBase, RegisterDisabled: true})
 	email := newEmail("off")
-	_, err := s.newUser(context.Background(), jsonRequest("10.3.2.1", map[string]any{"firstName": "O", "lastName": "F",
+	_, err := s.registration.NewUser(context.Background(), jsonRequest("10.3.2.1", map[string]any{"firstName": "O", "lastName": "F",
 		"email": email, "password": "a long password"}))
 	expectOutcome(t, err, 400, "Registration is disabled", "")
 	if owner, err := live.conns.Repo.ClaimOwner(context.Background(), repo.UserEmailKey("", email)); err != nil || owner != "" {
@@ -279,10 +238,10 @@ func TestNewUserRegistrationsLimited(t *testing.T) {
 		return map[string]any{"firstName": "Many", "lastName": "Accounts", "email": newEmail(fmt.Sprintf("many%d", i)), "password": "a long password"}
 	}
 	for i := range limits.MaxRegistrationsPerAddress {
-		resp, err := s.newUser(context.Background(), jsonRequest("10.7.0.1", body(i)))
+		resp, err := s.registration.NewUser(context.Background(), jsonRequest("10.7.0.1", body(i)))
 		decoded(t, resp, err, 200)
 	}
-	_, err := s.newUser(context.Background(), jsonRequest("10.7.0.1", body(-1)))
+	_, err := s.registration.NewUser(context.Background(), jsonRequest("10.7.0.1", body(-1)))
 	expectOutcome(t, err, 429, "Too Many Requests", "")
 }
 
@@ -290,7 +249,7 @@ func TestNewUserRegistrationsLimited(t *testing.T) {
 func TestRegistrationRefusesLeakedPassword(t *testing.T) {
 	ctx := context.Background()
 	email := newEmail("leaked")
-	_, err := live.svc.newUser(ctx, jsonRequest("10.3.6.1", map[string]any{"firstName": "L", "lastName": "P",
+	_, err := live.svc.registration.NewUser(ctx, jsonRequest("10.3.6.1", map[string]any{"firstName": "L", "lastName": "P",
 		"email": email, "password": "ILoveYou"}))
 	expectOutcome(t, err, 400, "Password found in breach database", "password")
 	register(t, live.svc, map[string]any{"email": email}) // the address was not taken

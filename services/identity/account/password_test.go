@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/pinion-health/pinion/services/identity/internal/outcometest"
 )
 
 // New passwords: lengths in characters, a bound, and no leaked password,
@@ -27,7 +29,7 @@ func TestNewPasswordRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := ok
 			in.Password = tc.password
-			if got := issues(t, in.check()); !reflect.DeepEqual(got, tc.want) {
+			if got := outcometest.Issues(t, in.check()); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("%q, want %q", got, tc.want)
 			}
 		})

@@ -2,28 +2,10 @@ package account
 
 import (
 	"reflect"
-	"strings"
 	"testing"
 
-	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/services/identity/internal/outcometest"
 )
-
-// issues are a 400's field issues as "expression: text".
-func issues(t *testing.T, err error) []string {
-	t.Helper()
-	if err == nil {
-		return nil
-	}
-	fe := fhir.AsError(err)
-	if fe.Status != 400 {
-		t.Fatalf("status %d, want 400: %v", fe.Status, err)
-	}
-	var out []string
-	for _, i := range fe.Outcome.Issue {
-		out = append(out, strings.Join(i.Expression, ",")+": "+i.Details.Text)
-	}
-	return out
-}
 
 func TestSetPasswordRequestCheck(t *testing.T) {
 	const (
@@ -50,7 +32,7 @@ func TestSetPasswordRequestCheck(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(&in)
 			}
-			if got := issues(t, in.check()); !reflect.DeepEqual(got, tc.want) {
+			if got := outcometest.Issues(t, in.check()); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("%q, want %q", got, tc.want)
 			}
 		})

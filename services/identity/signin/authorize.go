@@ -48,9 +48,19 @@ type BrowserSession struct {
 	ProviderMFA bool `json:"providerMfa,omitempty"`
 }
 
-// proof is what the browser's sign-in has shown.
+// Proof is what the browser's sign-in has shown.
 func (bs *BrowserSession) Proof() factors.Proof {
 	return factors.Proof{Method: bs.Method, ProviderMFA: bs.ProviderMFA, Factor: bs.Factor}
+}
+
+// SignInBrowser records that browser b is signed in, as bs says.
+func (s *Service) SignInBrowser(ctx context.Context, b web.Browser, bs *BrowserSession) error {
+	v, err := json.Marshal(bs)
+	if err != nil {
+		return err
+	}
+	_, err = s.browsers.Put(ctx, b.Key(), v)
+	return err
 }
 
 // SignedIn is the browser's live sign-in, or nil. A sign-in older than the
@@ -320,8 +330,7 @@ func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b web.Browse
 		}
 		return s.AskFactor(ctx, nb, a, bs, step)
 	}
-	v, _ := json.Marshal(bs)
-	if _, err := s.browsers.Put(ctx, nb.Key(), v); err != nil {
+	if err := s.SignInBrowser(ctx, nb, bs); err != nil {
 		return nil, err
 	}
 	resp, err := s.finish(ctx, r, nb, a, bs, nil)

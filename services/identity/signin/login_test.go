@@ -5,29 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/services/identity/internal/outcometest"
 )
-
-// issues lists an error's issues as "expression: text", for comparison;
-// nil for no error.
-func issues(t *testing.T, err error) []string {
-	t.Helper()
-	if err == nil {
-		return nil
-	}
-	fe := fhir.AsError(err)
-	if fe.Status != 400 {
-		t.Fatalf("status %d, want 400: %v", fe.Status, err)
-	}
-	var out []string
-	for _, i := range fe.Outcome.Issue {
-		if i.Severity != "error" || i.Code != "invalid" || i.Details == nil {
-			t.Fatalf("issue %+v", i)
-		}
-		out = append(out, strings.Join(i.Expression, ",")+": "+i.Details.Text)
-	}
-	return out
-}
 
 func TestLoginRequestCheck(t *testing.T) {
 	const (
@@ -69,7 +48,7 @@ func TestLoginRequestCheck(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(&in)
 			}
-			if got := issues(t, in.check()); !reflect.DeepEqual(got, tc.want) {
+			if got := outcometest.Issues(t, in.check()); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("%q, want %q", got, tc.want)
 			}
 		})

@@ -159,8 +159,7 @@ func (s *Service) factorPosted(ctx context.Context, r *bus.Request, b web.Browse
 	}
 	bs := p.BrowserSession
 	bs.Factor = true
-	v, _ := json.Marshal(bs)
-	if _, err := s.browsers.Put(ctx, b.Key(), v); err != nil {
+	if err := s.SignInBrowser(ctx, b, &bs); err != nil {
 		return nil, err
 	}
 	if codes != nil {

@@ -148,8 +148,7 @@ func (s *Service) passkeyPosted(ctx context.Context, r *bus.Request, b web.Brows
 	// A passkey verifies its user (possession and a PIN or biometric): it
 	// is a second factor whether or not a password came first.
 	bs.Factor = true
-	v, _ := json.Marshal(bs)
-	if _, err := s.browsers.Put(ctx, nb.Key(), v); err != nil {
+	if err := s.SignInBrowser(ctx, nb, &bs); err != nil {
 		return nil, err
 	}
 	resp, err := s.finish(ctx, r, nb, a, &bs, nil)

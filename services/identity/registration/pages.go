@@ -1,4 +1,4 @@
-package identity
+package registration
 
 import (
 	"context"
@@ -24,10 +24,10 @@ import (
 // foundProject), and carry the authorization request they came from, to
 // which they return the browser once it has a membership.
 
-// registerLink is the registration page for an authorization request, for
+// Link is the registration page for an authorization request, for
 // the sign-in page; "" when registration is off.
-func (s *Service) registerLink(a signin.AuthRequest) *web.Register {
-	if s.cfg.RegisterDisabled {
+func (s *Service) Link(a signin.AuthRequest) *web.Register {
+	if s.cfg.Disabled {
 		return nil
 	}
 	return &web.Register{Link: s.localPath("register?" + a.Values().Encode())}
@@ -81,24 +81,24 @@ func (s *Service) tooLargeForm(b web.Browser) (*bus.Response, error) {
 // registrationOff is the page for any registration page when registration
 // is off.
 func (s *Service) registrationOff(b web.Browser) (*bus.Response, error) {
-	return s.pages.Message(403, b, "Registration is disabled", "", "", registerOffText+": ask an administrator to invite you.")
+	return s.pages.Message(403, b, "Registration is disabled", "", "", OffText+": ask an administrator to invite you.")
 }
 
-// registerAccountPage is GET and POST /register: a server-wide account.
-func (s *Service) registerAccountPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+// AccountPage is GET and POST /register: a server-wide account.
+func (s *Service) AccountPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	return s.registrationPage(ctx, r, "")
 }
 
-// registerPatientPage is GET and POST /register/patient/:projectId: a
+// PatientPage is GET and POST /register/patient/:projectId: a
 // patient signs up to a project that allows it, under its
 // defaultPatientAccessPolicy.
-func (s *Service) registerPatientPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) PatientPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	return s.registrationPage(ctx, r, r.Param("projectId"))
 }
 
 func (s *Service) registrationPage(ctx context.Context, r *bus.Request, projectID string) (*bus.Response, error) {
 	b := web.BrowserOf(r)
-	if s.cfg.RegisterDisabled {
+	if s.cfg.Disabled {
 		return s.registrationOff(b)
 	}
 	title := "Create an account"
@@ -172,7 +172,7 @@ func (s *Service) registrationPage(ctx context.Context, r *bus.Request, projectI
 		}
 		return s.pages.Message(200, nb, "Signed up", "", "", "You are signed up as a patient of this project.", sent)
 	}
-	return s.projectForm(ctx, nb, params, []string{"Your account is ready. " + sent, "Create a project to work in, or continue if you were invited to one."}, "", nil)
+	return s.ProjectForm(ctx, nb, params, []string{"Your account is ready. " + sent, "Create a project to work in, or continue if you were invited to one."}, "", nil)
 }
 
 // registerForm shows the registration form, with the values sent and the
@@ -242,9 +242,7 @@ func (s *Service) registeredUser(ctx context.Context, user string) (*registeredU
 // signInBrowser records that browser b is signed in as user, now.
 func (s *Service) signInBrowser(ctx context.Context, b web.Browser, user string) error {
 	now := time.Now()
-	v, _ := json.Marshal(signin.BrowserSession{User: user, AuthTime: now.Unix(), Start: now.UnixMilli()})
-	_, err := s.browsers.Put(ctx, b.Key(), v)
-	return err
+	return s.signins.SignInBrowser(ctx, b, &signin.BrowserSession{User: user, AuthTime: now.Unix(), Start: now.UnixMilli()})
 }
 
 // redirectSignedIn sends a browser just signed in to target, with its
@@ -255,9 +253,9 @@ func (s *Service) redirectSignedIn(b web.Browser, target string) *bus.Response {
 	}}
 }
 
-// projectForm offers a signed-in person without a project to found one;
+// ProjectForm offers a signed-in person without a project to found one;
 // after it, the browser returns to the authorization request, if any.
-func (s *Service) projectForm(ctx context.Context, b web.Browser, params url.Values, lines []string, name string, errs map[string]string) (*bus.Response, error) {
+func (s *Service) ProjectForm(ctx context.Context, b web.Browser, params url.Values, lines []string, name string, errs map[string]string) (*bus.Response, error) {
 	csrf, err := s.pages.CSRFToken(ctx, b)
 	if err != nil {
 		return nil, err
@@ -274,11 +272,11 @@ func (s *Service) projectForm(ctx context.Context, b web.Browser, params url.Val
 	return s.pages.Render(status, "newproject", b, d)
 }
 
-// registerProjectPage is GET and POST /register/project: a signed-in
+// ProjectPage is GET and POST /register/project: a signed-in
 // person founds a project, as /auth/newproject, and becomes its admin.
-func (s *Service) registerProjectPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) ProjectPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	b := web.BrowserOf(r)
-	if s.cfg.RegisterDisabled {
+	if s.cfg.Disabled {
 		return s.registrationOff(b)
 	}
 	bs, err := s.signins.SignedIn(ctx, b)
@@ -290,7 +288,7 @@ func (s *Service) registerProjectPage(ctx context.Context, r *bus.Request) (*bus
 		return s.pages.Message(401, b, "Sign in first", "", "", "Sign in to the application, then create your project.")
 	}
 	if r.Method != "POST" {
-		return s.projectForm(ctx, b, params, nil, "", nil)
+		return s.ProjectForm(ctx, b, params, nil, "", nil)
 	}
 	if len(r.Body) > registerFormLimit {
 		return s.tooLargeForm(b)
@@ -302,7 +300,7 @@ func (s *Service) registerProjectPage(ctx context.Context, r *bus.Request) (*bus
 	params = carried(form)
 	name := strings.TrimSpace(form.Get("projectName"))
 	if n := utf8.RuneCountInString(name); n < 4 || n > 72 {
-		return s.projectForm(ctx, b, params, nil, name, map[string]string{"projectName": "Project name must be between 4 and 72 characters"})
+		return s.ProjectForm(ctx, b, params, nil, name, map[string]string{"projectName": "Project name must be between 4 and 72 characters"})
 	}
 	u, err := s.registeredUser(ctx, bs.User)
 	if err != nil {
@@ -310,7 +308,7 @@ func (s *Service) registerProjectPage(ctx context.Context, r *bus.Request) (*bus
 	}
 	if _, err := s.foundProject(ctx, bs.User, u, name); err != nil {
 		if fe := fhir.AsError(err); fe.Status < 500 {
-			return s.projectForm(ctx, b, params, nil, name, map[string]string{"projectName": fe.Message()})
+			return s.ProjectForm(ctx, b, params, nil, name, map[string]string{"projectName": fe.Message()})
 		}
 		return nil, err
 	}
@@ -322,14 +320,4 @@ func (s *Service) registerProjectPage(ctx context.Context, r *bus.Request) (*bus
 		link = s.cfg.AppBaseURL
 	}
 	return s.pages.Message(201, b, "Project created", link, "Open the application", "Your project "+name+" is ready; you are its administrator.")
-}
-
-// registration is what the sign-in pages offer for people without an
-// account or a project.
-type registration struct{ s *Service }
-
-func (r registration) Link(a signin.AuthRequest) *web.Register { return r.s.registerLink(a) }
-
-func (r registration) ProjectForm(ctx context.Context, b web.Browser, params url.Values, lines []string, name string, errs map[string]string) (*bus.Response, error) {
-	return r.s.projectForm(ctx, b, params, lines, name, errs)
 }

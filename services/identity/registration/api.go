@@ -1,6 +1,7 @@
-package identity
+package registration
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,9 @@ import (
 // 128 and 72 characters, PKCE values 128).
 const registerBodyLimit = 4096
 
+// OffText is Medplum's refusal of every registration when it is off.
+const OffText = "Registration is disabled"
+
 // Medplum's bounds and texts for a new user's fields (newuser.ts).
 const (
 	maxName          = 128
@@ -38,7 +42,6 @@ const (
 	badEmailText     = "Valid email address between 3 and 72 characters is required"
 	firstNameLenText = "First name must be between 1 and 128 characters"
 	lastNameLenText  = "Last name must be between 1 and 128 characters"
-	registerOffText  = "Registration is disabled"
 	openRegText      = "Project does not allow open registration"
 	hasMemberText    = "Login already has a membership"
 )
@@ -85,14 +88,14 @@ func (in newUserRequest) check() error {
 	return nil
 }
 
-// newUser is POST /auth/newuser: a person creates their own account and
+// NewUser is POST /auth/newuser: a person creates their own account and
 // gets a sign-in with no profile yet ({login}), which /auth/newproject or
 // /auth/newpatient completes. Without a project the user is server-wide;
 // with one (projectId, or a client's project) the user belongs to that
 // project, which must let patients sign up.
-func (s *Service) newUser(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	if s.cfg.RegisterDisabled {
-		return nil, fhir.BadRequest(registerOffText)
+func (s *Service) NewUser(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	if s.cfg.Disabled {
+		return nil, fhir.BadRequest(OffText)
 	}
 	if len(r.Body) > registerBodyLimit {
 		return nil, fhir.TooLarge("The body of /auth/newuser is at most 4096 bytes")
@@ -107,7 +110,7 @@ func (s *Service) newUser(ctx context.Context, r *bus.Request) (*bus.Response, e
 	}
 	now := time.Now()
 	l := session.Login{
-		User: "User/" + userID, Client: in.ClientID, Scope: cmpOr(in.Scope, "openid"), Nonce: cmpOr(in.Nonce, uuid.NewString()),
+		User: "User/" + userID, Client: in.ClientID, Scope: cmp.Or(in.Scope, "openid"), Nonce: cmp.Or(in.Nonce, uuid.NewString()),
 		Challenge: in.CodeChallenge, ChallengeMethod: in.CodeChallengeMethod,
 		AuthTime: now.Unix(), Start: now.UnixMilli(), Project: project,
 	}
@@ -124,8 +127,8 @@ func (s *Service) newUser(ctx context.Context, r *bus.Request) (*bus.Response, e
 // and the verification e-mail. It returns the new user's id and project
 // ("" for a server-wide user).
 func (s *Service) createAccount(ctx context.Context, remote string, in newUserRequest) (userID, project string, err error) {
-	if s.cfg.RegisterDisabled {
-		return "", "", fhir.BadRequest(registerOffText)
+	if s.cfg.Disabled {
+		return "", "", fhir.BadRequest(OffText)
 	}
 	if err := in.check(); err != nil {
 		return "", "", err
@@ -166,25 +169,56 @@ func (s *Service) createAccount(ctx context.Context, remote string, in newUserRe
 	return userID, project, nil
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
+// ProviderAccount makes the account an identity provider's sign-in asked
+// for (Medplum's createUser): no password, its names and address from the
+// provider, which verified the address. It is a registration like
+// /auth/newuser's: off when registration is, counted by the same limits,
+// and into a project only one that lets patients sign up. When another
+// sign-in made the account meanwhile, that account is the one.
+func (s *Service) ProviderAccount(ctx context.Context, remote, projectID, clientID, firstName, lastName, email, method string) (string, error) {
+	if s.cfg.Disabled {
+		return "", fhir.BadRequest(OffText)
 	}
-	return b
-}
-
-// registrationProject is the project a registration with no reCAPTCHA
-// (a Google sign-in's) joins: the one it names, which must let patients
-// sign up.
-func (s *Service) registrationProject(ctx context.Context, projectID, clientID string) (string, error) {
 	project, err := s.namedProject(ctx, projectID, clientID)
-	if err != nil || project == "" {
-		return project, err
-	}
-	if _, err := s.patientPolicy(ctx, project); err != nil {
+	if err != nil {
 		return "", err
 	}
-	return project, nil
+	if project != "" {
+		if _, err := s.patientPolicy(ctx, project); err != nil {
+			return "", err
+		}
+	}
+	if err := s.limiter.Register(remote, email); err != nil {
+		return "", err
+	}
+	id := uuid.NewString()
+	doc, err := resource.Map(providerUser(project, firstName, lastName, email))
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.repo.Create(ctx, repo.AllProjects, doc, repo.WriteOptions{ID: id, Project: project}); err != nil {
+		return "", fmt.Errorf("create user: %w", err)
+	}
+	owner, err := s.repo.Claim(ctx, repo.UserEmailKey(project, email), id)
+	if err != nil {
+		return "", err
+	}
+	if owner != id {
+		if err := s.repo.Delete(ctx, repo.AllProjects, "User", id); err != nil && !fhir.Missing(err) {
+			s.log.WarnContext(ctx, "a provider's registration that lost its e-mail left its user", "user", id, "err", err)
+		}
+		return owner, nil
+	}
+	s.log.InfoContext(ctx, "user registered", "user", id, "project", project, "authMethod", method)
+	return id, nil
+}
+
+// providerUser is the User an identity provider's sign-in registers: the
+// provider verified its address.
+func providerUser(project, firstName, lastName, email string) *resource.User {
+	u := resource.NewUser(project, firstName, lastName, email)
+	u.EmailVerified = true
+	return u
 }
 
 // namedProject is the project a registration names ("" for a
@@ -304,11 +338,11 @@ func (in newProjectRequest) check() error {
 	return nil
 }
 
-// newProject is POST /auth/newproject: the person of a sign-in with no
+// NewProject is POST /auth/newproject: the person of a sign-in with no
 // profile yet creates a project, as $init does (strict, owned by them),
 // becomes its admin with a Practitioner profile, and the sign-in gets a
 // code for that membership.
-func (s *Service) newProject(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) NewProject(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	if len(r.Body) > registerBodyLimit {
 		return nil, fhir.TooLarge("The body of /auth/newproject is at most 4096 bytes")
 	}
@@ -361,10 +395,10 @@ type newPatientRequest struct {
 	ProjectID string `json:"projectId"`
 }
 
-// newPatient is POST /auth/newpatient: a user registered in a project
+// NewPatient is POST /auth/newpatient: a user registered in a project
 // signs up as a patient there, with a Patient profile and a membership
 // under the project's defaultPatientAccessPolicy.
-func (s *Service) newPatient(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) NewPatient(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	if len(r.Body) > registerBodyLimit {
 		return nil, fhir.TooLarge("The body of /auth/newpatient is at most 4096 bytes")
 	}
