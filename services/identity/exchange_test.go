@@ -11,6 +11,12 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 )
 
+// RFC 8693's grant and the subject token type Medplum exchanges.
+const (
+	grantTokenExchange   = "urn:ietf:params:oauth:grant-type:token-exchange"
+	tokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
+)
+
 func TestTokenExchange(t *testing.T) {
 	p := newOIDCProvider(t)
 	project := newProject(t, "Exchange clinic")
@@ -41,12 +47,12 @@ func TestTokenExchange(t *testing.T) {
 	}
 
 	// Medplum's /auth/exchange alias.
-	resp, err := live.svc.authExchangeAlias(context.Background(), jsonRequest("10.9.0.2",
+	resp, err := live.svc.federation.Exchange(context.Background(), jsonRequest("10.9.0.2",
 		map[string]any{"clientId": client, "externalAccessToken": p.accessToken(map[string]any{"email": email})}))
 	if out := decoded(t, resp, err, 200); out["access_token"] == nil {
 		t.Fatalf("/auth/exchange answered %v", out)
 	}
-	resp, err = live.svc.authExchangeAlias(context.Background(), jsonRequest("10.9.0.2", map[string]any{"clientId": client}))
+	resp, err = live.svc.federation.Exchange(context.Background(), jsonRequest("10.9.0.2", map[string]any{"clientId": client}))
 	extRefused(t, resp, err, "Missing externalAccessToken")
 
 	// Refusals, as RFC 6749 errors with Medplum's texts.

@@ -42,7 +42,7 @@ func startAtProvider(t *testing.T, app webApp, email string) (b web.Browser, sta
 
 // fromProvider is the browser's return to /auth/external.
 func fromProvider(b web.Browser, code, state string) (*bus.Response, error) {
-	return live.svc.externalCallback(context.Background(), &bus.Request{Method: "GET", Remote: "10.9.1.1",
+	return live.svc.federation.ExternalCallback(context.Background(), &bus.Request{Method: "GET", Remote: "10.9.1.1",
 		Header: map[string]string{"Cookie": web.Cookie + "=" + b.ID},
 		Query:  url.Values{"code": {code}, "state": {state}}})
 }

@@ -152,7 +152,7 @@ func (p *oidcProvider) idp(extra map[string]any) map[string]any {
 // callback is the browser's return to GET /auth/external.
 func callback(code string, state map[string]any) (*bus.Response, error) {
 	b, _ := json.Marshal(state)
-	return live.svc.externalCallback(context.Background(), &bus.Request{Method: "GET", Remote: "10.9.0.1",
+	return live.svc.federation.ExternalCallback(context.Background(), &bus.Request{Method: "GET", Remote: "10.9.0.1",
 		Query: url.Values{"code": {code}, "state": {string(b)}}})
 }
 
@@ -171,7 +171,7 @@ func signedInLogin(t *testing.T, resp *bus.Response, err error) (string, map[str
 		t.Fatalf("redirect to %q", resp.Header["Location"])
 	}
 	login := u.Query().Get("login")
-	st, err := live.svc.loginStatus(context.Background(), &bus.Request{Method: "GET", Params: map[string]string{"login": login}, Remote: "10.9.0.1"})
+	st, err := live.svc.federation.LoginStatus(context.Background(), &bus.Request{Method: "GET", Params: map[string]string{"login": login}, Remote: "10.9.0.1"})
 	return login, decoded(t, st, err, 200)
 }
 
@@ -210,7 +210,7 @@ func TestExternalSignInByDomain(t *testing.T) {
 	newMembership(t, project, user, profile, nil)
 
 	// The sign-in page routes the address to its domain's provider.
-	resp, err := live.svc.method(context.Background(), jsonRequest("10.9.0.1", map[string]any{"email": email}))
+	resp, err := live.svc.federation.Method(context.Background(), jsonRequest("10.9.0.1", map[string]any{"email": email}))
 	out := decoded(t, resp, err, 200)
 	if au, _ := out["authorizeUrl"].(string); !strings.HasPrefix(au, p.srv.URL+"/authorize?") || !strings.Contains(au, url.QueryEscape(p.clientID)) {
 		t.Fatalf("/auth/method answered %v", out)
@@ -236,7 +236,7 @@ func TestExternalSignInByDomain(t *testing.T) {
 		t.Fatalf("token for %q, want %s", c.Profile, profile)
 	}
 	// The code is given once.
-	st, err := live.svc.loginStatus(context.Background(), &bus.Request{Params: map[string]string{"login": login}})
+	st, err := live.svc.federation.LoginStatus(context.Background(), &bus.Request{Params: map[string]string{"login": login}})
 	extRefused(t, st, err, "Login")
 
 	// A provider cannot sign in an address of another domain, and a domain's
@@ -351,12 +351,12 @@ func TestExternalSignInBySubjectForClient(t *testing.T) {
 	resp, err = callback(p.code(func(c jwt.MapClaims) { c["sub"] = "okta|carol" }, nil), map[string]any{"clientId": clientID, "projectId": newProject(t, "other")})
 	extRefused(t, resp, err, "Invalid project")
 	// Malformed requests.
-	resp, err = live.svc.externalCallback(context.Background(), &bus.Request{Query: url.Values{"state": {"{}"}}})
+	resp, err = live.svc.federation.ExternalCallback(context.Background(), &bus.Request{Query: url.Values{"state": {"{}"}}})
 	extRefused(t, resp, err, "Missing code")
-	resp, err = live.svc.externalCallback(context.Background(), &bus.Request{Query: url.Values{"code": {"x"}, "state": {"{not json"}}})
+	resp, err = live.svc.federation.ExternalCallback(context.Background(), &bus.Request{Query: url.Values{"code": {"x"}, "state": {"{not json"}}})
 	extRefused(t, resp, err, "Invalid state")
 	// A state that is not JSON is one Pinion's page keeps; unknown here.
-	resp, err = live.svc.externalCallback(context.Background(), &bus.Request{Query: url.Values{"code": {"x"}, "state": {"not json"}}})
+	resp, err = live.svc.federation.ExternalCallback(context.Background(), &bus.Request{Query: url.Values{"code": {"x"}, "state": {"not json"}}})
 	if err != nil || resp.Status != 400 || !strings.Contains(string(resp.Body), "Sign-in expired") {
 		t.Fatalf("an unknown page state: %v %v", resp, err)
 	}

@@ -84,7 +84,7 @@ func TestGoogleSignIn(t *testing.T) {
 	}
 	post := func(s *Service, body map[string]any) (map[string]any, error) {
 		t.Helper()
-		resp, err := s.google(ctx, jsonRequest("10.3.7.1", body))
+		resp, err := s.federation.Google(ctx, jsonRequest("10.3.7.1", body))
 		if err != nil {
 			return nil, err
 		}
@@ -170,19 +170,19 @@ func TestGoogleSiteAndDomain(t *testing.T) {
 	// The same person in another project: the site's id reaches only its own.
 	elsewhere := newProject(t, "Elsewhere")
 	newMembership(t, elsewhere, p.user, newPractitioner(t, elsewhere, "Ada", "Elsewhere"), nil)
-	resp, err := s.google(ctx, jsonRequest("10.3.7.2", map[string]any{"googleClientId": siteID,
+	resp, err := s.federation.Google(ctx, jsonRequest("10.3.7.2", map[string]any{"googleClientId": siteID,
 		"googleCredential": g.credential(t, siteID, p.email, nil, nil)}))
 	out := decoded(t, resp, err, 200)
 	if code, _ := out["code"].(string); code == "" {
 		t.Fatalf("site sign-in: %v", out)
 	}
-	_, err = s.google(ctx, jsonRequest("10.3.7.2", map[string]any{"googleClientId": siteID, "projectId": elsewhere,
+	_, err = s.federation.Google(ctx, jsonRequest("10.3.7.2", map[string]any{"googleClientId": siteID, "projectId": elsewhere,
 		"googleCredential": g.credential(t, siteID, p.email, nil, nil)}))
 	expectOutcome(t, err, 400, "Invalid googleClientId", "")
 
 	prov := newOIDCProvider(t)
 	domain := newDomain(t, prov.idp(nil))
-	resp, err = s.google(ctx, jsonRequest("10.3.7.2", map[string]any{"googleClientId": siteID,
+	resp, err = s.federation.Google(ctx, jsonRequest("10.3.7.2", map[string]any{"googleClientId": siteID,
 		"googleCredential": g.credential(t, siteID, "ada@"+domain, nil, nil)}))
 	out = decoded(t, resp, err, 200)
 	if out["domain"] != domain || !strings.HasPrefix(out["authorizeUrl"].(string), prov.srv.URL+"/authorize?") {

@@ -26,7 +26,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,6 +42,7 @@ import (
 	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/identity/consent"
 	"github.com/pinion-health/pinion/services/identity/factors"
+	"github.com/pinion-health/pinion/services/identity/federation"
 	"github.com/pinion-health/pinion/services/identity/limits"
 	"github.com/pinion-health/pinion/services/identity/registration"
 	"github.com/pinion-health/pinion/services/identity/secrets"
@@ -104,14 +104,12 @@ type Service struct {
 	oauth        *authserver.Service   // the authorization server
 	signins      *signin.Service       // sign-in for people
 	registration *registration.Service // people making their own accounts and projects
+	federation   *federation.Service   // sign-in through other identity providers
 
 	browsers jetstream.KeyValue // signed-in browsers
 	consents *consent.Store     // people's consents to clients
 
 	pages *web.Pages // the browser pages: rendering, cookie, CSRF
-
-	extOnce      sync.Once // external identity providers' ID token verifiers (external.go)
-	extVerifiers *verifiers
 
 	// SuperAdmin holds the bootstrap result, for the standalone to print.
 	SuperAdmin clients.SuperAdmin
@@ -157,13 +155,16 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 		oauth: authserver.New(authserver.Config{BaseURL: cfg.BaseURL, TokenLifetime: cfg.TokenLifetime, EgressPrivate: cfg.EgressPrivate},
 			r, sec, sessions, cl, limiter, policies, log),
 	}
-	s.oauth.AddGrant(tokenExchange{s})
 	s.signins = signin.New(signin.Config{BaseURL: cfg.BaseURL, RegisterDisabled: cfg.RegisterDisabled}, r, sessions, pages, limiter, accounts,
 		s.factors, cl, s.oauth, policies, log)
 	s.registration = registration.New(registration.Config{BaseURL: cfg.BaseURL, AppBaseURL: cfg.AppBaseURL, Disabled: cfg.RegisterDisabled,
 		RecaptchaSecret: cfg.RecaptchaSecret, RecaptchaSiteKey: cfg.RecaptchaSiteKey, RecaptchaURL: cfg.RecaptchaURL},
 		nc, r, sessions, pages, limiter, accounts, s.signins, log)
-	s.signins.Use(providers{s}, s.registration)
+	s.federation = federation.New(federation.Config{BaseURL: cfg.BaseURL, AppBaseURL: cfg.AppBaseURL, EgressPrivate: cfg.EgressPrivate,
+		GoogleClientID: cfg.GoogleClientID, GoogleJWKSURL: cfg.GoogleJWKSURL},
+		r, sessions, pages, limiter, accounts, s.factors, cl, s.oauth, s.signins, s.registration, log)
+	s.oauth.AddGrant(s.federation.Grant())
+	s.signins.Use(s.federation, s.registration)
 	return s
 }
 
@@ -210,12 +211,12 @@ func (s *Service) Start(ctx context.Context) error {
 		// Medplum's sign-in API.
 		bus.Handle("GET /auth/me", bus.Token, s.signins.Me),
 		bus.Handle("POST /auth/login", bus.Public|bus.SignInLimit, s.signins.Login),
-		bus.Handle("POST /auth/method", bus.Public|bus.SignInLimit, s.method),
+		bus.Handle("POST /auth/method", bus.Public|bus.SignInLimit, s.federation.Method),
 		bus.Handle("POST /auth/profile", bus.Public|bus.SignInLimit, s.signins.ChooseProfile),
-		bus.Handle("GET /auth/external", bus.Public|bus.SignInLimit, s.externalCallback),
-		bus.Handle("POST /auth/google", bus.Public|bus.SignInLimit, s.google),
-		bus.Handle("GET /auth/login/:login", bus.Public|bus.SignInLimit, s.loginStatus),
-		bus.Handle("POST /auth/exchange", bus.Public|bus.SignInLimit, s.authExchangeAlias),
+		bus.Handle("GET /auth/external", bus.Public|bus.SignInLimit, s.federation.ExternalCallback),
+		bus.Handle("POST /auth/google", bus.Public|bus.SignInLimit, s.federation.Google),
+		bus.Handle("GET /auth/login/:login", bus.Public|bus.SignInLimit, s.federation.LoginStatus),
+		bus.Handle("POST /auth/exchange", bus.Public|bus.SignInLimit, s.federation.Exchange),
 		bus.Handle("POST /auth/setpassword", bus.Public|bus.SignInLimit, s.accounts.SetPassword),
 		bus.Handle("POST /auth/resetpassword", bus.Public|bus.SignInLimit, s.accounts.ResetPassword),
 		bus.Handle("POST /auth/newuser", bus.Public|bus.SignInLimit, s.registration.NewUser),

@@ -1,4 +1,4 @@
-package identity
+package federation
 
 import (
 	"cmp"
@@ -113,7 +113,7 @@ var signingAlgs = []string{oidc.RS256, oidc.RS384, oidc.RS512, oidc.ES256, oidc.
 // an ID token that does not verify; the reason is logged, not told.
 var badExternal = fhir.BadRequest("Failed to verify code - check your identity provider configuration")
 
-// externalCallback is GET /auth/external?code&state, where a provider
+// ExternalCallback is GET /auth/external?code&state, where a provider
 // sends the browser back. A state Pinion's sign-in page started is a
 // nonce the server keeps (external_page.go); any other is Medplum's
 // client's JSON state. The code is exchanged at the provider, its ID
@@ -124,7 +124,7 @@ var badExternal = fhir.BadRequest("Failed to verify code - check your identity p
 // to the client's redirect URI with login and code, or to the app's
 // sign-in page with the login, which asks for a second factor first
 // where a password sign-in would.
-func (s *Service) externalCallback(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) ExternalCallback(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	code, rawState := r.Query.Get("code"), r.Query.Get("state")
 	switch {
 	case code == "":
@@ -405,7 +405,7 @@ func (s *Service) externalVerifier(ctx context.Context, idp *identityProvider) (
 		audience = idp.ClientID
 	}
 	key := idp.Issuer + "\n" + idp.JWKSURL + "\n" + audience
-	if v, ok := s.externalVerifiers().Get(key); ok {
+	if v, ok := s.verifiers.Get(key); ok {
 		return v, nil
 	}
 	// The key set outlives this request: its fetches get their own bound.
@@ -425,16 +425,8 @@ func (s *Service) externalVerifier(ctx context.Context, idp *identityProvider) (
 		}
 		v = p.Verifier(cfg)
 	}
-	s.externalVerifiers().Add(key, v)
+	s.verifiers.Add(key, v)
 	return v, nil
-}
-
-// externalVerifiers is the service's verifier cache, made on first use.
-func (s *Service) externalVerifiers() *verifiers {
-	s.extOnce.Do(func() {
-		s.extVerifiers = expirable.NewLRU[string, *oidc.IDTokenVerifier](maxVerifiers, nil, verifierTTL)
-	})
-	return s.extVerifiers
 }
 
 // identity is what names the person: the subject (useSubject) or the
@@ -543,12 +535,12 @@ func (s *Service) hasExternalID(ctx context.Context, membership, externalID stri
 // for its result: the browser goes straight from the callback to the page.
 const externalLoginAge = 10 * time.Minute
 
-// loginStatus is GET /auth/login/:login, where Medplum's sign-in page
+// LoginStatus is GET /auth/login/:login, where Medplum's sign-in page
 // continues an external sign-in: the memberships to choose from, or, with
 // one, a code. Only an external sign-in's login answers, and only until a
 // membership is chosen, so its code is given once; the code is still
 // bound to the sign-in's PKCE challenge.
-func (s *Service) loginStatus(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) LoginStatus(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	id := r.Param("login")
 	if _, err := uuid.Parse(id); err != nil {
 		return nil, fhir.NotFound()

@@ -1,4 +1,4 @@
-package identity
+package federation
 
 import (
 	"context"
@@ -36,13 +36,13 @@ type externalAuth struct {
 	AuthorizeURL string `json:"authorizeUrl"`
 }
 
-// method is POST /auth/method {email}: how the app should sign this
+// Method is POST /auth/method {email}: how the app should sign this
 // address in, as Medplum answers it. {} means the password form; a
 // domain whose DomainConfiguration names an identity provider gets
 // {domain, authorizeUrl}, where the app sends the browser. Users are
 // never looked up, so the answer tells nobody whether an account exists
 // (only, as in Medplum, whether a domain is configured).
-func (s *Service) method(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) Method(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	if len(r.Body) > methodBodyLimit {
 		return nil, fhir.TooLarge("The body of /auth/method is at most 1024 bytes")
 	}

@@ -1,4 +1,4 @@
-package identity
+package federation
 
 import (
 	"context"
@@ -44,6 +44,9 @@ const (
 // token; the answer's sub or e-mail is matched as at /auth/external.
 type tokenExchange struct{ s *Service }
 
+// Grant is the token exchange, for the authorization server's registry.
+func (s *Service) Grant() authserver.Grant { return tokenExchange{s} }
+
 func (tokenExchange) Type() string { return grantTokenExchange }
 
 func (g tokenExchange) Issue(ctx context.Context, r *bus.Request, form url.Values) (*bus.Response, error) {
@@ -52,9 +55,9 @@ func (g tokenExchange) Issue(ctx context.Context, r *bus.Request, form url.Value
 		form.Get("membership_id"), form.Get("scope"), form.Get("nonce"))
 }
 
-// authExchangeAlias is POST /auth/exchange {externalAccessToken, clientId},
+// Exchange is POST /auth/exchange {externalAccessToken, clientId},
 // Medplum's older form of the same exchange.
-func (s *Service) authExchangeAlias(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) Exchange(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	var in struct {
 		ExternalAccessToken string `json:"externalAccessToken"`
 		ClientID            string `json:"clientId"`

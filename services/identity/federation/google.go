@@ -1,4 +1,4 @@
-package identity
+package federation
 
 import (
 	"cmp"
@@ -91,13 +91,13 @@ type googleClaims struct {
 	FamilyName    string `json:"family_name"`
 }
 
-// google is POST /auth/google: a Google ID token (the Sign-In button's
+// Google is POST /auth/google: a Google ID token (the Sign-In button's
 // credential), verified against Google's keys for the server's Google
 // client id or a project site's, signs in the user with its address, as
 // Medplum's googleHandler. A domain with its own provider answers
 // {domain, authorizeUrl} instead; an unknown address is "User not found"
 // unless createUser asks for an account (when registration is on).
-func (s *Service) google(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+func (s *Service) Google(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	if len(r.Body) > googleBodyLimit {
 		return nil, fhir.TooLarge("The body of /auth/google is at most 16384 bytes")
 	}
@@ -222,14 +222,14 @@ func (s *Service) projectsByGoogleClientID(ctx context.Context, googleClientID, 
 // (PINION_GOOGLE_JWKS_URL), Google's issuer, this client id as audience,
 // not expired, with an address Google has verified.
 func (s *Service) verifyGoogle(ctx context.Context, clientID, credential string) (*googleClaims, error) {
-	v, ok := s.externalVerifiers().Get(googleVerifierPrefix + clientID)
+	v, ok := s.verifiers.Get(googleVerifierPrefix + clientID)
 	if !ok {
 		// The key set outlives this request: its fetches get their own bound.
 		kctx := oidc.ClientContext(context.Background(), egress.Client(s.cfg.EgressPrivate, externalTimeout))
 		// The issuer is checked below: Google's tokens spell it two ways.
 		v = oidc.NewVerifier(googleIssuers[0], oidc.NewRemoteKeySet(kctx, s.cfg.GoogleJWKSURL),
 			&oidc.Config{ClientID: clientID, SupportedSigningAlgs: []string{oidc.RS256}, SkipIssuerCheck: true})
-		s.externalVerifiers().Add(googleVerifierPrefix+clientID, v)
+		s.verifiers.Add(googleVerifierPrefix+clientID, v)
 	}
 	idt, err := v.Verify(ctx, credential)
 	if err == nil && !slices.Contains(googleIssuers, idt.Issuer) {

@@ -1,4 +1,4 @@
-package identity
+package federation
 
 import (
 	"context"
@@ -53,9 +53,9 @@ func externalStartKey(state string) string {
 	return "ext-" + hex.EncodeToString(d[:])
 }
 
-// providerPage answers a posted sign-in form whose address's domain has a
+// Page answers a posted sign-in form whose address's domain has a
 // provider: a page linking there. nil when the domain has none.
-func (s *Service) providerPage(ctx context.Context, b web.Browser, a signin.AuthRequest, email string) (*bus.Response, error) {
+func (s *Service) Page(ctx context.Context, b web.Browser, a signin.AuthRequest, email string) (*bus.Response, error) {
 	domain := email[strings.LastIndex(email, "@")+1:]
 	ext, err := s.externalAuth(ctx, domain)
 	if err != nil || ext == nil {
@@ -86,7 +86,7 @@ func (s *Service) providerPage(ctx context.Context, b web.Browser, a signin.Auth
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.browsers.Put(ctx, externalStartKey(state), v); err != nil {
+	if _, err := s.signins.Browsers().Put(ctx, externalStartKey(state), v); err != nil {
 		return nil, err
 	}
 	return s.pages.Message(200, b, "Sign in with your organisation", u.String(), "Continue to your organisation's sign-in",
@@ -98,11 +98,11 @@ func (s *Service) providerPage(ctx context.Context, b web.Browser, a signin.Auth
 // sign-in is left to it), it expired, or another request spent it first.
 func (s *Service) takeExternalStart(ctx context.Context, state string, b web.Browser) (*externalStart, error) {
 	key := externalStartKey(state)
-	st, rev, err := kvcas.Entry[externalStart](ctx, s.browsers, key)
+	st, rev, err := kvcas.Entry[externalStart](ctx, s.signins.Browsers(), key)
 	if err != nil || st == nil || b.IsNew || st.Browser != b.Key() {
 		return nil, err
 	}
-	if ok, err := kvcas.Spend(ctx, s.browsers, key, rev); err != nil || !ok {
+	if ok, err := kvcas.Spend(ctx, s.signins.Browsers(), key, rev); err != nil || !ok {
 		return nil, err
 	}
 	if time.Now().Unix() > st.Expires {
@@ -172,22 +172,11 @@ func (s *Service) externalPageCallback(ctx context.Context, r *bus.Request, code
 		}
 		return s.signins.AskFactor(ctx, nb, a, bs, step)
 	}
-	v, err := json.Marshal(bs)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.browsers.Put(ctx, nb.Key(), v); err != nil {
+	if err := s.signins.SignInBrowser(ctx, nb, bs); err != nil {
 		return nil, err
 	}
 	return &bus.Response{Status: 302, Header: map[string]string{
 		"Location": s.cfg.BaseURL + "oauth2/authorize?" + params.Encode(), "Set-Cookie": s.pages.SetCookie(nb),
 		"Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
 	}}, nil
-}
-
-// providers is the sign-in page's way to the identity providers.
-type providers struct{ s *Service }
-
-func (p providers) Page(ctx context.Context, b web.Browser, a signin.AuthRequest, email string) (*bus.Response, error) {
-	return p.s.providerPage(ctx, b, a, email)
 }
