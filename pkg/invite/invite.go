@@ -1,9 +1,9 @@
 // Package invite is the shared model of the invite saga (POST
-// /admin/projects/{projectId}/invite, E2 in docs/API.md): the request, the
-// record of its progress kept in a NATS key-value bucket, and the step
-// subjects. Membership orchestrates; identity creates the User,
-// fhir the profile, membership the ProjectMembership, and identity the
-// e-mail with its set-password link.
+// /admin/projects/{projectId}/invite, E2 in docs/API.md): its map (Saga in
+// saga.go: the steps in order, which service runs each, what each writes
+// and what becomes of it on a later failure), the request, and the record
+// of its progress kept in a NATS key-value bucket. Membership starts an
+// invite and waits for its end; each service runs its steps with Run.
 package invite
 
 import (
@@ -21,9 +21,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/saga"
 )
 
-// Step subjects, in saga order: identity's user, fhir's profile,
-// membership's membership, then, when there is an e-mail to send,
-// identity's e-mail (it makes a new user's set-password link).
+// Step subjects, in saga order (Saga says who runs each).
 const (
 	SubjUser       = saga.SubjectPrefix + "invite.user"
 	SubjProfile    = saga.SubjectPrefix + "invite.profile"

@@ -25,7 +25,6 @@ import (
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/presign"
 	"github.com/pinion-health/pinion/pkg/repo"
-	"github.com/pinion-health/pinion/pkg/saga"
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
@@ -87,7 +86,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.invites, err = invite.Open(ctx, s.js); err != nil {
 		return err
 	}
-	if s.stopSaga, err = saga.Consume(ctx, s.js, "fhir-invite-profile", invite.SubjProfile, s.inviteProfile, s.profileFailed, s.log); err != nil {
+	if s.stopSaga, err = s.invites.Run(ctx, invite.StepProfile, s.inviteProfile, s.log); err != nil {
 		return err
 	}
 	s.handlers = handlers(s.routes())

@@ -27,9 +27,8 @@ func (s *Service) inviteProfile(ctx context.Context, data []byte) error {
 	if err != nil || !pending {
 		return err
 	}
-	next := invite.Message{InviteID: rec.ID}
 	if rec.Steps[invite.StepProfile].State == "done" {
-		return s.invites.Next(ctx, invite.SubjMembership, next)
+		return s.invites.Advance(ctx, rec, invite.StepProfile)
 	}
 	req := rec.Request
 	ref := req.Profile
@@ -45,7 +44,7 @@ func (s *Service) inviteProfile(ctx context.Context, data []byte) error {
 	}); err != nil {
 		return err
 	}
-	return s.invites.Next(ctx, invite.SubjMembership, next)
+	return s.invites.Advance(ctx, rec, invite.StepProfile)
 }
 
 // inviteeProfile finds or creates the invitee's profile. With an e-mail,
@@ -143,11 +142,6 @@ func (s *Service) profileByEmail(ctx context.Context, project, typ, email string
 		return "", saga.Permanent(err)
 	}
 	return ref, err
-}
-
-// profileFailed marks an invite failed when its profile step cannot succeed.
-func (s *Service) profileFailed(ctx context.Context, data []byte, err error) {
-	invite.Fail(ctx, s.invites, s.nc, data, invite.StepProfile, err, s.log)
 }
 
 // memberOf returns the id of a membership whose profile is ref, or "".

@@ -68,7 +68,7 @@ func (s *Service) inviteMember(ctx context.Context, by *bus.Principal, projectID
 		return nil, err
 	}
 	id := uuid.NewString()
-	rec := newInviteRecord(id, *req, time.Now().UTC())
+	rec := invite.NewRecord(id, *req, time.Now().UTC())
 	// Listen for the end before starting, so a fast saga is not missed.
 	done := make(chan *invite.Record, 1)
 	sub, err := s.nc.Subscribe(invite.DoneSubject(id), func(m *nats.Msg) {
@@ -121,7 +121,7 @@ func (s *Service) startInvite(ctx context.Context, rec *invite.Record) error {
 			}
 			stored = true
 		}
-		return s.invites.Next(ctx, invite.SubjUser, invite.Message{InviteID: rec.ID})
+		return s.invites.Begin(ctx, rec.ID)
 	})
 	if err == nil {
 		return nil
@@ -168,22 +168,6 @@ func retryUntil(ctx context.Context, deadline time.Time, f func() error) error {
 		time.Sleep(wait)
 		wait *= 2
 	}
-}
-
-// newInviteRecord is the saga's record of a new invite: every step to do,
-// but the e-mail when there is none to send.
-func newInviteRecord(id string, req invite.Request, now time.Time) *invite.Record {
-	rec := &invite.Record{
-		ID: id, Request: req, Status: "pending", Created: now, Updated: now,
-		Steps: map[string]invite.StepState{
-			invite.StepUser: {State: "pending"}, invite.StepProfile: {State: "pending"},
-			invite.StepMembership: {State: "pending"}, invite.StepEmail: {State: "pending"},
-		},
-	}
-	if !req.SendEmail || req.Email == "" {
-		rec.Steps[invite.StepEmail] = invite.StepState{State: "skipped"}
-	}
-	return rec
 }
 
 // inviteWaitFor is how long the request waits for its saga: inviteWait, or

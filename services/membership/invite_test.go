@@ -103,7 +103,7 @@ func TestNewInviteRecord(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := newInviteRecord("inv-1", tc.req, now)
+			rec := invite.NewRecord("inv-1", tc.req, now)
 			want := &invite.Record{
 				ID: "inv-1", Request: tc.req, Status: "pending", Created: now, Updated: now,
 				Steps: map[string]invite.StepState{
@@ -591,7 +591,7 @@ func TestInviteThatCannotStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &Service{invites: invites, log: stack.svc.log}
-	rec := newInviteRecord(uuid.NewString(), invite.Request{Email: invitee("unstarted")}, time.Now().UTC())
+	rec := invite.NewRecord(uuid.NewString(), invite.Request{Email: invitee("unstarted")}, time.Now().UTC())
 	t0 := time.Now()
 	err = s.startInvite(ctx, rec)
 	wantError(t, err, 503, "The invite could not be started; try again", "")

@@ -16,7 +16,6 @@ import (
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/mail"
 	"github.com/pinion-health/pinion/pkg/repo"
-	"github.com/pinion-health/pinion/pkg/saga"
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
@@ -71,7 +70,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.invites, err = invite.Open(ctx, s.js); err != nil {
 		return err
 	}
-	stop, err := saga.Consume(ctx, s.js, "membership-invite-membership", invite.SubjMembership, s.inviteMembership, s.membershipFailed, s.log)
+	stop, err := s.invites.Run(ctx, invite.StepMembership, s.inviteMembership, s.log)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ func (s *Service) inviteMembership(ctx context.Context, data []byte) error {
 		// Delivered again after the end: the e-mail step may be all that
 		// was left to publish.
 		if rec.Status == "done" {
-			return s.nextEmail(ctx, rec)
+			return s.invites.Advance(ctx, rec, invite.StepMembership)
 		}
 		return nil
 	}
@@ -112,18 +112,9 @@ func (s *Service) inviteMembership(ctx context.Context, data []byte) error {
 	if err != nil {
 		return err
 	}
-	return s.nextEmail(ctx, rec)
-}
-
-// nextEmail ends a done invite: it publishes identity's e-mail step, which
-// announces the end once the e-mail is queued (as Medplum answers once it
-// has sent it), or, with no e-mail to send, announces it now.
-func (s *Service) nextEmail(ctx context.Context, rec *invite.Record) error {
-	if rec.Steps[invite.StepEmail].State != "pending" {
-		invite.Announce(s.nc, rec.ID, rec)
-		return nil
-	}
-	return s.invites.Next(ctx, invite.SubjEmail, invite.Message{InviteID: rec.ID})
+	// The e-mail step, when there is one, announces the end once the
+	// e-mail is queued, as Medplum answers once it has sent it.
+	return s.invites.Advance(ctx, rec, invite.StepMembership)
 }
 
 // otherScope is the scope (a project id, or "" for the server) where the
@@ -198,11 +189,6 @@ func (s *Service) upsertMembership(ctx context.Context, rec *invite.Record, id s
 func (s *Service) publishMembership(ctx context.Context, id string) error {
 	_, err := projects.Project(ctx, s.nc, "ProjectMembership", id, "")
 	return err
-}
-
-// membershipFailed marks an invite failed when its membership step cannot succeed.
-func (s *Service) membershipFailed(ctx context.Context, data []byte, err error) {
-	invite.Fail(ctx, s.invites, s.nc, data, invite.StepMembership, err, s.log)
 }
 
 // membershipsOfUser lists a user's memberships in a project.

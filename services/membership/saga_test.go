@@ -88,7 +88,7 @@ func TestNewMembership(t *testing.T) {
 func TestInviteMembershipAfterTheEnd(t *testing.T) {
 	ctx := testCtx(t)
 	project := fixtureProject(t, nil)
-	rec := newInviteRecord(uuid.NewString(), invite.Request{ProjectID: project, Email: "late@example.com", Membership: map[string]any{}}, time.Now().UTC())
+	rec := invite.NewRecord(uuid.NewString(), invite.Request{ProjectID: project, Email: "late@example.com", Membership: map[string]any{}}, time.Now().UTC())
 	rec.Status, rec.UserID, rec.ProfileRef = "failed", uuid.NewString(), fixturePractitioner(t, project)
 	if err := stack.invites.Create(ctx, rec); err != nil {
 		t.Fatal(err)
@@ -115,7 +115,7 @@ func TestInviteMembershipDoneHandsOnTheEmail(t *testing.T) {
 	ctx := testCtx(t)
 	project := fixtureProject(t, nil)
 	email := invitee("handed-on")
-	rec := newInviteRecord(uuid.NewString(), invite.Request{ProjectID: project, ProjectName: "Clinic", Email: email,
+	rec := invite.NewRecord(uuid.NewString(), invite.Request{ProjectID: project, ProjectName: "Clinic", Email: email,
 		FirstName: "Hand", LastName: "Over", SendEmail: true, Membership: map[string]any{}}, time.Now().UTC())
 	rec.Status, rec.UserID, rec.ProfileRef, rec.MembershipID = "done", uuid.NewString(), fixturePractitioner(t, project), uuid.NewString()
 	invite.MarkStep(rec, invite.StepMembership, "done", "")
@@ -141,7 +141,7 @@ func TestInviteMembershipRedelivered(t *testing.T) {
 	ctx := testCtx(t)
 	project := fixtureProject(t, nil)
 	user := uuid.NewString()
-	rec := newInviteRecord(uuid.NewString(), invite.Request{ProjectID: project, ProjectName: "Clinic", Email: "again@example.com",
+	rec := invite.NewRecord(uuid.NewString(), invite.Request{ProjectID: project, ProjectName: "Clinic", Email: "again@example.com",
 		FirstName: "Re", LastName: "Delivered", Membership: map[string]any{"admin": false}}, time.Now().UTC())
 	rec.UserID, rec.ProfileRef = user, fixturePractitioner(t, project)
 	if err := stack.invites.Create(ctx, rec); err != nil {

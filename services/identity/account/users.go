@@ -18,7 +18,6 @@ import (
 	"github.com/pinion-health/pinion/pkg/invite"
 	"github.com/pinion-health/pinion/pkg/mail"
 	"github.com/pinion-health/pinion/pkg/repo"
-	"github.com/pinion-health/pinion/pkg/saga"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/store"
 )
@@ -26,11 +25,11 @@ import (
 // consumeInviteSteps runs identity's steps of the invite saga (the user,
 // and the e-mail) until the returned stop.
 func (s *Service) consumeInviteSteps(ctx context.Context) (stop func(), err error) {
-	stopUser, err := saga.Consume(ctx, s.js, "identity-invite-user", invite.SubjUser, s.InviteUser, s.inviteFailed, s.log)
+	stopUser, err := s.invites.Run(ctx, invite.StepUser, s.InviteUser, s.log)
 	if err != nil {
 		return nil, err
 	}
-	stopEmail, err := saga.Consume(ctx, s.js, "identity-invite-email", invite.SubjEmail, s.InviteEmail, s.inviteEmailFailed, s.log)
+	stopEmail, err := s.invites.Run(ctx, invite.StepEmail, s.InviteEmail, s.log)
 	if err != nil {
 		stopUser()
 		return nil, err
@@ -48,7 +47,7 @@ func (s *Service) InviteUser(ctx context.Context, data []byte) error {
 	}
 	req := rec.Request
 	if rec.Steps[invite.StepUser].State == "done" {
-		return s.invites.Next(ctx, invite.SubjProfile, invite.Message{InviteID: rec.ID})
+		return s.invites.Advance(ctx, rec, invite.StepUser)
 	}
 	scope := ""
 	if req.ProjectScoped {
@@ -96,7 +95,7 @@ func (s *Service) InviteUser(ctx context.Context, data []byte) error {
 	}); err != nil {
 		return err
 	}
-	return s.invites.Next(ctx, invite.SubjProfile, invite.Message{InviteID: rec.ID})
+	return s.invites.Advance(ctx, rec, invite.StepUser)
 }
 
 // InviteEmail is the saga's last step, once the membership is made: queue
@@ -122,14 +121,7 @@ func (s *Service) InviteEmail(ctx context.Context, data []byte) error {
 	if err := mail.Queue(ctx, s.js, mail.Invitation(rec, link, s.cfg.BaseURL)); err != nil {
 		return err
 	}
-	invite.Announce(s.nc, rec.ID, rec)
-	return nil
-}
-
-// inviteEmailFailed records on the invite an e-mail that could not be
-// queued, and announces the end: the invite itself stays done.
-func (s *Service) inviteEmailFailed(ctx context.Context, data []byte, err error) {
-	invite.Fail(ctx, s.invites, s.nc, data, invite.StepEmail, err, s.log)
+	return s.invites.Advance(ctx, rec, invite.StepEmail)
 }
 
 // CreateUser stores a User with a fixed id; an earlier attempt's user counts.
@@ -390,9 +382,4 @@ func activeChoices(Memberships []*repo.Resource) ([]Choice, error) {
 		out = append(out, m.Choice)
 	}
 	return out, nil
-}
-
-// inviteFailed marks an invite failed when its user step cannot succeed.
-func (s *Service) inviteFailed(ctx context.Context, data []byte, err error) {
-	invite.Fail(ctx, s.invites, s.nc, data, invite.StepUser, err, s.log)
 }

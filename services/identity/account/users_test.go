@@ -317,31 +317,6 @@ func TestInviteUserNothingToDo(t *testing.T) {
 	}
 }
 
-// A step that cannot succeed fails its invite with the step's answer and
-// tells whoever waits.
-func TestInviteFailed(t *testing.T) {
-	ctx := context.Background()
-	id, msg := newInvite(t, invite.Request{FirstName: "Doomed"})
-	sub, err := live.conns.NC.SubscribeSync(invite.DoneSubject(id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	live.svc.inviteFailed(ctx, msg, fhir.BadRequest("E-mail already used"))
-	m, err := sub.NextMsg(5 * time.Second)
-	if err != nil {
-		t.Fatalf("no announcement: %v", err)
-	}
-	rec, _ := live.svc.Invites().Get(ctx, id)
-	if rec.Status != "failed" || rec.Failure == nil || !reflect.DeepEqual(rec.Failure.Err(), fhir.BadRequest("E-mail already used")) ||
-		rec.Steps[invite.StepUser].State != "failed" {
-		t.Fatalf("record %+v", rec)
-	}
-	if ended := invite.Announced(m.Data); ended == nil || ended.Status != "failed" || !reflect.DeepEqual(ended.Failure, rec.Failure) {
-		t.Errorf("announced %+v, want the failure", ended)
-	}
-}
-
 func TestActiveChoices(t *testing.T) {
 	res := func(json string) *repo.Resource { return &repo.Resource{Type: "ProjectMembership", JSON: []byte(json)} }
 	got, err := activeChoices([]*repo.Resource{

@@ -309,8 +309,7 @@ func Hash(t *testing.T, password string) string {
 func Invite(t *testing.T, store *invite.Store, req invite.Request) (id string, msg []byte) {
 	t.Helper()
 	id = uuid.NewString()
-	rec := &invite.Record{ID: id, Request: req, Status: "pending", Created: time.Now().UTC(),
-		Steps: map[string]invite.StepState{invite.StepUser: {State: "pending"}}}
+	rec := invite.NewRecord(id, req, time.Now().UTC())
 	if err := store.Create(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +319,6 @@ func Invite(t *testing.T, store *invite.Store, req invite.Request) (id string, m
 
 // JWKSServer serves a client's key set on loopback: body's bytes with
 // status; the count is how many times it was fetched.
-// jwksServer publishes a key set on the loopback address and counts fetches.
 func JWKSServer(t *testing.T, status int, body func() []byte) (string, *atomic.Int32) {
 	t.Helper()
 	var hits atomic.Int32
