@@ -128,7 +128,7 @@ func (g *Gateway) routes() {
 	}
 	for _, r := range bus.Routes {
 		h := []fiber.Handler{}
-		if r.Limited && limit != nil {
+		if r.Has(bus.SignInLimit) && limit != nil {
 			h = append(h, rateLimitHeader, limit)
 		}
 		h = append(h, g.forward(r))
@@ -234,7 +234,7 @@ func (g *Gateway) forward(r bus.Route) fiber.Handler {
 		if r.Path == "/oauth2/token" || strings.HasSuffix(r.Path, "/$execute") {
 			g.nameApplied(req)
 		}
-		if r.Auth == bus.Token || (r.Auth == bus.Optional && c.Get("Authorization") != "") {
+		if auth := r.Auth(); auth == bus.Token || (auth == bus.Optional && c.Get("Authorization") != "") {
 			p, err := g.authenticate(c, req.Remote)
 			if err != nil {
 				return err

@@ -5,7 +5,8 @@ import (
 	"strings"
 )
 
-// AuthMode says what a route needs of its caller.
+// AuthMode says what a route needs of its caller and, with the traits
+// added to it, what else is done for the route.
 type AuthMode int
 
 const (
@@ -17,26 +18,60 @@ const (
 	Internal
 )
 
-// SignInLimit, added to a route's mode (bus.Public | bus.SignInLimit),
-// counts the route against the per-IP sign-in rate limit.
-const SignInLimit AuthMode = 1 << 4
+// Traits, added to a route's mode (bus.Public | bus.SignInLimit), say
+// what is done for the route besides answering it, on the line that
+// declares it, so that no one keeps a list of paths beside the routes:
+// routegen carries them into Routes, where the gateway reads them, and a
+// service reads them from its own endpoints.
+const (
+	// SignInLimit counts the route against the per-IP sign-in rate limit
+	// (the gateway).
+	SignInLimit AuthMode = 1 << (4 + iota)
+	// NamesApplied: the gateway names, in session.AppliedHeader, the
+	// memberships revision its session view has applied, so the service
+	// refuses what this gateway already saw removed (identity's token
+	// endpoint) or runs a bot with the rights this gateway last saw
+	// (botexec's $execute).
+	NamesApplied
+	// SignsURLs: the attachment URLs of the route's FHIR JSON answers are
+	// signed storage URLs the caller's browser can load (the fhir service's
+	// signing; a batch's entries are answered by the same handlers).
+	SignsURLs
+	// WritesResource: the route's body is a resource or a patch to store,
+	// whose signed storage URLs are stored as the Binary references they
+	// stand for (the fhir service's signing), as a client sends back what
+	// it read.
+	WritesResource
+)
 
-// Mode is m without SignInLimit.
-func (m AuthMode) Mode() AuthMode { return m &^ SignInLimit }
+// modeBits are the bits of an AuthMode below its traits.
+const modeBits AuthMode = 1<<4 - 1
+
+// Mode is m without its traits: Token, Public, Optional or Internal.
+func (m AuthMode) Mode() AuthMode { return m & modeBits }
+
+// Has reports whether m carries every trait of t.
+func (m AuthMode) Has(t AuthMode) bool { return m&t == t }
 
 // Limited reports whether m counts against the sign-in rate limit.
-func (m AuthMode) Limited() bool { return m&SignInLimit != 0 }
+func (m AuthMode) Limited() bool { return m.Has(SignInLimit) }
 
 // Route maps one HTTP route to the service subject that answers it.
 type Route struct {
 	Method, Path, Subject string
-	Auth                  AuthMode
-	// Limited routes count against the per-IP sign-in rate limit.
-	Limited bool
+	// Mode is the route's mode as its bus.Handle call writes it: who may
+	// call it (Auth) with its traits (Has).
+	Mode AuthMode
 	// Service and Handler name who answers: services/<Service>, the
 	// handler named beside the route in its bus.Handle call.
 	Service, Handler string
 }
+
+// Auth is what the route needs of its caller: Token, Public or Optional.
+func (r Route) Auth() AuthMode { return r.Mode.Mode() }
+
+// Has reports whether the route carries every trait of t.
+func (r Route) Has(t AuthMode) bool { return r.Mode.Has(t) }
 
 // Pattern is the route as services declare it: "METHOD /path".
 func (r Route) Pattern() string { return r.Method + " " + r.Path }

@@ -152,9 +152,9 @@ func TestRoutesAsBefore(t *testing.T) {
 			}
 			got, _, ok := Match(r.method, path)
 			checked++
-			if !ok || got.Service != want.service || got.Handler != want.handler || got.Auth != want.auth || got.Limited != want.limited {
+			if !ok || got.Service != want.service || got.Handler != want.handler || got.Auth() != want.auth || got.Has(SignInLimit) != want.limited {
 				t.Errorf("%s %s: %s.%s %v %v (%s), was %s.%s %v %v (%s)", r.method, path,
-					got.Service, got.Handler, got.Auth, got.Limited, got.Path, want.service, want.handler, want.auth, want.limited, want.path)
+					got.Service, got.Handler, got.Auth(), got.Has(SignInLimit), got.Path, want.service, want.handler, want.auth, want.limited, want.path)
 			}
 		}
 	}
@@ -200,3 +200,4 @@ func TestSubject(t *testing.T) {
 		}
 	}
 }
+
