@@ -231,7 +231,7 @@ func (g *Gateway) forward(r bus.Route) fiber.Handler {
 				req.Header[h] = v
 			}
 		}
-		if r.Path == "/oauth2/token" || strings.HasSuffix(r.Path, "/$execute") {
+		if r.Has(bus.NamesApplied) {
 			g.nameApplied(req)
 		}
 		if auth := r.Auth(); auth == bus.Token || (auth == bus.Optional && c.Get("Authorization") != "") {
@@ -267,11 +267,12 @@ func (g *Gateway) forward(r bus.Route) fiber.Handler {
 }
 
 // nameApplied tells the identity and bot services how fresh this gateway's
-// membership entries are: a client it authenticates must be refused for
-// any removal or deactivation this gateway already answered (identity's
-// clientMemberships), and a bot must run with the rights its membership
-// has in this gateway's view (botexec's botMemberships). Set here, never
-// copied from the caller's headers.
+// membership entries are, on the routes that say so (bus.NamesApplied) and
+// on a client's HTTP Basic sign-in (basicLogin): a client it authenticates
+// must be refused for any removal or deactivation this gateway already
+// answered (identity's clientMemberships), and a bot must run with the
+// rights its membership has in this gateway's view (botexec's
+// botMemberships). Set here, never copied from the caller's headers.
 func (g *Gateway) nameApplied(req *bus.Request) {
 	req.Header[session.AppliedHeader] = strconv.FormatUint(g.sessions.Applied(session.MembershipsBucket), 10)
 }
