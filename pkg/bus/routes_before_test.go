@@ -201,3 +201,38 @@ func TestSubject(t *testing.T) {
 	}
 }
 
+// TestTraitsAsBefore: the traits are on the routes the path rules they
+// replaced picked (commit 562ae11): the gateway named the applied
+// revision on POST /oauth2/token and on every path ending in /$execute;
+// the fhir service signed the answers of the routes its signedRoutes map
+// listed, and unsigned the bodies of its writeRoutes.
+func TestTraitsAsBefore(t *testing.T) {
+	signedRoutes := map[string]bool{
+		"POST /fhir/R4/$graphql": true,
+		"GET /fhir/R4/:type/:id": true, "GET /fhir/R4/:type/:id/_history/:vid": true,
+		"GET /fhir/R4/:type/:id/_history": true, "GET /fhir/R4/:type": true, "POST /fhir/R4/:type/_search": true,
+		"POST /fhir/R4/:type": true, "PUT /fhir/R4/:type": true, "PUT /fhir/R4/:type/:id": true,
+		"PATCH /fhir/R4/:type/:id": true,
+	}
+	writeRoutes := map[string]bool{
+		"POST /fhir/R4/:type": true, "PUT /fhir/R4/:type": true, "PUT /fhir/R4/:type/:id": true,
+		"PATCH /fhir/R4/:type/:id": true,
+	}
+	for _, r := range Routes {
+		named := r.Path == "/oauth2/token" || strings.HasSuffix(r.Path, "/$execute")
+		fhir := r.Service == "fhir"
+		for _, c := range []struct {
+			trait AuthMode
+			name  string
+			want  bool
+		}{
+			{NamesApplied, "NamesApplied", named},
+			{SignsURLs, "SignsURLs", fhir && signedRoutes[r.Pattern()]},
+			{WritesResource, "WritesResource", fhir && writeRoutes[r.Pattern()]},
+		} {
+			if r.Has(c.trait) != c.want {
+				t.Errorf("%s (%s): %s is %v, was %v", r.Pattern(), r.Service, c.name, r.Has(c.trait), c.want)
+			}
+		}
+	}
+}
