@@ -128,7 +128,7 @@ func (g *Gateway) routes() {
 	}
 	for _, r := range bus.Routes {
 		h := []fiber.Handler{}
-		if r.Limited && limit != nil {
+		if r.Has(bus.SignInLimit) && limit != nil {
 			h = append(h, rateLimitHeader, limit)
 		}
 		h = append(h, g.forward(r))
@@ -231,10 +231,10 @@ func (g *Gateway) forward(r bus.Route) fiber.Handler {
 				req.Header[h] = v
 			}
 		}
-		if r.Path == "/oauth2/token" || strings.HasSuffix(r.Path, "/$execute") {
+		if r.Has(bus.NamesApplied) {
 			g.nameApplied(req)
 		}
-		if r.Auth == bus.Token || (r.Auth == bus.Optional && c.Get("Authorization") != "") {
+		if auth := r.Auth(); auth == bus.Token || (auth == bus.Optional && c.Get("Authorization") != "") {
 			p, err := g.authenticate(c, req.Remote)
 			if err != nil {
 				return err
@@ -267,11 +267,12 @@ func (g *Gateway) forward(r bus.Route) fiber.Handler {
 }
 
 // nameApplied tells the identity and bot services how fresh this gateway's
-// membership entries are: a client it authenticates must be refused for
-// any removal or deactivation this gateway already answered (identity's
-// clientMemberships), and a bot must run with the rights its membership
-// has in this gateway's view (botexec's botMemberships). Set here, never
-// copied from the caller's headers.
+// membership entries are, on the routes that say so (bus.NamesApplied) and
+// on a client's HTTP Basic sign-in (basicLogin): a client it authenticates
+// must be refused for any removal or deactivation this gateway already
+// answered (identity's clientMemberships), and a bot must run with the
+// rights its membership has in this gateway's view (botexec's
+// botMemberships). Set here, never copied from the caller's headers.
 func (g *Gateway) nameApplied(req *bus.Request) {
 	req.Header[session.AppliedHeader] = strconv.FormatUint(g.sessions.Applied(session.MembershipsBucket), 10)
 }

@@ -174,12 +174,14 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.svc, err = bus.Serve(s.nc, "botexec", "1.0.0", []bus.Endpoint{
 		bus.Handle("POST /admin/projects/:projectId/bot", bus.Token, s.createBot),
-		bus.Handle("POST /fhir/R4/Bot/$execute", bus.Token, s.execute),
-		bus.Handle("GET /fhir/R4/Bot/$execute", bus.Token, s.execute),
-		bus.Handle("POST /fhir/R4/Bot/:id/$execute", bus.Token, s.execute),
-		bus.Handle("GET /fhir/R4/Bot/:id/$execute", bus.Token, s.execute),
-		bus.Handle("POST /fhir/R4/Bot/:id/_history/:vid/$execute", bus.Token, s.execute),
-		bus.Handle("GET /fhir/R4/Bot/:id/_history/:vid/$execute", bus.Token, s.execute),
+		// A run acts with the rights its bot's membership has in the view of
+		// the gateway that forwards it (bus.NamesApplied; botMemberships).
+		bus.Handle("POST /fhir/R4/Bot/$execute", bus.Token|bus.NamesApplied, s.execute),
+		bus.Handle("GET /fhir/R4/Bot/$execute", bus.Token|bus.NamesApplied, s.execute),
+		bus.Handle("POST /fhir/R4/Bot/:id/$execute", bus.Token|bus.NamesApplied, s.execute),
+		bus.Handle("GET /fhir/R4/Bot/:id/$execute", bus.Token|bus.NamesApplied, s.execute),
+		bus.Handle("POST /fhir/R4/Bot/:id/_history/:vid/$execute", bus.Token|bus.NamesApplied, s.execute),
+		bus.Handle("GET /fhir/R4/Bot/:id/_history/:vid/$execute", bus.Token|bus.NamesApplied, s.execute),
 		bus.Handle("POST /fhir/R4/Bot/:id/$deploy", bus.Token, s.deploy),
 		bus.Handle("POST /admin/projects/:projectId/bot/:botId/secrets", bus.Token, s.setBotSecrets),
 		bus.Handle("GET /admin/projects/:projectId/bot/:botId/secrets", bus.Token, s.getBotSecrets),

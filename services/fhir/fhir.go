@@ -97,9 +97,18 @@ func (s *Service) Start(ctx context.Context) error {
 	return err
 }
 
-// routes are the requests the service answers, one line each.
-func (s *Service) routes() []bus.Endpoint {
-	return s.signing([]bus.Endpoint{
+// routes are the requests the service answers, as bus.Serve and a batch's
+// entries take them: the declared endpoints with their traits applied.
+func (s *Service) routes() []bus.Endpoint { return s.signing(s.endpoints()) }
+
+// endpoints are the requests the service answers, one line each, with
+// their traits: bus.SignsURLs on the routes whose answers carry the
+// caller's resources (a $graphql answer's nodes are read by handlers it
+// calls directly, so it is signed whole, as Medplum signs it), and
+// bus.WritesResource on those whose body is a resource or a patch
+// (storage.go's signing applies both).
+func (s *Service) endpoints() []bus.Endpoint {
+	return []bus.Endpoint{
 		bus.Handle("GET /fhir/R4/metadata", bus.Public, s.capabilities),
 		// A signed URL is its own credential (storage.go).
 		bus.Handle("GET /storage/:id/:vid", bus.Public, s.storage),
@@ -112,23 +121,23 @@ func (s *Service) routes() []bus.Endpoint {
 		bus.Handle("GET /fhir/R4/Group/:id/$export", bus.Token, s.export),
 		bus.Handle("GET /fhir/R4/bulkdata/export/:id", bus.Token, s.exportStatus),
 		bus.Handle("DELETE /fhir/R4/bulkdata/export/:id", bus.Token, s.exportCancel),
-		bus.Handle("POST /fhir/R4/$graphql", bus.Token, s.graphQL),
+		bus.Handle("POST /fhir/R4/$graphql", bus.Token|bus.SignsURLs, s.graphQL),
 		bus.Handle("GET /fhir/R4/ValueSet/$expand", bus.Token, s.expandValueSet),
 		bus.Handle("GET /fhir/R4/ValueSet/$validate-code", bus.Token, s.validateValueSetCode),
 		// A batch or transaction runs its entries through this list's handlers.
 		bus.Handle("POST /fhir/R4", bus.Token, s.batch),
 		bus.Handle("POST /fhir/R4/:type/$validate", bus.Token, s.validate),
-		bus.Handle("PUT /fhir/R4/:type", bus.Token, s.update),
-		bus.Handle("GET /fhir/R4/:type", bus.Token, s.search),
-		bus.Handle("POST /fhir/R4/:type/_search", bus.Token, s.search),
-		bus.Handle("POST /fhir/R4/:type", bus.Token, s.create),
-		bus.Handle("GET /fhir/R4/:type/:id/_history/:vid", bus.Token, s.vread),
-		bus.Handle("GET /fhir/R4/:type/:id/_history", bus.Token, s.history),
-		bus.Handle("GET /fhir/R4/:type/:id", bus.Token, s.read),
-		bus.Handle("PUT /fhir/R4/:type/:id", bus.Token, s.update),
-		bus.Handle("PATCH /fhir/R4/:type/:id", bus.Token, s.patch),
+		bus.Handle("PUT /fhir/R4/:type", bus.Token|bus.SignsURLs|bus.WritesResource, s.update),
+		bus.Handle("GET /fhir/R4/:type", bus.Token|bus.SignsURLs, s.search),
+		bus.Handle("POST /fhir/R4/:type/_search", bus.Token|bus.SignsURLs, s.search),
+		bus.Handle("POST /fhir/R4/:type", bus.Token|bus.SignsURLs|bus.WritesResource, s.create),
+		bus.Handle("GET /fhir/R4/:type/:id/_history/:vid", bus.Token|bus.SignsURLs, s.vread),
+		bus.Handle("GET /fhir/R4/:type/:id/_history", bus.Token|bus.SignsURLs, s.history),
+		bus.Handle("GET /fhir/R4/:type/:id", bus.Token|bus.SignsURLs, s.read),
+		bus.Handle("PUT /fhir/R4/:type/:id", bus.Token|bus.SignsURLs|bus.WritesResource, s.update),
+		bus.Handle("PATCH /fhir/R4/:type/:id", bus.Token|bus.SignsURLs|bus.WritesResource, s.patch),
 		bus.Handle("DELETE /fhir/R4/:type/:id", bus.Token, s.delete),
-	})
+	}
 }
 
 // handlers maps the routes ("METHOD /path") to their handlers, for a

@@ -76,34 +76,18 @@ func disposition(ct string) string {
 	return "attachment"
 }
 
-// signedRoutes are the routes whose JSON answers carry the caller's
-// resources (a batch's entries are answered by these same handlers; a
-// $graphql answer's nodes are read by handlers it calls directly, so it is
-// signed whole, as Medplum signs it).
-var signedRoutes = map[string]bool{
-	"POST /fhir/R4/$graphql": true,
-	"GET /fhir/R4/:type/:id": true, "GET /fhir/R4/:type/:id/_history/:vid": true,
-	"GET /fhir/R4/:type/:id/_history": true, "GET /fhir/R4/:type": true, "POST /fhir/R4/:type/_search": true,
-	"POST /fhir/R4/:type": true, "PUT /fhir/R4/:type": true, "PUT /fhir/R4/:type/:id": true,
-	"PATCH /fhir/R4/:type/:id": true,
-}
-
-// writeRoutes are the signedRoutes whose body is a resource or a patch.
-var writeRoutes = map[string]bool{
-	"POST /fhir/R4/:type": true, "PUT /fhir/R4/:type": true, "PUT /fhir/R4/:type/:id": true,
-	"PATCH /fhir/R4/:type/:id": true,
-}
-
-// signing makes the answers of signedRoutes sign their attachment urls,
-// and their writes store references rather than URLs that expire (a
-// client sends back what it read), in one place rather than in each
-// handler.
+// signing applies the traits of the routes (fhir.go) in one place rather
+// than in each handler: the answers of bus.SignsURLs routes sign their
+// attachment urls, and the bodies of bus.WritesResource routes store
+// references rather than URLs that expire (a client sends back what it
+// read).
 func (s *Service) signing(routes []bus.Endpoint) []bus.Endpoint {
 	for i, e := range routes {
-		if !signedRoutes[e.Route] {
+		sign, write := e.Auth.Has(bus.SignsURLs), e.Auth.Has(bus.WritesResource)
+		if !sign && !write {
 			continue
 		}
-		h, write := e.Handler, writeRoutes[e.Route]
+		h := e.Handler
 		routes[i].Handler = func(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 			// A raw Binary upload's body is its content, never rewritten.
 			if write && isMediaType(r.Get("Content-Type"), "application/fhir+json", "application/json", "application/json-patch+json") {
@@ -113,7 +97,7 @@ func (s *Service) signing(routes []bus.Endpoint) []bus.Endpoint {
 				}
 			}
 			resp, err := h(ctx, r)
-			if err != nil || resp == nil || resp.Status >= 300 || !isMediaType(resp.Header["Content-Type"], "application/fhir+json", "application/json") {
+			if !sign || err != nil || resp == nil || resp.Status >= 300 || !isMediaType(resp.Header["Content-Type"], "application/fhir+json", "application/json") {
 				return resp, err
 			}
 			return s.signed(ctx, r, resp)

@@ -201,7 +201,7 @@ func (s *Service) Start(ctx context.Context) error {
 		// OAuth 2.0: tokens (RFC 6749), revocation (RFC 7009), introspection
 		// (RFC 7662), userinfo, and RP-initiated logout, which a browser
 		// posts, or confirms, with no token (Optional).
-		bus.Handle("POST /oauth2/token", bus.Public|bus.SignInLimit, s.oauth.Token),
+		bus.Handle("POST /oauth2/token", bus.Public|bus.SignInLimit|bus.NamesApplied, s.oauth.Token),
 		bus.Handle("POST /oauth2/revoke", bus.Public|bus.SignInLimit, s.oauth.Revoke),
 		bus.Handle("POST /oauth2/introspect", bus.Public|bus.SignInLimit, s.oauth.Introspect),
 		bus.Handle("POST /oauth2/logout", bus.Optional|bus.SignInLimit, s.signins.Logout),

@@ -21,8 +21,8 @@ func service(t *testing.T, root, name, body string) {
 }
 
 // The table holds each declared route with its service, handler, mode
-// and rate limit, more specific paths first; internal endpoints are no
-// routes.
+// and traits (in one order, whatever the order written), more specific
+// paths first; internal endpoints are no routes.
 func TestCollect(t *testing.T) {
 	root := t.TempDir()
 	service(t, root, "alpha", `func (s *S) start() {
@@ -30,6 +30,8 @@ func TestCollect(t *testing.T) {
 		bus.Handle("GET /x/:type", bus.Token, s.search),
 		bus.Handle("GET /x/meta", bus.Public, s.meta),
 		bus.Handle("POST /login", bus.Public|bus.SignInLimit, s.sub.Login),
+		bus.Handle("PUT /x/:type", bus.WritesResource|bus.Token|bus.SignsURLs, s.write),
+		bus.Handle("POST /token", (bus.NamesApplied | bus.Public)|bus.SignInLimit, s.token),
 		bus.Handle("pinion.alpha.internal", bus.Internal, s.inside),
 	}, nil)
 }
@@ -40,12 +42,14 @@ func TestCollect(t *testing.T) {
 	}
 	var got []string
 	for _, r := range routes {
-		got = append(got, strings.Join([]string{r.Method, r.Path, r.Auth, map[bool]string{true: "limited"}[r.Limited], r.Service, r.Handler}, " "))
+		got = append(got, strings.Join([]string{r.Method, r.Path, strings.Join(append([]string{r.Auth}, r.Traits...), "|"), r.Service, r.Handler}, " "))
 	}
 	want := []string{
-		"POST /login Public limited alpha sub.Login",
-		"GET /x/meta Public  alpha meta",
-		"GET /x/:type Token  alpha search",
+		"POST /login Public|SignInLimit alpha sub.Login",
+		"POST /token Public|SignInLimit|NamesApplied alpha token",
+		"GET /x/meta Public alpha meta",
+		"GET /x/:type Token alpha search",
+		"PUT /x/:type Token|SignsURLs|WritesResource alpha write",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -66,6 +70,14 @@ func TestCollectRefuses(t *testing.T) {
 	bus.Serve(s.nc, "alpha", "1.0.0", []bus.Endpoint{bus.Handle("GET /x", bus.SignInLimit, s.a)}, nil)
 }
 `, "no mode"},
+		{"an unknown trait", `func (s *S) start() {
+	bus.Serve(s.nc, "alpha", "1.0.0", []bus.Endpoint{bus.Handle("GET /x", bus.Token|bus.Signed, s.a)}, nil)
+}
+`, "unknown mode bus.Signed"},
+		{"a trait twice", `func (s *S) start() {
+	bus.Serve(s.nc, "alpha", "1.0.0", []bus.Endpoint{bus.Handle("GET /x", bus.Token|bus.SignsURLs|bus.SignsURLs, s.a)}, nil)
+}
+`, "bus.SignsURLs twice"},
 		{"a mode in a variable", `func (s *S) start() {
 	bus.Serve(s.nc, "alpha", "1.0.0", []bus.Endpoint{bus.Handle("GET /x", mode, s.a)}, nil)
 }
