@@ -406,13 +406,15 @@ func (s *Service) scimReadUser(ctx context.Context, r *bus.Request) (*bus.Respon
 }
 
 func (s *Service) scimCreateUser(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	return s.scimServe(ctx, r, s.createUser)
+	return s.scimServe(ctx, r, s.provisionUser)
 }
 
-// createUser is POST /scim/v2/Users: an invite without e-mail (the
+// provisionUser is POST /scim/v2/Users: an invite without e-mail (the
 // identity provider signs the person in), whose membership carries
-// userName, externalId and active.
-func (s *Service) createUser(ctx context.Context, projectID string, r *bus.Request) (*bus.Response, error) {
+// userName, externalId and active: provisioning, in SCIM's terms, of a
+// member of the project (not identity's createUser, a sign-in's request
+// for a new account).
+func (s *Service) provisionUser(ctx context.Context, projectID string, r *bus.Request) (*bus.Response, error) {
 	body, err := scimBody(r)
 	if err != nil {
 		return nil, err
