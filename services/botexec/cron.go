@@ -465,7 +465,7 @@ func (s *Service) runScheduled(ctx context.Context, id, project string, due time
 		log.Error("scheduled bot: could not find project membership for bot; not run", "err", err)
 		return
 	}
-	_, err = s.run(ctx, &run{
+	_, err = s.run(ctx, &execution{
 		bot: bt, in: &input{kind: worker.InputJSON, body: res.JSON, mediaType: "application/fhir+json"},
 		requester: runAs, runAs: runAs, start: start, requestID: uuid.NewString(),
 		contentType: "application/fhir+json", scheduled: due,
