@@ -29,7 +29,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/metrics"
-	"github.com/pinion-health/pinion/pkg/scim"
+	"github.com/pinion-health/pinion/pkg/scimwire"
 	"github.com/pinion-health/pinion/pkg/session"
 )
 
@@ -402,9 +402,9 @@ func (g *Gateway) onError(c *fiber.Ctx, err error) error {
 		c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 	}
 	// SCIM clients read SCIM's error envelope, whoever refused (RFC 7644 §3.12).
-	if strings.HasPrefix(c.Path(), scim.PathPrefix) {
-		c.Set("Content-Type", scim.ContentType)
-		return c.Status(fe.Status).Send(scim.From(fe).JSON())
+	if strings.HasPrefix(c.Path(), scimwire.PathPrefix) {
+		c.Set("Content-Type", scimwire.ContentType)
+		return c.Status(fe.Status).Send(scimwire.From(fe).JSON())
 	}
 	c.Set("Content-Type", bus.FHIRContentType)
 	return c.Status(fe.Status).Send(fe.JSON())

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/pinion-health/pinion/pkg/access/criteria"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -45,7 +46,7 @@ func AddressRules(ctx context.Context, store Reader, membership *repo.Resource) 
 			continue
 		}
 		for _, r := range doc.IPAccessRule {
-			v, unresolved, err := substitute(r.Value, g.params)
+			v, unresolved, err := criteria.Substitute(r.Value, g.params)
 			if err != nil || unresolved != "" || v == "" {
 				continue // names a parameter the membership does not give: matches nothing
 			}

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 
-	"github.com/pinion-health/pinion/pkg/botcron"
-	"github.com/pinion-health/pinion/pkg/clientapp"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
-	"github.com/pinion-health/pinion/pkg/subscription"
+	"github.com/pinion-health/pinion/pkg/writerules"
 )
 
 // Gate is one caller's view of one resource type: the repository seen
@@ -172,72 +170,47 @@ func (g *Gate) Current(ctx context.Context, i Interaction, id string) (*repo.Res
 	return g.policy.Redact(cur)
 }
 
-// serverSet are fields no caller writes through /fhir, super admins
-// included. A client's secrets live only as digests in the identity
-// service: one written here would be kept in plain text and never work.
-var serverSet = map[string][]string{
-	"ClientApplication": {"secret", "retiringSecret"},
+// writeEnv is what the write rules (pkg/writerules) are given of a write
+// through the gate: the repository, the project the resource lands in, and
+// the caller's policy for the searches a resource's content would run.
+type writeEnv struct{ g *Gate }
+
+func (e writeEnv) Read(ctx context.Context, sc repo.Scope, typ, id string) (*repo.Resource, error) {
+	return e.g.repo.Read(ctx, sc, typ, id)
 }
 
-func checkServerSet(typ string, res map[string]any) error {
-	for _, f := range serverSet[typ] {
-		if _, ok := res[f]; ok {
-			return fhir.BadRequest(typ+"."+f+" is set by the server: use $rotate-secret", f)
+// Project is where res is: the current version's project (an update),
+// else the caller's, else (a super admin) the one its meta names.
+func (e writeEnv) Project(ctx context.Context, res map[string]any) (string, error) {
+	g := e.g
+	if id, ok := res["id"].(string); ok && id != "" {
+		cur, err := g.repo.Read(ctx, repo.AllProjects, g.typ, id)
+		if err == nil {
+			return cur.Project, nil
+		}
+		if !fhir.Missing(err) {
+			return "", err
 		}
 	}
-	return nil
+	if p := g.Project(); p != "" {
+		return p, nil
+	}
+	if m, ok := res["meta"].(map[string]any); ok {
+		if p, ok := m["project"].(string); ok && p != "" {
+			return p, nil
+		}
+	}
+	return g.policy.project, nil
 }
 
-// CheckContent makes the checks of a write beyond the resource's
-// definition: fields the server sets, an access policy's criteria, a
-// client's redirect and launch URIs (as the /admin route checks them), and
-// a subscription's criteria and channel.
-func CheckContent(typ string, res map[string]any) error {
-	// What is checked is what will be stored: without the empty values
-	// (a form's "redirectUri": "") that the write drops anyway.
-	fhir.DropEmpty(res)
-	if err := checkServerSet(typ, res); err != nil {
-		return err
-	}
-	switch typ {
-	case "ClientApplication":
-		return clientapp.CheckURIs(res)
-	case "AccessPolicy":
-		return CheckPolicy(res)
-	case "Subscription":
-		return subscription.Check(res)
-	case "Bot":
-		return botcron.Check(res)
-	}
-	return nil
+func (e writeEnv) CheckSearch(typ string, q *search.Query) error {
+	return e.g.policy.CheckSearch(typ, q)
 }
 
-// checkCriteria refuses a Subscription whose criteria search on a field
-// the writer's policy hides: each notification would answer that search.
-// (Criteria are also matched on the author's view of each change, so a
-// policy changed later, or FHIRPath criteria, reveal nothing either.)
-func (g *Gate) checkCriteria(res map[string]any) error {
-	if g.typ != "Subscription" {
-		return nil
-	}
-	typ, q, err := subscription.Criteria(res)
-	if err != nil {
-		return err
-	}
-	if err := g.policy.CheckSearch(typ, q); err != nil {
-		return fhir.BadRequest("Invalid criteria: "+fhir.AsError(err).Message(), "Subscription.criteria")
-	}
-	return nil
-}
-
+// Create stores a new resource once the write rules accept its content
+// and the policy its creation.
 func (g *Gate) Create(ctx context.Context, res map[string]any, o repo.WriteOptions) (*repo.Resource, error) {
-	if err := CheckContent(g.typ, res); err != nil {
-		return nil, err
-	}
-	if err := g.checkCriteria(res); err != nil {
-		return nil, err
-	}
-	if err := g.checkBotSchedule(ctx, res); err != nil {
+	if err := writerules.Check(ctx, g.typ, res, writeEnv{g}); err != nil {
 		return nil, err
 	}
 	if err := g.policy.Write(Create, g.typ, nil, res, g.Project()); err != nil {
@@ -253,15 +226,12 @@ func (g *Gate) Create(ctx context.Context, res map[string]any, o repo.WriteOptio
 // Update stores a new version (i is Update or Patch). Under criteria or
 // field rules, the version checked is the version replaced: the write is
 // conditional on it and retried a few times when another write came
-// between, unless the caller named a version itself (If-Match).
+// between, unless the caller named a version itself (If-Match). The write
+// rules check the content first; those kept until the write is allowed
+// (writerules.CheckAfterAccess) only under such conditions, as a write
+// the policy does not condition (a super admin's) is not held to them.
 func (g *Gate) Update(ctx context.Context, i Interaction, res map[string]any, o repo.WriteOptions) (*repo.Resource, error) {
-	if err := CheckContent(g.typ, res); err != nil {
-		return nil, err
-	}
-	if err := g.checkCriteria(res); err != nil {
-		return nil, err
-	}
-	if err := g.checkBotSchedule(ctx, res); err != nil {
+	if err := writerules.Check(ctx, g.typ, res, writeEnv{g}); err != nil {
 		return nil, err
 	}
 	if g.policy.Plain(g.typ) {
@@ -272,9 +242,9 @@ func (g *Gate) Update(ctx context.Context, i Interaction, res map[string]any, o 
 		if err := g.policy.Write(i, g.typ, cur, res, cur.Project); err != nil {
 			return nil, err
 		}
-		// Checked once the caller may write the Project at all, so that
+		// Checked once the caller may write the resource at all, so that
 		// nothing is told about projects they cannot see.
-		if err := g.checkProjectPolicy(ctx, res); err != nil {
+		if err := writerules.CheckAfterAccess(ctx, g.typ, res, writeEnv{g}); err != nil {
 			return nil, err
 		}
 		return res, nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinion-health/pinion/pkg/access/criteria"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -123,7 +124,7 @@ type resourceDoc struct {
 // the parameters it is instantiated with.
 type grant struct {
 	ref    string
-	params params
+	params criteria.Params
 }
 
 // grants lists the membership's policy uses in order: accessPolicy, then
@@ -135,8 +136,8 @@ func (m *membershipDoc) grants() ([]grant, error) {
 	if m.Profile != nil {
 		profile = m.Profile.Reference
 	}
-	base := func() params {
-		ps := params{}
+	base := func() criteria.Params {
+		ps := criteria.Params{}
 		if profile != "" {
 			ps["profile"] = profile
 			if t, _, ok := fhir.SplitReference(profile); ok && t == "Patient" {
@@ -283,7 +284,7 @@ func fixedEntries(p *bus.Principal, user string) []*entry {
 }
 
 // compileEntry compiles one resource[] entry with a grant's parameters.
-func compileEntry(r resourceDoc, ps params) (*entry, error) {
+func compileEntry(r resourceDoc, ps criteria.Params) (*entry, error) {
 	typ, crit := r.ResourceType, r.Criteria
 	if typ == "" {
 		return nil, fmt.Errorf("no resourceType")
@@ -317,7 +318,7 @@ func compileEntry(r resourceDoc, ps params) (*entry, error) {
 	if crit == "" {
 		return e, nil
 	}
-	c, err := parseCriteria(crit, ps)
+	c, err := criteria.Parse(crit, ps)
 	if err != nil {
 		return nil, err
 	}
@@ -325,15 +326,15 @@ func compileEntry(r resourceDoc, ps params) (*entry, error) {
 	case typ == "*":
 		// Medplum matches such an entry's criteria only against resources
 		// of the criteria's type: it is an entry for that type.
-		e.typ = c.typ
-	case c.typ != typ:
+		e.typ = c.Type
+	case c.Type != typ:
 		return nil, fmt.Errorf("criteria %q are not for %s", crit, typ)
 	}
-	if c.unresolved != "" {
+	if c.Unresolved != "" {
 		e.never = true
 		return e, nil
 	}
-	q, err := search.Parse(c.typ, c.query)
+	q, err := search.Parse(c.Type, c.Query)
 	if err != nil {
 		return nil, fmt.Errorf("criteria %q: %w", crit, err)
 	}

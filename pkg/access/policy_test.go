@@ -165,45 +165,6 @@ func TestStringParameterAndEscaping(t *testing.T) {
 	}
 }
 
-func TestParseCriteria(t *testing.T) {
-	ps := params{"patient": "Patient/123", "ab": "X"}
-	cases := []struct {
-		in, key, want, unresolved string
-		err                       bool
-	}{
-		{in: "Patient?_id=%patient.id", key: "_id", want: "123"},
-		{in: "Observation?subject=%patient", key: "subject", want: "Patient/123"},
-		{in: "Observation?subject=Patient/%patient.id", key: "subject", want: "Patient/123"},
-		{in: "Patient?name=J%C3%A9r%C3%B4me", key: "name", want: "Jérôme"},
-		{in: "Patient?name=%ab", key: "name", want: "X"}, // a known name wins over a hex escape
-		{in: "Patient?name=%other", key: "name", want: "%other", unresolved: "%other"},
-		{in: "Patient?name=100%", err: true},
-		{in: "?name=x", err: true},
-		{in: "Patient?name=%patient.identifier", key: "name", want: "Patient/123.identifier"},
-	}
-	for _, tc := range cases {
-		c, err := parseCriteria(tc.in, ps)
-		if tc.err {
-			if err == nil {
-				t.Errorf("%s: no error", tc.in)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("%s: %v", tc.in, err)
-			continue
-		}
-		if got := c.query.Get(tc.key); got != tc.want || c.unresolved != tc.unresolved {
-			t.Errorf("%s: %s=%q unresolved %q, want %q %q", tc.in, tc.key, got, c.unresolved, tc.want, tc.unresolved)
-		}
-	}
-	// A value cannot add a parameter: '&' inside a substituted value stays in it.
-	c, err := parseCriteria("Patient?family=%x", params{"x": "a&_id=b"})
-	if err != nil || len(c.query) != 1 || c.query.Get("family") != "a&_id=b" {
-		t.Errorf("value added parameters: %v %v", c.query, err)
-	}
-}
-
 func TestAdminAndFixedRules(t *testing.T) {
 	clinician := map[string]any{"resource": []any{
 		map[string]any{"resourceType": "Patient"},

@@ -1,13 +1,11 @@
 package access
 
 import (
-	"context"
 	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"github.com/pinion-health/pinion/pkg/repo"
 )
 
 // A project's admins change their Project only where it is theirs to
@@ -18,7 +16,8 @@ import (
 // links, systemSetting), who owns it, or has its own /admin route
 // (secret, site): super admins only. Medplum lets admins write all but
 // features, link and systemSetting, silently keeping those; Pinion
-// refuses the rest by name.
+// refuses the rest by name. (That the policy named is one of the project's
+// own is a write rule, in pkg/writerules.)
 const adminProjectField = "defaultPatientAccessPolicy"
 
 // AdminProjectSettings are the Project.setting entries, by name, that a
@@ -83,31 +82,4 @@ func otherSettings(p map[string]any) []any {
 		out = append(out, s)
 	}
 	return out
-}
-
-// checkProjectPolicy refuses a Project whose defaultPatientAccessPolicy is
-// not one of its own AccessPolicies: another project's would lend its
-// rules to this project's patients. A 400 naming the field.
-func (g *Gate) checkProjectPolicy(ctx context.Context, res map[string]any) error {
-	if g.typ != "Project" || g.policy.unrestricted {
-		return nil
-	}
-	ref, ok := res[adminProjectField].(map[string]any)
-	if !ok {
-		if _, present := res[adminProjectField]; present {
-			return fhir.BadRequest("Invalid access policy reference", adminProjectField)
-		}
-		return nil
-	}
-	s, _ := ref["reference"].(string)
-	typ, id, ok := fhir.SplitReference(s)
-	if !ok || typ != "AccessPolicy" {
-		return fhir.BadRequest("Invalid access policy reference", adminProjectField)
-	}
-	projectID, _ := res["id"].(string)
-	pol, err := g.repo.Read(ctx, repo.AllProjects, "AccessPolicy", id)
-	if fhir.Missing(err) || err == nil && pol.Project != projectID {
-		return fhir.BadRequest("Access policy "+s+" does not belong to this project", adminProjectField)
-	}
-	return err
 }

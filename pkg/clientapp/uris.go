@@ -1,6 +1,6 @@
 // Package clientapp holds the rules a ClientApplication's content meets
 // whichever route writes it: the /admin client routes (identity) and the
-// FHIR interactions (through pkg/access's content checks).
+// FHIR interactions (through pkg/writerules, which the access gate applies).
 package clientapp
 
 import (

@@ -236,7 +236,7 @@ func Check(res map[string]any) error {
 
 // Criteria is a Subscription's search criteria, parsed: its resource type
 // and query, for a check of what its matches would reveal
-// (access.Gate refuses criteria on a field the writer's policy hides).
+// (pkg/writerules refuses criteria on a field the writer's policy hides).
 func Criteria(res map[string]any) (string, *search.Query, error) {
 	c, _ := res["criteria"].(string)
 	return parseCriteria(c)

@@ -6,12 +6,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/pinion-health/pinion/pkg/access"
-	"github.com/pinion-health/pinion/pkg/botcron"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/writerules"
 )
 
 // starterCode is the source a new bot starts with.
@@ -39,10 +38,9 @@ func (s *Service) createBot(ctx context.Context, r *bus.Request) (*bus.Response,
 	if err := checkBotSettings(res); err != nil {
 		return nil, err
 	}
-	if err := botcron.Check(res); err != nil {
-		return nil, err
-	}
-	if err := access.CheckBotSchedule(ctx, s.repo, req.Project.ID, res); err != nil {
+	// The rules every write of a Bot meets (its schedule), as the FHIR
+	// interactions check them.
+	if err := writerules.Check(ctx, "Bot", res, writerules.InProject(s.repo, req.Project.ID)); err != nil {
 		return nil, err
 	}
 	// Like Medplum's, a new bot has a TypeScript source to start from, for

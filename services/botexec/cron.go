@@ -14,13 +14,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/botcron"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/kvcas"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
+	"github.com/pinion-health/pinion/pkg/writerules"
 	"github.com/pinion-health/pinion/services/botexec/worker"
 )
 
@@ -267,7 +267,7 @@ func (c *scheduler) wanted(ctx context.Context, id string) (*wantedSchedule, err
 	if sched == nil {
 		return nil, nil
 	}
-	features, err := access.ProjectFeatures(ctx, c.repo, res.Project)
+	features, err := writerules.ProjectFeatures(ctx, c.repo, res.Project)
 	if err != nil {
 		return nil, err
 	}
@@ -446,7 +446,7 @@ func (s *Service) runScheduled(ctx context.Context, id, project string, due time
 		log.Error("scheduled bot: could not read the bot; this run is missed", "err", err)
 		return
 	}
-	features, err := access.ProjectFeatures(ctx, s.repo, project)
+	features, err := writerules.ProjectFeatures(ctx, s.repo, project)
 	if err != nil {
 		log.Error("scheduled bot: could not read the project; this run is missed", "err", err)
 		return
@@ -465,7 +465,7 @@ func (s *Service) runScheduled(ctx context.Context, id, project string, due time
 		log.Error("scheduled bot: could not find project membership for bot; not run", "err", err)
 		return
 	}
-	_, err = s.run(ctx, &run{
+	_, err = s.run(ctx, &execution{
 		bot: bt, in: &input{kind: worker.InputJSON, body: res.JSON, mediaType: "application/fhir+json"},
 		requester: runAs, runAs: runAs, start: start, requestID: uuid.NewString(),
 		contentType: "application/fhir+json", scheduled: due,

@@ -112,16 +112,17 @@ func (s *Service) executeNow(ctx context.Context, r *bus.Request) (*bus.Response
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.run(ctx, requestRun(b, r, in, runAs, start))
+	res, err := s.run(ctx, requestExecution(b, r, in, runAs, start))
 	if err != nil {
 		return nil, err
 	}
 	return botResponse(res, in.mediaType), nil
 }
 
-// run is one execution, however it was asked for ($execute or a
-// subscription).
-type run struct {
+// execution is one run of a bot, however it was asked for ($execute, a
+// subscription or its schedule): what Service.run needs to run it and
+// record it.
+type execution struct {
 	bot              *bot
 	in               *input
 	requester, runAs *bus.Principal
@@ -140,16 +141,16 @@ type run struct {
 	scheduled time.Time
 }
 
-// requestRun is the run a $execute request asks for.
-func requestRun(b *bot, r *bus.Request, in *input, runAs *bus.Principal, start time.Time) *run {
-	return &run{
+// requestExecution is the execution a $execute request asks for.
+func requestExecution(b *bot, r *bus.Request, in *input, runAs *bus.Principal, start time.Time) *execution {
+	return &execution{
 		bot: b, in: in, requester: r.Principal, runAs: runAs, depth: r.BotDepth, start: start,
 		requestID: r.RequestID, contentType: r.Get("Content-Type"), traceID: traceID(r), headers: lowerHeaders(r.Header),
 	}
 }
 
 // event is what the bot's handler receives besides its input.
-func (x *run) event(secrets map[string]any) sandbox.Event {
+func (x *execution) event(secrets map[string]any) sandbox.Event {
 	return sandbox.Event{
 		Bot:         map[string]any{"reference": "Bot/" + x.bot.ID, "display": x.bot.Name},
 		Requester:   map[string]any{"reference": x.requester.Profile},
@@ -162,7 +163,7 @@ func (x *run) event(secrets map[string]any) sandbox.Event {
 
 // run executes a bot within its project's concurrency and the sandbox's
 // limits, then records it: one path for every way a bot is run.
-func (s *Service) run(ctx context.Context, x *run) (*sandbox.Result, error) {
+func (s *Service) run(ctx context.Context, x *execution) (*sandbox.Result, error) {
 	b := x.bot
 	code, err := s.program(ctx, b)
 	if err != nil {

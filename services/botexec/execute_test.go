@@ -408,7 +408,7 @@ func TestBotEvent(t *testing.T) {
 		Header:    map[string]string{"Content-Type": "text/plain; charset=utf-8", "X-Trace-Id": trace, "Authorization": "Bearer t"},
 		Principal: &bus.Principal{Profile: "Practitioner/1", Project: "p1"},
 	}
-	ev := requestRun(b, r, nil, nil, time.Now()).event(secrets)
+	ev := requestExecution(b, r, nil, nil, time.Now()).event(secrets)
 	want := sandbox.Event{
 		Bot:       map[string]any{"reference": "Bot/b1", "display": "echo"},
 		Requester: map[string]any{"reference": "Practitioner/1"},

@@ -90,7 +90,7 @@ func (b deliveryBots) RunBot(ctx context.Context, r *subscriptions.BotRun) error
 			"subscription", sub.ID, "bot", bt.ID, "resource", r.Resource)
 		return nil
 	}
-	_, err = s.run(ctx, &run{
+	_, err = s.run(ctx, &execution{
 		bot: bt, in: &input{kind: worker.InputJSON, body: in.Body, mediaType: "application/fhir+json"},
 		requester: requester, runAs: runAs, start: start,
 		requestID: uuid.NewString(), contentType: "application/fhir+json", traceID: r.TraceID,

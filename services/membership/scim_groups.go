@@ -14,10 +14,10 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
-	pscim "github.com/pinion-health/pinion/pkg/scim"
+	"github.com/pinion-health/pinion/pkg/scimwire"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
-	"github.com/pinion-health/pinion/services/membership/scim"
+	"github.com/pinion-health/pinion/services/membership/scimproto"
 )
 
 // SCIM Groups are the project's access policies (docs/scim.md): a group's
@@ -27,11 +27,11 @@ import (
 
 // scimGroup is an AccessPolicy as a SCIM Group.
 type scimGroup struct {
-	Schemas     []string      `json:"schemas"`
-	ID          string        `json:"id"`
-	DisplayName string        `json:"displayName"`
-	Members     []groupMember `json:"members,omitempty"`
-	Meta        scim.Meta     `json:"meta"`
+	Schemas     []string       `json:"schemas"`
+	ID          string         `json:"id"`
+	DisplayName string         `json:"displayName"`
+	Members     []groupMember  `json:"members,omitempty"`
+	Meta        scimproto.Meta `json:"meta"`
 }
 
 type groupMember struct {
@@ -78,7 +78,7 @@ func (s *Service) scimListGroups(ctx context.Context, r *bus.Request) (*bus.Resp
 				}
 			}
 		}
-		return scimJSON(200, scim.ListResponse(total, start, groups)), nil
+		return scimJSON(200, scimproto.ListResponse(total, start, groups)), nil
 	})
 }
 
@@ -88,20 +88,20 @@ func groupFilter(s string) (*string, error) {
 	if s == "" {
 		return nil, nil
 	}
-	if len(s) > scim.MaxFilter {
-		return nil, pscim.BadRequest(pscim.InvalidFilter, "The filter is longer than 1024 characters")
+	if len(s) > scimproto.MaxFilter {
+		return nil, scimwire.BadRequest(scimwire.InvalidFilter, "The filter is longer than 1024 characters")
 	}
 	e, err := filter.ParseFilter([]byte(s))
 	if err != nil {
-		return nil, pscim.BadRequest(pscim.InvalidFilter, "The filter could not be parsed")
+		return nil, scimwire.BadRequest(scimwire.InvalidFilter, "The filter could not be parsed")
 	}
 	ae, ok := e.(*filter.AttributeExpression)
 	if !ok || !strings.EqualFold(ae.AttributePath.AttributeName, "displayName") || ae.Operator != filter.EQ {
-		return nil, pscim.BadRequest(pscim.InvalidFilter, "Groups are filtered by displayName eq only")
+		return nil, scimwire.BadRequest(scimwire.InvalidFilter, "Groups are filtered by displayName eq only")
 	}
 	v, ok := ae.CompareValue.(string)
 	if !ok {
-		return nil, pscim.BadRequest(pscim.InvalidFilter, "displayName is compared with a string")
+		return nil, scimwire.BadRequest(scimwire.InvalidFilter, "displayName is compared with a string")
 	}
 	return &v, nil
 }
@@ -114,8 +114,8 @@ func (s *Service) groupOf(res *repo.Resource) *scimGroup {
 	if p.Name == "" {
 		p.Name = res.ID
 	}
-	return &scimGroup{Schemas: []string{scim.GroupSchema}, ID: res.ID, DisplayName: p.Name,
-		Meta: scim.Meta{ResourceType: "Group", LastModified: res.LastUpdated.UTC().Format("2006-01-02T15:04:05.000Z"),
+	return &scimGroup{Schemas: []string{scimproto.GroupSchema}, ID: res.ID, DisplayName: p.Name,
+		Meta: scimproto.Meta{ResourceType: "Group", LastModified: res.LastUpdated.UTC().Format("2006-01-02T15:04:05.000Z"),
 			Location: s.cfg.BaseURL + "scim/v2/Groups/" + res.ID, Version: `W/"` + res.VersionID + `"`}}
 }
 
@@ -146,7 +146,7 @@ func (s *Service) groupMembers(ctx context.Context, projectID, policyID string) 
 func (s *Service) scimFindGroup(ctx context.Context, projectID, id string) (*scimGroup, error) {
 	res, err := s.repo.Read(ctx, repo.Scope{Project: projectID}, "AccessPolicy", id)
 	if fhir.Missing(err) {
-		return nil, pscim.New(404, "", "Group "+id+" not found")
+		return nil, scimwire.New(404, "", "Group "+id+" not found")
 	}
 	if err != nil {
 		return nil, err
@@ -184,7 +184,7 @@ func (s *Service) patchGroup(ctx context.Context, projectID string, r *bus.Reque
 	if err != nil {
 		return nil, err
 	}
-	op, err := scim.DecodePatch(body)
+	op, err := scimproto.DecodePatch(body)
 	if err != nil {
 		return nil, err
 	}
@@ -284,14 +284,14 @@ var errNoMembers = errors.New("no members named")
 // the values of [{"value": id}] (path "members", or no path and a
 // {"members": [...]} value), or the one a path members[value eq "id"]
 // selects; all is a remove of every member (path "members", no value).
-func groupOperation(o scim.Operation, displayName string) (ids []string, all bool, err error) {
+func groupOperation(o scimproto.Operation, displayName string) (ids []string, all bool, err error) {
 	path := strings.TrimSpace(o.Path)
 	var raw json.RawMessage = o.Value
 	if path == "" {
 		raw = nil
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(o.Value, &obj); err != nil {
-			return nil, false, pscim.BadRequest(pscim.InvalidValue, "Without a path, the value must be an object")
+			return nil, false, scimwire.BadRequest(scimwire.InvalidValue, "Without a path, the value must be an object")
 		}
 		for k, v := range obj {
 			switch strings.ToLower(k) {
@@ -301,11 +301,11 @@ func groupOperation(o scim.Operation, displayName string) (ids []string, all boo
 				// Entra ID sends the group's name back: only a change is refused.
 				var name string
 				if json.Unmarshal(v, &name) != nil || name != displayName {
-					return nil, false, pscim.BadRequest(pscim.Mutability, "A group's displayName is its access policy's name, changed in Pinion")
+					return nil, false, scimwire.BadRequest(scimwire.Mutability, "A group's displayName is its access policy's name, changed in Pinion")
 				}
 			case "id", "schemas", "meta":
 			default:
-				return nil, false, pscim.BadRequest(pscim.Mutability, "Only a group's members can be changed")
+				return nil, false, scimwire.BadRequest(scimwire.Mutability, "Only a group's members can be changed")
 			}
 		}
 		if raw == nil {
@@ -321,10 +321,10 @@ func groupOperation(o scim.Operation, displayName string) (ids []string, all boo
 			Value string `json:"value"`
 		}
 		if err := json.Unmarshal(raw, &list); err != nil {
-			return nil, false, pscim.BadRequest(pscim.InvalidValue, "members must be a list of {value}")
+			return nil, false, scimwire.BadRequest(scimwire.InvalidValue, "members must be a list of {value}")
 		}
-		if len(list) > scim.MaxCount {
-			return nil, false, pscim.BadRequest(pscim.TooMany, "At most 200 members per operation")
+		if len(list) > scimproto.MaxCount {
+			return nil, false, scimwire.BadRequest(scimwire.TooMany, "At most 200 members per operation")
 		}
 		for _, m := range list {
 			ids = append(ids, m.Value)
@@ -333,12 +333,12 @@ func groupOperation(o scim.Operation, displayName string) (ids []string, all boo
 	}
 	p, err := filter.ParsePath([]byte(path))
 	if err != nil || !strings.EqualFold(p.AttributePath.AttributeName, "members") || p.ValueExpression == nil {
-		return nil, false, pscim.BadRequest(pscim.InvalidPath, "Only a group's members can be changed")
+		return nil, false, scimwire.BadRequest(scimwire.InvalidPath, "Only a group's members can be changed")
 	}
 	if ae, ok := p.ValueExpression.(*filter.AttributeExpression); ok && ae.Operator == filter.EQ && strings.EqualFold(ae.AttributePath.AttributeName, "value") {
 		if v, ok := ae.CompareValue.(string); ok {
 			return []string{v}, false, nil
 		}
 	}
-	return nil, false, pscim.BadRequest(pscim.InvalidPath, `Members are selected by members[value eq "<id>"]`)
+	return nil, false, scimwire.BadRequest(scimwire.InvalidPath, `Members are selected by members[value eq "<id>"]`)
 }

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
-	pscim "github.com/pinion-health/pinion/pkg/scim"
-	"github.com/pinion-health/pinion/services/membership/scim"
+	"github.com/pinion-health/pinion/pkg/scimwire"
+	"github.com/pinion-health/pinion/services/membership/scimproto"
 )
 
 func TestGroupOperation(t *testing.T) {
@@ -23,15 +23,15 @@ func TestGroupOperation(t *testing.T) {
 		{name: "remove every member", op: "remove", path: "members", all: true},
 		{name: "path-less members", op: "replace", value: `{"members":[{"value":"m3"}]}`, ids: []string{"m3"}},
 		{name: "Entra echoes the name", op: "replace", value: `{"id":"g1","displayName":"Nurses"}`, err: errNoMembers},
-		{name: "a new name is refused", op: "replace", value: `{"displayName":"Doctors"}`, scimType: pscim.Mutability},
-		{name: "another attribute is refused", op: "replace", value: `{"externalId":"x"}`, scimType: pscim.Mutability},
-		{name: "members by another attribute", op: "remove", path: `members[display eq "Ada"]`, scimType: pscim.InvalidPath},
-		{name: "not a members path", op: "replace", path: "displayName", value: `"Doctors"`, scimType: pscim.InvalidPath},
-		{name: "members not a list", op: "add", path: "members", value: `{"value":"m1"}`, scimType: pscim.InvalidValue},
+		{name: "a new name is refused", op: "replace", value: `{"displayName":"Doctors"}`, scimType: scimwire.Mutability},
+		{name: "another attribute is refused", op: "replace", value: `{"externalId":"x"}`, scimType: scimwire.Mutability},
+		{name: "members by another attribute", op: "remove", path: `members[display eq "Ada"]`, scimType: scimwire.InvalidPath},
+		{name: "not a members path", op: "replace", path: "displayName", value: `"Doctors"`, scimType: scimwire.InvalidPath},
+		{name: "members not a list", op: "add", path: "members", value: `{"value":"m1"}`, scimType: scimwire.InvalidValue},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ids, all, err := groupOperation(scim.Operation{Op: tc.op, Path: tc.path, Value: json.RawMessage(tc.value)}, "Nurses")
-			var se *pscim.Error
+			ids, all, err := groupOperation(scimproto.Operation{Op: tc.op, Path: tc.path, Value: json.RawMessage(tc.value)}, "Nurses")
+			var se *scimwire.Error
 			switch {
 			case tc.scimType != "":
 				if !errors.As(err, &se) || se.ScimType != tc.scimType {

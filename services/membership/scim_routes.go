@@ -14,10 +14,10 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
-	pscim "github.com/pinion-health/pinion/pkg/scim"
+	"github.com/pinion-health/pinion/pkg/scimwire"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
-	"github.com/pinion-health/pinion/services/membership/scim"
+	"github.com/pinion-health/pinion/services/membership/scimproto"
 )
 
 // scimEndpoints are SCIM 2.0's routes (docs/scim.md): the project is the
@@ -58,11 +58,11 @@ func (s *Service) scimServe(ctx context.Context, r *bus.Request, h scimHandler) 
 	if err == nil {
 		return resp, nil
 	}
-	e := pscim.From(err)
+	e := scimwire.From(err)
 	if e.Status >= 500 {
 		s.log.Error("scim", "path", r.Path, "err", err)
 	}
-	out := &bus.Response{Status: e.Status, Header: map[string]string{"Content-Type": pscim.ContentType}, Body: e.JSON()}
+	out := &bus.Response{Status: e.Status, Header: map[string]string{"Content-Type": scimwire.ContentType}, Body: e.JSON()}
 	for k, v := range e.Header {
 		out.Header[k] = v
 	}
@@ -73,54 +73,54 @@ func (s *Service) scimServe(ctx context.Context, r *bus.Request, h scimHandler) 
 func scimJSON(status int, v any) *bus.Response {
 	b, err := json.Marshal(v)
 	if err != nil {
-		e := pscim.New(500, "", "Internal server error")
-		return &bus.Response{Status: 500, Header: map[string]string{"Content-Type": pscim.ContentType}, Body: e.JSON()}
+		e := scimwire.New(500, "", "Internal server error")
+		return &bus.Response{Status: 500, Header: map[string]string{"Content-Type": scimwire.ContentType}, Body: e.JSON()}
 	}
-	return &bus.Response{Status: status, Header: map[string]string{"Content-Type": pscim.ContentType}, Body: b}
+	return &bus.Response{Status: status, Header: map[string]string{"Content-Type": scimwire.ContentType}, Body: b}
 }
 
 // scimBody is the request's body, which must be SCIM's JSON or plain JSON.
 func scimBody(r *bus.Request) ([]byte, error) {
-	if mt := r.MediaType(); mt != pscim.ContentType && mt != "application/json" {
-		return nil, pscim.New(415, "", "Content-Type must be application/scim+json")
+	if mt := r.MediaType(); mt != scimwire.ContentType && mt != "application/json" {
+		return nil, scimwire.New(415, "", "Content-Type must be application/scim+json")
 	}
-	if len(r.Body) > scim.MaxBody {
-		return nil, pscim.New(413, "", "Request body too large")
+	if len(r.Body) > scimproto.MaxBody {
+		return nil, scimwire.New(413, "", "Request body too large")
 	}
 	return r.Body, nil
 }
 
 func (s *Service) scimServiceProviderConfig(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	return s.scimServe(ctx, r, func(context.Context, string, *bus.Request) (*bus.Response, error) {
-		return scimJSON(200, scim.ServiceProviderConfig(s.cfg.BaseURL)), nil
+		return scimJSON(200, scimproto.ServiceProviderConfig(s.cfg.BaseURL)), nil
 	})
 }
 
 func (s *Service) scimResourceTypes(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	return s.scimServe(ctx, r, func(context.Context, string, *bus.Request) (*bus.Response, error) {
-		list := scim.ResourceTypes(s.cfg.BaseURL)
-		return scimJSON(200, scim.ListResponse(len(list), 1, list)), nil
+		list := scimproto.ResourceTypes(s.cfg.BaseURL)
+		return scimJSON(200, scimproto.ListResponse(len(list), 1, list)), nil
 	})
 }
 
 func (s *Service) scimSchemas(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	return s.scimServe(ctx, r, func(context.Context, string, *bus.Request) (*bus.Response, error) {
-		list := scim.Schemas(s.cfg.BaseURL)
-		return scimJSON(200, scim.ListResponse(len(list), 1, list)), nil
+		list := scimproto.Schemas(s.cfg.BaseURL)
+		return scimJSON(200, scimproto.ListResponse(len(list), 1, list)), nil
 	})
 }
 
 // scimResourceType is one of ResourceTypes, by id (User, Group).
 func (s *Service) scimResourceType(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	return s.scimServe(ctx, r, func(context.Context, string, *bus.Request) (*bus.Response, error) {
-		return scimOneOf(scim.ResourceTypes(s.cfg.BaseURL), r.Param("id"), "ResourceType")
+		return scimOneOf(scimproto.ResourceTypes(s.cfg.BaseURL), r.Param("id"), "ResourceType")
 	})
 }
 
 // scimSchema is one of Schemas, by its URI.
 func (s *Service) scimSchema(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	return s.scimServe(ctx, r, func(context.Context, string, *bus.Request) (*bus.Response, error) {
-		return scimOneOf(scim.Schemas(s.cfg.BaseURL), r.Param("id"), "Schema")
+		return scimOneOf(scimproto.Schemas(s.cfg.BaseURL), r.Param("id"), "Schema")
 	})
 }
 
@@ -130,7 +130,7 @@ func scimOneOf(list []map[string]any, id, what string) (*bus.Response, error) {
 			return scimJSON(200, m), nil
 		}
 	}
-	return nil, pscim.New(404, "", what+" "+id+" not found")
+	return nil, scimwire.New(404, "", what+" "+id+" not found")
 }
 
 // scimMember is a membership as SCIM reads and writes it.
@@ -147,10 +147,10 @@ type scimMember struct {
 
 // scimFind reads a person's membership of the project: 404 for another
 // project's, a client's or a bot's, or none.
-func (s *Service) scimFind(ctx context.Context, projectID, id string) (*repo.Resource, *scim.User, error) {
+func (s *Service) scimFind(ctx context.Context, projectID, id string) (*repo.Resource, *scimproto.User, error) {
 	res, err := s.repo.Read(ctx, repo.Scope{Project: projectID}, "ProjectMembership", id)
 	if fhir.Missing(err) {
-		return nil, nil, pscim.New(404, "", "User "+id+" not found")
+		return nil, nil, scimwire.New(404, "", "User "+id+" not found")
 	}
 	if err != nil {
 		return nil, nil, err
@@ -160,7 +160,7 @@ func (s *Service) scimFind(ctx context.Context, projectID, id string) (*repo.Res
 		return nil, nil, err
 	}
 	if u == nil {
-		return nil, nil, pscim.New(404, "", "User "+id+" not found")
+		return nil, nil, scimwire.New(404, "", "User "+id+" not found")
 	}
 	return res, u, nil
 }
@@ -168,20 +168,20 @@ func (s *Service) scimFind(ctx context.Context, projectID, id string) (*repo.Res
 // scimUser is a membership as a SCIM User, nil when it is no person's.
 // Names and e-mails are the profile's; userName falls back to the e-mail
 // of a member invited before SCIM (Medplum's falls back to the profile id).
-func (s *Service) scimUser(ctx context.Context, res *repo.Resource) (*scim.User, error) {
+func (s *Service) scimUser(ctx context.Context, res *repo.Resource) (*scimproto.User, error) {
 	var m scimMember
 	if err := json.Unmarshal(res.JSON, &m); err != nil {
 		return nil, err
 	}
 	typ, profileID, _ := fhir.SplitReference(m.Profile.Reference)
-	if !scim.ProfileTypes[typ] {
+	if !scimproto.ProfileTypes[typ] {
 		return nil, nil
 	}
 	active := m.Active == nil || *m.Active
-	u := &scim.User{
-		Schemas: []string{scim.UserSchema}, ID: res.ID, ExternalID: m.ExternalID, UserName: m.UserName,
+	u := &scimproto.User{
+		Schemas: []string{scimproto.UserSchema}, ID: res.ID, ExternalID: m.ExternalID, UserName: m.UserName,
 		UserType: typ, Active: &active,
-		Meta: &scim.Meta{ResourceType: "User", LastModified: res.LastUpdated.UTC().Format("2006-01-02T15:04:05.000Z"),
+		Meta: &scimproto.Meta{ResourceType: "User", LastModified: res.LastUpdated.UTC().Format("2006-01-02T15:04:05.000Z"),
 			Location: s.cfg.BaseURL + "scim/v2/Users/" + res.ID, Version: `W/"` + res.VersionID + `"`},
 	}
 	prof, err := s.repo.Read(ctx, repo.Scope{Project: res.Project}, typ, profileID)
@@ -193,7 +193,7 @@ func (s *Service) scimUser(ctx context.Context, res *repo.Resource) (*scim.User,
 		_ = json.Unmarshal(prof.JSON, &p)
 		if len(p.Name) > 0 {
 			n := p.Name[0]
-			u.Name = &scim.Name{FamilyName: n.Family}
+			u.Name = &scimproto.Name{FamilyName: n.Family}
 			if len(n.Given) > 0 {
 				u.Name.GivenName = n.Given[0]
 			}
@@ -201,7 +201,7 @@ func (s *Service) scimUser(ctx context.Context, res *repo.Resource) (*scim.User,
 		}
 		for _, t := range p.Telecom {
 			if t.System == "email" && t.Value != "" {
-				u.Emails = append(u.Emails, scim.Email{Value: t.Value, Type: t.Use, Primary: len(u.Emails) == 0})
+				u.Emails = append(u.Emails, scimproto.Email{Value: t.Value, Type: t.Use, Primary: len(u.Emails) == 0})
 			}
 		}
 	}
@@ -246,7 +246,7 @@ func (s *Service) listUsers(ctx context.Context, projectID string, r *bus.Reques
 	if err != nil {
 		return nil, err
 	}
-	f, err := scim.ParseFilter(r.Query.Get("filter"))
+	f, err := scimproto.ParseFilter(r.Query.Get("filter"))
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +254,7 @@ func (s *Service) listUsers(ctx context.Context, projectID string, r *bus.Reques
 	if err != nil {
 		return nil, err
 	}
-	var users []*scim.User
+	var users []*scimproto.User
 	for _, res := range candidates {
 		u, err := s.scimUser(ctx, res)
 		if err != nil {
@@ -264,27 +264,27 @@ func (s *Service) listUsers(ctx context.Context, projectID string, r *bus.Reques
 			users = append(users, u)
 		}
 	}
-	slices.SortFunc(users, func(a, b *scim.User) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(users, func(a, b *scimproto.User) int { return strings.Compare(a.ID, b.ID) })
 	total := len(users)
 	from := min(start-1, total)
 	to := min(from+count, total)
-	return scimJSON(200, scim.ListResponse(total, start, users[from:to])), nil
+	return scimJSON(200, scimproto.ListResponse(total, start, users[from:to])), nil
 }
 
 // scimPage reads startIndex (1-based) and count, bounded (RFC 7644 §3.4.2.4).
 func scimPage(q url.Values) (start, count int, err error) {
-	start, count = 1, scim.DefaultCount
+	start, count = 1, scimproto.DefaultCount
 	if v := q.Get("startIndex"); v != "" {
 		if start, err = strconv.Atoi(v); err != nil {
-			return 0, 0, pscim.BadRequest(pscim.InvalidValue, "startIndex must be an integer")
+			return 0, 0, scimwire.BadRequest(scimwire.InvalidValue, "startIndex must be an integer")
 		}
 		start = max(start, 1)
 	}
 	if v := q.Get("count"); v != "" {
 		if count, err = strconv.Atoi(v); err != nil {
-			return 0, 0, pscim.BadRequest(pscim.InvalidValue, "count must be an integer")
+			return 0, 0, scimwire.BadRequest(scimwire.InvalidValue, "count must be an integer")
 		}
-		count = min(max(count, 0), scim.MaxCount)
+		count = min(max(count, 0), scimproto.MaxCount)
 	}
 	return start, count, nil
 }
@@ -293,7 +293,7 @@ func scimPage(q url.Values) (start, count int, err error) {
 // claim when it asks for one externalId or userName (what a provisioning
 // client asks before each create), else the project's, at most
 // scimMaxScan of them.
-func (s *Service) scimCandidates(ctx context.Context, projectID string, f *scim.Filter) ([]*repo.Resource, error) {
+func (s *Service) scimCandidates(ctx context.Context, projectID string, f *scimproto.Filter) ([]*repo.Resource, error) {
 	if v, ok := f.Equals("externalId"); ok {
 		// The claim holds what invites and SCIM wrote; the search finds an
 		// externalId written through the FHIR API, which claims nothing.
@@ -326,7 +326,7 @@ func (s *Service) scimCandidates(ctx context.Context, projectID string, f *scim.
 		}
 		out = append(out, page.Resources...)
 		if len(out) > scimMaxScan {
-			return nil, pscim.BadRequest(pscim.TooMany, "The project has more than 5000 members: filter by userName or externalId eq")
+			return nil, scimwire.BadRequest(scimwire.TooMany, "The project has more than 5000 members: filter by userName or externalId eq")
 		}
 		if !page.More {
 			return out, nil
@@ -370,7 +370,7 @@ func (s *Service) searchMembers(ctx context.Context, projectID, param, v string)
 	escaped := strings.NewReplacer(`\`, `\\`, ",", `\,`, "$", `\$`, "|", `\|`).Replace(v)
 	q, err := search.Parse("ProjectMembership", url.Values{param: {escaped}, "_count": {"100"}})
 	if err != nil {
-		return nil, pscim.BadRequest(pscim.InvalidFilter, "The filter's value cannot be searched for")
+		return nil, scimwire.BadRequest(scimwire.InvalidFilter, "The filter's value cannot be searched for")
 	}
 	page, err := s.repo.Search(ctx, repo.Scope{Project: projectID}, "ProjectMembership", q)
 	if err != nil {
@@ -406,30 +406,32 @@ func (s *Service) scimReadUser(ctx context.Context, r *bus.Request) (*bus.Respon
 }
 
 func (s *Service) scimCreateUser(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	return s.scimServe(ctx, r, s.createUser)
+	return s.scimServe(ctx, r, s.provisionUser)
 }
 
-// createUser is POST /scim/v2/Users: an invite without e-mail (the
+// provisionUser is POST /scim/v2/Users: an invite without e-mail (the
 // identity provider signs the person in), whose membership carries
-// userName, externalId and active.
-func (s *Service) createUser(ctx context.Context, projectID string, r *bus.Request) (*bus.Response, error) {
+// userName, externalId and active: provisioning, in SCIM's terms, of a
+// member of the project (not identity's createUser, a sign-in's request
+// for a new account).
+func (s *Service) provisionUser(ctx context.Context, projectID string, r *bus.Request) (*bus.Response, error) {
 	body, err := scimBody(r)
 	if err != nil {
 		return nil, err
 	}
-	u, err := scim.DecodeUser(body)
+	u, err := scimproto.DecodeUser(body)
 	if err != nil {
 		return nil, err
 	}
 	if u.Name == nil || u.Name.GivenName == "" || u.Name.FamilyName == "" {
-		return nil, pscim.BadRequest(pscim.InvalidValue, "name.givenName and name.familyName are required")
+		return nil, scimwire.BadRequest(scimwire.InvalidValue, "name.givenName and name.familyName are required")
 	}
 	taken, err := s.userNameTaken(ctx, projectID, u.UserName, "")
 	if err != nil {
 		return nil, err
 	}
 	if taken {
-		return nil, pscim.New(409, pscim.Uniqueness, "userName "+u.UserName+" is taken in this project")
+		return nil, scimwire.New(409, scimwire.Uniqueness, "userName "+u.UserName+" is taken in this project")
 	}
 	typ := u.UserType
 	if typ == "" {
@@ -444,7 +446,7 @@ func (s *Service) createUser(ctx context.Context, projectID string, r *bus.Reque
 			return nil, err
 		}
 		if policy == "" {
-			return nil, pscim.BadRequest(pscim.InvalidValue, "The project has no defaultPatientAccessPolicy for Patient users")
+			return nil, scimwire.BadRequest(scimwire.InvalidValue, "The project has no defaultPatientAccessPolicy for Patient users")
 		}
 		membership["accessPolicy"] = map[string]any{"reference": policy}
 	}
@@ -520,7 +522,7 @@ func (s *Service) scimReplaceUser(ctx context.Context, r *bus.Request) (*bus.Res
 		if err != nil {
 			return nil, err
 		}
-		next, err := scim.DecodeUser(body)
+		next, err := scimproto.DecodeUser(body)
 		if err != nil {
 			return nil, err
 		}
@@ -541,7 +543,7 @@ func (s *Service) scimPatchUser(ctx context.Context, r *bus.Request) (*bus.Respo
 		if err != nil {
 			return nil, err
 		}
-		op, err := scim.DecodePatch(body)
+		op, err := scimproto.DecodePatch(body)
 		if err != nil {
 			return nil, err
 		}
@@ -557,9 +559,9 @@ func (s *Service) scimPatchUser(ctx context.Context, r *bus.Request) (*bus.Respo
 // active on the membership, name and e-mail on the profile. A change of
 // active reaches the session entry before the answer, so a deactivated
 // person's tokens fail at once (and work again on reactivation).
-func (s *Service) saveUser(ctx context.Context, r *bus.Request, res *repo.Resource, cur, next *scim.User) (*bus.Response, error) {
+func (s *Service) saveUser(ctx context.Context, r *bus.Request, res *repo.Resource, cur, next *scimproto.User) (*bus.Response, error) {
 	if next.UserType != "" && next.UserType != cur.UserType {
-		return nil, pscim.BadRequest(pscim.Mutability, "userType cannot be changed")
+		return nil, scimwire.BadRequest(scimwire.Mutability, "userType cannot be changed")
 	}
 	if next.Active == nil {
 		t := true
@@ -572,7 +574,7 @@ func (s *Service) saveUser(ctx context.Context, r *bus.Request, res *repo.Resour
 			return nil, err
 		}
 		if taken {
-			return nil, pscim.New(409, pscim.Uniqueness, "userName "+next.UserName+" is taken in this project")
+			return nil, scimwire.New(409, scimwire.Uniqueness, "userName "+next.UserName+" is taken in this project")
 		}
 	}
 	if next.ExternalID != cur.ExternalID && next.ExternalID != "" {
@@ -581,7 +583,7 @@ func (s *Service) saveUser(ctx context.Context, r *bus.Request, res *repo.Resour
 			return nil, err
 		}
 		if owner != res.ID {
-			return nil, pscim.New(409, pscim.Uniqueness, "externalId "+next.ExternalID+" is taken in this project")
+			return nil, scimwire.New(409, scimwire.Uniqueness, "externalId "+next.ExternalID+" is taken in this project")
 		}
 	}
 	opts := repo.WriteOptions{Author: r.Principal.Profile}
@@ -620,7 +622,7 @@ func (s *Service) saveUser(ctx context.Context, r *bus.Request, res *repo.Resour
 // saveProfile writes a changed name or primary e-mail onto the profile;
 // its other names and telecoms stay. The User's sign-in e-mail is not
 // changed (docs/scim.md).
-func (s *Service) saveProfile(ctx context.Context, res *repo.Resource, cur, next *scim.User, opts repo.WriteOptions) error {
+func (s *Service) saveProfile(ctx context.Context, res *repo.Resource, cur, next *scimproto.User, opts repo.WriteOptions) error {
 	given, family := "", ""
 	if next.Name != nil {
 		given, family = next.Name.GivenName, next.Name.FamilyName

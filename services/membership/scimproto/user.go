@@ -1,8 +1,11 @@
-// Package scim is SCIM 2.0's User resource as Pinion maps it onto project
-// memberships (docs/scim.md): the User's JSON, the filter a list is asked
-// with, and PATCH. It is pure: the membership service reads and writes
-// memberships, this package only decides what a request means.
-package scim
+// Package scimproto is the SCIM 2.0 protocol (RFC 7643, RFC 7644) as the
+// membership service speaks it (docs/scim.md): the User resource as Pinion
+// maps it onto project memberships, the discovery documents, the filter a
+// list is asked with, and PATCH. It is pure: the membership service reads
+// and writes memberships, this package only decides what a request means.
+// The media type and error envelope, which the gateway shares, are
+// pkg/scimwire's.
+package scimproto
 
 import (
 	"bytes"
@@ -10,7 +13,7 @@ import (
 	"net/mail"
 	"strings"
 
-	pscim "github.com/pinion-health/pinion/pkg/scim"
+	"github.com/pinion-health/pinion/pkg/scimwire"
 )
 
 // Schema URIs (RFC 7643 §8.7, RFC 7644 §3.4.2, §3.5.2).
@@ -109,13 +112,13 @@ func DecodeUser(body []byte) (*User, error) {
 // decodeObject reads a JSON object, keeping numbers as written.
 func decodeObject(body []byte) (map[string]any, error) {
 	if len(body) > MaxBody {
-		return nil, pscim.New(413, "", "Request body too large")
+		return nil, scimwire.New(413, "", "Request body too large")
 	}
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.UseNumber()
 	var m map[string]any
 	if err := d.Decode(&m); err != nil || m == nil || d.More() {
-		return nil, pscim.BadRequest(pscim.InvalidSyntax, "The body is not a JSON object")
+		return nil, scimwire.BadRequest(scimwire.InvalidSyntax, "The body is not a JSON object")
 	}
 	return m, nil
 }
@@ -143,7 +146,7 @@ func UserFromMap(m map[string]any) (*User, error) {
 		case "name":
 			n, _ := v.(map[string]any)
 			if n == nil && v != nil {
-				return nil, pscim.BadRequest(pscim.InvalidValue, "name must be an object")
+				return nil, scimwire.BadRequest(scimwire.InvalidValue, "name must be an object")
 			}
 			if n != nil {
 				u.Name = &Name{}
@@ -161,15 +164,15 @@ func UserFromMap(m map[string]any) (*User, error) {
 		case "emails":
 			list, ok := v.([]any)
 			if !ok && v != nil {
-				return nil, pscim.BadRequest(pscim.InvalidValue, "emails must be an array")
+				return nil, scimwire.BadRequest(scimwire.InvalidValue, "emails must be an array")
 			}
 			if len(list) > 10 {
-				return nil, pscim.BadRequest(pscim.InvalidValue, "At most 10 emails")
+				return nil, scimwire.BadRequest(scimwire.InvalidValue, "At most 10 emails")
 			}
 			for _, e := range list {
 				em, _ := e.(map[string]any)
 				if em == nil {
-					return nil, pscim.BadRequest(pscim.InvalidValue, "Each of emails must be an object")
+					return nil, scimwire.BadRequest(scimwire.InvalidValue, "Each of emails must be an object")
 				}
 				var out Email
 				for ek, ev := range em {
@@ -197,7 +200,7 @@ func UserFromMap(m map[string]any) (*User, error) {
 func (u *User) check() error {
 	u.UserName = strings.TrimSpace(u.UserName)
 	if u.UserName == "" {
-		return pscim.BadRequest(pscim.InvalidValue, "userName is required")
+		return scimwire.BadRequest(scimwire.InvalidValue, "userName is required")
 	}
 	texts := []string{u.UserName, u.ExternalID, u.UserType}
 	if u.Name != nil {
@@ -207,17 +210,17 @@ func (u *User) check() error {
 		texts = append(texts, e.Value, e.Type)
 		if e.Value != "" {
 			if a, err := mail.ParseAddress(e.Value); err != nil || a.Address != e.Value {
-				return pscim.BadRequest(pscim.InvalidValue, "Not an e-mail address: "+e.Value)
+				return scimwire.BadRequest(scimwire.InvalidValue, "Not an e-mail address: "+e.Value)
 			}
 		}
 	}
 	for _, t := range texts {
 		if len(t) > maxText {
-			return pscim.BadRequest(pscim.InvalidValue, "A value is longer than 256 characters")
+			return scimwire.BadRequest(scimwire.InvalidValue, "A value is longer than 256 characters")
 		}
 	}
 	if u.UserType != "" && !ProfileTypes[u.UserType] {
-		return pscim.BadRequest(pscim.InvalidValue, "userType must be Practitioner, Patient or RelatedPerson")
+		return scimwire.BadRequest(scimwire.InvalidValue, "userType must be Practitioner, Patient or RelatedPerson")
 	}
 	return nil
 }
@@ -280,5 +283,5 @@ func boolOf(v any) (*bool, error) {
 			return &f, nil
 		}
 	}
-	return nil, pscim.BadRequest(pscim.InvalidValue, "active must be a boolean")
+	return nil, scimwire.BadRequest(scimwire.InvalidValue, "active must be a boolean")
 }

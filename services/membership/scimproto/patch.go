@@ -1,4 +1,4 @@
-package scim
+package scimproto
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 
 	filter "github.com/scim2/filter-parser/v2"
 
-	pscim "github.com/pinion-health/pinion/pkg/scim"
+	"github.com/pinion-health/pinion/pkg/scimwire"
 )
 
 // PatchOp is a SCIM PATCH request (RFC 7644 §3.5.2).
@@ -26,11 +26,11 @@ type Operation struct {
 // DecodePatch reads and checks a PATCH body.
 func DecodePatch(body []byte) (*PatchOp, error) {
 	if len(body) > MaxBody {
-		return nil, pscim.New(413, "", "Request body too large")
+		return nil, scimwire.New(413, "", "Request body too large")
 	}
 	var p PatchOp
 	if err := json.Unmarshal(body, &p); err != nil {
-		return nil, pscim.BadRequest(pscim.InvalidSyntax, "The body is not a PatchOp")
+		return nil, scimwire.BadRequest(scimwire.InvalidSyntax, "The body is not a PatchOp")
 	}
 	hasSchema := false
 	for _, s := range p.Schemas {
@@ -38,11 +38,11 @@ func DecodePatch(body []byte) (*PatchOp, error) {
 	}
 	switch {
 	case !hasSchema:
-		return nil, pscim.BadRequest(pscim.InvalidSyntax, "schemas must name "+PatchOpSchema)
+		return nil, scimwire.BadRequest(scimwire.InvalidSyntax, "schemas must name "+PatchOpSchema)
 	case len(p.Operations) == 0:
-		return nil, pscim.BadRequest(pscim.InvalidSyntax, "Operations is required")
+		return nil, scimwire.BadRequest(scimwire.InvalidSyntax, "Operations is required")
 	case len(p.Operations) > MaxOperations:
-		return nil, pscim.BadRequest(pscim.InvalidSyntax, "At most 100 operations")
+		return nil, scimwire.BadRequest(scimwire.InvalidSyntax, "At most 100 operations")
 	}
 	for i := range p.Operations {
 		o := &p.Operations[i]
@@ -50,14 +50,14 @@ func DecodePatch(body []byte) (*PatchOp, error) {
 		switch o.Op {
 		case "add", "replace":
 			if len(o.Value) == 0 {
-				return nil, pscim.BadRequest(pscim.InvalidValue, o.Op+" needs a value")
+				return nil, scimwire.BadRequest(scimwire.InvalidValue, o.Op+" needs a value")
 			}
 		case "remove":
 			if o.Path == "" {
-				return nil, pscim.BadRequest(pscim.NoTarget, "remove needs a path")
+				return nil, scimwire.BadRequest(scimwire.NoTarget, "remove needs a path")
 			}
 		default:
-			return nil, pscim.BadRequest(pscim.InvalidSyntax, "Unsupported op "+o.Op)
+			return nil, scimwire.BadRequest(scimwire.InvalidSyntax, "Unsupported op "+o.Op)
 		}
 	}
 	return &p, nil
@@ -82,7 +82,7 @@ func (p *PatchOp) Apply(u *User) (*User, error) {
 			// {"op":"replace","value":{"active":false}}).
 			obj, ok := v.(map[string]any)
 			if !ok {
-				return nil, pscim.BadRequest(pscim.InvalidValue, "Without a path, the value must be an object")
+				return nil, scimwire.BadRequest(scimwire.InvalidValue, "Without a path, the value must be an object")
 			}
 			for k, kv := range obj {
 				path, err := parsePath(k)
@@ -109,18 +109,18 @@ func (p *PatchOp) Apply(u *User) (*User, error) {
 func decodeValue(raw json.RawMessage) (any, error) {
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, pscim.BadRequest(pscim.InvalidSyntax, "A value is not JSON")
+		return nil, scimwire.BadRequest(scimwire.InvalidSyntax, "A value is not JSON")
 	}
 	return v, nil
 }
 
 func parsePath(s string) (filter.Path, error) {
 	if len(s) > MaxFilter {
-		return filter.Path{}, pscim.BadRequest(pscim.InvalidPath, "The path is too long")
+		return filter.Path{}, scimwire.BadRequest(scimwire.InvalidPath, "The path is too long")
 	}
 	p, err := filter.ParsePath([]byte(s))
 	if err != nil {
-		return filter.Path{}, pscim.BadRequest(pscim.InvalidPath, "The path could not be parsed: "+s)
+		return filter.Path{}, scimwire.BadRequest(scimwire.InvalidPath, "The path could not be parsed: "+s)
 	}
 	if p.ValueExpression != nil {
 		unescape(p.ValueExpression)
@@ -143,7 +143,7 @@ func applyOne(m map[string]any, op string, p filter.Path, v any) error {
 	}
 	if attr == "id" {
 		if id, _ := v.(string); op == "remove" || id != m["id"] {
-			return pscim.BadRequest(pscim.Mutability, "id cannot be changed")
+			return scimwire.BadRequest(scimwire.Mutability, "id cannot be changed")
 		}
 		return nil
 	}
@@ -208,10 +208,10 @@ func applyOne(m map[string]any, op string, p filter.Path, v any) error {
 // filter's equalities and the value, as Entra expects of a new address.
 func applyFiltered(m map[string]any, op, attr string, f filter.Expression, sub string, v any) error {
 	if attr != "emails" {
-		return pscim.BadRequest(pscim.InvalidPath, "Only emails may be selected by a filter")
+		return scimwire.BadRequest(scimwire.InvalidPath, "Only emails may be selected by a filter")
 	}
 	if err := check(f, "emails"); err != nil {
-		return pscim.BadRequest(pscim.InvalidPath, err.Error())
+		return scimwire.BadRequest(scimwire.InvalidPath, err.Error())
 	}
 	list, _ := m[attr].([]any)
 	var kept []any

@@ -1,8 +1,10 @@
-// Package scim holds what the gateway and the membership service share of
-// SCIM 2.0 (RFC 7643, RFC 7644): its media type and its error envelope, so
-// that a refusal on /scim/v2 is written one way whether the gateway (a
-// missing token, a body too large) or the service (a bad filter) refuses.
-package scim
+// Package scimwire holds what the gateway and the membership service share
+// of SCIM 2.0 on the wire (RFC 7643, RFC 7644): its media type, its path
+// and its error envelope, so that a refusal on /scim/v2 is written one way
+// whether the gateway (a missing token, a body too large) or the service
+// (a bad filter) refuses. The SCIM resources themselves are the membership
+// service's (services/membership/scimproto).
+package scimwire
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package scim
+package scimproto
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 
 	filter "github.com/scim2/filter-parser/v2"
 
-	pscim "github.com/pinion-health/pinion/pkg/scim"
+	"github.com/pinion-health/pinion/pkg/scimwire"
 )
 
 // Filter is a parsed, checked list filter (RFC 7644 §3.4.2.2) over the
@@ -21,11 +21,11 @@ func ParseFilter(s string) (*Filter, error) {
 		return &Filter{}, nil
 	}
 	if len(s) > MaxFilter {
-		return nil, pscim.BadRequest(pscim.InvalidFilter, "The filter is longer than 1024 characters")
+		return nil, scimwire.BadRequest(scimwire.InvalidFilter, "The filter is longer than 1024 characters")
 	}
 	e, err := filter.ParseFilter([]byte(s))
 	if err != nil {
-		return nil, pscim.BadRequest(pscim.InvalidFilter, "The filter could not be parsed")
+		return nil, scimwire.BadRequest(scimwire.InvalidFilter, "The filter could not be parsed")
 	}
 	if err := check(e, ""); err != nil {
 		return nil, err
@@ -69,22 +69,22 @@ func check(e filter.Expression, parent string) error {
 		return check(e.Expression, parent)
 	case *filter.ValuePath:
 		if parent != "" || canonical(e.AttributePath.AttributeName) != "emails" || e.AttributePath.SubAttribute != nil {
-			return pscim.BadRequest(pscim.InvalidFilter, "Only emails[...] may be filtered by its values")
+			return scimwire.BadRequest(scimwire.InvalidFilter, "Only emails[...] may be filtered by its values")
 		}
 		return check(e.ValueFilter, "emails")
 	case *filter.AttributeExpression:
 		name := attrName(e.AttributePath, parent)
 		if _, ok := filterable[name]; !ok {
-			return pscim.BadRequest(pscim.InvalidFilter, "Cannot filter on "+e.AttributePath.String())
+			return scimwire.BadRequest(scimwire.InvalidFilter, "Cannot filter on "+e.AttributePath.String())
 		}
 		switch e.Operator {
 		case filter.EQ, filter.NE, filter.CO, filter.SW, filter.EW, filter.PR:
 		default:
-			return pscim.BadRequest(pscim.InvalidFilter, "Unsupported operator "+string(e.Operator))
+			return scimwire.BadRequest(scimwire.InvalidFilter, "Unsupported operator "+string(e.Operator))
 		}
 		return nil
 	}
-	return pscim.BadRequest(pscim.InvalidFilter, "The filter could not be parsed")
+	return scimwire.BadRequest(scimwire.InvalidFilter, "The filter could not be parsed")
 }
 
 // attrName is an attribute path as a dotted name ("name.givenName"),

@@ -1,4 +1,4 @@
-package scim
+package scimproto
 
 // The discovery resources (RFC 7644 §4): what this server supports, so a
 // client such as Okta or Entra ID asks only for that.

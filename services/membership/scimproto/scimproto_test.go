@@ -1,10 +1,10 @@
-package scim
+package scimproto
 
 import (
 	"errors"
 	"testing"
 
-	pscim "github.com/pinion-health/pinion/pkg/scim"
+	"github.com/pinion-health/pinion/pkg/scimwire"
 )
 
 func bptr(b bool) *bool { return &b }
@@ -19,7 +19,7 @@ func ada() *User {
 }
 
 func scimType(err error) (int, string) {
-	var e *pscim.Error
+	var e *scimwire.Error
 	if !errors.As(err, &e) {
 		return 0, ""
 	}
@@ -87,7 +87,7 @@ func TestFilterRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseFilter(tc.filter)
-			if status, typ := scimType(err); status != 400 || typ != pscim.InvalidFilter {
+			if status, typ := scimType(err); status != 400 || typ != scimwire.InvalidFilter {
 				t.Fatalf("ParseFilter(%q): %v (%d %s), want 400 invalidFilter", tc.filter, err, status, typ)
 			}
 		})
@@ -220,18 +220,18 @@ func TestPatchRefused(t *testing.T) {
 		status     int
 		scimType   string
 	}{
-		{"not JSON", `{`, 400, pscim.InvalidSyntax},
-		{"no PatchOp schema", `{"Operations":[{"op":"replace","path":"active","value":false}]}`, 400, pscim.InvalidSyntax},
-		{"no operations", `{` + schema + `,"Operations":[]}`, 400, pscim.InvalidSyntax},
-		{"unknown op", `{` + schema + `,"Operations":[{"op":"move","path":"active"}]}`, 400, pscim.InvalidSyntax},
-		{"remove without a path", `{` + schema + `,"Operations":[{"op":"remove"}]}`, 400, pscim.NoTarget},
-		{"replace without a value", `{` + schema + `,"Operations":[{"op":"replace","path":"active"}]}`, 400, pscim.InvalidValue},
-		{"no path and no object", `{` + schema + `,"Operations":[{"op":"replace","value":false}]}`, 400, pscim.InvalidValue},
-		{"active not a boolean", `{` + schema + `,"Operations":[{"op":"replace","path":"active","value":"maybe"}]}`, 400, pscim.InvalidValue},
-		{"id changed", `{` + schema + `,"Operations":[{"op":"replace","path":"id","value":"m2"}]}`, 400, pscim.Mutability},
-		{"bad path", `{` + schema + `,"Operations":[{"op":"replace","path":"emails[type eq","value":"x"}]}`, 400, pscim.InvalidPath},
-		{"userName removed", `{` + schema + `,"Operations":[{"op":"remove","path":"userName"}]}`, 400, pscim.InvalidValue},
-		{"not an address", `{` + schema + `,"Operations":[{"op":"replace","path":"emails[type eq \"work\"].value","value":"nope"}]}`, 400, pscim.InvalidValue},
+		{"not JSON", `{`, 400, scimwire.InvalidSyntax},
+		{"no PatchOp schema", `{"Operations":[{"op":"replace","path":"active","value":false}]}`, 400, scimwire.InvalidSyntax},
+		{"no operations", `{` + schema + `,"Operations":[]}`, 400, scimwire.InvalidSyntax},
+		{"unknown op", `{` + schema + `,"Operations":[{"op":"move","path":"active"}]}`, 400, scimwire.InvalidSyntax},
+		{"remove without a path", `{` + schema + `,"Operations":[{"op":"remove"}]}`, 400, scimwire.NoTarget},
+		{"replace without a value", `{` + schema + `,"Operations":[{"op":"replace","path":"active"}]}`, 400, scimwire.InvalidValue},
+		{"no path and no object", `{` + schema + `,"Operations":[{"op":"replace","value":false}]}`, 400, scimwire.InvalidValue},
+		{"active not a boolean", `{` + schema + `,"Operations":[{"op":"replace","path":"active","value":"maybe"}]}`, 400, scimwire.InvalidValue},
+		{"id changed", `{` + schema + `,"Operations":[{"op":"replace","path":"id","value":"m2"}]}`, 400, scimwire.Mutability},
+		{"bad path", `{` + schema + `,"Operations":[{"op":"replace","path":"emails[type eq","value":"x"}]}`, 400, scimwire.InvalidPath},
+		{"userName removed", `{` + schema + `,"Operations":[{"op":"remove","path":"userName"}]}`, 400, scimwire.InvalidValue},
+		{"not an address", `{` + schema + `,"Operations":[{"op":"replace","path":"emails[type eq \"work\"].value","value":"nope"}]}`, 400, scimwire.InvalidValue},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := DecodePatch([]byte(tc.body))

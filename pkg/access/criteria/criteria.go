@@ -1,4 +1,9 @@
-package access
+// Package criteria reads the criteria of an AccessPolicy entry
+// ("Observation?subject=%patient"): the resource type searched and its
+// parameters, with the membership's values substituted for the variables.
+// pkg/access compiles policies with it; pkg/writerules refuses, at write,
+// a policy whose criteria it cannot read.
+package criteria
 
 import (
 	"fmt"
@@ -6,17 +11,16 @@ import (
 	"strings"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"github.com/pinion-health/pinion/pkg/search"
 )
 
-// params are the values an access[] entry instantiates its policy with:
+// Params are the values an access[] entry instantiates its policy with:
 // its parameter[] list, then %profile and %patient from the membership.
 // A reference parameter's value is its reference string ("Patient/123").
-type params map[string]string
+type Params map[string]string
 
 // lookup resolves a variable: %name is the value, %name.id the id part of a
 // reference (the value itself when it is not Type/id).
-func (ps params) lookup(name string, idPart bool) (string, bool) {
+func (ps Params) lookup(name string, idPart bool) (string, bool) {
 	v, ok := ps[name]
 	if !ok {
 		return "", false
@@ -29,17 +33,18 @@ func (ps params) lookup(name string, idPart bool) (string, bool) {
 	return v, true
 }
 
-// criteria is a policy entry's criteria parsed and instantiated.
-type criteria struct {
-	typ   string
-	query url.Values
-	// unresolved names a %variable the entry's parameters do not give; such
+// Criteria are a policy entry's criteria parsed and instantiated.
+type Criteria struct {
+	// Type is the resource type searched, Query its parameters.
+	Type  string
+	Query url.Values
+	// Unresolved names a %variable the entry's parameters do not give; such
 	// an entry matches nothing, as in Medplum, where the text stays in the
 	// query and matches no resource.
-	unresolved string
+	Unresolved string
 }
 
-// parseCriteria splits "Type?a=1&b=%patient" into its type and parameters
+// Parse splits "Type?a=1&b=%patient" into its type and parameters
 // and substitutes the variables in the parsed values, never in the text of
 // the query: a parameter's value cannot add parameters, and its commas are
 // escaped so that it cannot add alternatives either.
@@ -47,12 +52,12 @@ type criteria struct {
 // A '%' starts a variable when a known parameter's name follows it;
 // otherwise "%XX" with two hex digits is a percent-escape, and any other
 // %name is an unresolved variable.
-func parseCriteria(s string, ps params) (*criteria, error) {
+func Parse(s string, ps Params) (*Criteria, error) {
 	typ, raw, _ := strings.Cut(s, "?")
 	if typ == "" {
 		return nil, fmt.Errorf("criteria %q: no resource type", s)
 	}
-	c := &criteria{typ: typ, query: url.Values{}}
+	c := &Criteria{Type: typ, Query: url.Values{}}
 	for _, pair := range strings.Split(raw, "&") {
 		if pair == "" {
 			continue
@@ -62,20 +67,21 @@ func parseCriteria(s string, ps params) (*criteria, error) {
 		if err != nil || key == "" {
 			return nil, fmt.Errorf("criteria %q: invalid parameter name %q", s, k)
 		}
-		val, unresolved, err := substitute(v, ps)
+		val, unresolved, err := Substitute(v, ps)
 		if err != nil {
 			return nil, fmt.Errorf("criteria %q: %w", s, err)
 		}
-		if unresolved != "" && c.unresolved == "" {
-			c.unresolved = unresolved
+		if unresolved != "" && c.Unresolved == "" {
+			c.Unresolved = unresolved
 		}
-		c.query.Add(key, val)
+		c.Query.Add(key, val)
 	}
 	return c, nil
 }
 
-// substitute decodes one raw query value, replacing its variables.
-func substitute(raw string, ps params) (value, unresolved string, err error) {
+// Substitute decodes one raw query value, replacing its variables: the
+// unresolved one first named, if any, is returned too.
+func Substitute(raw string, ps Params) (value, unresolved string, err error) {
 	var out, lit strings.Builder
 	flush := func() error {
 		if lit.Len() == 0 {
@@ -151,43 +157,4 @@ func isHex(c byte) bool {
 func escapeValue(v string) string {
 	v = strings.ReplaceAll(v, `\`, `\\`)
 	return strings.ReplaceAll(v, ",", `\,`)
-}
-
-// CheckPolicy refuses an AccessPolicy entry whose criteria could never
-// work: criteria that do not parse, that search another type than their
-// entry's, or that name a search parameter the type does not have.
-// Medplum stores such a policy and fails every request of a member under
-// it; here the write is refused, saying which entry is wrong.
-func CheckPolicy(res map[string]any) error {
-	list, _ := res["resource"].([]any)
-	for i, e := range list {
-		m, _ := e.(map[string]any)
-		typ, _ := m["resourceType"].(string)
-		crit, _ := m["criteria"].(string)
-		if crit == "" {
-			continue
-		}
-		expr := fmt.Sprintf("AccessPolicy.resource[%d].criteria", i)
-		c, err := parseCriteria(crit, params{})
-		if err != nil {
-			return fhir.BadRequest("Invalid criteria: "+err.Error(), expr)
-		}
-		if c.typ != typ {
-			return fhir.BadRequest("Criteria must search "+typ+", the entry's resource type, not "+c.typ, expr)
-		}
-		known := map[string]bool{}
-		for _, p := range search.Params(typ) {
-			known[p.Code] = true
-		}
-		for k := range c.query {
-			code, _, _ := strings.Cut(k, ":")
-			if strings.Contains(code, ".") {
-				continue // a chained parameter: its checks are the search's
-			}
-			if !known[code] {
-				return fhir.BadRequest("Unknown search parameter in criteria: "+code, expr)
-			}
-		}
-	}
-	return nil
 }
