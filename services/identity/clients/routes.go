@@ -10,10 +10,10 @@ import (
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
-	"github.com/pinion-health/pinion/pkg/clientapp"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/writerules"
 )
 
 // Create is POST /admin/projects/:projectId/client: a new
@@ -25,7 +25,7 @@ func (s *Service) Create(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	if err := clientapp.CheckURIs(req.Resource); err != nil {
+	if err := writerules.Check(ctx, "ClientApplication", req.Resource, writerules.InProject(s.repo, req.Project.ID)); err != nil {
 		return nil, err
 	}
 	id := uuid.NewString()
