@@ -252,17 +252,17 @@ func LoadFrom(get func(string) string) (*Config, error) {
 	c.GoogleClientID = v("PINION_GOOGLE_CLIENT_ID")
 	c.GoogleJWKSURL = v("PINION_GOOGLE_JWKS_URL")
 	if u, err := url.Parse(c.GoogleJWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("PINION_GOOGLE_JWKS_URL: want an http(s) URL")
+		return nil, fmt.Errorf("PINION_GOOGLE_JWKS_URL: %q is not an http(s) URL", c.GoogleJWKSURL)
 	}
 	c.RecaptchaSecretKey = v("PINION_RECAPTCHA_SECRET_KEY")
 	c.RecaptchaSiteKey = v("PINION_RECAPTCHA_SITE_KEY")
 	c.RecaptchaVerifyURL = v("PINION_RECAPTCHA_VERIFY_URL")
 	if u, err := url.Parse(c.RecaptchaVerifyURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("PINION_RECAPTCHA_VERIFY_URL: want an http(s) URL")
+		return nil, fmt.Errorf("PINION_RECAPTCHA_VERIFY_URL: %q is not an http(s) URL", c.RecaptchaVerifyURL)
 	}
 	if c.PasswordBreachURL = v("PINION_PASSWORD_BREACH_URL"); c.PasswordBreachURL != "" {
 		if u, err := url.Parse(c.PasswordBreachURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return nil, fmt.Errorf("PINION_PASSWORD_BREACH_URL: want an http(s) URL")
+			return nil, fmt.Errorf("PINION_PASSWORD_BREACH_URL: %q is not an http(s) URL", c.PasswordBreachURL)
 		}
 	}
 	switch c.LogLevel {

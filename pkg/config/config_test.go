@@ -41,9 +41,9 @@ func TestLoadRefusesBadSettings(t *testing.T) {
 		{"bad admin addr", map[string]string{"PINION_ADDR": "127.0.0.1:8103", "PINION_ADMIN_ADDR": "9090"}, `PINION_ADMIN_ADDR: "9090" is not host:port`},
 		{"bad base", map[string]string{"PINION_BASE_URL": "ftp://x"}, `PINION_BASE_URL: "ftp://x" is not an http(s) URL`},
 		{"bad app base", map[string]string{"PINION_APP_BASE_URL": "localhost:3000"}, `PINION_APP_BASE_URL: "localhost:3000" is not an http(s) URL`},
-		{"bad jwks url", map[string]string{"PINION_GOOGLE_JWKS_URL": "www.googleapis.com/oauth2/v3/certs"}, `PINION_GOOGLE_JWKS_URL: want an http(s) URL`},
-		{"bad recaptcha url", map[string]string{"PINION_RECAPTCHA_VERIFY_URL": "ftp://x/"}, `PINION_RECAPTCHA_VERIFY_URL: want an http(s) URL`},
-		{"bad breach url", map[string]string{"PINION_PASSWORD_BREACH_URL": "api.pwnedpasswords.com/range/"}, `PINION_PASSWORD_BREACH_URL: want an http(s) URL`},
+		{"bad jwks url", map[string]string{"PINION_GOOGLE_JWKS_URL": "www.googleapis.com/oauth2/v3/certs"}, `PINION_GOOGLE_JWKS_URL: "www.googleapis.com/oauth2/v3/certs" is not an http(s) URL`},
+		{"bad recaptcha url", map[string]string{"PINION_RECAPTCHA_VERIFY_URL": "ftp://x/"}, `PINION_RECAPTCHA_VERIFY_URL: "ftp://x/" is not an http(s) URL`},
+		{"bad breach url", map[string]string{"PINION_PASSWORD_BREACH_URL": "api.pwnedpasswords.com/range/"}, `PINION_PASSWORD_BREACH_URL: "api.pwnedpasswords.com/range/" is not an http(s) URL`},
 		{"short secret", map[string]string{"PINION_SUPERADMIN_CLIENT_ID": "a", "PINION_SUPERADMIN_CLIENT_SECRET": "short"}, `PINION_SUPERADMIN_CLIENT_SECRET: must be at least 32 characters`},
 		{"bad id", map[string]string{"PINION_SUPERADMIN_CLIENT_ID": "a/b", "PINION_SUPERADMIN_CLIENT_SECRET": secret}, `PINION_SUPERADMIN_CLIENT_ID: must be 1-64 characters of A-Z, a-z, 0-9, '-' and '.'`},
 		// One of a few words.
