@@ -213,3 +213,18 @@ func TestEgressPrivateAlias(t *testing.T) {
 		})
 	}
 }
+
+// Each variable is declared once, documented, and its default is a value
+// it accepts (TestLoadReadsSettings loads them all).
+func TestSettingsDeclaredOnce(t *testing.T) {
+	seen := map[string]bool{}
+	for _, v := range Vars {
+		if seen[v.Name] {
+			t.Errorf("%s declared twice", v.Name)
+		}
+		seen[v.Name] = true
+		if !strings.HasPrefix(v.Name, "PINION_") || v.Doc == "" {
+			t.Errorf("%s: want a PINION_ name and a meaning", v.Name)
+		}
+	}
+}
