@@ -5,8 +5,9 @@
 // kind (text, one of some words, a number, a duration, a boolean, a list)
 // and check, and the field of Config it fills. LoadFrom reads the
 // environment through that table, then applies the few rules that join
-// settings; Vars, the table without its fields, is what the README's
-// settings table and deploy/checks are held to.
+// settings. Vars, the table without its fields, is the README's settings
+// table, row for row (a test holds them equal and can rewrite the
+// README's), and what deploy/checks holds the deployments' variables to.
 //
 // To add a setting:
 //
@@ -14,8 +15,8 @@
 //     with the constructor of its kind (text, oneOf, integer, duration,
 //     boolean, list...), which checks it; a rule that joins it to another
 //     setting goes in LoadFrom, after the loop;
-//  2. add its row to the README's table (TestREADMEListsEveryVariable
-//     says which);
+//  2. write its row in the README's settings table, which is Vars to the
+//     letter: go test ./pkg/config -run README -update;
 //  3. read it in the FromConfig of the service that uses it (the gateway's
 //     and botexec's NewConfig), into the service's own Config when New
 //     needs it.
@@ -68,16 +69,16 @@ func settings(c *Config, r *raw) []setting {
 			"Address of the web app (Medplum's app pointed at Pinion): browsers on its origin may call the API (CORS), as Medplum's appBaseUrl allows.",
 			&c.AppBaseURL, httpURL),
 		list("PINION_ALLOWED_ORIGINS", "",
-			"More origins whose browser apps may call the API (CORS), comma-separated (https://app.example.com); * allows any origin.",
+			"More origins whose browser apps may call the API (CORS), comma-separated (`https://app.example.com`); `*` allows any origin.",
 			&c.AllowedOrigins, origin),
 		text("PINION_DATA_DIR", "./data",
-			"Standalone: where the embedded store and NATS keep their files, and superadmin.json. One process per directory.",
+			"Standalone: where the embedded store and NATS keep their files, and superadmin.json. One process per directory. Leave room beside the database for its write-ahead log (`pinion.db-wal`): under a sustained heavy write load it reaches some hundreds of MiB (1 GiB at most), and keeps that length until Pinion stops.",
 			&c.DataDir),
 		oneOf("PINION_STORE", "sqlite",
 			"Standalone: sqlite (the embedded store, <data>/pinion.db) or ferretdb (an embedded FerretDB, the MongoDB wire protocol, for separate service processes on one machine); PINION_MONGODB_URI overrides both.",
 			&c.Store, "sqlite", "ferretdb"),
 		oneOf("PINION_SQLITE_SYNC", "full",
-			"When an acknowledged write reaches the disk: full (fsync at each commit: survives power loss), normal (survives a crash of Pinion, not of the machine) or off.",
+			"When an acknowledged write reaches the disk: full (acknowledged only once fsynced: survives power loss; access-granting writes are unreadable until then too), normal (survives a crash of Pinion, not of the machine) or off.",
 			&c.SQLiteSync, "full", "normal", "off"),
 		text("PINION_SUPERADMIN_CLIENT_ID", "", // set with the secret or not at all: LoadFrom
 			"Super-admin client id; generated on first start when empty.",

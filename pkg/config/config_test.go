@@ -1,30 +1,65 @@
 package config
 
 import (
+	"flag"
 	"net/netip"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-// The README's configuration table must list every variable with its default.
+var update = flag.Bool("update", false, "rewrite the README's settings table from Vars")
+
+// The README's settings table is Vars, row for row: a setting's name,
+// default and meaning are declared once, in settings. -update rewrites the
+// table.
 func TestREADMEListsEveryVariable(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+	const path = "../../README.md"
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := string(b)
+	const head = "| Variable | Default | Meaning |\n|---|---|---|\n"
+	start := strings.Index(readme, head)
+	if start < 0 {
+		t.Fatalf("README has no settings table headed %q", head)
+	}
+	start += len(head)
+	end := start + strings.Index(readme[start:], "\n\n") + 1 // the blank line after the table
+	var rows []string
 	for _, v := range Vars {
 		def := "(empty)"
 		if v.Default != "" {
 			def = "`" + v.Default + "`"
 		}
-		if !strings.Contains(readme, "| `"+v.Name+"` | "+def+" |") {
-			t.Errorf("README lacks %s with default %s", v.Name, def)
+		rows = append(rows, "| `"+v.Name+"` | "+def+" | "+v.Doc+" |")
+	}
+	want := strings.Join(rows, "\n") + "\n"
+	if readme[start:end] == want {
+		return
+	}
+	if *update {
+		if err := os.WriteFile(path, []byte(readme[:start]+want+readme[end:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	have := strings.Split(readme[start:end], "\n")
+	for _, r := range rows {
+		if !slices.Contains(have, r) {
+			t.Errorf("README lacks\n%s", r)
 		}
 	}
+	for _, r := range have {
+		if r != "" && !slices.Contains(rows, r) {
+			t.Errorf("README has, not in Vars,\n%s", r)
+		}
+	}
+	t.Errorf("README's settings table differs from Vars (order too): go test ./pkg/config -run README -update rewrites it")
 }
 
 // Every kind of bad value is refused with a one-line reason naming the
