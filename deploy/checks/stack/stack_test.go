@@ -21,7 +21,6 @@ import (
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/embedded"
 	"github.com/pinion-health/pinion/pkg/infra"
-	"github.com/pinion-health/pinion/pkg/mail"
 	"github.com/pinion-health/pinion/services/botexec"
 	fhirsvc "github.com/pinion-health/pinion/services/fhir"
 	"github.com/pinion-health/pinion/services/identity"
@@ -158,23 +157,18 @@ func startProcess(t *testing.T, name string, env map[string]string) (*process, s
 		p.stop = func() { gcancel(); <-done; view.Close(); c.Close() }
 		return p, "http://" + ln.Addr().String() + "/"
 	case "identity":
-		svc = identity.New(identity.Config{
-			BaseURL: cfg.BaseURL, SuperAdminClientID: cfg.SuperAdminClientID,
-			SuperAdminSecret: cfg.SuperAdminSecret, TokenLifetime: cfg.AccessTokenLifetime,
-			SecretGrace: cfg.ClientSecretGrace,
-		}, c.NC, c.JS, c.Repo, c.Sessions, log)
+		svc, err = identity.FromConfig(cfg, c, log)
 	case "membership":
-		mailer, err := mail.FromConfig(cfg.SMTPURL, cfg.DataDir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		svc = membership.New(membership.Config{BaseURL: cfg.BaseURL, Mailer: mailer}, c.NC, c.JS, c.Repo, c.Sessions, log)
+		svc, err = membership.FromConfig(cfg, c, log)
 	case "fhir":
-		svc = fhirsvc.New(fhirsvc.Config{BaseURL: cfg.BaseURL}, c.NC, c.JS, c.Repo, c.Sessions, log)
+		svc, err = fhirsvc.FromConfig(cfg, c, log)
 	case "botexec":
-		svc = botexec.New(botexec.NewConfig(cfg), c.NC, c.Repo, c.Sessions, log)
+		svc, err = botexec.FromConfig(cfg, c, log)
 	default:
 		t.Fatalf("unknown process %s", name)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
 	if err := svc.Start(ctx); err != nil {
 		t.Fatalf("%s: %v", name, err)
