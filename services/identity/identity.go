@@ -1,25 +1,26 @@
 // Package identity is the identity service, Pinion's OAuth 2.0 / OpenID
-// Connect authorization server and its users:
+// Connect authorization server and its people's accounts. Each capability
+// is a package of its own, with a package comment that says what it owns:
 //
-//   - tokens: the token endpoint's grants (client credentials, code with
-//     PKCE, refresh; token.go, grant.go), client authentication by secret
-//     or private_key_jwt (clientauth.go, assertion.go), ID tokens,
-//     userinfo, /auth/me, introspection and revocation, signing keys with
-//     JWKS, discovery, and the HTTP Basic check of API requests the
-//     gateway asks for;
-//   - sign-in: /auth/login and the choice of profile, the authorize
-//     endpoint with its sign-in and consent pages (authorize.go,
-//     browser.go, pages.go, consent.go), logout, and WebSocket binding
-//     tokens;
-//   - users: setting and resetting passwords by e-mailed link (reset.go,
-//     users.go; the e-mail goes through pkg/mail's queue), the invite
-//     saga's user step, client applications and their secret rotation;
-//   - registration (register.go): people create their own account, then
-//     a project of their own or a patient's membership in an open one;
-//   - the super-admin bootstrap (bootstrap.go).
+//   - authserver: the token endpoint (one file per grant), client
+//     authentication, revocation, introspection, userinfo, discovery and
+//     signing keys, and the HTTP Basic check the gateway asks for;
+//   - signin: sign-in for people — /auth/login, the /oauth2/authorize
+//     pages, consent, the browser's sign-in, sign-out, /auth/me — and the
+//     one gate every sign-in passes (CheckSignIn);
+//   - factors: authenticator codes, recovery codes and passkeys;
+//   - federation: external OpenID providers, Google, token exchange;
+//   - registration: people making their own accounts and projects;
+//   - account: users, passwords and their links, e-mail verification, who
+//     may change a person's account, and the invite's user and e-mail
+//     steps (pkg/invite's Saga);
+//   - clients and consent: client applications with their secrets, and
+//     people's consents to them;
+//   - secrets, limits, web: credential records, sign-in limits, and the
+//     server-rendered pages.
 //
-// It keeps clients and their memberships cached, dropping an entry when
-// its resource changes.
+// This file only wires them: which package serves which route, with what
+// it needs passed in.
 package identity
 
 import (
@@ -68,19 +69,19 @@ type Config struct {
 	// registration is on by default, as Medplum's registerEnabled.
 	RegisterDisabled bool
 	// RecaptchaSecret, when set, makes registration verify a reCAPTCHA
-	// token at RecaptchaURL (recaptcha.go).
+	// token at RecaptchaURL.
 	RecaptchaSecret, RecaptchaURL string
 	// RecaptchaSiteKey is the server's own site key; another one a
 	// registration names selects a project site's secret.
 	RecaptchaSiteKey string
 	// BreachURL, when set, is a k-anonymity range API new passwords are
-	// checked against (PINION_PASSWORD_BREACH_URL; breach.go).
+	// checked against (PINION_PASSWORD_BREACH_URL; auth.BreachCheck).
 	BreachURL string
 	// AppBaseURL is the web app, whose sign-in page an external sign-in
 	// returns to (Medplum's appBaseUrl).
 	AppBaseURL string
 	// GoogleClientID is the server's Google client id (Medplum's
-	// googleClientId); GoogleJWKSURL, Google's keys (google.go).
+	// googleClientId); GoogleJWKSURL, Google's keys.
 	GoogleClientID, GoogleJWKSURL string
 }
 
@@ -226,7 +227,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /auth/revoke", bus.Token, s.signins.AuthRevoke),
 		bus.Handle("GET /auth/consents", bus.Token, s.consents.List),
 		bus.Handle("DELETE /auth/consents/:clientId", bus.Token, s.consents.Withdraw),
-		// Authenticator codes (mfa.go), Medplum's routes, and the admin's reset.
+		// Second factors (package factors), Medplum's routes, and the admin's reset.
 		bus.Handle("GET /auth/mfa/status", bus.Token, s.factors.Status),
 		bus.Handle("POST /auth/mfa/enroll", bus.Token|bus.SignInLimit, s.factors.Enroll),
 		bus.Handle("POST /auth/mfa/disable", bus.Token|bus.SignInLimit, s.factors.Disable),

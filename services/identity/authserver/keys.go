@@ -94,7 +94,7 @@ func (s *Service) JWKS(ctx context.Context, r *bus.Request) (*bus.Response, erro
 }
 
 // claimsSupported are the claims Pinion issues in ID tokens and at the
-// UserInfo endpoint (me.go), and no others.
+// UserInfo endpoint (userinfo.go), and no others.
 var claimsSupported = []string{
 	"iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "login_id", "client_id", "fhirUser",
 	"name", "given_name", "family_name", "email", "email_verified",

@@ -43,7 +43,7 @@ const (
 // a provider (the client's, or the domain's), and the sign-in it makes is
 // confined to the client's project when the client's provider vouched.
 // A sign-in Pinion's own page started carries no such state: the server
-// keeps it (external_page.go).
+// keeps it (page.go).
 type externalState struct {
 	Domain              string `json:"domain"`
 	ProjectID           string `json:"projectId"`
@@ -115,7 +115,7 @@ var badExternal = fhir.BadRequest("Failed to verify code - check your identity p
 
 // ExternalCallback is GET /auth/external?code&state, where a provider
 // sends the browser back. A state Pinion's sign-in page started is a
-// nonce the server keeps (external_page.go); any other is Medplum's
+// nonce the server keeps (page.go); any other is Medplum's
 // client's JSON state. The code is exchanged at the provider, its ID
 // token verified (signature against the provider's keys, issuer,
 // audience, expiry and nonce; Medplum only decodes it), the person found

@@ -134,7 +134,7 @@ func (s *Service) security(ctx context.Context, p *bus.Principal, user map[strin
 		}
 		memberships = append(memberships, pick(m, "resourceType", "id", "identifier", "profile", "admin"))
 	}
-	// The factor is kept in the credentials (mfa.go); a User resource
+	// The factor is kept in the credentials (package factors); a User resource
 	// imported with mfaEnrolled says so too.
 	mfa, _, err := s.factors.Load(ctx, account.UserIDOf(p.User))
 	if err != nil {
