@@ -9,6 +9,10 @@
 // what a token may do (memberships, access policies, client
 // applications) reach the session bucket before they are answered
 // (sessions.go). It also runs the invite saga's profile step (invite.go).
+//
+// It is one package of about 3,100 lines because every interaction goes
+// through the same gate (target.go) and answers through the same Bundle
+// and signing code; each interaction group has its own file.
 package fhirsvc
 
 import (
