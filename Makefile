@@ -47,13 +47,19 @@ test: lint check-generated test-tools test-go test-race test-fuzz test-compat te
 test-tools:
 	cd tests/cli && npm ci --no-audit --no-fund
 
+# go test's own vet pass is off (make lint, which make test runs first,
+# vets every package, tests included) and test binaries are linked without
+# DWARF: on a fresh clone each of some 60 test binaries is compiled and
+# linked, and the two cost make test about a minute.
+TESTFLAGS := -count=1 -vet=off -ldflags=-w
+
 # The packages test-race runs are left to it (each test runs once, under
 # the race detector): run again without it they cost make test some 100 s
 # of CPU. A package go list cannot load fails the target, rather than
 # dropping out of the list.
 test-go:
 	pkgs=$$($(GO) list $(PKGS)) && \
-	$(GO) test -count=1 -timeout 15m $$(printf '%s\n' $$pkgs | grep -vxF $(addprefix -e ,$(RACEIMPORTS)))
+	$(GO) test $(TESTFLAGS) -timeout 15m $$(printf '%s\n' $$pkgs | grep -vxF $(addprefix -e ,$(RACEIMPORTS)))
 
 # The race detector over the packages whose code runs concurrently: the
 # stores, the repository and its caches, the bus, sessions, the gateway,
@@ -62,7 +68,7 @@ test-go:
 RACEPKGS := ./pkg/store/sqlstore/ ./pkg/repo/ ./pkg/bus/ ./pkg/session/ ./pkg/auth/ ./pkg/embedded/ ./gateway/ ./services/botexec/
 RACEIMPORTS := $(patsubst ./%/,github.com/pinion-health/pinion/%,$(RACEPKGS))
 test-race:
-	$(GO) test -race -count=1 -timeout 10m $(RACEPKGS)
+	$(GO) test -race $(TESTFLAGS) -timeout 10m $(RACEPKGS)
 
 # The packages whose tests once failed only now and then (NATS clusters,
 # worker processes, stores under load), each FLAKECOUNT times in a row,
