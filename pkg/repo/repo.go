@@ -589,8 +589,10 @@ func (r *Repo) stored(v *version) {
 
 // CreateMany stores new resources of one type in a few round trips (one
 // insert each for the outbox, the history and the current documents), for
-// high-volume writes such as bot audit events. Each is validated; one
-// invalid resource fails the batch before anything is written.
+// high-volume writes such as audit events. Each is validated; one
+// invalid resource fails the batch before anything is written. A resource
+// that names its id is created with it (a taken id fails the batch as a
+// create finds it taken); the others get new ids.
 func (r *Repo) CreateMany(ctx context.Context, sc Scope, typ string, list []map[string]any, o WriteOptions) error {
 	if len(list) == 0 {
 		return nil
@@ -608,7 +610,13 @@ func (r *Repo) CreateMany(ctx context.Context, sc Scope, typ string, list []map[
 		if err := Check(res, o.Strict); err != nil {
 			return err
 		}
-		v, err := r.prepare(ctx, "create", typ, NewID(), project, res, o.Author)
+		id, _ := res["id"].(string)
+		if id == "" {
+			id = NewID()
+		} else if !validID(id) {
+			return fhir.BadRequest("Invalid id", "id")
+		}
+		v, err := r.prepare(ctx, "create", typ, id, project, res, o.Author)
 		if err != nil {
 			return err
 		}

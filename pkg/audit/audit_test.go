@@ -1,0 +1,293 @@
+package audit
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	_ "modernc.org/sqlite"
+
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/store/sqlstore"
+	"github.com/pinion-health/pinion/pkg/testenv"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// trail is a store and a stream, with the store reopened at will, as a
+// process that restarts (or a tamperer between two runs) sees it.
+type trail struct {
+	t    *testing.T
+	path string
+	js   jetstream.JetStream
+	repo *repo.Repo
+	st   *sqlstore.Store
+}
+
+func newTrail(t *testing.T) *trail {
+	t.Helper()
+	tr := &trail{t: t, path: filepath.Join(t.TempDir(), "pinion.db"), js: testenv.JetStream(t)}
+	if err := EnsureStream(context.Background(), tr.js); err != nil {
+		t.Fatal(err)
+	}
+	tr.open()
+	t.Cleanup(tr.close)
+	return tr
+}
+
+func (tr *trail) open() {
+	tr.t.Helper()
+	st, err := sqlstore.Open(context.Background(), tr.path, sqlstore.Options{Sync: "off"})
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	r, err := repo.New(st, nil, repo.Options{})
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	tr.st, tr.repo = st, r
+}
+
+func (tr *trail) close() {
+	if tr.repo != nil {
+		tr.repo.Close()
+		tr.st.Close()
+		tr.repo, tr.st = nil, nil
+	}
+}
+
+// underneath runs SQL on the store's file with Pinion stopped: what
+// someone with the database in hand could do.
+func (tr *trail) underneath(query string, args ...any) {
+	tr.t.Helper()
+	tr.close()
+	db, err := sql.Open("sqlite", tr.path)
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	res, err := db.Exec(query, args...)
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		tr.t.Fatalf("%s changed nothing", query)
+	}
+	db.Close()
+	tr.open()
+}
+
+// stored is an event's JSON as stored.
+func (tr *trail) stored(id string) []byte {
+	tr.t.Helper()
+	res, err := tr.repo.Read(context.Background(), repo.AllProjects, "AuditEvent", id)
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	return res.JSON
+}
+
+func (tr *trail) verify(project string) *Report {
+	tr.t.Helper()
+	rep, err := Verify(context.Background(), tr.repo, project)
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	return rep
+}
+
+// signIns are n sign-in events of a project.
+func signIns(project string, n int) []Event {
+	evs := make([]Event, n)
+	for i := range evs {
+		evs[i] = Event{ID: fmt.Sprintf("%s-ev-%d", project, i), Kind: SignIn.Name, Project: project,
+			Time: time.Date(2026, 12, 7, 10, 0, i, 0, time.UTC), Outcome: Success,
+			Who: "User/u" + fmt.Sprint(i), Client: "ClientApplication/c1", Address: "10.0.0.1"}
+	}
+	return evs
+}
+
+// A sign-in is BALP's authentication event: DICOM's User Authentication
+// and Login, Pinion's own code beside it, who (with the address) and
+// through which client.
+func TestEventResource(t *testing.T) {
+	e := Event{Kind: SignIn.Name, Time: time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC), Outcome: MinorFailure,
+		Detail: "Email or password is invalid", Name: "ada@example.com", Client: "ClientApplication/c1", Address: "10.0.0.1",
+		Patients: []string{"Patient/p1", "Patient/p1"}}
+	got, _ := json.Marshal(e.Resource())
+	want := `{"action":"E",` +
+		`"agent":[{"name":"ada@example.com","network":{"address":"10.0.0.1","type":"2"},"requestor":true},` +
+		`{"requestor":false,"type":{"coding":[{"code":"110150","display":"Application","system":"http://dicom.nema.org/resources/ontology/DCM"}]},"who":{"reference":"ClientApplication/c1"}}],` +
+		`"entity":[{"role":{"code":"1","display":"Patient","system":"http://terminology.hl7.org/CodeSystem/object-role"},"type":{"code":"1","display":"Person","system":"http://terminology.hl7.org/CodeSystem/audit-entity-type"},"what":{"reference":"Patient/p1"}}],` +
+		`"outcome":"4","outcomeDesc":"Email or password is invalid","recorded":"2026-12-07T10:00:00.000Z","resourceType":"AuditEvent",` +
+		`"source":{"observer":{"display":"Pinion"},"type":[{"code":"4","display":"Application Server","system":"http://terminology.hl7.org/CodeSystem/security-source-type"}]},` +
+		`"subtype":[{"code":"110122","display":"Login","system":"http://dicom.nema.org/resources/ontology/DCM"},{"code":"sign-in","display":"Sign-in","system":"https://pinion.health/fhir/CodeSystem/audit-event"}],` +
+		`"type":{"code":"110114","display":"User Authentication","system":"http://dicom.nema.org/resources/ontology/DCM"}}`
+	if string(got) != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+// Every kind names itself once, with a type and an action.
+func TestKinds(t *testing.T) {
+	seen := map[string]bool{}
+	for _, k := range Kinds {
+		if seen[k.Name] || k.Name == "" || k.Type.Code == "" || k.Display == "" {
+			t.Errorf("kind %+v: repeated or incomplete", k)
+		}
+		seen[k.Name] = true
+		switch k.Action {
+		case "C", "R", "U", "D", "E":
+		default:
+			t.Errorf("kind %s: action %q", k.Name, k.Action)
+		}
+	}
+}
+
+// Events recorded go through the stream to the store, chained, and the
+// chain verifies whole; a repeated write of the same events (a delivery
+// after a crash) stores nothing twice.
+func TestRecordWriteVerify(t *testing.T) {
+	tr := newTrail(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := NewWriter(tr.repo, tr.js, quiet)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec := NewRecorder(tr.js)
+	for _, e := range append(signIns("p1", 40), signIns("", 3)...) {
+		if err := rec.Record(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, "every event stored", func() bool {
+		return tr.verify("p1").Events == 40 && tr.verify("").Events == 3
+	})
+	for _, p := range []string{"p1", ""} {
+		if rep := tr.verify(p); !rep.Whole || rep.From != 1 || rep.Head.Seq != rep.Events {
+			t.Fatalf("project %q: %+v", p, rep)
+		}
+	}
+	res, err := tr.repo.Read(ctx, repo.AllProjects, "AuditEvent", ID("p1", 1))
+	if err != nil || res.Project != "p1" {
+		t.Fatalf("the first event: %v %+v", err, res)
+	}
+	l, _, _ := linkOf(res.JSON)
+	if l.Event != "p1-ev-0" || l.Prev != "" {
+		t.Fatalf("the first event is %+v, want the first recorded, after nothing", l)
+	}
+
+	// The same events again, by a writer that starts afresh.
+	cancel()
+	again := NewWriter(tr.repo, tr.js, quiet)
+	if err := again.Write(context.Background(), "p1", signIns("p1", 40)[30:]); err != nil {
+		t.Fatal(err)
+	}
+	if rep := tr.verify("p1"); !rep.Whole || rep.Events != 40 {
+		t.Fatalf("after a repeated delivery: %+v", rep)
+	}
+}
+
+// Two writers of one project, racing: every event once, the chain whole.
+func TestWritersRace(t *testing.T) {
+	tr := newTrail(t)
+	ctx := context.Background()
+	evs := signIns("p1", 60)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		w := NewWriter(tr.repo, tr.js, quiet)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := i; j < len(evs); j += 3 {
+				if err := w.Write(ctx, "p1", evs[j:j+1]); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	rep := tr.verify("p1")
+	if !rep.Whole || rep.Events != 60 {
+		t.Fatalf("%+v", rep)
+	}
+	seen := map[string]bool{}
+	for seq := int64(1); seq <= 60; seq++ {
+		res, err := tr.repo.Read(ctx, repo.AllProjects, "AuditEvent", ID("p1", seq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _, _ := linkOf(res.JSON)
+		if seen[l.Event] {
+			t.Fatalf("event %s stored twice", l.Event)
+		}
+		seen[l.Event] = true
+	}
+}
+
+// What is done to the stored events underneath the API — an edit, a
+// deletion, two events swapped, the JSON of one replaced by another's —
+// Verify finds, at the place it was done.
+func TestVerifyFindsTampering(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		tamper  func(tr *trail)
+		seq     int64
+		problem string
+	}{
+		{"an outcome edited", func(tr *trail) {
+			tr.underneath(`UPDATE resources SET json = replace(json, '"outcome":"0"', '"outcome":"4"') WHERE id = ?`, ID("p1", 7))
+		}, 7, Edited},
+		{"an edit with its digest recomputed", func(tr *trail) {
+			res, _ := tr.repo.Read(context.Background(), repo.AllProjects, "AuditEvent", ID("p1", 7))
+			var m map[string]any
+			_ = json.Unmarshal(res.JSON, &m)
+			m["outcome"] = "4"
+			delete(m, "meta")
+			l, _, _ := linkOf(res.JSON)
+			seal(m, "p1", 7, l.Prev, l.Event)
+			b, _ := json.Marshal(m)
+			tr.underneath(`UPDATE resources SET json = ? WHERE id = ?`, b, ID("p1", 7))
+		}, 8, Misplace},
+		{"an event deleted", func(tr *trail) {
+			tr.underneath(`DELETE FROM resources WHERE id = ?`, ID("p1", 5))
+		}, 5, Missing},
+		{"an event marked deleted", func(tr *trail) {
+			tr.underneath(`UPDATE resources SET deleted = 1, json = NULL WHERE id = ?`, ID("p1", 5))
+		}, 5, Missing},
+		{"two events swapped", func(tr *trail) {
+			a, b := tr.stored(ID("p1", 3)), tr.stored(ID("p1", 4))
+			tr.underneath(`UPDATE resources SET json = ? WHERE id = ?`, b, ID("p1", 3))
+			tr.underneath(`UPDATE resources SET json = ? WHERE id = ?`, a, ID("p1", 4))
+		}, 3, Misplace},
+		{"an event's JSON replaced by another's", func(tr *trail) {
+			tr.underneath(`UPDATE resources SET json = ? WHERE id = ?`, tr.stored(ID("p1", 2)), ID("p1", 9))
+		}, 9, Misplace},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTrail(t)
+			w := NewWriter(tr.repo, tr.js, quiet)
+			if err := w.Write(context.Background(), "p1", signIns("p1", 12)); err != nil {
+				t.Fatal(err)
+			}
+			if rep := tr.verify("p1"); !rep.Whole || rep.Events != 12 {
+				t.Fatalf("before: %+v", rep)
+			}
+			tc.tamper(tr)
+			rep := tr.verify("p1")
+			want := &Break{Seq: tc.seq, ID: ID("p1", tc.seq), Problem: tc.problem}
+			if rep.Whole || !reflect.DeepEqual(rep.Break, want) || rep.Events != tc.seq-1 {
+				t.Fatalf("%+v %+v, want %+v after %d whole", rep, rep.Break, want, tc.seq-1)
+			}
+		})
+	}
+}

@@ -1,0 +1,119 @@
+package audit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/google/uuid"
+
+	"github.com/pinion-health/pinion/pkg/fhir"
+)
+
+// ChainURL is the extension that chains a project's AuditEvents: each
+// carries its place (seq), its predecessor's digest (prev), the event's
+// own id (event) and its digest, the SHA-256 of prev and the event's JSON
+// without meta and without the digest itself. Editing, deleting or
+// reordering a stored event breaks the chain where it happened.
+const ChainURL = "https://pinion.health/fhir/StructureDefinition/audit-chain"
+
+// Link is an event's place in its project's chain.
+type Link struct {
+	Seq    int64  `json:"seq"`
+	Prev   string `json:"prev,omitempty"`
+	Event  string `json:"event"`
+	Digest string `json:"digest"`
+}
+
+// idSpace derives events' resource ids from their place in the chain.
+// Never change it: those ids are stored.
+var idSpace = uuid.MustParse("7d0b3c59-52a1-4c8e-9f0e-2b6a0d4e71c3")
+
+// ID is the resource id of a project's seq-th event ("" for the
+// server's own): one id per place, so that two writers of one project
+// cannot both take a place (the second create finds it taken).
+func ID(project string, seq int64) string {
+	return uuid.NewSHA1(idSpace, []byte(project+":"+strconv.FormatInt(seq, 10))).String()
+}
+
+// seal puts res at its place in project's chain, after prev, and returns
+// its link. res must be as it will be stored (empty values dropped).
+func seal(res map[string]any, project string, seq int64, prev, event string) Link {
+	l := Link{Seq: seq, Prev: prev, Event: event}
+	res["id"] = ID(project, seq)
+	res["extension"] = []any{chainExtension(l)}
+	l.Digest = digest(prev, res)
+	res["extension"] = []any{chainExtension(l)}
+	return l
+}
+
+func chainExtension(l Link) map[string]any {
+	ext := []any{
+		map[string]any{"url": "seq", "valueInteger": l.Seq},
+		map[string]any{"url": "event", "valueString": l.Event},
+	}
+	if l.Prev != "" {
+		ext = append(ext, map[string]any{"url": "prev", "valueString": l.Prev})
+	}
+	if l.Digest != "" {
+		ext = append(ext, map[string]any{"url": "digest", "valueString": l.Digest})
+	}
+	return map[string]any{"url": ChainURL, "extension": ext}
+}
+
+// digest is the SHA-256 of prev and res's JSON (keys sorted, as
+// encoding/json writes a map), hex.
+func digest(prev string, res map[string]any) string {
+	b, _ := json.Marshal(res)
+	h := sha256.New()
+	h.Write([]byte(prev))
+	h.Write([]byte{'\n'})
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// linkOf reads a stored event's link and recomputes its digest from what
+// is stored: equal to the link's Digest unless the event was edited.
+func linkOf(raw []byte) (stored Link, computed string, err error) {
+	var res map[string]any
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return Link{}, "", err
+	}
+	delete(res, "meta")
+	fhir.DropEmpty(res)
+	exts, _ := res["extension"].([]any)
+	var kept []any
+	for _, e := range exts {
+		m, _ := e.(map[string]any)
+		if m == nil || m["url"] != ChainURL {
+			kept = append(kept, e)
+			continue
+		}
+		inner, _ := m["extension"].([]any)
+		var rest []any
+		for _, x := range inner {
+			xm, _ := x.(map[string]any)
+			switch xm["url"] {
+			case "seq":
+				f, _ := xm["valueInteger"].(float64)
+				stored.Seq = int64(f)
+			case "prev":
+				stored.Prev, _ = xm["valueString"].(string)
+			case "event":
+				stored.Event, _ = xm["valueString"].(string)
+			case "digest":
+				stored.Digest, _ = xm["valueString"].(string)
+				continue
+			}
+			rest = append(rest, x)
+		}
+		kept = append(kept, map[string]any{"url": ChainURL, "extension": rest})
+	}
+	if stored.Seq == 0 {
+		return Link{}, "", fmt.Errorf("not a chained AuditEvent")
+	}
+	res["extension"] = kept
+	return stored, digest(stored.Prev, res), nil
+}
