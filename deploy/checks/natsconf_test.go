@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pinion-health/pinion/deploy/checks/internal/deployfiles"
+	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/infra"
@@ -170,6 +171,9 @@ func TestNATSPermissions(t *testing.T) {
 		{"publish events", true, bus.EventSubject("Patient", "create"), []string{"identity", "membership", "fhir", "botexec"}},
 		{"cache invalidation", false, bus.EventPrefix + ">", []string{"identity", "membership", "fhir", "botexec"}},
 		{"mail queue", true, mail.Subject, []string{"identity"}},
+		// The audit trail: services record, fhir's writers store.
+		{"audit events", true, audit.SubjectPrefix + "p1", []string{"identity", "membership", "fhir"}},
+		{"audit writer acks", true, "$JS.ACK." + audit.Stream + ".audit-writer.1.2.3.4.5", []string{"fhir"}},
 		{"invite end", true, invite.DoneSubject("x"), []string{"identity", "membership", "fhir"}},
 		{"invite wait", false, invite.DoneSubject("x"), []string{"membership"}},
 		{"saga acks", true, "$JS.ACK." + saga.Stream + ".identity-invite-user.1.2.3.4.5", []string{"identity", "membership", "fhir"}},

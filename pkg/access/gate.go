@@ -231,6 +231,9 @@ func (g *Gate) Create(ctx context.Context, res map[string]any, o repo.WriteOptio
 // (writerules.CheckAfterAccess) only under such conditions, as a write
 // the policy does not condition (a super admin's) is not held to them.
 func (g *Gate) Update(ctx context.Context, i Interaction, res map[string]any, o repo.WriteOptions) (*repo.Resource, error) {
+	if err := g.changeable(); err != nil {
+		return nil, err
+	}
 	if err := writerules.Check(ctx, g.typ, res, writeEnv{g}); err != nil {
 		return nil, err
 	}
@@ -259,5 +262,21 @@ func (g *Gate) Update(ctx context.Context, i Interaction, res map[string]any, o 
 // check and the delete another write may change the resource; repo.Delete
 // takes no expected version, and the window is one request's length.
 func (g *Gate) Delete(ctx context.Context, id string) error {
+	if err := g.changeable(); err != nil {
+		return err
+	}
 	return g.repo.Delete(ctx, g.sc, g.typ, id)
+}
+
+// ReadOnlyText refuses a change to an AuditEvent.
+const ReadOnlyText = "AuditEvents cannot be changed or deleted: the audit trail keeps each as recorded"
+
+// changeable refuses to change or delete what nobody may, a super admin
+// included: an AuditEvent (the trail's retention removes old events
+// itself, and records that it did).
+func (g *Gate) changeable() error {
+	if g.typ == "AuditEvent" {
+		return fhir.ForbiddenText(ReadOnlyText)
+	}
+	return nil
 }

@@ -157,12 +157,13 @@ func TestKinds(t *testing.T) {
 // after a crash) stores nothing twice.
 func TestRecordWriteVerify(t *testing.T) {
 	tr := newTrail(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx := context.Background()
 	w := NewWriter(tr.repo, tr.js, quiet)
-	if err := w.Start(ctx); err != nil {
+	stop, err := w.Start(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer stop()
 	rec := NewRecorder(tr.js)
 	for _, e := range append(signIns("p1", 40), signIns("", 3)...) {
 		if err := rec.Record(ctx, e); err != nil {
@@ -187,7 +188,7 @@ func TestRecordWriteVerify(t *testing.T) {
 	}
 
 	// The same events again, by a writer that starts afresh.
-	cancel()
+	stop()
 	again := NewWriter(tr.repo, tr.js, quiet)
 	if err := again.Write(context.Background(), "p1", signIns("p1", 40)[30:]); err != nil {
 		t.Fatal(err)

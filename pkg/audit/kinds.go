@@ -56,17 +56,18 @@ var (
 // The kinds, one per line; docs/audit.md lists them with their codes.
 var (
 	// Authentication.
-	SignIn        = Kind{"sign-in", Authentication, login, "E", "Sign-in"}
-	SignOut       = Kind{"sign-out", Authentication, logout, "E", "Sign-out"}
-	TokenIssued   = Kind{"token-issued", Authentication, nil, "E", "Token issued"}
-	TokenRefused  = Kind{"token-refused", Authentication, nil, "E", "Bearer token refused"}
-	TokenRevoked  = Kind{"token-revoked", Authentication, nil, "E", "Token revoked"}
-	ConsentGiven  = Kind{"consent-given", SecurityAlert, nil, "C", "Consent given to a client"}
-	ConsentEnded  = Kind{"consent-withdrawn", SecurityAlert, nil, "D", "Consent withdrawn"}
-	MFAEnrolled   = Kind{"mfa-enrolled", SecurityAlert, userAttributes, "U", "Second factor enrolled"}
-	MFAReset      = Kind{"mfa-reset", SecurityAlert, userAttributes, "U", "Second factor reset"}
-	PasswordSet   = Kind{"password-set", SecurityAlert, userAttributes, "U", "Password set"}
-	SecretRotated = Kind{"secret-rotated", SecurityAlert, userAttributes, "U", "Client secret rotated"}
+	SignIn         = Kind{"sign-in", Authentication, login, "E", "Sign-in"}
+	SignOut        = Kind{"sign-out", Authentication, logout, "E", "Sign-out"}
+	TokenIssued    = Kind{"token-issued", Authentication, nil, "E", "Token issued"}
+	TokenRefreshed = Kind{"token-refreshed", Authentication, nil, "E", "Token refreshed"}
+	TokenRefused   = Kind{"token-refused", Authentication, nil, "E", "Bearer token refused"}
+	TokenRevoked   = Kind{"token-revoked", Authentication, nil, "E", "Token revoked"}
+	ConsentGiven   = Kind{"consent-given", SecurityAlert, nil, "C", "Consent given to a client"}
+	ConsentEnded   = Kind{"consent-withdrawn", SecurityAlert, nil, "D", "Consent withdrawn"}
+	MFAEnrolled    = Kind{"mfa-enrolled", SecurityAlert, userAttributes, "U", "Second factor enrolled"}
+	MFAReset       = Kind{"mfa-reset", SecurityAlert, userAttributes, "U", "Second factor reset"}
+	PasswordSet    = Kind{"password-set", SecurityAlert, userAttributes, "U", "Password set"}
+	SecretRotated  = Kind{"secret-rotated", SecurityAlert, userAttributes, "U", "Client secret rotated"}
 	// Administration.
 	ProjectCreated = Kind{"project-created", SecurityAlert, nil, "C", "Project created"}
 	MemberInvited  = Kind{"member-invited", SecurityAlert, rolesChanged, "C", "Member invited"}
@@ -81,6 +82,6 @@ var (
 )
 
 // Kinds lists every kind, for the docs and the tests.
-var Kinds = []Kind{SignIn, SignOut, TokenIssued, TokenRefused, TokenRevoked, ConsentGiven, ConsentEnded,
+var Kinds = []Kind{SignIn, SignOut, TokenIssued, TokenRefreshed, TokenRefused, TokenRevoked, ConsentGiven, ConsentEnded,
 	MFAEnrolled, MFAReset, PasswordSet, SecretRotated, ProjectCreated, MemberInvited, MemberChanged, MemberRemoved,
 	ConfigChanged, PatientRead, PatientSearch, RetentionApplied}

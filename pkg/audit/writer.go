@@ -50,10 +50,11 @@ const writerConsumer = "audit-writer"
 // batch bounds one fetch: a project's batch is one store write.
 const batch = 256
 
-// Start runs the writer until ctx ends.
-func (w *Writer) Start(ctx context.Context) error {
+// Start runs the writer until the returned stop, which waits for the
+// batch in hand.
+func (w *Writer) Start(ctx context.Context) (stop func(), err error) {
 	if err := EnsureStream(ctx, w.js); err != nil {
-		return err
+		return nil, err
 	}
 	c, err := w.js.CreateOrUpdateConsumer(ctx, Stream, jetstream.ConsumerConfig{
 		Durable:       writerConsumer,
@@ -62,10 +63,15 @@ func (w *Writer) Start(ctx context.Context) error {
 		MaxAckPending: 4 * batch,
 	})
 	if err != nil {
-		return fmt.Errorf("audit writer: %w", err)
+		return nil, fmt.Errorf("audit writer: %w", err)
 	}
-	go w.run(ctx, c)
-	return nil
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.run(runCtx, c)
+	}()
+	return func() { cancel(); <-done }, nil
 }
 
 func (w *Writer) run(ctx context.Context, c jetstream.Consumer) {
@@ -83,7 +89,12 @@ func (w *Writer) run(ctx context.Context, c jetstream.Consumer) {
 			got = append(got, m)
 		}
 		if len(got) > 0 {
-			w.handle(ctx, got)
+			// The batch in hand is finished even when the writer is
+			// stopping: its events are stored and acknowledged, not sent
+			// round again.
+			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			w.handle(hctx, got)
+			cancel()
 		}
 	}
 }

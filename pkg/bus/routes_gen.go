@@ -27,6 +27,7 @@ var Routes = []Route{
 	{"GET", "/admin/projects/:projectId/mfa", "pinion.identity.GET.admin.projects.:projectId.mfa", Token, "identity", "factors.Overview"},
 	{"POST", "/admin/projects/:projectId/secrets", "pinion.membership.POST.admin.projects.:projectId.secrets", Token, "membership", "setSecrets"},
 	{"POST", "/admin/projects/:projectId/sites", "pinion.membership.POST.admin.projects.:projectId.sites", Token, "membership", "setSites"},
+	{"GET", "/admin/super/audit/verify", "pinion.fhir.GET.admin.super.audit.verify", Token, "fhir", "auditVerify"},
 	{"POST", "/admin/super/setpassword", "pinion.identity.POST.admin.super.setpassword", Token, "identity", "accounts.SuperSetPassword"},
 	{"GET", "/auth/consents", "pinion.identity.GET.auth.consents", Token, "identity", "consents.List"},
 	{"DELETE", "/auth/consents/:clientId", "pinion.identity.DELETE.auth.consents.:clientId", Token, "identity", "consents.Withdraw"},

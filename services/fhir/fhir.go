@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/infra"
@@ -58,6 +59,8 @@ type Service struct {
 	stopExports func()
 	// urls signs and checks the storage URLs of Binaries (storage.go).
 	urls *presign.Signer
+
+	stopAudit func() // the audit trail's writer
 }
 
 // FromConfig builds the service from the settings, as both the standalone
@@ -97,6 +100,10 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.startExports(ctx); err != nil {
 		return err
 	}
+	// The audit trail's writers: every fhir instance runs one.
+	if s.stopAudit, err = audit.NewWriter(s.repo, s.js, s.log).Start(ctx); err != nil {
+		return err
+	}
 	s.svc, err = bus.Serve(s.nc, "fhir", "1.0.0", s.routes(), s.log)
 	return err
 }
@@ -114,6 +121,7 @@ func (s *Service) routes() []bus.Endpoint { return s.signing(s.endpoints()) }
 func (s *Service) endpoints() []bus.Endpoint {
 	return []bus.Endpoint{
 		bus.Handle("GET /fhir/R4/metadata", bus.Public, s.capabilities),
+		bus.Handle("GET /admin/super/audit/verify", bus.Token, s.auditVerify),
 		// A signed URL is its own credential (storage.go).
 		bus.Handle("GET /storage/:id/:vid", bus.Public, s.storage),
 		bus.Handle("GET /fhir/R4/job/:id/status", bus.Token, s.jobStatus),
@@ -161,6 +169,9 @@ func (s *Service) Stop(ctx context.Context) error {
 	}
 	if s.stopExports != nil {
 		s.stopExports()
+	}
+	if s.stopAudit != nil {
+		s.stopAudit()
 	}
 	if s.svc == nil {
 		return nil

@@ -33,6 +33,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/infra"
@@ -145,6 +146,7 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 	sec := secrets.New(r)
 	pages := web.New(cfg.BaseURL, sec)
 	limiter := limits.NewSignIns()
+	rec := audit.NewRecorder(js)
 	accounts := account.New(account.Config{BaseURL: cfg.BaseURL, BreachURL: cfg.BreachURL}, nc, js, r, sec, sessions, pages, log)
 	policies := access.NewPolicies(r, log)
 	cl := clients.New(clients.Config{BaseURL: cfg.BaseURL, SecretGrace: cfg.SecretGrace, DataDir: cfg.DataDir,
@@ -154,10 +156,10 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 		log: log, policies: policies, clients: cl, accounts: accounts,
 		factors: factors.New(factors.Config{BaseURL: cfg.BaseURL}, r, sec, sessions, accounts, limiter, log),
 		oauth: authserver.New(authserver.Config{BaseURL: cfg.BaseURL, TokenLifetime: cfg.TokenLifetime, EgressPrivate: cfg.EgressPrivate},
-			r, sec, sessions, cl, limiter, policies, log),
+			r, sec, sessions, cl, limiter, policies, rec, log),
 	}
 	s.signins = signin.New(signin.Config{BaseURL: cfg.BaseURL, RegisterDisabled: cfg.RegisterDisabled}, r, sessions, pages, limiter, accounts,
-		s.factors, cl, s.oauth, policies, log)
+		s.factors, cl, s.oauth, policies, rec, log)
 	s.registration = registration.New(registration.Config{BaseURL: cfg.BaseURL, AppBaseURL: cfg.AppBaseURL, Disabled: cfg.RegisterDisabled,
 		RecaptchaSecret: cfg.RecaptchaSecret, RecaptchaSiteKey: cfg.RecaptchaSiteKey, RecaptchaURL: cfg.RecaptchaURL},
 		nc, r, sessions, pages, limiter, accounts, s.signins, log)
@@ -175,6 +177,9 @@ func (s *Service) Start(ctx context.Context) error {
 	var err error
 	if s.SuperAdmin, err = s.clients.BootstrapSuperAdmin(ctx); err != nil {
 		return fmt.Errorf("super-admin bootstrap: %w", err)
+	}
+	if err := audit.EnsureStream(ctx, s.js); err != nil {
+		return err
 	}
 	if s.consents, err = consent.Open(ctx, s.js); err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -49,14 +50,16 @@ type Service struct {
 	signer     *auth.Signer // access and refresh tokens, ES256
 	idSigner   *auth.Signer // ID tokens, RS256 (idtoken.go)
 	grants     []Grant      // the token endpoint's, in the order discovery names them
+	audit      *audit.Recorder
 }
 
 // New wires the authorization server; Start loads its keys.
-func New(cfg Config, r *repo.Repo, sec *secrets.Store, sessions *session.Store, cl *clients.Service, limiter *limits.SignIns, policies *access.Policies, log *slog.Logger) *Service {
+func New(cfg Config, r *repo.Repo, sec *secrets.Store, sessions *session.Store, cl *clients.Service, limiter *limits.SignIns, policies *access.Policies,
+	rec *audit.Recorder, log *slog.Logger) *Service {
 	if cfg.TokenLifetime == 0 {
 		cfg.TokenLifetime = time.Hour
 	}
-	s := &Service{cfg: cfg, repo: r, secrets: sec, sessions: sessions, clients: cl, limiter: limiter, policies: policies, log: log,
+	s := &Service{cfg: cfg, repo: r, secrets: sec, sessions: sessions, clients: cl, limiter: limiter, policies: policies, audit: rec, log: log,
 		assertions: newAssertions(cfg.EgressPrivate)}
 	s.grants = []Grant{clientCredentials{s}, authorizationCode{s}, refreshToken{s}}
 	return s

@@ -28,7 +28,7 @@ func TestIDTokenKeyIsShared(t *testing.T) {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		s := New(first.cfg, first.repo, secrets.New(first.repo), nil, nil, nil, nil, testkit.Quiet)
+		s := New(first.cfg, first.repo, secrets.New(first.repo), nil, nil, nil, nil, nil, testkit.Quiet)
 		wg.Go(func() { keys[i], errs[i] = s.idTokenKey(ctx) })
 	}
 	wg.Wait()
@@ -40,7 +40,7 @@ func TestIDTokenKeyIsShared(t *testing.T) {
 			t.Fatalf("instance %d has key %s, instance 0 %s", i, keys[i].ID, keys[0].ID)
 		}
 	}
-	later, err := New(first.cfg, first.repo, secrets.New(first.repo), nil, nil, nil, nil, testkit.Quiet).idTokenKey(ctx)
+	later, err := New(first.cfg, first.repo, secrets.New(first.repo), nil, nil, nil, nil, nil, testkit.Quiet).idTokenKey(ctx)
 	if err != nil || later.ID != keys[0].ID || !later.Private.Equal(keys[0].Private) {
 		t.Fatalf("a later start: %v %v", later, err)
 	}
@@ -60,7 +60,7 @@ func TestSigningKeyIsShared(t *testing.T) {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		s := New(first.cfg, first.repo, secrets.New(first.repo), nil, nil, nil, nil, testkit.Quiet)
+		s := New(first.cfg, first.repo, secrets.New(first.repo), nil, nil, nil, nil, nil, testkit.Quiet)
 		wg.Go(func() { keys[i], errs[i] = s.signingKey(ctx) })
 	}
 	wg.Wait()
@@ -72,7 +72,7 @@ func TestSigningKeyIsShared(t *testing.T) {
 			t.Fatalf("instance %d has key %s, instance 0 %s", i, keys[i].ID, keys[0].ID)
 		}
 	}
-	later, err := New(first.cfg, first.repo, secrets.New(first.repo), nil, nil, nil, nil, testkit.Quiet).signingKey(ctx)
+	later, err := New(first.cfg, first.repo, secrets.New(first.repo), nil, nil, nil, nil, nil, testkit.Quiet).signingKey(ctx)
 	if err != nil || later.ID != keys[0].ID || !later.Private.Equal(keys[0].Private) {
 		t.Fatalf("a later start: %v %v", later, err)
 	}
@@ -185,7 +185,7 @@ func storeOnly(t *testing.T) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Config{BaseURL: "https://pinion.example/"}, r, secrets.New(r), nil, nil, nil, nil, testkit.Quiet)
+	return New(Config{BaseURL: "https://pinion.example/"}, r, secrets.New(r), nil, nil, nil, nil, nil, testkit.Quiet)
 }
 
 // The key set holds the EC key of access tokens and the RSA key of ID

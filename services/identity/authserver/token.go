@@ -12,7 +12,13 @@ import (
 // answers. A grant's refusal becomes its OAuth error answer here, in one
 // place; any other error is the service failing (a 5xx).
 func (s *Service) Token(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	return Answer(s.grant(ctx, r))
+	resp, err := s.grant(ctx, r)
+	// Recorded before the answer: a token the trail cannot record is not
+	// issued.
+	if aerr := s.recordToken(ctx, r, resp, err); aerr != nil {
+		return nil, aerr
+	}
+	return Answer(resp, err)
 }
 
 func (s *Service) grant(ctx context.Context, r *bus.Request) (*bus.Response, error) {

@@ -24,7 +24,7 @@ func unwired(t *testing.T) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{BaseURL: testBase}, nil, nil, nil, nil, limits.NewSignIns(), nil, testkit.Quiet)
+	s := New(Config{BaseURL: testBase}, nil, nil, nil, nil, limits.NewSignIns(), nil, nil, testkit.Quiet)
 	s.signer = &auth.Signer{Key: key, Issuer: testBase}
 	return s
 }

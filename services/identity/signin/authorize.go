@@ -314,6 +314,10 @@ func (s *Service) signInPosted(ctx context.Context, r *bus.Request, b web.Browse
 		s.limiter.Released(r.Remote, email)
 		return nil, err
 	}
+	if err := s.recordPassword(ctx, r, email, userID, a.ClientID, a.project); err != nil {
+		s.limiter.Released(r.Remote, email)
+		return nil, err
+	}
 	if userID == "" {
 		s.limiter.Failed(r.Remote, email)
 		return s.signInPage(ctx, b, a, email, map[string]string{"password": "Email or password is invalid"})

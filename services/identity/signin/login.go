@@ -74,6 +74,10 @@ func (s *Service) Login(ctx context.Context, r *bus.Request) (*bus.Response, err
 		s.limiter.Released(r.Remote, email)
 		return nil, err
 	}
+	if err := s.recordPassword(ctx, r, email, userID, in.ClientID, in.ProjectID); err != nil {
+		s.limiter.Released(r.Remote, email)
+		return nil, err
+	}
 	if userID == "" {
 		s.limiter.Failed(r.Remote, email)
 		return nil, fhir.BadRequest("Email or password is invalid")

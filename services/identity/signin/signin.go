@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -72,13 +73,14 @@ type Service struct {
 	browsers     jetstream.KeyValue // signed-in browsers, and their pending second factors
 	providers    Providers
 	registration Registration
+	audit        *audit.Recorder
 }
 
 // New wires sign-in; Start opens what it keeps in NATS.
 func New(cfg Config, r *repo.Repo, sessions *session.Store, pages *web.Pages, limiter *limits.SignIns, accounts *account.Service,
-	f *factors.Service, cl *clients.Service, oauth *authserver.Service, policies *access.Policies, log *slog.Logger) *Service {
+	f *factors.Service, cl *clients.Service, oauth *authserver.Service, policies *access.Policies, rec *audit.Recorder, log *slog.Logger) *Service {
 	return &Service{cfg: cfg, repo: r, sessions: sessions, pages: pages, limiter: limiter, accounts: accounts, factors: f,
-		clients: cl, oauth: oauth, policies: policies, log: log}
+		clients: cl, oauth: oauth, policies: policies, audit: rec, log: log}
 }
 
 // Use plugs in the identity providers and registration, which are built

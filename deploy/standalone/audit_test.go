@@ -1,0 +1,128 @@
+package standalone
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pinion-health/pinion/pkg/access"
+)
+
+// auditEvents are a project's AuditEvents of one of Pinion's kinds (its
+// subtype code), as the project's admin searches them.
+func auditEvents(t *testing.T, token, kind string, extra ...string) []map[string]any {
+	t.Helper()
+	q := url.Values{"subtype": {"https://pinion.health/fhir/CodeSystem/audit-event|" + kind}, "_count": {"100"}}
+	for i := 0; i+1 < len(extra); i += 2 {
+		q.Set(extra[i], extra[i+1])
+	}
+	r := do(t, "GET", "fhir/R4/AuditEvent?"+q.Encode(), token, "", nil)
+	expect(t, r, 200)
+	_, found := bundleOf(t, r)
+	return found
+}
+
+// agentOf is an event's requesting agent: who, the name given, the address.
+func agentOf(ev map[string]any) (who, name, address string) {
+	for _, a := range ev["agent"].([]any) {
+		m := a.(map[string]any)
+		if m["requestor"] != true {
+			continue
+		}
+		if w, ok := m["who"].(map[string]any); ok {
+			who, _ = w["reference"].(string)
+		}
+		name, _ = m["name"].(string)
+		if n, ok := m["network"].(map[string]any); ok {
+			address, _ = n["address"].(string)
+		}
+	}
+	return who, name, address
+}
+
+// clientAgent is the client application an event's person acted through.
+func clientAgent(ev map[string]any) string {
+	for _, a := range ev["agent"].([]any) {
+		m := a.(map[string]any)
+		if m["requestor"] == false {
+			if w, ok := m["who"].(map[string]any); ok {
+				ref, _ := w["reference"].(string)
+				return ref
+			}
+		}
+	}
+	return ""
+}
+
+// The first events of the audit trail (issue 54): a password sign-in,
+// refused and then let in, and a client's token, refused and then
+// issued, each leave one AuditEvent the project's admin finds, with who
+// (or the address typed), from where, and the outcome; the trail
+// verifies whole; and nobody, a super admin included, changes an event.
+func TestAuditTrailSignInsAndTokens(t *testing.T) {
+	pid, su := adminProject(t, "Audit trail")
+	admin := projectAdmin(t, su, pid, "audit-admin@example.com")
+	member(t, su, pid, "resourceType", "Practitioner", "firstName", "Ida", "lastName", "Audited",
+		"email", "ida-audited@example.com", "password", "ida's password")
+
+	r := do(t, "POST", "auth/login", "", "application/json", mustJSON(map[string]any{
+		"email": "ida-audited@example.com", "password": "not ida's password", "projectId": pid}))
+	expect(t, r, 400)
+	signIn(t, "ida-audited@example.com", "ida's password", pid, "openid")
+
+	r = do(t, "POST", "admin/projects/"+pid+"/client", su, "application/json", mustJSON(map[string]any{"name": "audited app"}))
+	expect(t, r, 201)
+	client, secret := r.json(t)["id"].(string), r.json(t)["secret"].(string)
+	r = do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded",
+		[]byte(url.Values{"grant_type": {"client_credentials"}, "client_id": {client}, "client_secret": {"wrong"}}.Encode()))
+	expect(t, r, 401)
+	clientToken(t, client, secret)
+
+	var signIns []map[string]any
+	eventually(t, 15*time.Second, "the sign-ins recorded", func() bool {
+		signIns = auditEvents(t, admin, "sign-in", "_sort", "date")
+		return len(signIns) >= 5 // the admin's, Ida's two, the client's two
+	})
+	var refused, ida, clientRefused, clientIn bool
+	for _, ev := range signIns {
+		who, name, address := agentOf(ev)
+		ok := ev["outcome"] == "0"
+		switch {
+		case name == "ida-audited@example.com":
+			refused = !ok && ev["outcomeDesc"] == "Email or password is invalid" && who == "" && address == "127.0.0.1"
+		case strings.HasPrefix(who, "User/") && ok:
+			ida = ev["type"].(map[string]any)["code"] == "110114"
+		case who == "" && !ok && clientAgent(ev) == "ClientApplication/"+client:
+			clientRefused = strings.HasPrefix(ev["outcomeDesc"].(string), "invalid_client")
+		case who == "ClientApplication/"+client && ok:
+			clientIn = true
+		}
+	}
+	if !refused || !ida || !clientRefused || !clientIn {
+		t.Fatalf("refused %v, let in %v, client refused %v, client let in %v: %v", refused, ida, clientRefused, clientIn, signIns)
+	}
+
+	// The trail is whole.
+	r = do(t, "GET", "admin/super/audit/verify?project="+pid, su, "", nil)
+	expect(t, r, 200)
+	if rep := r.json(t); rep["whole"] != true || rep["events"].(float64) < 5 {
+		t.Fatalf("verify: %s", r.body)
+	}
+	expect(t, do(t, "GET", "admin/super/audit/verify?project="+pid, admin, "", nil), 403)
+
+	// Nobody changes an event.
+	ev := signIns[0]
+	id := ev["id"].(string)
+	ev["outcome"] = "0"
+	for _, r := range []*response{
+		do(t, "PUT", "fhir/R4/AuditEvent/"+id, su, "application/fhir+json", mustJSON(ev)),
+		do(t, "PATCH", "fhir/R4/AuditEvent/"+id, su, "application/json-patch+json", []byte(`[{"op":"replace","path":"/outcome","value":"0"}]`)),
+		do(t, "DELETE", "fhir/R4/AuditEvent/"+id, su, "", nil),
+		do(t, "DELETE", "fhir/R4/AuditEvent/"+id, admin, "", nil),
+	} {
+		if r.status != 403 || !strings.Contains(string(r.body), access.ReadOnlyText) {
+			t.Fatalf("a change to an AuditEvent: %d %s", r.status, r.body)
+		}
+	}
+}
