@@ -154,7 +154,7 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 	s := &Service{
 		cfg: cfg, nc: nc, js: js, repo: r, secrets: sec, pages: pages, limiter: limiter, sessions: sessions,
 		log: log, policies: policies, clients: cl, accounts: accounts,
-		factors: factors.New(factors.Config{BaseURL: cfg.BaseURL}, r, sec, sessions, accounts, limiter, log),
+		factors: factors.New(factors.Config{BaseURL: cfg.BaseURL}, r, sec, sessions, accounts, limiter, rec, log),
 		oauth: authserver.New(authserver.Config{BaseURL: cfg.BaseURL, TokenLifetime: cfg.TokenLifetime, EgressPrivate: cfg.EgressPrivate},
 			r, sec, sessions, cl, limiter, policies, rec, log),
 	}

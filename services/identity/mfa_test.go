@@ -19,6 +19,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
+	"github.com/pinion-health/pinion/pkg/testenv"
 	"github.com/pinion-health/pinion/services/identity/factors"
 	"github.com/pinion-health/pinion/services/identity/limits"
 	"github.com/pinion-health/pinion/services/identity/signin"
@@ -280,9 +281,13 @@ func TestMFAProjectRequirement(t *testing.T) {
 		t.Fatalf("after the reset, login answered %v", body)
 	}
 	q, _ := search.Parse("AuditEvent", url.Values{"entity": {"ProjectMembership/" + p.membership}})
-	page, err := live.conns.Repo.Search(ctx, repo.Scope{Project: p.project}, "AuditEvent", q)
-	if err != nil || len(page.Resources) != 1 || !strings.Contains(string(page.Resources[0].JSON), `"mfa-reset"`) {
-		t.Fatalf("audit events %v", err)
+	var page *repo.Page
+	testenv.Eventually(t, "the reset in the project's audit trail", func() bool {
+		page, err = live.conns.Repo.Search(ctx, repo.Scope{Project: p.project}, "AuditEvent", q)
+		return err == nil && len(page.Resources) == 1
+	})
+	if !strings.Contains(string(page.Resources[0].JSON), `"mfa-reset"`) {
+		t.Fatalf("audit event %s", page.Resources[0].JSON)
 	}
 	var ev map[string]any
 	_ = json.Unmarshal(page.Resources[0].JSON, &ev)

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -19,8 +19,8 @@ import (
 // a project's admin (or a super admin) removes a member's authenticator
 // and passkeys when a device is lost; a project's admin only when the
 // project holds every membership of the person (adminOver). The member enrols again at their next sign-in
-// (where MFA is required) or from their account; an AuditEvent in the
-// project records who reset whose factor.
+// (where MFA is required) or from their account; the project's audit
+// trail records who reset whose factor.
 func (s *Service) Reset(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	projectID, membershipID := r.Param("projectId"), r.Param("membershipId")
 	if err := access.ProjectAdmin(r.Principal, projectID); err != nil {
@@ -62,22 +62,8 @@ func (s *Service) Reset(ctx context.Context, r *bus.Request) (*bus.Response, err
 	}); err != nil {
 		return nil, err
 	}
-	now := time.Now().UTC().Format(time.RFC3339Nano)
-	ev := map[string]any{
-		"resourceType": "AuditEvent",
-		"type":         map[string]any{"system": "http://dicom.nema.org/resources/ontology/DCM", "code": "110114", "display": "User Authentication"},
-		"subtype":      []any{map[string]any{"system": "https://medplum.com/CodeSystem/audit-event", "code": "mfa-reset", "display": "MFA reset"}},
-		"action":       "U",
-		"recorded":     now,
-		"outcome":      "0",
-		"agent":        []any{map[string]any{"who": map[string]any{"reference": r.Principal.Profile}, "requestor": true}},
-		"source":       map[string]any{"observer": map[string]any{"reference": r.Principal.Profile}},
-		"entity": []any{
-			map[string]any{"what": map[string]any{"reference": "ProjectMembership/" + membershipID}},
-			map[string]any{"what": map[string]any{"reference": m.User.Reference}},
-		},
-	}
-	if _, err := s.repo.Create(ctx, repo.Scope{Project: projectID}, ev, repo.WriteOptions{Project: projectID}); err != nil {
+	if err := s.audit.Record(ctx, audit.Event{Kind: audit.MFAReset.Name, Project: projectID, Who: r.Principal.Profile,
+		Address: r.Remote, Entities: []audit.Entity{{What: "ProjectMembership/" + membershipID}, {What: m.User.Reference}}}); err != nil {
 		return nil, err
 	}
 	s.log.Info("mfa reset", "user", uid, "membership", membershipID, "by", r.Principal.Profile)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
@@ -39,11 +40,13 @@ type Service struct {
 	log      *slog.Logger
 	browsers jetstream.KeyValue // passkey ceremonies, one per person or browser
 	rp       relyingParty       // made on first use
+	audit    *audit.Recorder
 }
 
 // New wires the factors; Start gives them the browsers' bucket.
-func New(cfg Config, r *repo.Repo, sec *secrets.Store, sessions *session.Store, accounts *account.Service, limiter *limits.SignIns, log *slog.Logger) *Service {
-	return &Service{cfg: cfg, repo: r, secrets: sec, sessions: sessions, accounts: accounts, limiter: limiter, log: log}
+func New(cfg Config, r *repo.Repo, sec *secrets.Store, sessions *session.Store, accounts *account.Service, limiter *limits.SignIns,
+	rec *audit.Recorder, log *slog.Logger) *Service {
+	return &Service{cfg: cfg, repo: r, secrets: sec, sessions: sessions, accounts: accounts, limiter: limiter, audit: rec, log: log}
 }
 
 // Start keeps passkey ceremonies in browsers, the bucket of browser state.

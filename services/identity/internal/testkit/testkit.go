@@ -25,6 +25,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/embedded"
@@ -70,7 +71,17 @@ func Open() (s *Stack, stop func(), err error) {
 		os.RemoveAll(dir)
 		return nil, nil, fmt.Errorf("infra: %w", err)
 	}
+	// The audit trail's writer, which the fhir service runs in a deployment.
+	stopAudit, err := audit.NewWriter(c.Repo, c.JS, Quiet).Start(ctx)
+	if err != nil {
+		c.Close()
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		os.RemoveAll(dir)
+		return nil, nil, fmt.Errorf("audit writer: %w", err)
+	}
 	return &Stack{Conns: c, Dir: dir}, func() {
+		stopAudit()
 		c.Close()
 		ns.Shutdown()
 		ns.WaitForShutdown()
