@@ -75,31 +75,46 @@ func (w *Writer) Start(ctx context.Context) (stop func(), err error) {
 }
 
 func (w *Writer) run(ctx context.Context, c jetstream.Consumer) {
-	for ctx.Err() == nil {
-		msgs, err := c.Fetch(batch, jetstream.FetchMaxWait(time.Second))
+	it, err := c.Messages(jetstream.PullMaxMessages(batch))
+	if err != nil {
+		w.log.Error("audit writer not running", "err", err)
+		return
+	}
+	defer it.Stop()
+	for {
+		// Waits for the first event of a batch until stopped: a stop
+		// returns at once, rather than after a fetch's wait.
+		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
-			if ctx.Err() == nil {
-				w.log.Warn("fetch", "err", err)
-				time.Sleep(time.Second) // the server is away: try again, not in a loop
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return
+			}
+			w.log.Warn("next event", "err", err)
+			select { // the server is away: try again, not in a loop
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
 			}
 			continue
 		}
-		var got []jetstream.Msg
-		for m := range msgs.Messages() {
+		got := []jetstream.Msg{m}
+		for len(got) < batch {
+			// Whatever else has arrived joins the batch.
+			m, err := it.Next(jetstream.NextMaxWait(2 * time.Millisecond))
+			if err != nil {
+				break
+			}
 			got = append(got, m)
 		}
-		if len(got) > 0 {
-			// The batch in hand is finished even when the writer is
-			// stopping: its events are stored and acknowledged, not sent
-			// round again.
-			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			w.handle(hctx, got)
-			cancel()
-		}
+		// The batch in hand is finished even when the writer is stopping:
+		// its events are stored and acknowledged, not sent round again.
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		w.handle(hctx, got)
+		cancel()
 	}
 }
 
-// handle writes one fetch: each project's events in the order they came,
+// handle writes one batch: each project's events in the order they came,
 // acknowledging a project's once they are stored; a project whose write
 // fails is left to be delivered again.
 func (w *Writer) handle(ctx context.Context, msgs []jetstream.Msg) {
