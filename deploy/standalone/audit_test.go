@@ -56,10 +56,10 @@ func clientAgent(ev map[string]any) string {
 }
 
 // The first events of the audit trail (issue 54): a password sign-in,
-// refused and then let in, and a client's refused token each leave one
-// AuditEvent the project's admin finds, with who (or the address typed),
-// from where, and the outcome; the trail verifies whole; and nobody, a
-// super admin included, changes an event.
+// refused and then let in, and a client's token, refused and then
+// issued, each leave one AuditEvent the project's admin finds, with who
+// (or the address typed), from where, and the outcome; the trail
+// verifies whole; and nobody, a super admin included, changes an event.
 func TestAuditTrailSignInsAndTokens(t *testing.T) {
 	pid, su := adminProject(t, "Audit trail")
 	admin := projectAdmin(t, su, pid, "audit-admin@example.com")
@@ -82,9 +82,9 @@ func TestAuditTrailSignInsAndTokens(t *testing.T) {
 	var signIns []map[string]any
 	eventually(t, 15*time.Second, "the sign-ins recorded", func() bool {
 		signIns = auditEvents(t, admin, "sign-in", "_sort", "date")
-		return len(signIns) >= 4 // the admin's, Ida's two, the client's refusal
+		return len(signIns) >= 5 // the admin's, Ida's two, the client's two
 	})
-	var refused, ida, clientRefused bool
+	var refused, ida, clientRefused, clientIn bool
 	for _, ev := range signIns {
 		who, name, address := agentOf(ev)
 		ok := ev["outcome"] == "0"
@@ -95,16 +95,18 @@ func TestAuditTrailSignInsAndTokens(t *testing.T) {
 			ida = ev["type"].(map[string]any)["code"] == "110114"
 		case who == "" && !ok && clientAgent(ev) == "ClientApplication/"+client:
 			clientRefused = strings.HasPrefix(ev["outcomeDesc"].(string), "invalid_client")
+		case who == "ClientApplication/"+client && ok:
+			clientIn = true
 		}
 	}
-	if !refused || !ida || !clientRefused {
-		t.Fatalf("refused %v, let in %v, client refused %v: %v", refused, ida, clientRefused, signIns)
+	if !refused || !ida || !clientRefused || !clientIn {
+		t.Fatalf("refused %v, let in %v, client refused %v, client let in %v: %v", refused, ida, clientRefused, clientIn, signIns)
 	}
 
 	// The trail is whole.
 	r = do(t, "GET", "admin/super/audit/verify?project="+pid, su, "", nil)
 	expect(t, r, 200)
-	if rep := r.json(t); rep["whole"] != true || rep["events"].(float64) < 4 {
+	if rep := r.json(t); rep["whole"] != true || rep["events"].(float64) < 5 {
 		t.Fatalf("verify: %s", r.body)
 	}
 	expect(t, do(t, "GET", "admin/super/audit/verify?project="+pid, admin, "", nil), 403)

@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 	_ "modernc.org/sqlite"
@@ -290,5 +292,114 @@ func TestVerifyFindsTampering(t *testing.T) {
 				t.Fatalf("%+v %+v, want %+v after %d whole", rep, rep.Break, want, tc.seq-1)
 			}
 		})
+	}
+}
+
+// Events recorded at once go out together, a message per project, each
+// caller answered once its own is stored; many callers at once lose
+// nothing and keep each caller's order in its project's chain.
+func TestRecorderGroups(t *testing.T) {
+	tr := newTrail(t)
+	ctx := context.Background()
+	rec := NewRecorder(tr.js)
+
+	// A group as the recorder takes it off its queue: two projects.
+	var group []*pending
+	for i, e := range append(signIns("g1", 3), signIns("g2", 2)...) {
+		e.Time = time.Unix(int64(i), 0)
+		b, _ := json.Marshal(e)
+		group = append(group, &pending{id: e.ID, project: e.Project, data: b, done: make(chan error, 1)})
+	}
+	rec.publish(group)
+	for _, p := range group {
+		if err := <-p.done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := tr.js.Stream(ctx, Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for project, want := range map[string][]string{"g1": {"g1-ev-0", "g1-ev-1", "g1-ev-2"}, "g2": {"g2-ev-0", "g2-ev-1"}} {
+		m, err := s.GetLastMsgForSubject(ctx, subjectOf(project))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := Decode(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range evs {
+			got = append(got, e.ID)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s's message holds %v, want %v", project, got, want)
+		}
+	}
+	if info, _ := s.Info(ctx); info.State.Msgs != 2 {
+		t.Fatalf("%d messages for two projects", info.State.Msgs)
+	}
+
+	// Many callers at once, through the writer.
+	w := NewWriter(tr.repo, tr.js, quiet)
+	stop, err := w.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	var wg sync.WaitGroup
+	for c := range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 10 {
+				e := Event{ID: fmt.Sprintf("c%d-%d", c, i), Kind: SignIn.Name, Project: fmt.Sprintf("p%d", c%3), Who: "User/u"}
+				if err := rec.Record(ctx, e); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	testenv.Eventually(t, "every event stored", func() bool {
+		return tr.verify("p0").Events == 80 && tr.verify("p1").Events == 80 && tr.verify("p2").Events == 80
+	})
+	last := map[string]int{}
+	for seq := int64(1); seq <= 80; seq++ {
+		res, err := tr.repo.Read(ctx, repo.AllProjects, "AuditEvent", ID("p1", seq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _, _ := linkOf(res.JSON)
+		var c, i int
+		fmt.Sscanf(l.Event, "c%d-%d", &c, &i)
+		if prev, ok := last[fmt.Sprint(c)]; ok && i != prev+1 {
+			t.Fatalf("caller %d's event %d after its %d", c, i, prev)
+		}
+		last[fmt.Sprint(c)] = i
+	}
+	if rep := tr.verify("p1"); !rep.Whole {
+		t.Fatalf("%+v", rep)
+	}
+}
+
+// An event's free texts are cut, so that none makes a message too long.
+func TestRecorderCutsTexts(t *testing.T) {
+	tr := newTrail(t)
+	rec := NewRecorder(tr.js)
+	long := strings.Repeat("é", 4000)
+	if err := rec.Record(context.Background(), Event{ID: "long", Kind: SignIn.Name, Name: long, Detail: long}); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := tr.js.Stream(context.Background(), Stream)
+	m, err := s.GetLastMsgForSubject(context.Background(), subjectOf(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := Decode(m.Data)
+	if len(evs) != 1 || len(evs[0].Name) > maxText || len(evs[0].Detail) > maxText || !utf8.ValidString(evs[0].Name) {
+		t.Fatalf("%d events, name %d bytes", len(evs), len(evs[0].Name))
 	}
 }

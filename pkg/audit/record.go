@@ -1,9 +1,13 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -54,11 +58,34 @@ func projectOf(subjectEnd string) string {
 	return subjectEnd
 }
 
-// Recorder records events. A nil *Recorder records nothing (tests of a
-// part that has no trail).
+// Recorder records events. Events recorded while a publish is under way
+// wait and go together in the next one, a message per project: under
+// load, one stream write (and one delivery to the writers) carries many
+// events, and each request still waits for its own event to be stored.
+// A nil *Recorder records nothing (tests of a part that has no trail).
 type Recorder struct {
 	js jetstream.JetStream
+
+	mu      sync.Mutex
+	queue   []*pending
+	running bool // a goroutine is publishing the queue
 }
+
+// pending is one recorded event waiting for its publish.
+type pending struct {
+	id, project string
+	data        []byte
+	done        chan error
+}
+
+// Bounds of one publish: NATS's default message limit is 1 MiB.
+const (
+	maxGroup      = 256
+	maxGroupBytes = 512 << 10
+	// maxText bounds an event's free texts: a long name or detail is
+	// cut, so that no request makes an event the stream cannot take.
+	maxText = 1024
+)
 
 // NewRecorder records to js's stream; EnsureStream must have made it.
 // Without js (a part wired for a test of its own), it records nothing.
@@ -84,12 +111,119 @@ func (r *Recorder) Record(ctx context.Context, e Event) error {
 	if e.Outcome == "" {
 		e.Outcome = Success
 	}
+	e.Name, e.Detail = cut(e.Name), cut(e.Detail)
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
-	if _, err := r.js.Publish(ctx, subjectOf(e.Project), b, jetstream.WithMsgID(e.ID)); err != nil {
-		return fmt.Errorf("audit: record %s: %w", e.Kind, err)
+	p := &pending{id: e.ID, project: e.Project, data: b, done: make(chan error, 1)}
+	r.mu.Lock()
+	r.queue = append(r.queue, p)
+	start := !r.running
+	r.running = true
+	r.mu.Unlock()
+	if start {
+		go r.publishQueue()
 	}
-	return nil
+	select {
+	case err := <-p.done:
+		if err != nil {
+			return fmt.Errorf("audit: record %s: %w", e.Kind, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("audit: record %s: %w", e.Kind, ctx.Err())
+	}
+}
+
+func cut(s string) string {
+	if len(s) <= maxText {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxText], "")
+}
+
+// publishQueue publishes what is queued, a group at a time, until
+// nothing is; the next Record starts it again.
+func (r *Recorder) publishQueue() {
+	for {
+		r.mu.Lock()
+		n, size := 0, 0
+		for n < len(r.queue) && n < maxGroup && (n == 0 || size+len(r.queue[n].data) <= maxGroupBytes) {
+			size += len(r.queue[n].data)
+			n++
+		}
+		if n == 0 {
+			r.running = false
+			r.mu.Unlock()
+			return
+		}
+		group := slices.Clone(r.queue[:n])
+		r.queue = slices.Delete(r.queue, 0, n)
+		r.mu.Unlock()
+		r.publish(group)
+	}
+}
+
+// publish sends a group as one message per project, all at once, and
+// tells each event's caller how its message fared.
+func (r *Recorder) publish(group []*pending) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	byProject := map[string][]*pending{}
+	var order []string
+	for _, p := range group {
+		if _, ok := byProject[p.project]; !ok {
+			order = append(order, p.project)
+		}
+		byProject[p.project] = append(byProject[p.project], p)
+	}
+	acks := make([]jetstream.PubAckFuture, len(order))
+	errs := make([]error, len(order))
+	for i, project := range order {
+		ps := byProject[project]
+		var buf bytes.Buffer
+		buf.WriteByte('[')
+		for j, p := range ps {
+			if j > 0 {
+				buf.WriteByte(',')
+			}
+			buf.Write(p.data)
+		}
+		buf.WriteByte(']')
+		// The first event's id names the message: a publish repeated by
+		// the client is stored once.
+		acks[i], errs[i] = r.js.PublishAsync(subjectOf(project), buf.Bytes(), jetstream.WithMsgID(ps[0].id))
+	}
+	for i, project := range order {
+		err := errs[i]
+		if err == nil {
+			select {
+			case <-acks[i].Ok():
+			case err = <-acks[i].Err():
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+		}
+		for _, p := range byProject[project] {
+			p.done <- err
+		}
+	}
+}
+
+// Decode reads one message of the stream: the events of one project, in
+// the order recorded (a group, or a single event as recorded by a build
+// before groups).
+func Decode(data []byte) ([]Event, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '[' {
+		var evs []Event
+		err := json.Unmarshal(data, &evs)
+		return evs, err
+	}
+	var e Event
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, err
+	}
+	return []Event{e}, nil
 }

@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,8 +46,9 @@ func NewWriter(r *repo.Repo, js jetstream.JetStream, log *slog.Logger) *Writer {
 // writerConsumer is the durable consumer the writers share.
 const writerConsumer = "audit-writer"
 
-// batch bounds one fetch: a project's batch is one store write.
-const batch = 256
+// batch bounds the events of one store write: a message carries up to
+// maxGroup, and messages join a batch until it holds this many.
+const batch = 512
 
 // Start runs the writer until the returned stop, which waits for the
 // batch in hand.
@@ -60,7 +60,7 @@ func (w *Writer) Start(ctx context.Context) (stop func(), err error) {
 		Durable:       writerConsumer,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       30 * time.Second,
-		MaxAckPending: 4 * batch,
+		MaxAckPending: 1024, // messages, each up to maxGroup events
 	})
 	if err != nil {
 		return nil, fmt.Errorf("audit writer: %w", err)
@@ -75,7 +75,7 @@ func (w *Writer) Start(ctx context.Context) (stop func(), err error) {
 }
 
 func (w *Writer) run(ctx context.Context, c jetstream.Consumer) {
-	it, err := c.Messages(jetstream.PullMaxMessages(batch))
+	it, err := c.Messages(jetstream.PullMaxMessages(64))
 	if err != nil {
 		w.log.Error("audit writer not running", "err", err)
 		return
@@ -97,14 +97,16 @@ func (w *Writer) run(ctx context.Context, c jetstream.Consumer) {
 			}
 			continue
 		}
-		got := []jetstream.Msg{m}
-		for len(got) < batch {
+		got := []delivery{w.decode(m)}
+		n := len(got[0].events)
+		for n < batch {
 			// Whatever else has arrived joins the batch.
 			m, err := it.Next(jetstream.NextMaxWait(2 * time.Millisecond))
 			if err != nil {
 				break
 			}
-			got = append(got, m)
+			d := w.decode(m)
+			got, n = append(got, d), n+len(d.events)
 		}
 		// The batch in hand is finished even when the writer is stopping:
 		// its events are stored and acknowledged, not sent round again.
@@ -114,42 +116,51 @@ func (w *Writer) run(ctx context.Context, c jetstream.Consumer) {
 	}
 }
 
+// delivery is one message of the stream and the events it carries.
+type delivery struct {
+	msg    jetstream.Msg
+	events []Event
+}
+
+func (w *Writer) decode(m jetstream.Msg) delivery {
+	evs, err := Decode(m.Data())
+	if err != nil {
+		w.log.Error("unreadable event dropped", "subject", m.Subject(), "err", err)
+		_ = m.Term()
+	}
+	return delivery{msg: m, events: evs}
+}
+
 // handle writes one batch: each project's events in the order they came,
 // acknowledging a project's once they are stored; a project whose write
 // fails is left to be delivered again.
-func (w *Writer) handle(ctx context.Context, msgs []jetstream.Msg) {
-	byProject := map[string][]jetstream.Msg{}
+func (w *Writer) handle(ctx context.Context, got []delivery) {
+	byProject := map[string][]delivery{}
 	var order []string
-	for _, m := range msgs {
-		p := strings.TrimPrefix(m.Subject(), SubjectPrefix)
+	for _, d := range got {
+		p := strings.TrimPrefix(d.msg.Subject(), SubjectPrefix)
 		if _, ok := byProject[p]; !ok {
 			order = append(order, p)
 		}
-		byProject[p] = append(byProject[p], m)
+		byProject[p] = append(byProject[p], d)
 	}
 	for _, p := range order {
-		ms := byProject[p]
-		evs := make([]Event, 0, len(ms))
-		for _, m := range ms {
-			var e Event
-			if err := json.Unmarshal(m.Data(), &e); err != nil {
-				w.log.Error("unreadable event dropped", "subject", m.Subject(), "err", err)
-				_ = m.Term()
-				continue
-			}
-			evs = append(evs, e)
+		ds := byProject[p]
+		var evs []Event
+		for _, d := range ds {
+			evs = append(evs, d.events...)
 		}
 		if err := w.Write(ctx, projectOf(p), evs); err != nil {
 			w.log.Error("events not stored; they will be delivered again", "project", projectOf(p), "events", len(evs), "err", err)
-			for _, m := range ms {
-				_ = m.NakWithDelay(time.Second)
+			for _, d := range ds {
+				_ = d.msg.NakWithDelay(time.Second)
 			}
 			continue
 		}
-		for _, m := range ms {
-			if err := m.DoubleAck(ctx); err != nil {
-				w.log.Warn("ack not confirmed; a repeated delivery will be known", "err", err)
-			}
+		// Not waited for: a lost acknowledgement only repeats a delivery,
+		// whose events Write finds already stored.
+		for _, d := range ds {
+			_ = d.msg.Ack()
 		}
 	}
 }

@@ -11,38 +11,67 @@ import (
 	"github.com/pinion-health/pinion/services/identity/clients"
 )
 
-// recordToken records the token endpoint's refusals (issue 54): who
-// tried, through which client, and why. The tokens it issues are not
-// recorded yet: stored one AuditEvent each, they cost the endpoint half
-// its throughput (docs/audit.md), which a cheaper path for high-rate
-// events must win back first.
-func (s *Service) recordToken(ctx context.Context, r *bus.Request, err error) error {
+// recordRefusal records a refusal of the token endpoint (issue 54): who
+// tried, through which client, and why. The tokens it issues are recorded
+// where they are made (recordIssued).
+func (s *Service) recordRefusal(ctx context.Context, r *bus.Request, err error) error {
 	if s.audit == nil {
 		return nil // wired without a trail (a test of the endpoint alone)
 	}
 	var no *Refusal
 	if !errors.As(err, &no) {
-		return nil // issued (see above), or the service failed: nothing a person did
+		return nil // issued, or the service failed: nothing a person did
 	}
 	form, _ := url.ParseQuery(string(r.Body))
-	kind := audit.TokenIssued
-	switch form.Get("grant_type") {
-	case "client_credentials":
-		kind = audit.SignIn // a client authenticating itself, as BALP's authentication event
-	case "refresh_token":
-		kind = audit.TokenRefreshed
-	}
-	e := audit.Event{Kind: kind.Name, Address: r.Remote, Outcome: audit.MinorFailure, Detail: no.code + ": " + no.text}
+	e := audit.Event{Kind: issuedKind(form.Get("grant_type")).Name, Address: r.Remote, Outcome: audit.MinorFailure, Detail: no.code + ": " + no.text}
 	id, _, _ := credentials(r.Get("Authorization"), form)
 	if id == "" {
 		id = form.Get("client_id")
 	}
-	if id != "" && len(id) <= 128 && clients.Builtin(id, s.cfg.BaseURL) == nil {
-		e.Client = "ClientApplication/" + id
+	if id != "" && len(id) <= 128 {
+		e.Client = s.clientRef(id)
 		e.Project = s.clientProject(ctx, id)
 	}
+	return s.record(ctx, e)
+}
+
+// recordIssued records tokens issued by a grant: to whom (a person, or a
+// client for itself), through which client, in which project, with which
+// scopes. It is called before the answer is sent: a token the trail
+// cannot record is not issued.
+func (s *Service) recordIssued(ctx context.Context, r *bus.Request, grant, who, client, project, scope string) error {
+	if s.audit == nil {
+		return nil
+	}
+	e := audit.Event{Kind: issuedKind(grant).Name, Project: project, Who: who, Client: s.clientRef(client), Address: r.Remote,
+		Entities: []audit.Entity{{What: "Project/" + project, Detail: "grant_type=" + grant + "; scope=" + scope}}}
+	return s.record(ctx, e)
+}
+
+// issuedKind is the kind of event a grant makes: a client authenticating
+// itself is a sign-in, as BALP's authentication event is.
+func issuedKind(grant string) audit.Kind {
+	switch grant {
+	case "client_credentials":
+		return audit.SignIn
+	case "refresh_token":
+		return audit.TokenRefreshed
+	}
+	return audit.TokenIssued
+}
+
+// clientRef is a client's reference in an event; a built-in client
+// (Medplum's CLI, the console) is no ClientApplication and has none.
+func (s *Service) clientRef(id string) string {
+	if id == "" || clients.Builtin(id, s.cfg.BaseURL) != nil {
+		return ""
+	}
+	return "ClientApplication/" + id
+}
+
+func (s *Service) record(ctx context.Context, e audit.Event) error {
 	if err := s.audit.Record(ctx, e); err != nil {
-		s.log.ErrorContext(ctx, "the audit trail did not take a refusal of the token endpoint", "err", err)
+		s.log.ErrorContext(ctx, "the token endpoint's answer withheld: the audit trail did not take its event", "err", err)
 		return fhir.Unavailable("The audit trail is unavailable; try again")
 	}
 	return nil

@@ -125,5 +125,5 @@ func (a authorizationCode) Issue(ctx context.Context, r *bus.Request, form url.V
 	if err != nil {
 		return nil, err
 	}
-	return s.UserTokens(ctx, loginID, l, refresh)
+	return s.UserTokens(ctx, r, a.Type(), loginID, l, refresh)
 }

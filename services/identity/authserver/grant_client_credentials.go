@@ -94,6 +94,9 @@ func (g clientCredentials) Issue(ctx context.Context, r *bus.Request, form url.V
 			return nil, fmt.Errorf("sign: %w", err)
 		}
 	}
+	if err := s.recordIssued(ctx, r, g.Type(), ref, id, member.Project, body.Scope); err != nil {
+		return nil, err
+	}
 	resp := bus.JSON(200, body)
 	resp.Header["Cache-Control"] = "no-store"
 	resp.Header["Pragma"] = "no-cache"

@@ -97,5 +97,5 @@ func (g refreshToken) Issue(ctx context.Context, r *bus.Request, form url.Values
 	if err != nil {
 		return nil, err
 	}
-	return s.UserTokens(ctx, c.LoginID, l, refresh)
+	return s.UserTokens(ctx, r, "refresh_token", c.LoginID, l, refresh)
 }

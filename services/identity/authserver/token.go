@@ -13,8 +13,8 @@ import (
 // place; any other error is the service failing (a 5xx).
 func (s *Service) Token(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	resp, err := s.grant(ctx, r)
-	// Recorded before the answer.
-	if aerr := s.recordToken(ctx, r, err); aerr != nil {
+	// Recorded before the answer; what a grant issues, it records itself.
+	if aerr := s.recordRefusal(ctx, r, err); aerr != nil {
 		return nil, aerr
 	}
 	return Answer(resp, err)

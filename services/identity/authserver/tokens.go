@@ -62,8 +62,9 @@ func verifierMatches(challenge, method, verifier string) bool {
 }
 
 // UserTokens issues access and id tokens, and a refresh token carrying
-// refresh (the login's current refresh secret) when there is one.
-func (s *Service) UserTokens(ctx context.Context, loginID string, l *session.Login, refresh string) (*bus.Response, error) {
+// refresh (the login's current refresh secret) when there is one, for
+// request r of the grant named, and records them in the audit trail.
+func (s *Service) UserTokens(ctx context.Context, r *bus.Request, grant, loginID string, l *session.Login, refresh string) (*bus.Response, error) {
 	m, err := s.sessions.GetMembership(ctx, l.Membership)
 	if errors.Is(err, session.ErrNotFound) || err == nil && !m.Active {
 		return nil, InvalidGrant("Profile not active")
@@ -107,6 +108,9 @@ func (s *Service) UserTokens(ctx context.Context, loginID string, l *session.Log
 		if body["refresh_token"], err = s.signer.Sign(rc, session.RefreshLifetime); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.recordIssued(ctx, r, grant, l.User, l.Client, m.Project, granted); err != nil {
+		return nil, err
 	}
 	resp := bus.JSON(200, body)
 	resp.Header["Cache-Control"] = "no-store"

@@ -159,7 +159,7 @@ func (s *Service) exchangeExternal(ctx context.Context, r *bus.Request, clientID
 	if err := s.putExternalSignIn(ctx, loginID, &l); err != nil {
 		return nil, err
 	}
-	return s.oauth.UserTokens(ctx, loginID, &l, refresh)
+	return s.oauth.UserTokens(ctx, r, "urn:ietf:params:oauth:grant-type:token-exchange", loginID, &l, refresh)
 }
 
 // secondFactorText refuses a token exchange for a person who owes a
