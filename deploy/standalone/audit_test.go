@@ -126,3 +126,72 @@ func TestAuditTrailSignInsAndTokens(t *testing.T) {
 		}
 	}
 }
+
+// Reads of a patient's record (BALP's Patient privacy pattern): a read, a
+// search and a history that return a patient's resources each leave one
+// event naming the patient; a read of something that is no patient's, and
+// a search that returns nothing, leave none; and a project that turns
+// auditReads off records none.
+func TestAuditTrailPatientAccess(t *testing.T) {
+	pid, su := adminProject(t, "Audited reads")
+	admin := projectAdmin(t, su, pid, "reads-admin@example.com")
+	create := func(body map[string]any) string {
+		t.Helper()
+		r := do(t, "POST", "fhir/R4/"+body["resourceType"].(string), admin, "application/fhir+json", mustJSON(body))
+		expect(t, r, 201)
+		return r.json(t)["id"].(string)
+	}
+	patient := create(map[string]any{"resourceType": "Patient", "name": []any{map[string]any{"family": "Audit"}}})
+	create(map[string]any{"resourceType": "Observation", "status": "final", "code": map[string]any{"text": "pulse"},
+		"subject": map[string]any{"reference": "Patient/" + patient}})
+	org := create(map[string]any{"resourceType": "Organization", "name": "No patient's"})
+
+	for _, c := range []struct {
+		path  string
+		found bool
+	}{
+		{"fhir/R4/Patient/" + patient, true},
+		{"fhir/R4/Observation?subject=Patient/" + patient, true},
+		{"fhir/R4/Patient/" + patient + "/_history", true},
+		{"fhir/R4/Organization/" + org, false},
+		{"fhir/R4/Observation?code:text=nothing-like-this", false},
+		{"fhir/R4/Organization?name=No", false},
+	} {
+		expect(t, do(t, "GET", c.path, admin, "", nil), 200)
+	}
+	var reads, searches []map[string]any
+	eventually(t, 15*time.Second, "the reads recorded", func() bool {
+		reads = auditEvents(t, admin, "patient-read", "patient", "Patient/"+patient)
+		searches = auditEvents(t, admin, "patient-search", "patient", "Patient/"+patient)
+		return len(reads) >= 2 && len(searches) >= 1
+	})
+	for _, ev := range append(reads, searches...) {
+		who, _, address := agentOf(ev)
+		if !strings.HasPrefix(who, "User/") || address == "" || ev["type"].(map[string]any)["code"] != "rest" {
+			t.Fatalf("event: %v", ev)
+		}
+	}
+	if q := searches[0]["entity"].([]any)[0].(map[string]any)["query"]; q == nil {
+		t.Fatalf("the search's query entity: %v", searches[0])
+	}
+
+	// Reads auditing off: a read leaves nothing. A sign-in after it is a
+	// mark: once it is stored, so is anything recorded before it.
+	r := do(t, "GET", "fhir/R4/Project/"+pid, su, "", nil)
+	expect(t, r, 200)
+	project := r.json(t)
+	project["setting"] = []any{map[string]any{"name": "auditReads", "valueBoolean": false}}
+	expect(t, do(t, "PUT", "fhir/R4/Project/"+pid, admin, "application/fhir+json", mustJSON(project)), 200)
+	expect(t, do(t, "GET", "fhir/R4/Patient/"+patient, admin, "", nil), 200)
+	before := len(auditEvents(t, admin, "sign-in"))
+	projectAdmin(t, su, pid, "reads-mark@example.com")
+	eventually(t, 15*time.Second, "the mark recorded", func() bool { return len(auditEvents(t, admin, "sign-in")) > before })
+
+	// Only the reads above are recorded: none for the Organization, the
+	// empty search, or the read with auditing off.
+	all := auditEvents(t, admin, "patient-read")
+	all = append(all, auditEvents(t, admin, "patient-search")...)
+	if len(all) != 3 {
+		t.Fatalf("%d patient-access events, want 3: %v", len(all), all)
+	}
+}

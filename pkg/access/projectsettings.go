@@ -23,8 +23,9 @@ const adminProjectField = "defaultPatientAccessPolicy"
 // AdminProjectSettings are the Project.setting entries, by name, that a
 // project's admins may add, change or remove: those Pinion reads
 // (identity's mfaRequired, requireVerifiedEmail, requireExternalSignIn and
-// trustIdentityProviderMfa).
-var AdminProjectSettings = []string{"mfaRequired", "requireVerifiedEmail", "requireExternalSignIn", "trustIdentityProviderMfa"}
+// trustIdentityProviderMfa; fhir's auditReads, whether reads of patients'
+// records are recorded, which the trail itself records the change of).
+var AdminProjectSettings = []string{"mfaRequired", "requireVerifiedEmail", "requireExternalSignIn", "trustIdentityProviderMfa", "auditReads"}
 
 // adminProjectText are the Project's plain fields its admins may change,
 // as in Medplum: what the project is called and described as.

@@ -1,6 +1,8 @@
 package audit
 
 import (
+	"encoding/base64"
+	"slices"
 	"time"
 )
 
@@ -38,8 +40,11 @@ type Event struct {
 
 // Entity is one thing an event was about.
 type Entity struct {
-	What   string `json:"what"`             // a reference
+	What   string `json:"what,omitempty"`   // a reference
 	Detail string `json:"detail,omitempty"` // e.g. the scopes of a token
+	// Query is a search as asked ("Observation?code=…"), for BALP's
+	// query entity.
+	Query string `json:"query,omitempty"`
 }
 
 // kindByName finds a kind; an unknown name is recorded under its own name,
@@ -113,9 +118,22 @@ func (e *Event) entities() []any {
 	var out []any
 	seen := map[string]bool{}
 	for _, en := range e.Entities {
-		m := map[string]any{"what": map[string]any{"reference": en.What}}
+		m := map[string]any{}
+		if en.What != "" {
+			m["what"] = map[string]any{"reference": en.What}
+			if slices.Contains(e.Patients, en.What) { // a Patient read: the patient itself
+				m["type"] = coding(Code{EntityType, "1", "Person"})
+				m["role"] = coding(Code{ObjectRole, "1", "Patient"})
+			}
+		}
 		if en.Detail != "" {
 			m["description"] = en.Detail
+		}
+		if en.Query != "" {
+			// BALP's query entity: the search, base64 (R4's base64Binary).
+			m["type"] = coding(Code{EntityType, "2", "System Object"})
+			m["role"] = coding(Code{ObjectRole, "24", "Query"})
+			m["query"] = base64.StdEncoding.EncodeToString([]byte(en.Query))
 		}
 		out = append(out, m)
 		seen[en.What] = true

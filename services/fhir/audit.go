@@ -2,12 +2,16 @@ package fhirsvc
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 
 	"github.com/google/uuid"
 
 	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/search"
 )
 
 // auditVerify is GET /admin/super/audit/verify?project=<id>: whether a
@@ -26,4 +30,83 @@ func (s *Service) auditVerify(ctx context.Context, r *bus.Request) (*bus.Respons
 		return nil, err
 	}
 	return bus.JSON(200, rep), nil
+}
+
+// recordAccess records a request that returned resources of patients'
+// records, as BALP's Patient privacy pattern: one event per request
+// naming every patient touched, none for a request that touched none, and
+// none when the caller's project turned read auditing off (Project.setting
+// auditReads false; on otherwise). Recorded before the answer: a read the
+// trail cannot record is not answered.
+func (s *Service) recordAccess(ctx context.Context, r *bus.Request, kind audit.Kind, what []audit.Entity, found []*repo.Resource) error {
+	if s.audit == nil || r.Principal == nil || len(found) == 0 {
+		return nil
+	}
+	var patients []string
+	for _, res := range found {
+		// An AuditEvent names patients, but is the trail's record, not
+		// theirs: reading the trail is not reading a patient's record.
+		if res == nil || res.Deleted || res.Type == "AuditEvent" {
+			continue
+		}
+		ps, _ := repo.Memo(res, "audit.patients", func(b []byte) ([]string, error) {
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				return nil, err
+			}
+			return search.Patients(res.Type, res.ID, m), nil
+		})
+		for _, p := range ps {
+			if !slices.Contains(patients, p) {
+				patients = append(patients, p)
+			}
+		}
+	}
+	project := r.Principal.Project
+	if len(patients) == 0 || !s.readsAudited(ctx, project) {
+		return nil
+	}
+	e := audit.Event{Kind: kind.Name, Project: project, Who: r.Principal.User, Client: clientRef(r.Principal.ClientID),
+		Address: r.Remote, Entities: what, Patients: patients}
+	if err := s.audit.Record(ctx, e); err != nil {
+		s.log.ErrorContext(ctx, "read not answered: the audit trail did not take its event", "err", err)
+		return fhir.Unavailable("The audit trail is unavailable; try again")
+	}
+	return nil
+}
+
+// readsAudited reports whether project records reads of patients'
+// records: unless its setting auditReads says false.
+func (s *Service) readsAudited(ctx context.Context, project string) bool {
+	p, err := s.repo.Read(ctx, repo.AllProjects, "Project", project)
+	if err != nil {
+		return true
+	}
+	on, _ := repo.Memo(p, "fhir.auditReads", func(b []byte) (bool, error) {
+		var v struct {
+			Setting []struct {
+				Name         string `json:"name"`
+				ValueBoolean *bool  `json:"valueBoolean"`
+			} `json:"setting"`
+		}
+		_ = json.Unmarshal(b, &v)
+		for _, st := range v.Setting {
+			if st.Name == "auditReads" && st.ValueBoolean != nil {
+				return *st.ValueBoolean, nil
+			}
+		}
+		return true, nil
+	})
+	return on
+}
+
+// clientRef is the client application a token was issued through, as an
+// event names it: a ClientApplication's id is a UUID the server chose;
+// the built-in clients (Medplum's CLI, the console) have names instead,
+// and are no resource to refer to.
+func clientRef(id string) string {
+	if uuid.Validate(id) != nil {
+		return ""
+	}
+	return "ClientApplication/" + id
 }

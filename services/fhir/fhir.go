@@ -61,6 +61,7 @@ type Service struct {
 	urls *presign.Signer
 
 	stopAudit func() // the audit trail's writer
+	audit     *audit.Recorder
 }
 
 // FromConfig builds the service from the settings, as both the standalone
@@ -76,7 +77,7 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 	}
 	log = log.With("service", "fhir")
 	return &Service{cfg: cfg, nc: nc, js: js, repo: r, sessions: sessions, policies: access.NewPolicies(r, log), log: log,
-		urls: presign.New(cfg.BaseURL, r)}
+		urls: presign.New(cfg.BaseURL, r), audit: audit.NewRecorder(js)}
 }
 
 // replyBudget is how large an answer this service may assemble.

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -42,6 +43,9 @@ func (s *Service) read(ctx context.Context, r *bus.Request) (*bus.Response, erro
 	if res, err = s.withSecret(ctx, r.Principal, g.Policy(), res); err != nil {
 		return nil, err
 	}
+	if err := s.recordAccess(ctx, r, audit.PatientRead, []audit.Entity{{What: g.Type() + "/" + res.ID}}, []*repo.Resource{res}); err != nil {
+		return nil, err
+	}
 	return resourceResponse(200, res), nil
 }
 
@@ -62,6 +66,9 @@ func (s *Service) vread(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err != nil {
 		return nil, err
 	}
+	if err := s.recordAccess(ctx, r, audit.PatientRead, []audit.Entity{{What: g.Type() + "/" + res.ID + "/_history/" + res.VersionID}}, []*repo.Resource{res}); err != nil {
+		return nil, err
+	}
 	return resourceResponse(200, res), nil
 }
 
@@ -76,6 +83,9 @@ func (s *Service) history(ctx context.Context, r *bus.Request) (*bus.Response, e
 	}
 	out, err := historyBundle(s.cfg.BaseURL, g.Type(), r.Param("id"), versions, s.replyBudget())
 	if err != nil {
+		return nil, err
+	}
+	if err := s.recordAccess(ctx, r, audit.PatientRead, []audit.Entity{{What: g.Type() + "/" + r.Param("id"), Detail: "history"}}, versions); err != nil {
 		return nil, err
 	}
 	return bus.FHIR(200, out), nil
@@ -135,6 +145,10 @@ func (s *Service) search(ctx context.Context, r *bus.Request) (*bus.Response, er
 	}
 	out, err := searchBundle(s.cfg.BaseURL, g.Type(), q, page, s.replyBudget())
 	if err != nil {
+		return nil, err
+	}
+	what := []audit.Entity{{Query: g.Type() + "?" + q.Canonical.Encode()}}
+	if err := s.recordAccess(ctx, r, audit.PatientSearch, what, page.Resources); err != nil {
 		return nil, err
 	}
 	return bus.FHIR(200, out), nil
