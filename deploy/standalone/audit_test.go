@@ -195,3 +195,72 @@ func TestAuditTrailPatientAccess(t *testing.T) {
 		t.Fatalf("%d patient-access events, want 3: %v", len(all), all)
 	}
 }
+
+// Administration (issue 54's table): each request that changes who may
+// do what leaves one event of its kind, naming who did it and on what;
+// a refused one, and a write of something else, leave none.
+func TestAuditTrailAdministration(t *testing.T) {
+	pid, su := adminProject(t, "Audited administration")
+	admin := projectAdmin(t, su, pid, "adm-admin@example.com")
+	json := "application/json"
+
+	r := do(t, "POST", "admin/projects/"+pid+"/invite", admin, json, mustJSON(map[string]any{
+		"resourceType": "Practitioner", "firstName": "Ivy", "lastName": "Vited", "email": "ivy-" + pid + "@example.com"}))
+	expect(t, r, 200)
+	membership := r.json(t)["id"].(string)
+	r = do(t, "POST", "admin/projects/"+pid+"/invite", admin, json, mustJSON(map[string]any{"resourceType": "Practitioner"}))
+	expect(t, r, 400) // no e-mail: refused, and not recorded
+	r = do(t, "GET", "admin/projects/"+pid+"/members/"+membership, admin, "", nil)
+	expect(t, r, 200)
+	m := r.json(t)
+	m["admin"] = true
+	expect(t, do(t, "POST", "admin/projects/"+pid+"/members/"+membership, admin, json, mustJSON(m)), 200)
+	r = do(t, "POST", "fhir/R4/AccessPolicy", admin, "application/fhir+json", mustJSON(map[string]any{
+		"resourceType": "AccessPolicy", "name": "audited", "resource": []any{map[string]any{"resourceType": "Patient"}}}))
+	expect(t, r, 201)
+	policy := r.json(t)["id"].(string)
+	expect(t, do(t, "POST", "fhir/R4/Patient", admin, "application/fhir+json", mustJSON(map[string]any{"resourceType": "Patient"})), 201)
+	expect(t, do(t, "DELETE", "fhir/R4/AccessPolicy/"+policy, admin, "", nil), 200)
+	expect(t, do(t, "DELETE", "admin/projects/"+pid+"/members/"+membership, admin, "", nil), 200)
+
+	want := []struct {
+		kind, action, what string
+	}{
+		{"member-invited", "C", "Project/" + pid},
+		{"member-changed", "U", "ProjectMembership/" + membership},
+		{"security-config-changed", "C", "AccessPolicy/" + policy},
+		{"security-config-changed", "D", "AccessPolicy/" + policy},
+		{"member-removed", "D", "ProjectMembership/" + membership},
+	}
+	var got []map[string]any
+	eventually(t, 15*time.Second, "the changes recorded", func() bool {
+		got = nil
+		for _, k := range []string{"member-invited", "member-changed", "security-config-changed", "member-removed"} {
+			for _, ev := range auditEvents(t, admin, k, "_sort", "date") {
+				// The admin's own, not the super admin's invite of the admin.
+				if who, _, _ := agentOf(ev); !strings.HasPrefix(who, "ClientApplication/") {
+					got = append(got, ev)
+				}
+			}
+		}
+		return len(got) >= len(want)
+	})
+	if len(got) != len(want) {
+		t.Fatalf("%d events, want %d: %v", len(got), len(want), got)
+	}
+	for _, w := range want {
+		found := false
+		for _, ev := range got {
+			who, _, _ := agentOf(ev)
+			what := ev["entity"].([]any)[0].(map[string]any)["what"].(map[string]any)["reference"]
+			codes := ev["subtype"].([]any)
+			if codes[len(codes)-1].(map[string]any)["code"] == w.kind && ev["action"] == w.action && what == w.what &&
+				strings.HasPrefix(who, "User/") && ev["type"].(map[string]any)["code"] == "110113" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no %s %s of %s in %v", w.kind, w.action, w.what, got)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"encoding/base64"
 	"slices"
 	"time"
@@ -22,7 +23,10 @@ type Event struct {
 	Project string    `json:"project,omitempty"`
 	Time    time.Time `json:"time"`
 	Outcome string    `json:"outcome"`
-	Detail  string    `json:"detail,omitempty"` // outcomeDesc: why it failed
+	// Action overrides the kind's (C, R, U, D or E): a kind that covers
+	// creating, changing and deleting one sort of thing.
+	Action string `json:"action,omitempty"`
+	Detail string `json:"detail,omitempty"` // outcomeDesc: why it failed
 	// Who did it: a reference (User/…, ClientApplication/…, Bot/…), and
 	// the name they gave when nobody is known (the address typed at a
 	// failed sign-in).
@@ -70,7 +74,7 @@ func (e *Event) Resource() map[string]any {
 		"resourceType": "AuditEvent",
 		"type":         coding(k.Type),
 		"subtype":      subtypes,
-		"action":       k.Action,
+		"action":       cmp.Or(e.Action, k.Action),
 		"recorded":     e.Time.UTC().Format("2006-01-02T15:04:05.000Z"),
 		"outcome":      e.Outcome,
 		"agent":        e.agents(),

@@ -73,7 +73,7 @@ var (
 	MemberInvited  = Kind{"member-invited", SecurityAlert, rolesChanged, "C", "Member invited"}
 	MemberChanged  = Kind{"member-changed", SecurityAlert, rolesChanged, "U", "Membership changed"}
 	MemberRemoved  = Kind{"member-removed", SecurityAlert, rolesChanged, "D", "Member removed"}
-	ConfigChanged  = Kind{"security-config-changed", SecurityAlert, rolesChanged, "U", "Access policy, client or bot changed"}
+	ConfigChanged  = Kind{"security-config-changed", SecurityAlert, rolesChanged, "U", "Security setting changed"}
 	// Access to a person's record.
 	PatientRead   = Kind{"patient-read", REST, &Code{Interaction, "read", "read"}, "R", "Patient record read"}
 	PatientSearch = Kind{"patient-search", REST, &Code{Interaction, "search-type", "search type"}, "E", "Patient records searched"}

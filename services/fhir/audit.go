@@ -110,3 +110,33 @@ func clientRef(id string) string {
 	}
 	return "ClientApplication/" + id
 }
+
+// securityTypes are the resources whose changes change who may do what:
+// their creation, change and deletion through the API is recorded, as
+// BALP's security alert.
+var securityTypes = map[string]bool{"ProjectMembership": true, "AccessPolicy": true, "ClientApplication": true,
+	"Bot": true, "Project": true, "DomainConfiguration": true, "User": true}
+
+// recordChange records a write of a security setting (action C, U or D):
+// who, through which client, on what. It is called once the write is
+// stored and before it is answered: a change the trail cannot take is
+// answered 503 (and stays, as a change an audit missed is logged).
+func (s *Service) recordChange(ctx context.Context, r *bus.Request, action, typ, id, project string) error {
+	if s.audit == nil || !securityTypes[typ] || r.Principal == nil {
+		return nil
+	}
+	kind := audit.ConfigChanged
+	if typ == "ProjectMembership" {
+		kind = map[string]audit.Kind{"C": audit.MemberInvited, "U": audit.MemberChanged, "D": audit.MemberRemoved}[action]
+	}
+	if typ == "Project" && project == "" {
+		project = id
+	}
+	e := audit.Event{Kind: kind.Name, Action: action, Project: project, Who: r.Principal.User, Client: clientRef(r.Principal.ClientID),
+		Address: r.Remote, Entities: []audit.Entity{{What: typ + "/" + id, Detail: r.Method + " " + r.Path}}}
+	if err := s.audit.Record(ctx, e); err != nil {
+		s.log.ErrorContext(ctx, "a security setting changed, but the audit trail did not take its event", "type", typ, "id", id, "err", err)
+		return fhir.Unavailable("The audit trail is unavailable; the change was stored but not recorded")
+	}
+	return nil
+}

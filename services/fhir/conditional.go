@@ -112,14 +112,14 @@ func (s *Service) conditionalUpdate(ctx context.Context, r *bus.Request, g *acce
 		if err != nil {
 			return nil, err
 		}
-		return s.afterWrite(ctx, resourceResponse(201, out), out)
+		return s.afterWrite(ctx, r, resourceResponse(201, out), out)
 	}
 	opts.IfMatch = ifMatch(r.Get("If-Match"))
 	out, err := g.Update(ctx, access.Update, res, opts)
 	if err != nil {
 		return nil, err
 	}
-	return s.afterWrite(ctx, resourceResponse(200, out), out)
+	return s.afterWrite(ctx, r, resourceResponse(200, out), out)
 }
 
 // bindCondition gives a conditional update's resource the id of what its

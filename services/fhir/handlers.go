@@ -379,7 +379,7 @@ func (s *Service) create(ctx context.Context, r *bus.Request) (*bus.Response, er
 	}
 	resp := resourceResponse(201, out)
 	resp.Header["Location"] = s.cfg.BaseURL + "fhir/R4/" + typ + "/" + out.ID + "/_history/" + out.VersionID
-	return s.afterWrite(ctx, resp, out)
+	return s.afterWrite(ctx, r, resp, out)
 }
 
 // createInput is a create's body as the repository takes it.
@@ -463,7 +463,7 @@ func (s *Service) update(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err != nil {
 		return nil, err
 	}
-	return s.afterWrite(ctx, resourceResponse(200, out), out)
+	return s.afterWrite(ctx, r, resourceResponse(200, out), out)
 }
 
 func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, error) {
@@ -503,7 +503,7 @@ func (s *Service) patch(ctx context.Context, r *bus.Request) (*bus.Response, err
 	if err != nil {
 		return nil, err
 	}
-	return s.afterWrite(ctx, resourceResponse(200, out), out)
+	return s.afterWrite(ctx, r, resourceResponse(200, out), out)
 }
 
 func (s *Service) delete(ctx context.Context, r *bus.Request) (*bus.Response, error) {
@@ -533,7 +533,7 @@ func (s *Service) delete(ctx context.Context, r *bus.Request) (*bus.Response, er
 		}
 		return nil, err
 	}
-	return s.afterDelete(ctx, bus.OK(), cur.Project, typ, cur.ID)
+	return s.afterDelete(ctx, r, bus.OK(), cur.Project, typ, cur.ID)
 }
 
 // profileTypes are the types a membership's profile may be.

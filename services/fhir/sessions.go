@@ -23,7 +23,14 @@ var sessionTypes = map[string]bool{"ProjectMembership": true, "AccessPolicy": tr
 
 // afterWrite waits for the session projection of a stored resource and
 // marks the answer with the revision it depends on.
-func (s *Service) afterWrite(ctx context.Context, resp *bus.Response, res *repo.Resource) (*bus.Response, error) {
+func (s *Service) afterWrite(ctx context.Context, r *bus.Request, resp *bus.Response, res *repo.Resource) (*bus.Response, error) {
+	action := "U"
+	if resp.Status == 201 {
+		action = "C"
+	}
+	if err := s.recordChange(ctx, r, action, res.Type, res.ID, res.Project); err != nil {
+		return nil, err
+	}
 	return s.projected(ctx, resp, res.Type, res.ID, res.Project)
 }
 
@@ -47,7 +54,10 @@ func (s *Service) projected(ctx context.Context, resp *bus.Response, typ, id, pr
 // afterDelete ends the sessions a deleted resource held up: a membership's,
 // and a client application's (whose memberships are deleted with it: they
 // would name a profile that is gone).
-func (s *Service) afterDelete(ctx context.Context, resp *bus.Response, project, typ, id string) (*bus.Response, error) {
+func (s *Service) afterDelete(ctx context.Context, r *bus.Request, resp *bus.Response, project, typ, id string) (*bus.Response, error) {
+	if err := s.recordChange(ctx, r, "D", typ, id, project); err != nil {
+		return nil, err
+	}
 	if typ != "ClientApplication" {
 		return s.projected(ctx, resp, typ, id, project)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/config"
@@ -42,6 +43,7 @@ type Service struct {
 	log      *slog.Logger
 	svc      *bus.Service
 	breach   auth.BreachCheck
+	audit    *audit.Recorder
 }
 
 // FromConfig builds the service from the settings, as both the standalone
@@ -61,13 +63,16 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 	}
 	log = log.With("service", "membership")
 	return &Service{cfg: cfg, nc: nc, js: js, mailer: cfg.Mailer, repo: r, sessions: sessions, log: log,
-		breach: auth.BreachCheck{Range: auth.NewBreachRange(cfg.BreachURL), Log: log}}
+		breach: auth.BreachCheck{Range: auth.NewBreachRange(cfg.BreachURL), Log: log}, audit: audit.NewRecorder(js)}
 }
 
 // Start starts answering requests.
 func (s *Service) Start(ctx context.Context) error {
 	var err error
 	if s.invites, err = invite.Open(ctx, s.js); err != nil {
+		return err
+	}
+	if err := audit.EnsureStream(ctx, s.js); err != nil {
 		return err
 	}
 	stop, err := s.invites.Run(ctx, invite.StepMembership, s.inviteMembership, s.log)
@@ -82,7 +87,7 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.stops = append(s.stops, stop)
-	s.svc, err = bus.Serve(s.nc, "membership", "1.0.0", append([]bus.Endpoint{
+	s.svc, err = bus.Serve(s.nc, "membership", "1.0.0", s.audited(append([]bus.Endpoint{
 		bus.Handle("POST /admin/Project", bus.Token, s.createProject),
 		bus.Handle("POST /admin/projects/:projectId/secrets", bus.Token, s.setSecrets),
 		bus.Handle("POST /admin/projects/:projectId/sites", bus.Token, s.setSites),
@@ -93,7 +98,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("DELETE /admin/projects/:projectId/members/:membershipId", bus.Token, s.deleteMember),
 		bus.Handle("GET /admin/projects/:projectId", bus.Token, s.getProject),
 		bus.Handle("POST /fhir/R4/Project/$init", bus.Token, s.initProject),
-	}, s.scimEndpoints()...), s.log)
+	}, s.scimEndpoints()...)), s.log)
 	return err
 }
 
