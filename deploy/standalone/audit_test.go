@@ -264,3 +264,57 @@ func TestAuditTrailAdministration(t *testing.T) {
 		}
 	}
 }
+
+// A person's own security events, recorded by route: enrolling a second
+// factor, a wrong second factor at sign-in (refused, with why), a token
+// revoked and a client's secret rotated.
+func TestAuditTrailPersonAndClientEvents(t *testing.T) {
+	pid, su := adminProject(t, "Audited factors")
+	admin := projectAdmin(t, su, pid, "fac-admin@example.com")
+	r := do(t, "GET", "auth/mfa/status", admin, "", nil)
+	expect(t, r, 200)
+	uri := r.json(t)["enrollUri"].(string)
+	expect(t, do(t, "POST", "auth/mfa/enroll", admin, "application/json", mustJSON(map[string]any{"token": totpCode(t, uri, time.Now())})), 200)
+	r = do(t, "POST", "auth/login", "", "application/json", mustJSON(map[string]any{
+		"email": "fac-admin@example.com", "password": "admin password", "scope": "openid", "projectId": pid}))
+	expect(t, r, 200)
+	login, _ := r.json(t)["login"].(string)
+	expect(t, do(t, "POST", "auth/mfa/verify", "", "application/json", mustJSON(map[string]any{"login": login, "token": "000000"})), 400)
+	expect(t, do(t, "POST", "oauth2/revoke", "", "application/x-www-form-urlencoded", []byte("token="+admin)), 200)
+
+	// A revocation names no project (the route is public: the token is
+	// the credential): it is in the server's own trail.
+	check := func(kind, outcome string, where ...string) map[string]any {
+		t.Helper()
+		var evs []map[string]any
+		eventually(t, 15*time.Second, kind+" recorded", func() bool {
+			evs = auditEvents(t, su, kind, where...)
+			for _, ev := range evs {
+				if ev["outcome"] == outcome {
+					return true
+				}
+			}
+			return false
+		})
+		for _, ev := range evs {
+			if ev["outcome"] == outcome {
+				return ev
+			}
+		}
+		return nil
+	}
+	if ev := check("mfa-enrolled", "0", "_project", pid); ev["action"] != "C" {
+		t.Fatalf("enrolled: %v", ev)
+	}
+	check("token-revoked", "0")
+	// So is a refused second factor (the person is not known yet).
+	eventually(t, 15*time.Second, "the refused second factor recorded", func() bool {
+		for _, ev := range auditEvents(t, su, "sign-in", "outcome", "4") {
+			ents, _ := ev["entity"].([]any)
+			if len(ents) > 0 && ents[0].(map[string]any)["description"] == "POST /auth/mfa/verify" && ev["outcomeDesc"] != nil {
+				return true
+			}
+		}
+		return false
+	})
+}

@@ -111,7 +111,8 @@ type Service struct {
 	browsers jetstream.KeyValue // signed-in browsers
 	consents *consent.Store     // people's consents to clients
 
-	pages *web.Pages // the browser pages: rendering, cookie, CSRF
+	pages *web.Pages      // the browser pages: rendering, cookie, CSRF
+	rec   *audit.Recorder // the audit trail, for the routes it records by route
 
 	// SuperAdmin holds the bootstrap result, for the standalone to print.
 	SuperAdmin clients.SuperAdmin
@@ -152,7 +153,7 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 	cl := clients.New(clients.Config{BaseURL: cfg.BaseURL, SecretGrace: cfg.SecretGrace, DataDir: cfg.DataDir,
 		SuperAdminClientID: cfg.SuperAdminClientID, SuperAdminSecret: cfg.SuperAdminSecret}, nc, js, r, sec, sessions, log)
 	s := &Service{
-		cfg: cfg, nc: nc, js: js, repo: r, secrets: sec, pages: pages, limiter: limiter, sessions: sessions,
+		cfg: cfg, nc: nc, js: js, repo: r, secrets: sec, pages: pages, rec: rec, limiter: limiter, sessions: sessions,
 		log: log, policies: policies, clients: cl, accounts: accounts,
 		factors: factors.New(factors.Config{BaseURL: cfg.BaseURL}, r, sec, sessions, accounts, limiter, rec, log),
 		oauth: authserver.New(authserver.Config{BaseURL: cfg.BaseURL, TokenLifetime: cfg.TokenLifetime, EgressPrivate: cfg.EgressPrivate},
@@ -197,7 +198,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.clients.Start(ctx); err != nil {
 		return err
 	}
-	s.svc, err = bus.Serve(s.nc, "identity", "1.0.0", []bus.Endpoint{
+	s.svc, err = bus.Serve(s.nc, "identity", "1.0.0", s.rec.Wrap([]bus.Endpoint{
 		// Discovery and keys.
 		bus.Handle("GET /.well-known/jwks.json", bus.Public, s.oauth.JWKS),
 		bus.Handle("GET /.well-known/openid-configuration", bus.Public, s.oauth.Discovery),
@@ -269,8 +270,35 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /fhir/R4/ClientApplication/:id/$rotate-secret", bus.Token, s.clients.RotateOperation),
 		bus.Handle("GET /fhir/R4/Subscription/:id/$get-ws-binding-token", bus.Token, s.oauth.WSBindingToken),
 		bus.Handle(bus.SubjBasic, bus.Internal, s.oauth.Basic),
-	}, s.log)
+	}, auditedRoutes, s.log), s.log)
 	return err
+}
+
+// auditedRoutes are the routes the audit trail records by route
+// (audit.Recorder.Wrap): sign-ins by a second factor or a provider,
+// refused or let in; sign-out and revocation; changes to a
+// person's factors, password and consents, and to client secrets. (A
+// password sign-in and the token endpoint record themselves, where who
+// signed in is known.)
+var auditedRoutes = map[string]audit.Route{
+	"POST /auth/mfa/verify":               {Kind: audit.SignIn, Refusals: true},
+	"POST /auth/mfa/login-enroll":         {Kind: audit.SignIn, Refusals: true},
+	"GET /auth/external":                  {Kind: audit.SignIn, Refusals: true},
+	"POST /auth/google":                   {Kind: audit.SignIn, Refusals: true},
+	"POST /oauth2/logout":                 {Kind: audit.SignOut},
+	"GET /oauth2/logout":                  {Kind: audit.SignOut},
+	"POST /oauth2/revoke":                 {Kind: audit.TokenRevoked},
+	"POST /auth/revoke":                   {Kind: audit.TokenRevoked},
+	"DELETE /auth/consents/:clientId":     {Kind: audit.ConsentEnded},
+	"POST /auth/mfa/enroll":               {Kind: audit.MFAEnrolled, Action: "C"},
+	"POST /auth/mfa/disable":              {Kind: audit.MFAEnrolled, Action: "D"},
+	"POST /auth/passkeys/register/finish": {Kind: audit.MFAEnrolled, Action: "C"},
+	"DELETE /auth/passkeys/:id":           {Kind: audit.MFAEnrolled, Action: "D"},
+	"POST /auth/setpassword":              {Kind: audit.PasswordSet},
+	"POST /admin/super/setpassword":       {Kind: audit.PasswordSet},
+	"POST /admin/projects/:projectId/client/:clientId/$rotate-secret": {Kind: audit.SecretRotated},
+	"POST /fhir/R4/ClientApplication/:id/$rotate-secret":              {Kind: audit.SecretRotated},
+	"POST /admin/projects/:projectId/client":                          {Kind: audit.ConfigChanged, Action: "C"},
 }
 
 // Stop drains in-flight requests.

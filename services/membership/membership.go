@@ -87,7 +87,7 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.stops = append(s.stops, stop)
-	s.svc, err = bus.Serve(s.nc, "membership", "1.0.0", s.audited(append([]bus.Endpoint{
+	s.svc, err = bus.Serve(s.nc, "membership", "1.0.0", s.audit.Wrap(append([]bus.Endpoint{
 		bus.Handle("POST /admin/Project", bus.Token, s.createProject),
 		bus.Handle("POST /admin/projects/:projectId/secrets", bus.Token, s.setSecrets),
 		bus.Handle("POST /admin/projects/:projectId/sites", bus.Token, s.setSites),
@@ -98,7 +98,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("DELETE /admin/projects/:projectId/members/:membershipId", bus.Token, s.deleteMember),
 		bus.Handle("GET /admin/projects/:projectId", bus.Token, s.getProject),
 		bus.Handle("POST /fhir/R4/Project/$init", bus.Token, s.initProject),
-	}, s.scimEndpoints()...)), s.log)
+	}, s.scimEndpoints()...), auditedRoutes, s.log), s.log)
 	return err
 }
 

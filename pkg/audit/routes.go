@@ -1,0 +1,128 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+
+	"github.com/google/uuid"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+	"github.com/pinion-health/pinion/pkg/fhir"
+)
+
+// Route is what a route's requests record: the kind of event, the action
+// when it is not the kind's own, and whether a refused request is
+// recorded too (a sign-in that fails is an event; a refused invite is
+// not).
+type Route struct {
+	Kind     Kind
+	Action   string
+	Refusals bool
+}
+
+// Wrap has each endpoint that routes names (by its route, as declared
+// with bus.Handle) record its request before it is answered: once it
+// succeeds, and when it is refused if the Route says so. The routes stay
+// declared as they are, one line beside their handler.
+func (r *Recorder) Wrap(eps []bus.Endpoint, routes map[string]Route, log *slog.Logger) []bus.Endpoint {
+	if r == nil {
+		return eps
+	}
+	for i, e := range eps {
+		rt, ok := routes[e.Route]
+		if !ok {
+			continue
+		}
+		h := e.Handler
+		eps[i].Handler = func(ctx context.Context, req *bus.Request) (*bus.Response, error) {
+			resp, err := h(ctx, req)
+			refused, failed := outcomeOf(resp, err)
+			if failed || refused && !rt.Refusals {
+				return resp, err
+			}
+			e := routeEvent(req, resp, rt)
+			if refused {
+				e.Outcome, e.Detail = MinorFailure, refusalText(err, resp)
+			}
+			if rerr := r.Record(ctx, e); rerr != nil {
+				log.ErrorContext(ctx, "a request was not answered: the audit trail did not take its event", "route", req.Path, "err", rerr)
+				return nil, fhir.Unavailable("The audit trail is unavailable; try again")
+			}
+			return resp, err
+		}
+	}
+	return eps
+}
+
+// outcomeOf reads a handler's result: refused (a 4xx, which a person's
+// request earned) or failed (the service's own error: nothing to record).
+// A redirect is a page's flow going on, as a success.
+func outcomeOf(resp *bus.Response, err error) (refused, failed bool) {
+	var fe *fhir.Error
+	switch {
+	case err != nil:
+		refused = errors.As(err, &fe) && fe.Status < 500
+		return refused, !refused
+	case resp == nil || resp.Status >= 500:
+		return false, true
+	}
+	return resp.Status >= 400, false
+}
+
+// routeEvent describes a request: who (when signed in), through which
+// client, from where, in which project, on what.
+func routeEvent(req *bus.Request, resp *bus.Response, rt Route) Event {
+	e := Event{Kind: rt.Kind.Name, Action: rt.Action, Address: req.Remote, Project: req.Param("projectId")}
+	if p := req.Principal; p != nil {
+		e.Who = p.User
+		if e.Project == "" {
+			e.Project = p.Project
+		}
+		if uuid.Validate(p.ClientID) == nil {
+			e.Client = "ClientApplication/" + p.ClientID
+		}
+	}
+	what := ""
+	switch {
+	case rt.Kind == ProjectCreated && resp != nil:
+		var p struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(resp.Body, &p)
+		e.Project, what = p.ID, "Project/"+p.ID
+	case req.Param("membershipId") != "":
+		what = "ProjectMembership/" + req.Param("membershipId")
+	case req.Param("clientId") != "":
+		what = "ClientApplication/" + req.Param("clientId")
+	case e.Project != "":
+		what = "Project/" + e.Project
+	}
+	e.Entities = []Entity{{What: what, Detail: req.Method + " " + req.Path}}
+	return e
+}
+
+// refusalText is why a request was refused, as its answer says.
+func refusalText(err error, resp *bus.Response) string {
+	if err != nil {
+		return err.Error()
+	}
+	var oo struct {
+		Error       string `json:"error"`
+		Description string `json:"error_description"`
+		Issue       []struct {
+			Details struct {
+				Text string `json:"text"`
+			} `json:"details"`
+		} `json:"issue"`
+	}
+	_ = json.Unmarshal(resp.Body, &oo)
+	switch {
+	case len(oo.Issue) > 0:
+		return oo.Issue[0].Details.Text
+	case oo.Error != "":
+		return oo.Error + ": " + oo.Description
+	}
+	return "refused"
+}

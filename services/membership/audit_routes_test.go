@@ -1,0 +1,21 @@
+package membership
+
+import (
+	"testing"
+
+	"github.com/pinion-health/pinion/pkg/bus"
+)
+
+// Every route the trail records by route is one membership serves: a
+// renamed route cannot silently stop being recorded.
+func TestAuditedRoutesAreServed(t *testing.T) {
+	for route := range auditedRoutes {
+		found := false
+		for _, r := range bus.Routes {
+			found = found || r.Method+" "+r.Path == route && r.Service == "membership"
+		}
+		if !found {
+			t.Errorf("%s is not a route of membership", route)
+		}
+	}
+}
