@@ -378,9 +378,16 @@ func (e *entry) matches(d *doc) bool {
 // entry that names the type itself: "*", with or without criteria, never
 // grants it, so a member without a policy cannot give a client a key of
 // their own, loosen a policy or change what a bot runs and as whom.
+//
+// The audit trail is read the same way: "*" never grants a read of an
+// AuditEvent to a member who is not an admin (everyone's sign-ins, from
+// where, and who read which patient); a policy that names the type does.
 func (p *Policy) grants(e *entry, typ string, i Interaction) bool {
 	if e.allow&i.bit() == 0 || !e.applies(typ) {
 		return false
+	}
+	if typ == "AuditEvent" && !i.IsWrite() {
+		return p.admin || p.allProjects || !e.wild
 	}
 	return !i.IsWrite() || !adminWritten[typ] || p.admin || p.allProjects || !e.wild
 }

@@ -179,6 +179,9 @@ func TestAdminAndFixedRules(t *testing.T) {
 	admin.Admin = true
 	adm := compile(t, admin, m, pols)
 	noPolicy := compile(t, member("Practitioner/doc"), nil, nil)
+	adminNoPolicy := compile(t, admin, nil, nil)
+	auditor := compile(t, member("Practitioner/aud"), map[string]any{"profile": ref("Practitioner/aud"), "accessPolicy": ref("AccessPolicy/a")},
+		map[string]any{"AccessPolicy/a": map[string]any{"resource": []any{map[string]any{"resourceType": "AuditEvent"}}}})
 	super := compile(t, &bus.Principal{SuperAdmin: true, Project: "sp"}, nil, nil)
 
 	cases := []struct {
@@ -198,6 +201,13 @@ func TestAdminAndFixedRules(t *testing.T) {
 		{"non-admin reads another User", nonAdmin, "User", "u2", Read, 403},
 		{"non-admin searches User", nonAdmin, "User", "", Search, 403},
 		{"non-admin reads Project", nonAdmin, "Project", project, Read, 403},
+		{"no policy: the audit trail unread", noPolicy, "AuditEvent", "", Search, 403},
+		{"no policy: an audit event unread", noPolicy, "AuditEvent", "e1", Read, 403},
+		{"no policy: an audit event written (as Medplum's apps do)", noPolicy, "AuditEvent", "", Create, 0},
+		{"admin without a policy reads the audit trail", adminNoPolicy, "AuditEvent", "", Search, 0},
+		{"an admin's policy without AuditEvent", adm, "AuditEvent", "", Search, 403},
+		{"a policy naming AuditEvent", auditor, "AuditEvent", "", Search, 0},
+		{"super admin reads the audit trail", super, "AuditEvent", "", Search, 0},
 		{"admin's policy still applies", adm, "Observation", "", Read, 403},
 		{"admin reads memberships", adm, "ProjectMembership", "m2", Read, 0},
 		{"admin searches users", adm, "User", "", Search, 0},
