@@ -11,7 +11,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 )
@@ -39,7 +38,7 @@ type auditFilter struct {
 }
 
 // outcomeCodes are the outcome filter's choices, as AuditEvent.outcome.
-var outcomeCodes = map[string]string{"succeeded": audit.Success, "refused": audit.MinorFailure}
+var outcomeCodes = map[string]string{"succeeded": outcomeSuccess, "refused": outcomeRefused}
 
 var (
 	// fhirID is a FHIR id: what a reference may name.
@@ -113,7 +112,7 @@ func isDate(s string) bool {
 }
 
 func knownKind(name string) bool {
-	for _, k := range audit.Kinds {
+	for _, k := range auditKinds {
 		if k.Name == name {
 			return true
 		}
@@ -132,7 +131,7 @@ func (f auditFilter) query() url.Values {
 		q.Add("date", "le"+f.To)
 	}
 	if f.Kind != "" {
-		q.Set("subtype", audit.Pinion+"|"+f.Kind)
+		q.Set("subtype", auditSystem+"|"+f.Kind)
 	}
 	if code := outcomeCodes[f.Outcome]; code != "" {
 		q.Set("outcome", code)
@@ -162,7 +161,7 @@ func (f auditFilter) values(offset int) url.Values {
 // auditView is what the audit pages show.
 type auditView struct {
 	Filter auditFilter
-	Kinds  []audit.Kind
+	Kinds  []auditKind
 	Events []auditRow
 	// PatientRef is the patient page's patient.
 	PatientRef string
@@ -210,9 +209,9 @@ func rowOf(e auditEvent, names map[string]string) auditRow {
 		r.When = t.UTC().Format("2006-01-02 15:04:05 UTC")
 	}
 	switch e.Outcome {
-	case audit.Success:
+	case outcomeSuccess:
 		r.Outcome, r.Detail = "succeeded", ""
-	case audit.MinorFailure:
+	case outcomeRefused:
 		r.Outcome, r.Refused = "refused", true
 	default:
 		r.Outcome, r.Refused = "failed", true
@@ -244,15 +243,15 @@ func rowOf(e auditEvent, names map[string]string) auditRow {
 	return r
 }
 
-// what names an event's kind: Pinion's own subtype, as audit.Kinds
+// what names an event's kind: Pinion's own subtype, as auditKinds
 // displays it today, else the first subtype or the type (a bot run's
 // event, one made through the API).
 func what(e auditEvent) string {
 	for _, c := range e.Subtype {
-		if c.System != audit.Pinion {
+		if c.System != auditSystem {
 			continue
 		}
-		for _, k := range audit.Kinds {
+		for _, k := range auditKinds {
 			if k.Name == c.Code {
 				return k.Display
 			}
@@ -370,7 +369,7 @@ func (c *Console) auditLog(fc *fiber.Ctx) error {
 	}
 	f, errs := readAuditFilter(func(k string) string { return fc.Query(k) })
 	d := page{Title: "Audit trail", CSRF: s.csrf(), Project: &project{}, Errors: errs,
-		Audit: &auditView{Filter: f, Kinds: audit.Kinds}}
+		Audit: &auditView{Filter: f, Kinds: auditKinds}}
 	if len(errs) > 0 {
 		d.Problem = "Some of the filter is not right; nothing was searched."
 		if msg := errs["offset"]; msg != "" {

@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"reflect"
 	"strings"
@@ -74,9 +75,24 @@ func TestReadAuditFilter(t *testing.T) {
 	}
 }
 
-// Every kind pkg/audit records is in the form's choices and is accepted,
-// so that the console never falls behind the trail.
-func TestAuditKindsAccepted(t *testing.T) {
+// The console's copy of pkg/audit's vocabulary (auditkinds.go) is
+// pkg/audit's: every kind it records is offered, in its order, with its
+// display, and accepted by the filter. When one is added there, this
+// prints the list to paste.
+func TestAuditVocabularyInStep(t *testing.T) {
+	var want []auditKind
+	var lines strings.Builder
+	for _, k := range audit.Kinds {
+		want = append(want, auditKind{k.Name, k.Display})
+		fmt.Fprintf(&lines, "\t{%q, %q},\n", k.Name, k.Display)
+	}
+	if !reflect.DeepEqual(auditKinds, want) {
+		t.Errorf("auditKinds is not audit.Kinds; in auditkinds.go write:\n%s", lines.String())
+	}
+	if auditSystem != audit.Pinion || outcomeSuccess != audit.Success || outcomeRefused != audit.MinorFailure {
+		t.Errorf("codes: %s %s %s, pkg/audit's %s %s %s", auditSystem, outcomeSuccess, outcomeRefused,
+			audit.Pinion, audit.Success, audit.MinorFailure)
+	}
 	for _, k := range audit.Kinds {
 		if _, errs := readAuditFilter(url.Values{"kind": {k.Name}}.Get); len(errs) > 0 {
 			t.Errorf("kind %s refused: %v", k.Name, errs)
