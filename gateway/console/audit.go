@@ -34,7 +34,11 @@ const (
 // checked by readAuditFilter before it becomes a search parameter.
 type auditFilter struct {
 	From, To, Kind, Outcome, Who, Patient string
-	Offset                                int
+	// Email is the address typed at a sign-in: a refused one names nobody
+	// (agent.who), only what was typed (agent.name). With Who, events of
+	// either: a person's sign-ins, refusals included.
+	Email  string
+	Offset int
 }
 
 // outcomeCodes are the outcome filter's choices, as AuditEvent.outcome.
@@ -45,6 +49,9 @@ var (
 	fhirID = regexp.MustCompile(`^[A-Za-z0-9\-.]{1,64}$`)
 	// reference is a relative reference, Type/id.
 	reference = regexp.MustCompile(`^[A-Z][A-Za-z]{1,63}/[A-Za-z0-9\-.]{1,64}$`)
+	// email is an address as a filter takes it: nothing that would need
+	// quoting in a _filter string.
+	email = regexp.MustCompile(`^[^\s"\\@]+@[^\s"\\@]+$`)
 )
 
 // readAuditFilter reads the filter from a request's query (get), and says
@@ -53,9 +60,11 @@ func readAuditFilter(get func(string) string) (auditFilter, map[string]string) {
 	f := auditFilter{
 		From: strings.TrimSpace(get("from")), To: strings.TrimSpace(get("to")), Kind: get("kind"),
 		Outcome: get("outcome"), Who: strings.TrimSpace(get("who")), Patient: strings.TrimSpace(get("patient")),
+		// Sign-in lower-cases the address before it records it.
+		Email: strings.ToLower(strings.TrimSpace(get("email"))),
 	}
 	errs := map[string]string{}
-	for field, v := range map[string]string{"from": f.From, "to": f.To, "kind": f.Kind, "outcome": f.Outcome, "who": f.Who, "patient": f.Patient} {
+	for field, v := range f.fields() {
 		if len(v) > maxFilterChars {
 			errs[field] = "At most " + strconv.Itoa(maxFilterChars) + " characters."
 		}
@@ -74,6 +83,9 @@ func readAuditFilter(get func(string) string) (auditFilter, map[string]string) {
 	}
 	if errs["who"] == "" && f.Who != "" && !reference.MatchString(f.Who) {
 		errs["who"] = "Not a reference: write it as User/<id> (or ClientApplication/<id>, Bot/<id>)."
+	}
+	if errs["email"] == "" && f.Email != "" && !email.MatchString(f.Email) {
+		errs["email"] = "Not an e-mail address."
 	}
 	if errs["patient"] == "" && f.Patient != "" {
 		// Patient/<id>, or the id alone.
@@ -136,8 +148,18 @@ func (f auditFilter) query() url.Values {
 	if code := outcomeCodes[f.Outcome]; code != "" {
 		q.Set("outcome", code)
 	}
-	if f.Who != "" {
-		q.Set("agent", f.Who)
+	// The agent by its id alone: the search refuses agent=User/<id>
+	// (AuditEvent-agent's targets, from Medplum's definitions, name no
+	// User, ClientApplication or Bot) and finds a bare id whatever its
+	// type. The server makes every id, a UUID: no other agent shares it.
+	_, who, _ := strings.Cut(f.Who, "/")
+	switch {
+	case f.Who != "" && f.Email != "":
+		q.Set("_filter", `agent eq "`+who+`" or agent-name eq "`+f.Email+`"`)
+	case f.Who != "":
+		q.Set("agent", who)
+	case f.Email != "":
+		q.Set("agent-name:exact", f.Email)
 	}
 	if f.Patient != "" {
 		q.Set("patient", f.Patient)
@@ -145,11 +167,17 @@ func (f auditFilter) query() url.Values {
 	return q
 }
 
+// fields are the filter's values by form field.
+func (f auditFilter) fields() map[string]string {
+	return map[string]string{"from": f.From, "to": f.To, "kind": f.Kind, "outcome": f.Outcome, "who": f.Who,
+		"email": f.Email, "patient": f.Patient}
+}
+
 // values is the filter as the console's own query string, for the next
 // page's link.
 func (f auditFilter) values(offset int) url.Values {
 	v := url.Values{}
-	for k, s := range map[string]string{"from": f.From, "to": f.To, "kind": f.Kind, "outcome": f.Outcome, "who": f.Who, "patient": f.Patient} {
+	for k, s := range f.fields() {
 		if s != "" {
 			v.Set(k, s)
 		}

@@ -24,7 +24,10 @@ func TestReadAuditFilter(t *testing.T) {
 	}{
 		{"nothing", url.Values{}, url.Values{"_offset": {"0"}}, nil},
 		{"a member's sign-ins", url.Values{"who": {"User/abc-1"}, "kind": {"sign-in"}},
-			url.Values{"agent": {"User/abc-1"}, "subtype": {audit.Pinion + "|sign-in"}, "_offset": {"0"}}, nil},
+			url.Values{"agent": {"abc-1"}, "subtype": {audit.Pinion + "|sign-in"}, "_offset": {"0"}}, nil},
+		{"a person's sign-ins, refusals as their address included", url.Values{"who": {"User/abc-1"}, "email": {" Ida@Example.com "}, "kind": {"sign-in"}},
+			url.Values{"_filter": {`agent eq "abc-1" or agent-name eq "ida@example.com"`}, "subtype": {audit.Pinion + "|sign-in"}, "_offset": {"0"}}, nil},
+		{"the address typed", url.Values{"email": {"ida@example.com"}}, url.Values{"agent-name:exact": {"ida@example.com"}, "_offset": {"0"}}, nil},
 		{"refusals over two days", url.Values{"from": {"2026-12-01"}, "to": {"2026-12-02"}, "outcome": {"refused"}},
 			url.Values{"date": {"ge2026-12-01", "le2026-12-02"}, "outcome": {"4"}, "_offset": {"0"}}, nil},
 		{"succeeded", url.Values{"outcome": {"succeeded"}}, url.Values{"outcome": {"0"}, "_offset": {"0"}}, nil},
@@ -37,6 +40,8 @@ func TestReadAuditFilter(t *testing.T) {
 		{"an unknown outcome", url.Values{"outcome": {"8"}}, nil, []string{"outcome"}},
 		{"who is not a reference", url.Values{"who": {"someone@example.com"}}, nil, []string{"who"}},
 		{"who with a search modifier", url.Values{"who": {"User/a,User/b"}}, nil, []string{"who"}},
+		{"an address that would need quoting", url.Values{"who": {"User/a"}, "email": {`x" or agent eq "User/b@example.com`}}, nil, []string{"email"}},
+		{"not an address", url.Values{"email": {"ida"}}, nil, []string{"email"}},
 		{"a patient of another type", url.Values{"patient": {"Practitioner/x"}}, nil, []string{"patient"}},
 		{"too long", url.Values{"who": {"User/" + long}, "patient": {long}}, nil, []string{"who", "patient"}},
 		{"a negative page", url.Values{"offset": {"-1"}}, nil, []string{"offset"}},
@@ -46,7 +51,7 @@ func TestReadAuditFilter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f, errs := readAuditFilter(tc.in.Get)
 			var refused []string
-			for _, k := range []string{"from", "to", "kind", "outcome", "who", "patient", "offset"} {
+			for _, k := range []string{"from", "to", "kind", "outcome", "who", "email", "patient", "offset"} {
 				if errs[k] != "" {
 					refused = append(refused, k)
 				}
