@@ -160,6 +160,7 @@ func (c *Console) secrets(fc *fiber.Ctx) error {
 type member struct {
 	ID, Name, Type, Profile, Policy string
 	Email                           string
+	User                            string // the user reference: User/…, or a client's or bot's own
 	PolicyRef                       string // the one accessPolicy, for the edit form
 	Admin, Active, Removable        bool
 	MFA                             string // "enrolled", "not enrolled", ", passkeys n" after either (mfa.go)
@@ -245,7 +246,7 @@ func memberOf(raw []byte, s *session) (member, error) {
 	}
 	typ, _, _ := fhir.SplitReference(pm.Profile.Reference)
 	m := member{
-		ID: pm.ID, Name: pm.Profile.Display, Type: typ, Profile: pm.Profile.Reference, Admin: pm.Admin,
+		ID: pm.ID, Name: pm.Profile.Display, Type: typ, Profile: pm.Profile.Reference, User: pm.User.Reference, Admin: pm.Admin,
 		Active:    pm.Active == nil || *pm.Active,
 		Removable: pm.ID != s.who.Membership, ExternalID: pm.ExternalID,
 	}

@@ -295,8 +295,9 @@ func (c *Console) saveBotSecret(fc *fiber.Ctx) error {
 	return fc.Redirect(c.cfg.BaseURL+"console/bots/"+id+"?done=secrets", fiber.StatusSeeOther)
 }
 
-// coding is an AuditEvent.subtype.
+// coding is a coding of an AuditEvent (its type, a subtype, a role).
 type coding struct {
+	System  string `json:"system"`
 	Code    string `json:"code"`
 	Display string `json:"display"`
 }

@@ -100,6 +100,8 @@ func (c *Console) Register(app *fiber.App) {
 	app.Post("/console/bots/:id/schedule", c.saveSchedule)
 	app.Post("/console/bots/:id/rollback", c.rollback)
 	app.Post("/console/bots/:id/secrets", c.saveBotSecret)
+	app.Get("/console/audit", c.auditLog)
+	app.Get("/console/audit/patient/:id", c.auditPatient)
 }
 
 const (
@@ -124,7 +126,7 @@ var (
 )
 
 func init() {
-	for _, name := range []string{"message", "project", "members", "remove", "invite", "member", "clients", "client", "bots", "bot", "policies", "policy"} {
+	for _, name := range []string{"message", "project", "members", "remove", "invite", "member", "clients", "client", "bots", "bot", "policies", "policy", "audit", "auditpatient"} {
 		t := template.New("layout").Funcs(template.FuncMap{
 			"style":  func() template.CSS { return template.CSS(pageStyle) },
 			"script": func() template.JS { return template.JS(pageScript) },
@@ -172,6 +174,7 @@ type page struct {
 	Output       *output
 	Runs         []run
 	Policy       *policyForm
+	Audit        *auditView // the audit pages (audit.go)
 }
 
 // policyChoice is the access-policy menu of a form (template "policy").
