@@ -27,7 +27,7 @@ var auditKinds = []auditKind{
 	{"member-invited", "Member invited"},
 	{"member-changed", "Membership changed"},
 	{"member-removed", "Member removed"},
-	{"security-config-changed", "Access policy, client or bot changed"},
+	{"security-config-changed", "Security setting changed"},
 	{"patient-read", "Patient record read"},
 	{"patient-search", "Patient records searched"},
 	{"retention", "Events past retention removed"},
