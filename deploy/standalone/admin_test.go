@@ -544,7 +544,7 @@ func TestProjectDetailsAndSecrets(t *testing.T) {
 	r = do(t, "POST", "fhir/R4/Bot/"+bot+"/$execute", plain, "text/plain", []byte("throw"))
 	expectOutcome(t, r, 400, "failed with ****")
 	audited := waitUntil(10*time.Second, func() bool {
-		r = do(t, "GET", "fhir/R4/AuditEvent?_project="+pid+"&entity=Bot/"+bot, su, "", nil)
+		r = do(t, "GET", "fhir/R4/AuditEvent?_project="+pid+"&entity=Bot/"+bot+"&type=execute", su, "", nil)
 		expect(t, r, 200)
 		_, entries := bundleOf(t, r)
 		return len(entries) >= 2

@@ -163,7 +163,7 @@ func TestBotOutputsAndLimits(t *testing.T) {
 
 	// Each execution is audited.
 	audited := waitUntil(10*time.Second, func() bool {
-		r = do(t, "GET", "fhir/R4/AuditEvent?_project="+pid+"&_summary=count", su, "", nil)
+		r = do(t, "GET", "fhir/R4/AuditEvent?_project="+pid+"&type=execute&_summary=count", su, "", nil) // runs, not the trail's own events
 		expect(t, r, 200)
 		return r.json(t)["total"].(float64) == 8
 	})

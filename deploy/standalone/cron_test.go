@@ -107,7 +107,7 @@ func TestScheduledBot(t *testing.T) {
 		return err == nil
 	})
 	ticks := "fhir/R4/Observation?_project=" + pid + "&code:text=tick&_total=accurate"
-	audits := "fhir/R4/AuditEvent?entity=Bot/" + bot + "&_total=accurate"
+	audits := "fhir/R4/AuditEvent?entity=Bot/" + bot + "&type=execute&_total=accurate" // runs, not changes of the bot
 	for i := 1; i <= 3; i++ {
 		clk.Add(time.Minute)
 		if !waitUntil(20*time.Second, func() bool { return count(ticks) >= i && count(audits) >= i }) {

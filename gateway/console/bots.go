@@ -171,7 +171,8 @@ func binaryOf(u string) (string, bool) {
 // latestRuns are the bot's last executions, from their AuditEvents.
 func (c *Console) latestRuns(fc *fiber.Ctx, s *session, id string) ([]run, error) {
 	resp, err := c.call(fc, s.who, "GET", "/fhir/R4/AuditEvent", map[string]string{"type": "AuditEvent"},
-		url.Values{"entity": {"Bot/" + id}, "_sort": {"-_lastUpdated"}, "_count": {"10"}}, "", nil)
+		// Its runs (type execute), not the trail's events of changes to it.
+		url.Values{"entity": {"Bot/" + id}, "type": {"execute"}, "_sort": {"-_lastUpdated"}, "_count": {"10"}}, "", nil)
 	if err != nil || resp.Status != 200 {
 		return nil, err // a policy without AuditEvent: no list, not an error
 	}
