@@ -131,6 +131,27 @@ func settings(c *Config, r *raw) []setting {
 		text("PINION_ADMIN_ADDR", "",
 			"Admin HTTP address of this process (/metrics for Prometheus, /livez); off when empty.",
 			&c.AdminAddr, hostPort),
+		text("PINION_AUDIT_SYSLOG_ADDR", "", // joined to its TLS files: checkAuditSinks
+			"A syslog receiver (host:port, usually 6514) the audit trail streams to as it is written: RFC 5424 over TLS, octet-counted (docs/audit.md); off when empty.",
+			&c.AuditSyslogAddr, hostPort),
+		text("PINION_AUDIT_SYSLOG_CA", "",
+			"PEM file of the CA certificates the syslog receiver's certificate is checked against; the system's when empty.",
+			&c.AuditSyslogCA),
+		text("PINION_AUDIT_SYSLOG_CERT", "",
+			"PEM file of a client certificate to present to the syslog receiver, with PINION_AUDIT_SYSLOG_KEY.",
+			&c.AuditSyslogCert),
+		text("PINION_AUDIT_SYSLOG_KEY", "",
+			"PEM file of that client certificate's private key.",
+			&c.AuditSyslogKey),
+		text("PINION_AUDIT_WEBHOOK_URL", "", // needs its secret: checkAuditSinks
+			"An https:// endpoint the audit trail streams to as it is written: signed NDJSON batches of AuditEvents (docs/audit.md); off when empty.",
+			&c.AuditWebhookURL, httpsURL),
+		text("PINION_AUDIT_WEBHOOK_SECRET", "",
+			"Keys the audit webhook's signature (X-Pinion-Signature, HMAC-SHA256); at least 32 characters, and needed with PINION_AUDIT_WEBHOOK_URL.",
+			&c.AuditWebhookSecret, longSecret),
+		text("PINION_AUDIT_WEBHOOK_CA", "",
+			"PEM file of the CA certificates the audit webhook's certificate is checked against; the system's when empty.",
+			&c.AuditWebhookCA),
 		// At least 10m: Medplum's client refreshes 5 minutes before
 		// expiry, so a shorter lifetime makes it refresh without end.
 		duration("PINION_ACCESS_TOKEN_LIFETIME", "1h",
@@ -247,6 +268,15 @@ type Config struct {
 	// PasswordBreachURL, when set, is a range API passwords are checked
 	// against beside the shipped list (auth.BreachRange).
 	PasswordBreachURL string
+	// The audit trail's sinks (pkg/auditsink): a syslog receiver, with
+	// the files of its TLS settings, and a webhook; each off when empty.
+	AuditSyslogAddr    string
+	AuditSyslogCA      string
+	AuditSyslogCert    string
+	AuditSyslogKey     string
+	AuditWebhookURL    string
+	AuditWebhookSecret string
+	AuditWebhookCA     string
 }
 
 // Load reads the environment; any invalid setting is an error naming it.
@@ -288,6 +318,9 @@ func LoadFrom(get func(string) string) (*Config, error) {
 	if err := c.checkCluster(); err != nil {
 		return nil, err
 	}
+	if err := c.checkAuditSinks(); err != nil {
+		return nil, err
+	}
 	// PINION_REST_HOOK_ALLOW_PRIVATE is PINION_EGRESS_ALLOW_PRIVATE's
 	// earlier name, which named only rest-hooks although the one egress
 	// client has always served every outbound URL. It counts when the new
@@ -323,6 +356,33 @@ func (c *Config) checkCluster() error {
 		if err != nil || (perr != nil && host != "localhost") || (perr == nil && !ip.IsLoopback()) {
 			return fmt.Errorf("PINION_NATS_CLUSTER_LISTEN and PINION_NATS_ROUTES: %q is not a loopback host:port (the embedded cluster is for one machine)", a)
 		}
+	}
+	return nil
+}
+
+// checkAuditSinks checks that each sink's settings come with what they
+// need: its TLS files with the receiver, a certificate with its key, the
+// webhook with the secret that signs its deliveries.
+func (c *Config) checkAuditSinks() error {
+	for _, f := range []struct{ name, value string }{
+		{"PINION_AUDIT_SYSLOG_CA", c.AuditSyslogCA}, {"PINION_AUDIT_SYSLOG_CERT", c.AuditSyslogCert}, {"PINION_AUDIT_SYSLOG_KEY", c.AuditSyslogKey},
+	} {
+		if f.value != "" && c.AuditSyslogAddr == "" {
+			return fmt.Errorf("%s: needs PINION_AUDIT_SYSLOG_ADDR", f.name)
+		}
+	}
+	if (c.AuditSyslogCert == "") != (c.AuditSyslogKey == "") {
+		return errors.New("PINION_AUDIT_SYSLOG_CERT and PINION_AUDIT_SYSLOG_KEY must be set together")
+	}
+	for _, f := range []struct{ name, value string }{
+		{"PINION_AUDIT_WEBHOOK_SECRET", c.AuditWebhookSecret}, {"PINION_AUDIT_WEBHOOK_CA", c.AuditWebhookCA},
+	} {
+		if f.value != "" && c.AuditWebhookURL == "" {
+			return fmt.Errorf("%s: needs PINION_AUDIT_WEBHOOK_URL", f.name)
+		}
+	}
+	if c.AuditWebhookURL != "" && c.AuditWebhookSecret == "" {
+		return errors.New("PINION_AUDIT_WEBHOOK_URL: needs PINION_AUDIT_WEBHOOK_SECRET (its deliveries are signed)")
 	}
 	return nil
 }
@@ -489,6 +549,14 @@ func hostPort(s string) error {
 func httpURL(s string) error {
 	if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("%q is not an http(s) URL", s)
+	}
+	return nil
+}
+
+// httpsURL checks an absolute https URL.
+func httpsURL(s string) error {
+	if u, err := url.Parse(s); err != nil || u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("%q is not an https:// URL", s)
 	}
 	return nil
 }

@@ -119,6 +119,15 @@ func TestLoadRefusesBadSettings(t *testing.T) {
 		{"routes alone", map[string]string{"PINION_NATS_ROUTES": "127.0.0.1:6222"}, `PINION_NATS_ROUTES: needs PINION_NATS_CLUSTER_LISTEN`},
 		{"cluster alone", map[string]string{"PINION_NATS_CLUSTER_LISTEN": "127.0.0.1:6222"}, `PINION_NATS_CLUSTER_LISTEN: needs PINION_NATS_LISTEN (a cluster's servers take separate processes' connections)`},
 		{"public cluster", map[string]string{"PINION_NATS_LISTEN": "127.0.0.1:4222", "PINION_NATS_CLUSTER_LISTEN": "0.0.0.0:6222"}, `PINION_NATS_CLUSTER_LISTEN and PINION_NATS_ROUTES: "0.0.0.0:6222" is not a loopback host:port (the embedded cluster is for one machine)`},
+		{"syslog not host:port", map[string]string{"PINION_AUDIT_SYSLOG_ADDR": "siem.example.com"}, `PINION_AUDIT_SYSLOG_ADDR: "siem.example.com" is not host:port`},
+		{"syslog CA alone", map[string]string{"PINION_AUDIT_SYSLOG_CA": "/etc/siem/ca.pem"}, `PINION_AUDIT_SYSLOG_CA: needs PINION_AUDIT_SYSLOG_ADDR`},
+		{"syslog key alone", map[string]string{"PINION_AUDIT_SYSLOG_KEY": "/etc/siem/key.pem"}, `PINION_AUDIT_SYSLOG_KEY: needs PINION_AUDIT_SYSLOG_ADDR`},
+		{"syslog cert without key", map[string]string{"PINION_AUDIT_SYSLOG_ADDR": "siem.example.com:6514", "PINION_AUDIT_SYSLOG_CERT": "/etc/siem/cert.pem"}, `PINION_AUDIT_SYSLOG_CERT and PINION_AUDIT_SYSLOG_KEY must be set together`},
+		{"webhook over http", map[string]string{"PINION_AUDIT_WEBHOOK_URL": "http://siem.example.com/in", "PINION_AUDIT_WEBHOOK_SECRET": secret}, `PINION_AUDIT_WEBHOOK_URL: "http://siem.example.com/in" is not an https:// URL`},
+		{"webhook without secret", map[string]string{"PINION_AUDIT_WEBHOOK_URL": "https://siem.example.com/in"}, `PINION_AUDIT_WEBHOOK_URL: needs PINION_AUDIT_WEBHOOK_SECRET (its deliveries are signed)`},
+		{"webhook short secret", map[string]string{"PINION_AUDIT_WEBHOOK_URL": "https://siem.example.com/in", "PINION_AUDIT_WEBHOOK_SECRET": "short"}, `PINION_AUDIT_WEBHOOK_SECRET: must be at least 32 characters`},
+		{"webhook secret alone", map[string]string{"PINION_AUDIT_WEBHOOK_SECRET": secret}, `PINION_AUDIT_WEBHOOK_SECRET: needs PINION_AUDIT_WEBHOOK_URL`},
+		{"webhook CA alone", map[string]string{"PINION_AUDIT_WEBHOOK_CA": "/etc/siem/ca.pem"}, `PINION_AUDIT_WEBHOOK_CA: needs PINION_AUDIT_WEBHOOK_URL`},
 		{"remote route", map[string]string{"PINION_NATS_LISTEN": "127.0.0.1:4222", "PINION_NATS_CLUSTER_LISTEN": "127.0.0.1:6222", "PINION_NATS_ROUTES": "10.0.0.2:6222"}, `PINION_NATS_CLUSTER_LISTEN and PINION_NATS_ROUTES: "10.0.0.2:6222" is not a loopback host:port (the embedded cluster is for one machine)`},
 	}
 	for _, tc := range cases {
@@ -166,6 +175,10 @@ func TestLoadReadsSettings(t *testing.T) {
 		"PINION_NATS_REPLICAS": "5", "PINION_EGRESS_ALLOW_PRIVATE": "1", "PINION_REGISTER_ENABLED": "FALSE",
 		"PINION_PASSWORD_BREACH_URL": "https://api.pwnedpasswords.com/range/",
 		"PINION_LOG_LEVEL":           "debug", "PINION_LOG_FORMAT": "json",
+		"PINION_AUDIT_SYSLOG_ADDR": "siem.example.com:6514", "PINION_AUDIT_SYSLOG_CA": "/etc/siem/ca.pem",
+		"PINION_AUDIT_SYSLOG_CERT": "/etc/siem/cert.pem", "PINION_AUDIT_SYSLOG_KEY": "/etc/siem/key.pem",
+		"PINION_AUDIT_WEBHOOK_URL": "https://siem.example.com/in", "PINION_AUDIT_WEBHOOK_SECRET": strings.Repeat("w", 32),
+		"PINION_AUDIT_WEBHOOK_CA": "/etc/siem/webhook-ca.pem",
 	}
 	c, err = LoadFrom(func(k string) string { return env[k] })
 	if err != nil {
@@ -184,6 +197,9 @@ func TestLoadReadsSettings(t *testing.T) {
 	want.EgressPrivate, want.RegisterDisabled = true, true
 	want.PasswordBreachURL = "https://api.pwnedpasswords.com/range/"
 	want.LogLevel, want.LogFormat = "debug", "json"
+	want.AuditSyslogAddr, want.AuditSyslogCA = "siem.example.com:6514", "/etc/siem/ca.pem"
+	want.AuditSyslogCert, want.AuditSyslogKey = "/etc/siem/cert.pem", "/etc/siem/key.pem"
+	want.AuditWebhookURL, want.AuditWebhookSecret, want.AuditWebhookCA = "https://siem.example.com/in", strings.Repeat("w", 32), "/etc/siem/webhook-ca.pem"
 	if !reflect.DeepEqual(c, &want) {
 		t.Errorf("set:\n%+v\nwant\n%+v", c, &want)
 	}

@@ -63,12 +63,27 @@ var (
 		Name: "pinion_subscription_latency_seconds", Help: "Commit to delivery start.",
 		Buckets: []float64{.0005, .001, .0015, .002, .003, .004, .005, .0075, .01, .015, .02, .03, .05, .075, .1, .25, .5, 1, 5, 30, 300},
 	})
+	// AuditSinkQueue is each audit sink's queue: the messages of the audit
+	// stream its consumer has not had acknowledged (each carries one or
+	// more events of one project), sampled every few seconds.
+	AuditSinkQueue = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "pinion_audit_sink_queue_messages", Help: "Audit stream messages an audit sink has yet to deliver.",
+	}, []string{"sink"})
+	// AuditSinkDelivered counts the AuditEvents each sink delivered (again
+	// after a failure, at least once).
+	AuditSinkDelivered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pinion_audit_sink_delivered_events_total", Help: "AuditEvents an audit sink delivered.",
+	}, []string{"sink"})
+	// AuditSinkFailures counts failed delivery attempts, each retried.
+	AuditSinkFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pinion_audit_sink_failed_attempts_total", Help: "Failed audit sink delivery attempts (each retried).",
+	}, []string{"sink"})
 )
 
 func init() {
 	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		HTTPRequests, HTTPDuration, BusDuration, BusOverload, SagaSteps, BotExecutions, BotDuration,
-		SubscriptionDeliveries, SubscriptionLatency)
+		SubscriptionDeliveries, SubscriptionLatency, AuditSinkQueue, AuditSinkDelivered, AuditSinkFailures)
 }
 
 // Since observes the seconds since t on a histogram.

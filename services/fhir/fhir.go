@@ -24,6 +24,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/access"
 	"github.com/pinion-health/pinion/pkg/audit"
+	"github.com/pinion-health/pinion/pkg/auditsink"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/config"
 	"github.com/pinion-health/pinion/pkg/infra"
@@ -36,6 +37,8 @@ import (
 // Config is what the FHIR service needs to know.
 type Config struct {
 	BaseURL string
+	// AuditSinks stream the audit trail out (to a SIEM); none when empty.
+	AuditSinks []auditsink.Destination
 }
 
 // Service is the FHIR service.
@@ -60,14 +63,19 @@ type Service struct {
 	// urls signs and checks the storage URLs of Binaries (storage.go).
 	urls *presign.Signer
 
-	stopAudit func() // the audit trail's writer
+	stopAudit func()   // the audit trail's writer
+	stopSinks []func() // and its sinks
 	audit     *audit.Recorder
 }
 
 // FromConfig builds the service from the settings, as both the standalone
 // stack and the service's own process do.
 func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service, error) {
-	return New(Config{BaseURL: cfg.BaseURL}, c.NC, c.JS, c.Repo, c.Sessions, log), nil
+	sinks, err := auditsink.FromConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return New(Config{BaseURL: cfg.BaseURL, AuditSinks: sinks}, c.NC, c.JS, c.Repo, c.Sessions, log), nil
 }
 
 // New wires the service.
@@ -104,6 +112,15 @@ func (s *Service) Start(ctx context.Context) error {
 	// The audit trail's writers: every fhir instance runs one.
 	if s.stopAudit, err = audit.NewWriter(s.repo, s.js, s.log).Start(ctx); err != nil {
 		return err
+	}
+	// Its sinks, each instance running each; the stream hands a sink's
+	// messages to one instance at a time.
+	for _, d := range s.cfg.AuditSinks {
+		stop, err := auditsink.New(d, s.repo, s.js, s.log, auditsink.Options{}).Start(ctx)
+		if err != nil {
+			return err
+		}
+		s.stopSinks = append(s.stopSinks, stop)
 	}
 	s.svc, err = bus.Serve(s.nc, "fhir", "1.0.0", s.routes(), s.log)
 	return err
@@ -170,6 +187,9 @@ func (s *Service) Stop(ctx context.Context) error {
 	}
 	if s.stopExports != nil {
 		s.stopExports()
+	}
+	for _, stop := range s.stopSinks {
+		stop()
 	}
 	if s.stopAudit != nil {
 		s.stopAudit()
