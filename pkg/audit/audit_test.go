@@ -28,14 +28,14 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // trail is a store and a stream, with the store reopened at will, as a
 // process that restarts (or a tamperer between two runs) sees it.
 type trail struct {
-	t    *testing.T
+	t    testing.TB
 	path string
 	js   jetstream.JetStream
 	repo *repo.Repo
 	st   *sqlstore.Store
 }
 
-func newTrail(t *testing.T) *trail {
+func newTrail(t testing.TB) *trail {
 	t.Helper()
 	tr := &trail{t: t, path: filepath.Join(t.TempDir(), "pinion.db"), js: testenv.JetStream(t)}
 	if err := EnsureStream(context.Background(), tr.js); err != nil {
