@@ -133,11 +133,15 @@ func TestBulkExport(t *testing.T) {
 		t.Errorf("types %v, want Patient and Observation", len(got))
 	}
 
-	// Everything of the project: the organization too, never a Binary or
-	// a membership.
+	// Everything of the project: the organization too, and the audit
+	// trail (the admin's sign-in is in it by now), never a Binary or a
+	// membership.
+	eventually(t, 15*time.Second, "the admin's sign-in in the trail", func() bool {
+		return len(auditEvents(t, admin, "sign-in")) > 0
+	})
 	got, _ = exported(t, admin, exportManifest(t, admin, startExport(t, admin, "fhir/R4/$export")))
-	if len(got["Organization"]) != 1 || len(got["Patient"]) != 12 || got["ProjectMembership"] != nil || got["Binary"] != nil {
-		t.Errorf("system export: %d organizations, %d patients, types %d", len(got["Organization"]), len(got["Patient"]), len(got))
+	if len(got["Organization"]) != 1 || len(got["Patient"]) != 12 || got["ProjectMembership"] != nil || got["Binary"] != nil || len(got["AuditEvent"]) == 0 {
+		t.Errorf("system export: %d organizations, %d patients, %d audit events, types %d", len(got["Organization"]), len(got["Patient"]), len(got["AuditEvent"]), len(got))
 	}
 
 	// _since leaves out what changed before. The clock must pass on either

@@ -60,9 +60,11 @@ const (
 
 // notExportedTypes are, beside the administrative types (access), the
 // types no export writes: binaries, Pinion's own records and conformance
-// resources (as Medplum), and the credentials' neighbours.
+// resources (as Medplum), and the credentials' neighbours. AuditEvents are
+// exported (unlike Medplum): the audit trail goes to an archive or a SIEM
+// this way too, for whoever may read it (an admin, or a policy naming it).
 var notExportedTypes = map[string]bool{
-	"Binary": true, "AsyncJob": true, "AuditEvent": true, "BulkDataExport": true,
+	"Binary": true, "AsyncJob": true, "BulkDataExport": true,
 	"CodeSystem": true, "SearchParameter": true, "StructureDefinition": true, "ValueSet": true,
 	"ClientApplication": true, "PasswordChangeRequest": true,
 }
@@ -321,7 +323,9 @@ func exportLevel(path string) string {
 func patientTypes() []string {
 	out := []string{"Patient"}
 	for _, t := range fhirschema.ResourceTypes() {
-		if t == "Patient" || notExported(t) {
+		// The trail's events about a patient are the trail's, not part of
+		// the patient's record: a system export carries them.
+		if t == "Patient" || t == "AuditEvent" || notExported(t) {
 			continue
 		}
 		for _, p := range search.Params(t) {

@@ -142,7 +142,7 @@ func TestExportLevel(t *testing.T) {
 
 func TestNotExported(t *testing.T) {
 	for typ, want := range map[string]bool{
-		"Binary": true, "AsyncJob": true, "AuditEvent": true, "BulkDataExport": true,
+		"Binary": true, "AsyncJob": true, "BulkDataExport": true, "AuditEvent": false,
 		"CodeSystem": true, "SearchParameter": true, "StructureDefinition": true, "ValueSet": true,
 		"ClientApplication": true, "PasswordChangeRequest": true,
 		// The administrative types, by access's own list.
