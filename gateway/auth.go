@@ -66,18 +66,25 @@ func (g *Gateway) bearer(ctx context.Context, tok, remote string) (*bus.Principa
 		var err error
 		if claims, err = g.verify(tok); err != nil {
 			g.log.Debug("token refused", "err", err)
+			g.recordRefused(ctx, tok, err.Error(), nil, remote)
 			return nil, g.invalidToken()
 		}
 		if !claims.IsAccessToken() {
+			g.recordRefused(ctx, tok, "not an access token", claims, remote)
 			return nil, g.invalidToken()
 		}
 		// Fiber's strings alias its request buffer: the cache key must own its bytes.
 		g.tokens.Add(strings.Clone(tok), claims)
 	}
 	if g.sessions.Revoked(claims.ID) {
+		g.recordRefused(ctx, tok, "revoked", claims, remote)
 		return nil, g.invalidToken()
 	}
 	p, err := g.principal(ctx, claims.LoginID, claims.ID, remote)
+	var fe *fhir.Error
+	if errors.As(err, &fe) && strings.Contains(fe.Header["WWW-Authenticate"], "invalid_token") {
+		g.recordRefused(ctx, tok, "its sign-in ended", claims, remote)
+	}
 	if err == nil && claims.Scope != "" {
 		// The token's own scope: a client's tokens share one login, each
 		// with the scope its request asked for (a user's equal its login's).

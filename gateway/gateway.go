@@ -77,6 +77,8 @@ type Gateway struct {
 	// tokens caches verified claims by token, so the signature is checked
 	// once per token rather than once per request.
 	tokens *lru.Cache[string, *auth.Claims]
+	// refusals bounds which refused tokens go to the audit trail (refused.go).
+	refusals *refusals
 
 	// sockets counts open WebSocket subscription sockets (ws.go).
 	sockets wsCount
@@ -88,7 +90,7 @@ func New(cfg Config, nc *nats.Conn, sessions *session.View, log *slog.Logger) *G
 		log = slog.Default()
 	}
 	tc, _ := lru.New[string, *auth.Claims](100_000)
-	g := &Gateway{cfg: cfg, nc: nc, sessions: sessions, log: log.With("component", "gateway"), keys: map[string]*ecdsa.PublicKey{}, tokens: tc}
+	g := &Gateway{cfg: cfg, nc: nc, sessions: sessions, log: log.With("component", "gateway"), keys: map[string]*ecdsa.PublicKey{}, tokens: tc, refusals: newRefusals()}
 	g.verifier = &auth.Verifier{Issuer: cfg.BaseURL, Audience: cfg.BaseURL, Keys: g.key}
 	g.app = fiber.New(fiber.Config{
 		// Up to bodySlack past the limit the body is read and refused with

@@ -1,6 +1,7 @@
 package standalone
 
 import (
+	"encoding/base64"
 	"net/url"
 	"strings"
 	"testing"
@@ -317,4 +318,60 @@ func TestAuditTrailPersonAndClientEvents(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// Refused bearer tokens: a revoked one lands in its project's trail with
+// the person it was issued to, a forged one in the server's own with what
+// it claimed; each token at most once a minute, however often it is sent.
+func TestAuditTrailRefusedTokens(t *testing.T) {
+	pid, su := adminProject(t, "Audited refusals")
+	admin := projectAdmin(t, su, pid, "ref-admin@example.com")
+	expect(t, do(t, "POST", "oauth2/revoke", "", "application/x-www-form-urlencoded", []byte("token="+admin)), 200)
+	claimed := "forged-" + pid
+	forged := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"ES256","kid":"x"}`)) + "." +
+		base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"`+claimed+`","exp":4102444800}`)) + ".c2lnbmF0dXJl"
+	for range 5 {
+		expect(t, do(t, "GET", "fhir/R4/Patient", admin, "", nil), 401)
+		expect(t, do(t, "GET", "fhir/R4/Patient", forged, "", nil), 401)
+	}
+	// Marks: a sign-in to the project, and a refused one of nobody (the
+	// server's trail). Once each is stored, so is whatever each trail
+	// recorded before it.
+	projectAdmin(t, su, pid, "ref-mark@example.com")
+	nobody := "nobody-" + pid + "@example.com"
+	expect(t, do(t, "POST", "auth/login", "", "application/json", mustJSON(map[string]any{"email": nobody, "password": "not a password"})), 400)
+	eventually(t, 15*time.Second, "the marks recorded", func() bool {
+		marked, people := 0, 0
+		for _, ev := range auditEvents(t, su, "sign-in", "_project", pid) {
+			if who, _, _ := agentOf(ev); strings.HasPrefix(who, "User/") {
+				people++ // the admin's, then the mark's
+			}
+		}
+		if people >= 2 {
+			marked = 1
+		}
+		for _, ev := range auditEvents(t, su, "sign-in", "outcome", "4") {
+			if _, name, _ := agentOf(ev); name == nobody {
+				marked++
+				break
+			}
+		}
+		return marked == 2
+	})
+	revoked := auditEvents(t, su, "token-refused", "_project", pid)
+	var forgedEvents []map[string]any
+	for _, ev := range auditEvents(t, su, "token-refused") {
+		if _, name, _ := agentOf(ev); name == claimed {
+			forgedEvents = append(forgedEvents, ev)
+		}
+	}
+	if len(revoked) != 1 || len(forgedEvents) != 1 {
+		t.Fatalf("%d events for the revoked token, %d for the forged one, want one each", len(revoked), len(forgedEvents))
+	}
+	if who, _, _ := agentOf(revoked[0]); !strings.HasPrefix(who, "User/") || revoked[0]["outcomeDesc"] != "revoked" {
+		t.Fatalf("the revoked token's event: %v", revoked[0])
+	}
+	if who, _, _ := agentOf(forgedEvents[0]); who != "" {
+		t.Fatalf("a forged token names nobody for sure: %v", forgedEvents[0])
+	}
 }

@@ -56,3 +56,20 @@ type BasicAuth struct {
 type BasicLogin struct {
 	LoginID string `json:"loginId"`
 }
+
+// SubjTokenRefused asks identity to record, in the audit trail, a bearer
+// token the gateway refused (a RefusedToken in): the gateway writes
+// nothing to JetStream itself. The gateway sends one per token a minute.
+const SubjTokenRefused = "pinion.identity.token-refused"
+
+// RefusedToken is a refused bearer token, as the gateway saw it. Login,
+// User and TokenID are set only when its signature held (a revoked token,
+// an ended login): then they are the server's own; Claimed is whatever an
+// unverified token said it was, for the record only.
+type RefusedToken struct {
+	Reason  string `json:"reason"`
+	Login   string `json:"login,omitempty"`
+	User    string `json:"user,omitempty"`
+	TokenID string `json:"jti,omitempty"`
+	Claimed string `json:"claimed,omitempty"`
+}

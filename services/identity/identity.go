@@ -270,6 +270,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("POST /fhir/R4/ClientApplication/:id/$rotate-secret", bus.Token, s.clients.RotateOperation),
 		bus.Handle("GET /fhir/R4/Subscription/:id/$get-ws-binding-token", bus.Token, s.oauth.WSBindingToken),
 		bus.Handle(bus.SubjBasic, bus.Internal, s.oauth.Basic),
+		bus.Handle(bus.SubjTokenRefused, bus.Internal, s.oauth.RefusedBearer),
 	}, auditedRoutes, s.log), s.log)
 	return err
 }

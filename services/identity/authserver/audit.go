@@ -2,6 +2,7 @@ package authserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/url"
 
@@ -89,4 +90,30 @@ func (s *Service) clientProject(ctx context.Context, id string) string {
 		return ""
 	}
 	return m.Project
+}
+
+// RefusedBearer is bus.SubjTokenRefused: the gateway refused a bearer
+// token, and the trail records it (at most once a minute per token; the
+// gateway bounds it). A token whose signature held names its person and
+// project; a forged or expired one only what it claimed, in the server's
+// own trail.
+func (s *Service) RefusedBearer(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	var rt bus.RefusedToken
+	if err := json.Unmarshal(r.Body, &rt); err != nil {
+		return nil, fhir.BadRequest("Invalid refused token")
+	}
+	e := audit.Event{Kind: audit.TokenRefused.Name, Outcome: audit.MinorFailure, Detail: rt.Reason, Address: r.Remote, Name: rt.Claimed}
+	if rt.Login != "" {
+		if l, err := s.sessions.GetLogin(ctx, rt.Login); err == nil {
+			e.Who, e.Client = l.User, s.clientRef(l.Client)
+			if m, err := s.sessions.GetMembership(ctx, l.Membership); err == nil {
+				e.Project = m.Project
+			}
+		}
+		e.Entities = []audit.Entity{{What: e.Who, Detail: "token " + rt.TokenID}}
+	}
+	if err := s.record(ctx, e); err != nil {
+		return nil, err
+	}
+	return bus.OK(), nil
 }
