@@ -164,6 +164,15 @@ func TestAuthorizeInBrowser(t *testing.T) {
 	if me.json(t)["project"].(map[string]any)["id"] != other {
 		t.Fatalf("auth/me project: %s", me.body)
 	}
+	// The consent is in the audit trail: who allowed which client what.
+	eventually(t, 15*time.Second, "the consent recorded", func() bool {
+		for _, ev := range auditEvents(t, su, "consent-given", "entity", "ClientApplication/"+clientID) {
+			if who, _, _ := agentOf(ev); strings.HasPrefix(who, "User/") {
+				return true
+			}
+		}
+		return false
+	})
 	if !strings.Contains(idTokenClaims(t, tok["id_token"].(string)), `"nonce":"n-456"`) {
 		t.Fatal("the id_token lacks the nonce")
 	}

@@ -83,4 +83,16 @@ func TestPasskeyInBrowser(t *testing.T) {
 	if h1 := get(t, ctx, chromedp.Text(chromedp.CSS("h1"))); h1 != "Passkey clinic" {
 		t.Fatalf("signed in with a passkey, the console shows %q", h1)
 	}
+	// The passkey sign-in is in the audit trail, with the person, as is
+	// the sign-out before it.
+	eventually(t, 15*time.Second, "the passkey sign-in recorded", func() bool {
+		for _, ev := range auditEvents(t, su, "sign-in", "outcome", "0") {
+			ents, _ := ev["entity"].([]any)
+			who, _, _ := agentOf(ev)
+			if len(ents) > 0 && ents[0].(map[string]any)["description"] == "method=passkey" && who == ents[0].(map[string]any)["what"].(map[string]any)["reference"] {
+				return len(auditEvents(t, su, "sign-out", "agent", strings.TrimPrefix(who, "User/"))) > 0
+			}
+		}
+		return false
+	})
 }

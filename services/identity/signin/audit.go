@@ -22,12 +22,37 @@ func (s *Service) recordPassword(ctx context.Context, r *bus.Request, email, use
 	} else {
 		e.Who = "User/" + userID
 	}
-	// A built-in client (Medplum's CLI, the console) is no ClientApplication.
-	if clientID != "" && len(clientID) <= 128 && clients.Builtin(clientID, s.cfg.BaseURL) == nil {
-		e.Client = "ClientApplication/" + clientID
+	e.Client = s.clientRef(clientID)
+	return s.record(ctx, e)
+}
+
+// recordPasskey records a sign-in by passkey on the sign-in page: the
+// person it verified, or why it was refused.
+func (s *Service) recordPasskey(ctx context.Context, r *bus.Request, a AuthRequest, userID, problem string) error {
+	e := audit.Event{Kind: audit.SignIn.Name, Project: a.project, Address: r.Remote, Client: s.clientRef(a.ClientID)}
+	if userID == "" {
+		e.Outcome, e.Detail = audit.MinorFailure, problem
+	} else {
+		e.Who = "User/" + userID
+		e.Entities = []audit.Entity{{What: e.Who, Detail: "method=passkey"}}
 	}
+	return s.record(ctx, e)
+}
+
+// clientRef is a client in an event; a built-in client (Medplum's CLI,
+// the console) is no ClientApplication and has none.
+func (s *Service) clientRef(id string) string {
+	if id == "" || len(id) > 128 || clients.Builtin(id, s.cfg.BaseURL) != nil {
+		return ""
+	}
+	return "ClientApplication/" + id
+}
+
+// record records e before the answer: what the trail cannot take does
+// not happen.
+func (s *Service) record(ctx context.Context, e audit.Event) error {
 	if err := s.audit.Record(ctx, e); err != nil {
-		s.log.ErrorContext(ctx, "sign-in refused: the audit trail did not take its event", "err", err)
+		s.log.ErrorContext(ctx, "refused: the audit trail did not take its event", "kind", e.Kind, "err", err)
 		return fhir.Unavailable("The audit trail is unavailable; try again")
 	}
 	return nil

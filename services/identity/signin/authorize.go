@@ -389,7 +389,7 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b web.Browser, a A
 		return a.fail("access_denied", fhir.AsError(err).Message()), nil
 	}
 	if !a.firstParty {
-		if resp, err := s.askConsent(ctx, b, a, bs, membership, choices, form); resp != nil || err != nil {
+		if resp, err := s.askConsent(ctx, r, b, a, bs, membership, choices, form); resp != nil || err != nil {
 			return resp, err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pinion-health/pinion/pkg/access"
+	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/services/identity/account"
 	"github.com/pinion-health/pinion/services/identity/web"
@@ -15,10 +16,15 @@ import (
 // request's scopes before, or does now (the consent page posted "allow");
 // otherwise it is the answer: the consent page, or the client told no.
 // prompt=none never shows the page (OIDC Core §3.1.2.6: consent_required).
-func (s *Service) askConsent(ctx context.Context, b web.Browser, a AuthRequest, bs *BrowserSession, membership string, choices []account.Choice, form url.Values) (*bus.Response, error) {
+func (s *Service) askConsent(ctx context.Context, r *bus.Request, b web.Browser, a AuthRequest, bs *BrowserSession, membership string, choices []account.Choice, form url.Values) (*bus.Response, error) {
 	switch form.Get("consent") {
 	case "allow":
-		return nil, s.consents.Give(ctx, bs.User, a.ClientID, a.Scope)
+		if err := s.consents.Give(ctx, bs.User, a.ClientID, a.Scope); err != nil {
+			return nil, err
+		}
+		return nil, s.record(ctx, audit.Event{Kind: audit.ConsentGiven.Name, Project: a.project, Who: bs.User,
+			Client: s.clientRef(a.ClientID), Address: r.Remote,
+			Entities: []audit.Entity{{What: s.clientRef(a.ClientID), Detail: "scope=" + a.Scope}}})
 	case "deny":
 		return a.fail("access_denied", "The person did not allow the application"), nil
 	}

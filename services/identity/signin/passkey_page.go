@@ -127,9 +127,15 @@ func (s *Service) passkeyPosted(ctx context.Context, r *bus.Request, b web.Brows
 	}
 	uid, err := s.factors.FinishPasskeyLogin(ctx, b, []byte(form.Get("credential")))
 	if fe := (*fhir.Error)(nil); errors.As(err, &fe) && fe.Status < 500 {
+		if err := s.recordPasskey(ctx, r, a, "", fe.Message()); err != nil {
+			return nil, err
+		}
 		return s.passkeyStep(ctx, b, a, wantUser, fe.Message())
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := s.recordPasskey(ctx, r, a, uid, ""); err != nil {
 		return nil, err
 	}
 	now := time.Now()
