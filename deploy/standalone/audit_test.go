@@ -160,12 +160,26 @@ func TestAuditTrailPatientAccess(t *testing.T) {
 	} {
 		expect(t, do(t, "GET", c.path, admin, "", nil), 200)
 	}
+	// A GraphQL query that reads the patient twice over: one event.
+	r := graphQL(t, admin, `{ Patient(id: "`+patient+`") { id } ObservationList(subject: "Patient/`+patient+`") { id subject { reference } } }`, nil)
+	expect(t, r, 200)
 	var reads, searches []map[string]any
 	eventually(t, 15*time.Second, "the reads recorded", func() bool {
 		reads = auditEvents(t, admin, "patient-read", "patient", "Patient/"+patient)
 		searches = auditEvents(t, admin, "patient-search", "patient", "Patient/"+patient)
-		return len(reads) >= 2 && len(searches) >= 1
+		return len(reads) >= 2 && len(searches) >= 2
 	})
+	graphQLEvents := 0
+	for _, ev := range searches {
+		q, _ := ev["entity"].([]any)[0].(map[string]any)["query"].(string)
+		b, _ := base64.StdEncoding.DecodeString(q)
+		if strings.HasPrefix(string(b), "$graphql ") {
+			graphQLEvents++
+		}
+	}
+	if graphQLEvents != 1 {
+		t.Fatalf("%d events for one GraphQL query: %v", graphQLEvents, searches)
+	}
 	for _, ev := range append(reads, searches...) {
 		who, _, address := agentOf(ev)
 		if !strings.HasPrefix(who, "User/") || address == "" || ev["type"].(map[string]any)["code"] != "rest" {
@@ -178,7 +192,7 @@ func TestAuditTrailPatientAccess(t *testing.T) {
 
 	// Reads auditing off: a read leaves nothing. A sign-in after it is a
 	// mark: once it is stored, so is anything recorded before it.
-	r := do(t, "GET", "fhir/R4/Project/"+pid, su, "", nil)
+	r = do(t, "GET", "fhir/R4/Project/"+pid, su, "", nil)
 	expect(t, r, 200)
 	project := r.json(t)
 	project["setting"] = []any{map[string]any{"name": "auditReads", "valueBoolean": false}}
@@ -192,8 +206,8 @@ func TestAuditTrailPatientAccess(t *testing.T) {
 	// empty search, or the read with auditing off.
 	all := auditEvents(t, admin, "patient-read")
 	all = append(all, auditEvents(t, admin, "patient-search")...)
-	if len(all) != 3 {
-		t.Fatalf("%d patient-access events, want 3: %v", len(all), all)
+	if len(all) != 4 {
+		t.Fatalf("%d patient-access events, want 4: %v", len(all), all)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -43,6 +44,7 @@ func (s *Service) recordAccess(ctx context.Context, r *bus.Request, kind audit.K
 		return nil
 	}
 	var patients []string
+	seen := map[string]bool{} // a page holds up to a thousand resources
 	for _, res := range found {
 		// An AuditEvent names patients, but is the trail's record, not
 		// theirs: reading the trail is not reading a patient's record.
@@ -57,11 +59,21 @@ func (s *Service) recordAccess(ctx context.Context, r *bus.Request, kind audit.K
 			return search.Patients(res.Type, res.ID, m), nil
 		})
 		for _, p := range ps {
-			if !slices.Contains(patients, p) {
+			if !seen[p] {
+				seen[p] = true
 				patients = append(patients, p)
 			}
 		}
 	}
+	if c, ok := ctx.Value(accessesKey{}).(*accesses); ok {
+		c.add(patients) // one request of many (GraphQL's): its caller records them once
+		return nil
+	}
+	return s.recordPatients(ctx, r, kind, what, patients)
+}
+
+// recordPatients records that request r touched patients' records.
+func (s *Service) recordPatients(ctx context.Context, r *bus.Request, kind audit.Kind, what []audit.Entity, patients []string) error {
 	project := r.Principal.Project
 	if len(patients) == 0 || !s.readsAudited(ctx, project) {
 		return nil
@@ -139,4 +151,44 @@ func (s *Service) recordChange(ctx context.Context, r *bus.Request, action, typ,
 		return fhir.Unavailable("The audit trail is unavailable; the change was stored but not recorded")
 	}
 	return nil
+}
+
+// accesses gathers the patients the reads and searches of one request
+// touch when that request makes many (a GraphQL query answers through the
+// REST handlers), so that the request records one event naming them all.
+type accesses struct {
+	mu       sync.Mutex
+	patients []string
+	seen     map[string]bool
+}
+
+type accessesKey struct{}
+
+func (a *accesses) add(ps []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.seen == nil {
+		a.seen = map[string]bool{}
+	}
+	for _, p := range ps {
+		if !a.seen[p] {
+			a.seen[p] = true
+			a.patients = append(a.patients, p)
+		}
+	}
+}
+
+// gatherAccesses is ctx for the reads of one request made of many; record
+// records what they touched, as one event of kind.
+func (s *Service) gatherAccesses(ctx context.Context) (context.Context, func(ctx context.Context, r *bus.Request, kind audit.Kind, what []audit.Entity) error) {
+	a := &accesses{}
+	return context.WithValue(ctx, accessesKey{}, a), func(ctx context.Context, r *bus.Request, kind audit.Kind, what []audit.Entity) error {
+		a.mu.Lock()
+		ps := slices.Clone(a.patients)
+		a.mu.Unlock()
+		if s.audit == nil || r.Principal == nil {
+			return nil
+		}
+		return s.recordPatients(ctx, r, kind, what, ps)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"sync"
 
+	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/services/fhir/graphql"
@@ -24,8 +25,13 @@ func (s *Service) graphQL(ctx context.Context, r *bus.Request) (*bus.Response, e
 		return nil, fhir.BadRequest("Invalid JSON body: expected {query, operationName, variables}")
 	}
 	st := &graphStore{s: s, r: r}
-	out, err := graphql.Execute(ctx, st, req, graphql.DefaultLimits)
+	// One event for the query, naming every patient its reads touched.
+	gctx, record := s.gatherAccesses(ctx)
+	out, err := graphql.Execute(gctx, st, req, graphql.DefaultLimits)
 	if err != nil {
+		return nil, err
+	}
+	if err := record(ctx, r, audit.PatientSearch, []audit.Entity{{Query: "$graphql " + req.Query}}); err != nil {
 		return nil, err
 	}
 	body, err := json.Marshal(out)
