@@ -143,6 +143,18 @@ func TestBulkExport(t *testing.T) {
 	if len(got["Organization"]) != 1 || len(got["Patient"]) != 12 || got["ProjectMembership"] != nil || got["Binary"] != nil || len(got["AuditEvent"]) == 0 {
 		t.Errorf("system export: %d organizations, %d patients, %d audit events, types %d", len(got["Organization"]), len(got["Patient"]), len(got["AuditEvent"]), len(got))
 	}
+	// The exports so far read every patient's record: the trail names them.
+	eventually(t, 15*time.Second, "the exported patients in the trail", func() bool {
+		named := map[string]bool{}
+		for _, ev := range auditEvents(t, admin, "patient-export") {
+			for _, e := range ev["entity"].([]any) {
+				if m := e.(map[string]any); m["role"] != nil {
+					named[m["what"].(map[string]any)["reference"].(string)] = true
+				}
+			}
+		}
+		return len(named) == 12
+	})
 
 	// _since leaves out what changed before. The clock must pass on either
 	// side of since, as writes are stamped to the millisecond: a clock to

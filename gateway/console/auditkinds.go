@@ -30,6 +30,7 @@ var auditKinds = []auditKind{
 	{"security-config-changed", "Security setting changed"},
 	{"patient-read", "Patient record read"},
 	{"patient-search", "Patient records searched"},
+	{"patient-export", "Patient records exported"},
 	{"retention", "Events past retention removed"},
 }
 

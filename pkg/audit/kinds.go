@@ -77,6 +77,7 @@ var (
 	// Access to a person's record.
 	PatientRead   = Kind{"patient-read", REST, &Code{Interaction, "read", "read"}, "R", "Patient record read"}
 	PatientSearch = Kind{"patient-search", REST, &Code{Interaction, "search-type", "search type"}, "E", "Patient records searched"}
+	PatientExport = Kind{"patient-export", REST, &Code{Interaction, "search-system", "search system"}, "E", "Patient records exported"}
 	// The trail itself.
 	RetentionApplied = Kind{"retention", SecurityAlert, nil, "D", "Events past retention removed"}
 )
@@ -84,4 +85,4 @@ var (
 // Kinds lists every kind, for the docs and the tests.
 var Kinds = []Kind{SignIn, SignOut, TokenIssued, TokenRefreshed, TokenRefused, TokenRevoked, ConsentGiven, ConsentEnded,
 	MFAEnrolled, MFAReset, PasswordSet, SecretRotated, ProjectCreated, MemberInvited, MemberChanged, MemberRemoved,
-	ConfigChanged, PatientRead, PatientSearch, RetentionApplied}
+	ConfigChanged, PatientRead, PatientSearch, PatientExport, RetentionApplied}

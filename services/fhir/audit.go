@@ -43,6 +43,40 @@ func (s *Service) recordAccess(ctx context.Context, r *bus.Request, kind audit.K
 	if s.audit == nil || r.Principal == nil || len(found) == 0 {
 		return nil
 	}
+	patients := patientsOf(found)
+	if c, ok := ctx.Value(accessesKey{}).(*accesses); ok {
+		c.add(patients) // one request of many (GraphQL's): its caller records them once
+		return nil
+	}
+	return s.recordPatients(ctx, r, kind, what, patients)
+}
+
+// exportNamed bounds the patients one export event names: a file of an
+// export can hold thousands, and an event must fit a message.
+const exportNamed = 500
+
+// recordExported records the patients whose resources one file of a bulk
+// export holds, as the export's requester, in events of at most
+// exportNamed patients each.
+func (s *Service) recordExported(ctx context.Context, spec *exportSpec, typ string, found []*repo.Resource) error {
+	if s.audit == nil {
+		return nil
+	}
+	patients := patientsOf(found)
+	r := &bus.Request{Principal: &spec.Principal, Remote: spec.Remote}
+	what := []audit.Entity{{What: "AsyncJob/" + spec.Job, Detail: "bulk export of " + typ}}
+	for len(patients) > 0 {
+		n := min(len(patients), exportNamed)
+		if err := s.recordPatients(ctx, r, audit.PatientExport, what, patients[:n]); err != nil {
+			return err
+		}
+		patients = patients[n:]
+	}
+	return nil
+}
+
+// patientsOf are the patients whose records resources are, each once.
+func patientsOf(found []*repo.Resource) []string {
 	var patients []string
 	seen := map[string]bool{} // a page holds up to a thousand resources
 	for _, res := range found {
@@ -65,11 +99,7 @@ func (s *Service) recordAccess(ctx context.Context, r *bus.Request, kind audit.K
 			}
 		}
 	}
-	if c, ok := ctx.Value(accessesKey{}).(*accesses); ok {
-		c.add(patients) // one request of many (GraphQL's): its caller records them once
-		return nil
-	}
-	return s.recordPatients(ctx, r, kind, what, patients)
+	return patients
 }
 
 // recordPatients records that request r touched patients' records.

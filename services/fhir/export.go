@@ -83,6 +83,8 @@ type exportSpec struct {
 	// resources about them.
 	Patients []string `json:"patients,omitempty"`
 	Group    bool     `json:"group,omitempty"`
+	// Remote is the requester's address, for the audit trail.
+	Remote string `json:"remote,omitempty"`
 }
 
 // export is the kick-off: POST or GET /fhir/R4/$export, Patient/$export and
@@ -106,7 +108,7 @@ func (s *Service) export(ctx context.Context, r *bus.Request) (*bus.Response, er
 			return nil, fhir.ForbiddenText("An export needs read access to " + t + ", which your access policy does not give")
 		}
 	}
-	spec := &exportSpec{Project: r.Principal.Project, Principal: *r.Principal}
+	spec := &exportSpec{Project: r.Principal.Project, Principal: *r.Principal, Remote: r.Remote}
 	if spec.Since, err = exportSince(params.Get("_since")); err != nil {
 		return nil, err
 	}
@@ -657,7 +659,14 @@ func (s *Service) runExportJob(ctx context.Context, spec *exportSpec, attempt ui
 	lastLog := time.Now()
 	// flush stores the buffered file and the job's new position in one
 	// transaction: after a crash the job resumes just after the last file.
+	var touched []*repo.Resource // the buffered file's, for the audit trail
 	flush := func(typ string, step int, after string) error {
+		// The file's patients are recorded before it is stored: an export
+		// resumed after a crash records a file again rather than never.
+		if err := s.recordExported(ctx, spec, typ, touched); err != nil {
+			return err
+		}
+		touched = touched[:0]
 		next := st.advance(step, after)
 		tctx, tx := s.repo.Begin(ctx)
 		if buf.Len() > 0 {
@@ -725,6 +734,7 @@ func (s *Service) runExportJob(ctx context.Context, spec *exportSpec, attempt ui
 				}
 				buf.Write(res.JSON)
 				buf.WriteByte('\n')
+				touched = append(touched, res)
 				count++
 				after = res.ID
 			}
