@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/pinion-health/pinion/pkg/access"
 )
 
@@ -241,7 +243,7 @@ func TestAuditTrailAdministration(t *testing.T) {
 	want := []struct {
 		kind, action, what string
 	}{
-		{"member-invited", "C", "Project/" + pid},
+		{"member-invited", "C", "ProjectMembership/" + membership},
 		{"member-changed", "U", "ProjectMembership/" + membership},
 		{"security-config-changed", "C", "AccessPolicy/" + policy},
 		{"security-config-changed", "D", "AccessPolicy/" + policy},
@@ -388,4 +390,58 @@ func TestAuditTrailRefusedTokens(t *testing.T) {
 	if who, _, _ := agentOf(forgedEvents[0]); who != "" {
 		t.Fatalf("a forged token names nobody for sure: %v", forgedEvents[0])
 	}
+}
+
+// The rest of issue 54's table, each request and the event it leaves:
+// a project founded, its tokens refreshed, a password a super admin set,
+// a client's secret rotated, a consent withdrawn (a withdrawal of none
+// leaves nothing).
+func TestAuditTrailAccountEvents(t *testing.T) {
+	suffix := uuid.NewString()[:8]
+	email := "audited-" + suffix + "@example.com"
+	login, verifier := registered(t, "Audited", email, "a long password", "")
+	r := do(t, "POST", "auth/newproject", "", "application/json", mustJSON(map[string]any{"login": login, "projectName": "Audited Founding"}))
+	expect(t, r, 200)
+	tok := redeemCode(t, r.json(t), verifier)
+	pid := strings.TrimPrefix(tok["project"].(map[string]any)["reference"].(string), "Project/")
+	access := tok["access_token"].(string)
+	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}}
+	expect(t, do(t, "POST", "oauth2/token", "", "application/x-www-form-urlencoded", []byte(form.Encode())), 200)
+
+	r = do(t, "POST", "admin/projects/"+pid+"/client", access, "application/json", mustJSON(map[string]any{"name": "rotated"}))
+	expect(t, r, 201)
+	client := r.json(t)["id"].(string)
+	expect(t, do(t, "POST", "admin/projects/"+pid+"/client/"+client+"/$rotate-secret", access, "application/json", []byte(`{}`)), 200)
+	// Last: a password set ends the person's sessions.
+	su := superToken(t)
+	expect(t, do(t, "POST", "admin/super/setpassword", su, "application/json", mustJSON(map[string]any{
+		"email": email, "password": "another long password"})), 200)
+
+	want := []struct{ kind, action, what string }{
+		{"project-created", "C", "Project/" + pid},
+		{"token-refreshed", "E", "Project/" + pid},
+		{"security-config-changed", "C", "ClientApplication/" + client},
+		{"secret-rotated", "U", "ClientApplication/" + client},
+	}
+	for _, w := range want {
+		eventually(t, 15*time.Second, w.kind+" recorded", func() bool {
+			for _, ev := range auditEvents(t, su, w.kind, "_project", pid) {
+				what := ev["entity"].([]any)[0].(map[string]any)["what"].(map[string]any)["reference"]
+				if who, _, _ := agentOf(ev); strings.HasPrefix(who, "User/") && ev["action"] == w.action && what == w.what && ev["outcome"] == "0" {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	// The super admin's setting of the password: in the super admin's
+	// project (the route names none), by the super admin's client.
+	eventually(t, 15*time.Second, "password-set recorded", func() bool {
+		for _, ev := range auditEvents(t, su, "password-set") {
+			if who, _, _ := agentOf(ev); strings.HasPrefix(who, "ClientApplication/") {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -84,18 +84,25 @@ func routeEvent(req *bus.Request, resp *bus.Response, rt Route) Event {
 			e.Client = "ClientApplication/" + p.ClientID
 		}
 	}
+	// What the request made, when it answers with a resource (a project,
+	// a membership, a client).
+	var made struct {
+		ResourceType string `json:"resourceType"`
+		ID           string `json:"id"`
+	}
+	if resp != nil && resp.Status < 300 && len(resp.Body) > 0 && resp.Body[0] == '{' {
+		_ = json.Unmarshal(resp.Body, &made)
+	}
 	what := ""
 	switch {
-	case rt.Kind == ProjectCreated && resp != nil:
-		var p struct {
-			ID string `json:"id"`
-		}
-		_ = json.Unmarshal(resp.Body, &p)
-		e.Project, what = p.ID, "Project/"+p.ID
+	case rt.Kind == ProjectCreated:
+		e.Project, what = made.ID, "Project/"+made.ID
 	case req.Param("membershipId") != "":
 		what = "ProjectMembership/" + req.Param("membershipId")
 	case req.Param("clientId") != "":
 		what = "ClientApplication/" + req.Param("clientId")
+	case made.ResourceType != "" && made.ID != "":
+		what = made.ResourceType + "/" + made.ID
 	case e.Project != "":
 		what = "Project/" + e.Project
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
@@ -357,7 +358,7 @@ func (s *Service) NewProject(ctx context.Context, r *bus.Request) (*bus.Response
 	if err != nil {
 		return nil, err
 	}
-	membership, err := s.foundProject(ctx, l.User, u, in.ProjectName)
+	membership, err := s.foundProject(ctx, r, l.User, u, in.ProjectName)
 	if err != nil {
 		return nil, err
 	}
@@ -367,7 +368,7 @@ func (s *Service) NewProject(ctx context.Context, r *bus.Request) (*bus.Response
 // foundProject creates a project named name (checked already) owned by
 // user, as $init does (strict), with user as its admin under a
 // Practitioner profile, and returns that membership's id.
-func (s *Service) foundProject(ctx context.Context, user string, u *registeredUser, name string) (string, error) {
+func (s *Service) foundProject(ctx context.Context, r *bus.Request, user string, u *registeredUser, name string) (string, error) {
 	if u.Project != nil {
 		// A project's own user (a patient who signed up) owns no other project.
 		return "", fhir.BadRequest("Project owner must not belong to another Project")
@@ -386,6 +387,12 @@ func (s *Service) foundProject(ctx context.Context, user string, u *registeredUs
 		return "", err
 	}
 	s.log.InfoContext(ctx, "project registered", "project", id, "user", user)
+	e := audit.Event{Kind: audit.ProjectCreated.Name, Project: id, Who: user, Address: r.Remote,
+		Entities: []audit.Entity{{What: "Project/" + id, Detail: r.Method + " " + r.Path}}}
+	if err := s.audit.Record(ctx, e); err != nil {
+		s.log.ErrorContext(ctx, "a project was registered, but the audit trail did not take its event", "project", id, "err", err)
+		return "", fhir.Unavailable("The audit trail is unavailable; the project was made but not recorded")
+	}
 	return membership, nil
 }
 

@@ -306,7 +306,7 @@ func (s *Service) ProjectPage(ctx context.Context, r *bus.Request) (*bus.Respons
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.foundProject(ctx, bs.User, u, name); err != nil {
+	if _, err := s.foundProject(ctx, r, bs.User, u, name); err != nil {
 		if fe := fhir.AsError(err); fe.Status < 500 {
 			return s.ProjectForm(ctx, b, params, nil, name, map[string]string{"projectName": fe.Message()})
 		}

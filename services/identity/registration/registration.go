@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
@@ -43,12 +44,13 @@ type Service struct {
 	limiter  *limits.SignIns
 	accounts *account.Service
 	signins  *signin.Service
+	audit    *audit.Recorder
 	log      *slog.Logger
 }
 
 // New wires registration.
 func New(cfg Config, nc *nats.Conn, r *repo.Repo, sessions *session.Store, pages *web.Pages, limiter *limits.SignIns,
-	accounts *account.Service, signins *signin.Service, log *slog.Logger) *Service {
+	accounts *account.Service, signins *signin.Service, rec *audit.Recorder, log *slog.Logger) *Service {
 	return &Service{cfg: cfg, nc: nc, repo: r, sessions: sessions, pages: pages, limiter: limiter, accounts: accounts,
-		signins: signins, log: log}
+		signins: signins, audit: rec, log: log}
 }
