@@ -3,6 +3,7 @@ package fhirsvc
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"sync"
 
@@ -43,41 +44,34 @@ func (s *Service) recordAccess(ctx context.Context, r *bus.Request, kind audit.K
 	if s.audit == nil || r.Principal == nil || len(found) == 0 {
 		return nil
 	}
-	patients := patientsOf(found)
+	byProject := patientsOf(found)
 	if c, ok := ctx.Value(accessesKey{}).(*accesses); ok {
-		c.add(patients) // one request of many (GraphQL's): its caller records them once
+		c.add(byProject) // one request of many (GraphQL's): its caller records them once
 		return nil
 	}
-	return s.recordPatients(ctx, r, kind, what, patients)
+	return s.recordPatients(ctx, r, kind, what, byProject)
 }
 
-// exportNamed bounds the patients one export event names: a file of an
-// export can hold thousands, and an event must fit a message.
-const exportNamed = 500
+// namedPatients bounds the patients one event names: a file of an export
+// can hold thousands, and an event must fit a message.
+const namedPatients = 500
 
 // recordExported records the patients whose resources one file of a bulk
-// export holds, as the export's requester, in events of at most
-// exportNamed patients each.
+// export holds, as the export's requester.
 func (s *Service) recordExported(ctx context.Context, spec *exportSpec, typ string, found []*repo.Resource) error {
 	if s.audit == nil {
 		return nil
 	}
-	patients := patientsOf(found)
 	r := &bus.Request{Principal: &spec.Principal, Remote: spec.Remote}
 	what := []audit.Entity{{What: "AsyncJob/" + spec.Job, Detail: "bulk export of " + typ}}
-	for len(patients) > 0 {
-		n := min(len(patients), exportNamed)
-		if err := s.recordPatients(ctx, r, audit.PatientExport, what, patients[:n]); err != nil {
-			return err
-		}
-		patients = patients[n:]
-	}
-	return nil
+	return s.recordPatients(ctx, r, audit.PatientExport, what, patientsOf(found))
 }
 
-// patientsOf are the patients whose records resources are, each once.
-func patientsOf(found []*repo.Resource) []string {
-	var patients []string
+// patientsOf are the patients whose records resources are, each once, by
+// the project that holds them: a read is recorded in the trail of the
+// project whose records were read (a super admin's reads reach any).
+func patientsOf(found []*repo.Resource) map[string][]string {
+	out := map[string][]string{}
 	seen := map[string]bool{} // a page holds up to a thousand resources
 	for _, res := range found {
 		// An AuditEvent names patients, but is the trail's record, not
@@ -93,26 +87,35 @@ func patientsOf(found []*repo.Resource) []string {
 			return search.Patients(res.Type, res.ID, m), nil
 		})
 		for _, p := range ps {
-			if !seen[p] {
-				seen[p] = true
-				patients = append(patients, p)
+			if k := res.Project + " " + p; !seen[k] {
+				seen[k] = true
+				out[res.Project] = append(out[res.Project], p)
 			}
 		}
 	}
-	return patients
+	return out
 }
 
-// recordPatients records that request r touched patients' records.
-func (s *Service) recordPatients(ctx context.Context, r *bus.Request, kind audit.Kind, what []audit.Entity, patients []string) error {
-	project := r.Principal.Project
-	if len(patients) == 0 || !s.readsAudited(ctx, project) {
-		return nil
-	}
-	e := audit.Event{Kind: kind.Name, Project: project, Who: r.Principal.User, Client: clientRef(r.Principal.ClientID),
-		Address: r.Remote, Entities: what, Patients: patients}
-	if err := s.audit.Record(ctx, e); err != nil {
-		s.log.ErrorContext(ctx, "read not answered: the audit trail did not take its event", "err", err)
-		return fhir.Unavailable("The audit trail is unavailable; try again")
+// recordPatients records that request r touched patients' records: an
+// event in each project whose records it read, naming its patients, in
+// events of at most namedPatients each (a search may return a thousand,
+// and an event must fit a message).
+func (s *Service) recordPatients(ctx context.Context, r *bus.Request, kind audit.Kind, what []audit.Entity, byProject map[string][]string) error {
+	projects := slices.Sorted(maps.Keys(byProject))
+	for _, project := range projects {
+		if !s.readsAudited(ctx, project) {
+			continue
+		}
+		for patients := byProject[project]; len(patients) > 0; {
+			n := min(len(patients), namedPatients)
+			e := audit.Event{Kind: kind.Name, Project: project, Who: r.Principal.User, Client: clientRef(r.Principal.ClientID),
+				Address: r.Remote, Entities: what, Patients: patients[:n]}
+			if err := s.audit.Record(ctx, e); err != nil {
+				s.log.ErrorContext(ctx, "read not answered: the audit trail did not take its event", "err", err)
+				return fhir.Unavailable("The audit trail is unavailable; try again")
+			}
+			patients = patients[n:]
+		}
 	}
 	return nil
 }
@@ -187,23 +190,25 @@ func (s *Service) recordChange(ctx context.Context, r *bus.Request, action, typ,
 // touch when that request makes many (a GraphQL query answers through the
 // REST handlers), so that the request records one event naming them all.
 type accesses struct {
-	mu       sync.Mutex
-	patients []string
-	seen     map[string]bool
+	mu        sync.Mutex
+	byProject map[string][]string
+	seen      map[string]bool
 }
 
 type accessesKey struct{}
 
-func (a *accesses) add(ps []string) {
+func (a *accesses) add(byProject map[string][]string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.seen == nil {
-		a.seen = map[string]bool{}
+		a.seen, a.byProject = map[string]bool{}, map[string][]string{}
 	}
-	for _, p := range ps {
-		if !a.seen[p] {
-			a.seen[p] = true
-			a.patients = append(a.patients, p)
+	for project, ps := range byProject {
+		for _, p := range ps {
+			if k := project + " " + p; !a.seen[k] {
+				a.seen[k] = true
+				a.byProject[project] = append(a.byProject[project], p)
+			}
 		}
 	}
 }
@@ -214,11 +219,11 @@ func (s *Service) gatherAccesses(ctx context.Context) (context.Context, func(ctx
 	a := &accesses{}
 	return context.WithValue(ctx, accessesKey{}, a), func(ctx context.Context, r *bus.Request, kind audit.Kind, what []audit.Entity) error {
 		a.mu.Lock()
-		ps := slices.Clone(a.patients)
+		byProject := maps.Clone(a.byProject)
 		a.mu.Unlock()
 		if s.audit == nil || r.Principal == nil {
 			return nil
 		}
-		return s.recordPatients(ctx, r, kind, what, ps)
+		return s.recordPatients(ctx, r, kind, what, byProject)
 	}
 }
