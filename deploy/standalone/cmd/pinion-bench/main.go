@@ -68,6 +68,7 @@ var (
 	traceOut   = flag.String("trace", "", "write a runtime execution trace of each measured operation to this path plus .<operation>.trace (go tool trace): where a slow request waited, with the server in this process")
 	growN      = flag.Int("grow", 0, "patients to load in transaction Bundles after seeding, before measuring; the writes and bots are measured before it too (-only shapes: up to 100,000 in the project unless given)")
 	dataDir    = flag.String("data", "", "data directory to keep and reuse (default: a temporary one, removed at exit)")
+	auditReads = flag.Bool("audit-reads", true, "the bench project records reads of patients' records in the audit trail (its auditReads setting); false measures reads without those events")
 	target     = flag.String("url", "", "base URL of a running Pinion to measure instead of starting one (super-admin from PINION_SUPERADMIN_CLIENT_ID/SECRET or -data's superadmin.json)")
 )
 
