@@ -127,4 +127,20 @@ func TestExternalSignInOverHTTP(t *testing.T) {
 	if r.json(t)["project"].(map[string]any)["id"] != pid {
 		t.Fatalf("/auth/me: %s", r.body)
 	}
+	// The audit trail has the sign-in by the provider, naming the person,
+	// and the forged token's refusal.
+	user := "User/" + r.json(t)["user"].(map[string]any)["id"].(string)
+	eventually(t, 15*time.Second, "the external sign-in recorded", func() bool {
+		in, refused := false, false
+		for _, ev := range auditEvents(t, su, "sign-in") {
+			ents, _ := ev["entity"].([]any)
+			if len(ents) == 0 || ents[0].(map[string]any)["description"] != "GET /auth/external" {
+				continue
+			}
+			who, _, _ := agentOf(ev)
+			in = in || ev["outcome"] == "0" && who == user
+			refused = refused || ev["outcome"] == "4"
+		}
+		return in && refused
+	})
 }

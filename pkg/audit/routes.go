@@ -37,12 +37,20 @@ func (r *Recorder) Wrap(eps []bus.Endpoint, routes map[string]Route, log *slog.L
 		}
 		h := e.Handler
 		eps[i].Handler = func(ctx context.Context, req *bus.Request) (*bus.Response, error) {
-			resp, err := h(ctx, req)
+			n := &note{}
+			resp, err := h(context.WithValue(ctx, noteKey{}, n), req)
 			refused, failed := outcomeOf(resp, err)
 			if failed || refused && !rt.Refusals {
 				return resp, err
 			}
 			e := routeEvent(req, resp, rt)
+			if n.who != "" { // the person a sign-in (without a token) was for
+				e.Who = n.who
+				e.Entities = append(e.Entities, Entity{What: n.who})
+			}
+			if n.project != "" {
+				e.Project = n.project
+			}
 			if refused {
 				e.Outcome, e.Detail = MinorFailure, refusalText(err, resp)
 			}
@@ -132,4 +140,20 @@ func refusalText(err error, resp *bus.Response) string {
 		return oo.Error + ": " + oo.Description
 	}
 	return "refused"
+}
+
+// note is what a handler tells Wrap of its request that Wrap cannot see:
+// who a sign-in by a second factor or a provider turned out to be.
+type note struct{ who, project string }
+
+type noteKey struct{}
+
+// Note tells the route's recorder (Recorder.Wrap) that the request
+// concerns who (a reference, User/<id>) in project: a sign-in without a
+// token, whose person only the handler learns. Outside Wrap it does
+// nothing.
+func Note(ctx context.Context, who, project string) {
+	if n, ok := ctx.Value(noteKey{}).(*note); ok {
+		n.who, n.project = who, project
+	}
 }

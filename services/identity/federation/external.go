@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/expirable"
 	"golang.org/x/oauth2"
 
+	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/egress"
 	"github.com/pinion-health/pinion/pkg/fhir"
@@ -274,6 +275,8 @@ func (s *Service) putExternalSignIn(ctx context.Context, loginID string, l *sess
 	if _, err := s.sessions.PutLogin(ctx, loginID, *l); err != nil {
 		return err
 	}
+	// The trail's sign-in event (recorded by route) names the person.
+	audit.Note(ctx, l.User, l.Project)
 	u, err := s.sessions.UserLogins(ctx)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/auth"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
@@ -163,6 +164,7 @@ func (s *Service) externalPageCallback(ctx context.Context, r *bus.Request, code
 	// A new browser id at sign-in, as after a password (session fixation).
 	nb := web.NewBrowser()
 	now := time.Now()
+	audit.Note(ctx, userRef, "") // the trail's sign-in event names the person
 	bs := &signin.BrowserSession{User: userRef, AuthTime: now.Unix(), Start: now.UnixMilli(), Method: signin.AuthExternal, ProviderMFA: claims.assertsFactor()}
 	// The session reaches every project of the person, so no project's
 	// trust in the provider's factor stands in for the person's own.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -111,6 +112,8 @@ func (s *Service) completeMFA(ctx context.Context, r *bus.Request, enroll bool) 
 	if err := mfaLoginOpen(l); err != nil {
 		return nil, err
 	}
+	// The trail's sign-in event (by route) names the person, refused or not.
+	audit.Note(ctx, l.User, l.Project)
 	uid := account.UserIDOf(l.User)
 	switch {
 	case enroll && l.MFA == "verify":
