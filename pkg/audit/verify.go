@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
@@ -41,12 +42,31 @@ const (
 // should not be there.
 const probe = 64
 
+// restarts bounds how often Verify starts again after retention removed
+// events under its walk.
+const restarts = 3
+
 // Verify walks project's chain from its start (or retention's end) and
 // reports the first place where it is not whole.
 func Verify(ctx context.Context, r *repo.Repo, project string) (*Report, error) {
+	for attempt := 1; ; attempt++ {
+		rep, moved, err := verifyOnce(ctx, r, project)
+		if err != nil || !moved {
+			return rep, err
+		}
+		if attempt == restarts {
+			return nil, fmt.Errorf("audit: retention removed events of %s under %d walks; try again", trailName(project), restarts)
+		}
+	}
+}
+
+// verifyOnce is one walk; moved when it found a place missing that
+// retention removed meanwhile (its start moved past it): the walk is to
+// start again from the new start.
+func verifyOnce(ctx context.Context, r *repo.Repo, project string) (_ *Report, moved bool, _ error) {
 	start, err := retained(ctx, r, project)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	rep := &Report{Project: project, From: start.Seq + 1, Head: start}
 	prev := start
@@ -54,15 +74,20 @@ func Verify(ctx context.Context, r *repo.Repo, project string) (*Report, error) 
 		id := ID(project, seq)
 		res, err := r.Read(ctx, repo.AllProjects, "AuditEvent", id)
 		if fhir.Missing(err) || errors.Is(err, fhir.ErrGone) {
+			if now, rerr := retained(ctx, r, project); rerr != nil {
+				return nil, false, rerr
+			} else if now.Seq >= seq {
+				return nil, true, nil
+			}
 			if later, lerr := anyAfter(ctx, r, project, seq); lerr != nil {
-				return nil, lerr
+				return nil, false, lerr
 			} else if later {
 				rep.Break = &Break{Seq: seq, ID: id, Problem: Missing}
 			}
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		l, computed, err := linkOf(res.JSON)
 		switch {
@@ -79,7 +104,7 @@ func Verify(ctx context.Context, r *repo.Repo, project string) (*Report, error) 
 		rep.Head = l
 	}
 	rep.Whole = rep.Break == nil
-	return rep, nil
+	return rep, false, nil
 }
 
 // anyAfter says whether an event is stored after the missing place seq:
