@@ -61,6 +61,14 @@ func AuditCommand(ctx context.Context, cfg *config.Config, args []string, out, e
 	}
 	defer closeStore()
 
+	// The key the checkpoints are signed with, to compare with the one
+	// noted before: a chain rewritten and signed again shows a new key.
+	if key, err := audit.PublicKey(ctx, r); err != nil {
+		fmt.Fprintln(errOut, "pinion audit verify:", err)
+		return AuditFailed
+	} else if key != nil {
+		fmt.Fprintln(out, "key", audit.KeyText(key))
+	}
 	code := AuditWhole
 	verify := func(project string, always bool) error {
 		rep, err := audit.Verify(ctx, r, project)

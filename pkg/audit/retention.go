@@ -116,6 +116,12 @@ func finishRemoval(ctx context.Context, r *repo.Repo, rec *Recorder, project str
 	if err := r.Purge(ctx, "AuditEvent", ids); err != nil {
 		return nil, fmt.Errorf("audit retention of %s: %w", trailName(project), err)
 	}
+	// The anchors of the places removed vouch for nothing any more.
+	for seq := (st.From + anchorEvery - 1) / anchorEvery * anchorEvery; seq <= st.Seq; seq += anchorEvery {
+		if err := r.SetSecret(ctx, anchorKey(project, seq), nil); err != nil {
+			return nil, fmt.Errorf("audit retention of %s: %w", trailName(project), err)
+		}
+	}
 	rm := &Removal{Project: project, From: st.From, To: st.Seq, Cutoff: st.Cutoff}
 	if err := rec.Record(ctx, rm.event()); err != nil {
 		return nil, err

@@ -147,34 +147,47 @@ func (d *dataDir) verify(bin string, args ...string) (code int, stdout string) {
 }
 
 // `pinion audit verify` reads the store of PINION_DATA_DIR, beside a
-// Pinion that has it open or with none: a whole chain is one line and
-// exit 0; an event edited or deleted underneath the API is named, by
-// place, id and problem, and the exit is 1; a wrong argument is 2.
+// Pinion that has it open or with none: the trail's public key, then a
+// line per chain, exit 0 when each is whole; an event edited or deleted
+// underneath the API, or the chain's end cut off, is named by place, id
+// and problem, and the exit is 1; a wrong argument is 2.
 func TestAuditVerifyCommand(t *testing.T) {
 	bin := buildPinion(t)
 	d := newDataDir(t)
-	p1, p2 := d.project(12), d.project(3)
+	p1, p2, p3 := d.project(12), d.project(3), d.project(4)
 	d.events("", 2)
 	d.project(0) // a project without a trail: not listed by --all
+	pub, err := audit.PublicKey(context.Background(), d.repo)
+	if err != nil || pub == nil {
+		t.Fatalf("the writers signed no checkpoint: %v", err)
+	}
+	key := "key " + audit.KeyText(pub) + "\n"
 
 	// Beside the store held open for writing, as a running Pinion holds it.
 	code, out := d.verify(bin, p1)
-	if want := p1 + " whole events=12 from=1 head=12\n"; code != 0 || out != want {
+	if want := key + p1 + " whole events=12 from=1 head=12\n"; code != 0 || out != want {
 		t.Fatalf("exit %d, %q; want 0, %q", code, out, want)
 	}
 	code, out = d.verify(bin, "--all")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	want := map[string]bool{"_ whole events=2 from=1 head=2": true,
-		p1 + " whole events=12 from=1 head=12": true, p2 + " whole events=3 from=1 head=3": true}
-	if code != 0 || len(lines) != 3 || lines[0] != "_ whole events=2 from=1 head=2" || !want[lines[1]] || !want[lines[2]] {
+	want := map[string]bool{p1 + " whole events=12 from=1 head=12": true, p2 + " whole events=3 from=1 head=3": true,
+		p3 + " whole events=4 from=1 head=4": true}
+	if code != 0 || len(lines) != 5 || lines[0]+"\n" != key || lines[1] != "_ whole events=2 from=1 head=2" ||
+		!want[lines[2]] || !want[lines[3]] || !want[lines[4]] {
 		t.Fatalf("--all: exit %d\n%s", code, out)
 	}
 
 	// Edited, then deleted, underneath the API, with Pinion stopped.
 	d.underneath(`UPDATE resources SET json = replace(json, '"outcome":"0"', '"outcome":"4"') WHERE id = ?`, audit.ID(p1, 7))
 	code, out = d.verify(bin, p1)
-	if want := fmt.Sprintf("%s broken seq=7 id=%s problem=%q events=6 from=1\n", p1, audit.ID(p1, 7), audit.Edited); code != 1 || out != want {
+	if want := key + fmt.Sprintf("%s broken seq=7 id=%s problem=%q events=6 from=1\n", p1, audit.ID(p1, 7), audit.Edited); code != 1 || out != want {
 		t.Fatalf("after an edit: exit %d, %q; want 1, %q", code, out, want)
+	}
+	// The last events deleted: only the signed checkpoint shows it.
+	d.underneath(`DELETE FROM resources WHERE id IN (?, ?)`, audit.ID(p3, 3), audit.ID(p3, 4))
+	code, out = d.verify(bin, p3)
+	if want := key + fmt.Sprintf("%s broken seq=3 id=%s problem=%q events=2 from=1\n", p3, audit.ID(p3, 3), audit.Truncated); code != 1 || out != want {
+		t.Fatalf("after a truncation: exit %d, %q; want 1, %q", code, out, want)
 	}
 	d.underneath(`DELETE FROM resources WHERE id = ?`, audit.ID(p2, 2))
 	code, out = d.verify(bin, "--all")
