@@ -1,6 +1,7 @@
 package standalone
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
