@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"reflect"
@@ -47,16 +48,24 @@ func (tr *trail) rewrite(project string, from, to int64, change func(map[string]
 		b, _ := json.Marshal(m)
 		out[ID(project, seq)] = b
 	}
-	for id, b := range out {
-		tr.underneath(`UPDATE resources SET json = ? WHERE id = ?`, b, id)
-	}
+	tr.underneath(func(db database) {
+		for id, b := range out {
+			db.setJSON(tr.t, id, b)
+		}
+	})
 }
 
 // What a hash chain alone cannot show, signed checkpoints do: events
 // deleted from the chain's end (with or without the latest checkpoint),
 // a stretch rewritten with its digests recomputed, a checkpoint that the
-// trail's key did not sign.
-func TestCheckpointsFindTampering(t *testing.T) {
+// trail's key did not sign; in SQLite and in MongoDB.
+func TestCheckpointsFindTampering(t *testing.T) { checkpointsFindTampering(t, newTrail) }
+
+func TestCheckpointsFindTamperingInMongoDB(t *testing.T) {
+	checkpointsFindTampering(t, newMongoTrail)
+}
+
+func checkpointsFindTampering(t *testing.T, newTrail func(testing.TB) *trail) {
 	smallAnchors(t, 5)
 	for _, tc := range []struct {
 		name    string
@@ -65,16 +74,14 @@ func TestCheckpointsFindTampering(t *testing.T) {
 		problem string
 	}{
 		{"the last events deleted", func(tr *trail) {
-			tr.underneath(`DELETE FROM resources WHERE id IN (?, ?)`, ID("p1", 11), ID("p1", 12))
+			tr.remove(ID("p1", 11), ID("p1", 12))
 		}, 11, Truncated},
 		{"the last events deleted, past an anchor", func(tr *trail) {
-			tr.underneath(`DELETE FROM resources WHERE id IN (?, ?, ?, ?)`, ID("p1", 9), ID("p1", 10), ID("p1", 11), ID("p1", 12))
+			tr.remove(ID("p1", 9), ID("p1", 10), ID("p1", 11), ID("p1", 12))
 		}, 9, Truncated},
 		{"the last events and the latest checkpoint deleted", func(tr *trail) {
-			tr.underneath(`DELETE FROM secrets WHERE key = ?`, latestKey("p1"))
-			for seq := int64(7); seq <= 12; seq++ {
-				tr.underneath(`DELETE FROM resources WHERE id = ?`, ID("p1", seq))
-			}
+			tr.editSecret(latestKey("p1"), func([]byte) []byte { return nil })
+			tr.remove(ID("p1", 7), ID("p1", 8), ID("p1", 9), ID("p1", 10), ID("p1", 11), ID("p1", 12))
 		}, 7, Truncated},
 		{"a stretch rewritten with its digests recomputed", func(tr *trail) {
 			tr.rewrite("p1", 7, 12, func(m map[string]any) { m["outcome"] = "4" })
@@ -83,11 +90,17 @@ func TestCheckpointsFindTampering(t *testing.T) {
 			tr.rewrite("p1", 11, 12, func(m map[string]any) { m["outcome"] = "4" })
 		}, 12, Rewritten},
 		{"the latest checkpoint moved on, unsigned", func(tr *trail) {
-			tr.underneath(`UPDATE secrets SET value = replace(value, '"seq":12', '"seq":40') WHERE key = ?`, latestKey("p1"))
+			tr.editSecret(latestKey("p1"), func(b []byte) []byte { return bytes.Replace(b, []byte(`"seq":12`), []byte(`"seq":40`), 1) })
 		}, 40, Forged},
 		{"an anchor's digest replaced", func(tr *trail) {
 			_, l, _ := Stored(context.Background(), tr.repo, "p1", 4)
-			tr.underneath(`UPDATE secrets SET value = json_set(value, '$.digest', ?) WHERE key = ?`, l.Digest, anchorKey("p1", 5))
+			tr.editSecret(anchorKey("p1", 5), func(b []byte) []byte {
+				var c Checkpoint
+				_ = json.Unmarshal(b, &c)
+				c.Digest = l.Digest
+				b, _ = json.Marshal(c)
+				return b
+			})
 		}, 5, Forged},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -186,7 +199,7 @@ func TestRetentionAndCheckpoints(t *testing.T) {
 	if !rep.Whole || rep.From != 12 || rep.Checkpoint == nil || rep.Checkpoint.Seq != 12 {
 		t.Fatalf("%+v", rep)
 	}
-	tr.underneath(`DELETE FROM resources WHERE id = ?`, ID("p1", 12))
+	tr.remove(ID("p1", 12))
 	if rep := tr.verify("p1"); rep.Whole || rep.Break.Problem != Truncated || rep.Break.Seq != 12 {
 		t.Fatalf("%+v %+v", rep, rep.Break)
 	}

@@ -56,8 +56,12 @@ func (tr *trail) gone(project string, seq int64) bool {
 // from the store entirely, and records that it did in the same chain:
 // the chain verifies whole from the place after, the writers and a
 // writer started afresh go on after it, and a second pass removes
-// nothing more.
-func TestRetention(t *testing.T) {
+// nothing more; in SQLite and in MongoDB.
+func TestRetention(t *testing.T) { retention(t, newTrail) }
+
+func TestRetentionInMongoDB(t *testing.T) { retention(t, newMongoTrail) }
+
+func retention(t *testing.T, newTrail func(testing.TB) *trail) {
 	tr := newTrail(t)
 	ctx := context.Background()
 	w := NewWriter(tr.repo, tr.js, quiet)
@@ -144,7 +148,7 @@ func TestRetentionKeepsABreak(t *testing.T) {
 	if err := NewWriter(tr.repo, tr.js, quiet).Write(ctx, "p1", signIns("p1", 12)); err != nil {
 		t.Fatal(err)
 	}
-	tr.underneath(`UPDATE resources SET json = replace(json, '"outcome":"0"', '"outcome":"4"') WHERE id = ?`, ID("p1", 5))
+	tr.editJSON(ID("p1", 5), `"outcome":"0"`, `"outcome":"4"`)
 	rm, err := Retain(ctx, tr.repo, nil, "p1", at(60), quiet)
 	if err != nil || rm == nil || rm.To != 4 {
 		t.Fatalf("removed %+v, %v; want 1 to 4", rm, err)
@@ -160,8 +164,12 @@ func TestRetentionKeepsABreak(t *testing.T) {
 
 // A process that stops between retention's steps (a crash) leaves a chain
 // that verifies whole; the next pass finishes the removal, and records it
-// once.
-func TestRetentionCrash(t *testing.T) {
+// once; in SQLite and in MongoDB.
+func TestRetentionCrash(t *testing.T) { retentionCrash(t, newTrail) }
+
+func TestRetentionCrashInMongoDB(t *testing.T) { retentionCrash(t, newMongoTrail) }
+
+func retentionCrash(t *testing.T, newTrail func(testing.TB) *trail) {
 	for _, tc := range []struct {
 		name string
 		// crash does the steps before the crash.
