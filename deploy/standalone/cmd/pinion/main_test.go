@@ -16,10 +16,17 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	_ "modernc.org/sqlite"
 
 	"github.com/pinion-health/pinion/pkg/audit"
+	"github.com/pinion-health/pinion/pkg/dirlock"
+	"github.com/pinion-health/pinion/pkg/embedded"
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/store"
+	"github.com/pinion-health/pinion/pkg/store/mongostore"
 	"github.com/pinion-health/pinion/pkg/store/sqlstore"
 )
 
@@ -43,7 +50,8 @@ func buildPinion(t *testing.T) string {
 type dataDir struct {
 	t    *testing.T
 	dir  string
-	st   *sqlstore.Store
+	env  []string // settings beside PINION_DATA_DIR
+	st   store.Store
 	repo *repo.Repo
 }
 
@@ -128,7 +136,7 @@ func (d *dataDir) verify(bin string, args ...string) (code int, stdout string) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "PINION_DATA_DIR="+d.dir, "PINION_LOG_LEVEL=warn")
+	cmd.Env = append(append(cmd.Env, "PINION_DATA_DIR="+d.dir, "PINION_LOG_LEVEL=warn"), d.env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -204,5 +212,53 @@ func TestAuditVerifyCommand(t *testing.T) {
 	d.dir = t.TempDir() // no store there
 	if code, _ := d.verify(bin, p1); code != 2 {
 		t.Errorf("no store: exit %d, want 2", code)
+	}
+}
+
+// With PINION_STORE=ferretdb the command reads through the FerretDB a
+// running Pinion serves (it holds the data directory), or, with Pinion
+// stopped, starts one on the directory itself.
+func TestAuditVerifyCommandFerretDB(t *testing.T) {
+	bin := buildPinion(t)
+	ctx := context.Background()
+	d := &dataDir{t: t, dir: t.TempDir(), env: []string{"PINION_STORE=ferretdb"}}
+	f, err := embedded.StartFerretDB(embedded.FerretOptions{Dir: filepath.Join(d.dir, "db"), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	client, err := mongo.Connect(options.Client().ApplyURI(f.URI))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(ctx)
+	if d.st, err = mongostore.Open(ctx, client.Database("pinion"), mongostore.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if d.repo, err = repo.New(d.st, nil, repo.Options{Log: quiet}); err != nil {
+		t.Fatal(err)
+	}
+	defer d.repo.Close()
+	p := d.project(6)
+
+	// Running: Pinion holds the directory and serves its FerretDB.
+	lock, err := dirlock.Acquire(d.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out := d.verify(bin, p)
+	if !strings.HasSuffix(out, p+" whole events=6 from=1 head=6\n") || code != 0 {
+		t.Fatalf("beside a running Pinion: exit %d, %q", code, out)
+	}
+	// The last event deleted underneath, then Pinion stopped.
+	if _, err := client.Database("pinion").Collection("AuditEvent").DeleteOne(ctx, bson.D{{Key: "_id", Value: audit.ID(p, 6)}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = lock.Release()
+	_ = client.Disconnect(ctx)
+	f.Close()
+	code, out = d.verify(bin, p)
+	if want := fmt.Sprintf("%s broken seq=6 id=%s problem=%q events=5 from=1\n", p, audit.ID(p, 6), audit.Truncated); code != 1 || !strings.HasSuffix(out, want) {
+		t.Fatalf("with Pinion stopped: exit %d, %q; want 1, %q", code, out, want)
 	}
 }
