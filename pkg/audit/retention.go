@@ -164,12 +164,12 @@ func (rm *Removal) event() Event {
 func expired(ctx context.Context, r *repo.Repo, project string, start Link, cutoff time.Time, log *slog.Logger) (Link, error) {
 	last := start
 	for seq := start.Seq + 1; seq <= start.Seq+maxRemoval; seq++ {
-		raw, l, err := Stored(ctx, r, project, seq)
+		res, err := r.Read(ctx, repo.AllProjects, "AuditEvent", ID(project, seq))
 		if errors.Is(err, fhir.ErrNotFound) {
 			break // the chain's end
 		}
 		if errors.Is(err, fhir.ErrGone) {
-			log.Error("audit retention stops at a break: kept for audit verify to report", "project", project, "seq", seq, "problem", Missing)
+			log.Error("audit retention stops at a break: kept for audit verify to report", "project", trailName(project), "seq", seq, "problem", Missing)
 			break
 		}
 		if err != nil {
@@ -178,9 +178,9 @@ func expired(ctx context.Context, r *repo.Repo, project string, start Link, cuto
 		var ev struct {
 			Recorded time.Time `json:"recorded"`
 		}
-		_, computed, lerr := linkOf(raw)
-		if jerr := json.Unmarshal(raw, &ev); lerr != nil || jerr != nil || computed != l.Digest || l.Seq != seq || l.Prev != last.Digest {
-			log.Error("audit retention stops at a break: kept for audit verify to report", "project", project, "seq", seq)
+		l, computed, lerr := linkOf(res.JSON)
+		if jerr := json.Unmarshal(res.JSON, &ev); lerr != nil || jerr != nil || computed != l.Digest || l.Seq != seq || l.Prev != last.Digest {
+			log.Error("audit retention stops at a break: kept for audit verify to report", "project", trailName(project), "seq", seq)
 			break
 		}
 		if !ev.Recorded.Before(cutoff) {
@@ -290,7 +290,13 @@ func (rt *Retention) Pass(ctx context.Context) ([]Removal, error) {
 		for {
 			rm, err := Retain(ctx, rt.Repo, rt.Recorder, project, cutoff, rt.Log)
 			if err != nil {
-				return err
+				if ctx.Err() != nil {
+					return err
+				}
+				// One project's failure holds back no other's; the next
+				// pass tries it again.
+				rt.Log.Error("audit retention of a project failed", "project", trailName(project), "err", err)
+				return nil
 			}
 			if rm == nil {
 				return nil
