@@ -2,12 +2,10 @@ package audit
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -15,96 +13,13 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/nats-io/nats.go/jetstream"
 	_ "modernc.org/sqlite"
 
 	"github.com/pinion-health/pinion/pkg/repo"
-	"github.com/pinion-health/pinion/pkg/store/sqlstore"
 	"github.com/pinion-health/pinion/pkg/testenv"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// trail is a store and a stream, with the store reopened at will, as a
-// process that restarts (or a tamperer between two runs) sees it.
-type trail struct {
-	t    testing.TB
-	path string
-	js   jetstream.JetStream
-	repo *repo.Repo
-	st   *sqlstore.Store
-}
-
-func newTrail(t testing.TB) *trail {
-	t.Helper()
-	tr := &trail{t: t, path: filepath.Join(t.TempDir(), "pinion.db"), js: testenv.JetStream(t)}
-	if err := EnsureStream(context.Background(), tr.js); err != nil {
-		t.Fatal(err)
-	}
-	tr.open()
-	t.Cleanup(tr.close)
-	return tr
-}
-
-func (tr *trail) open() {
-	tr.t.Helper()
-	st, err := sqlstore.Open(context.Background(), tr.path, sqlstore.Options{Sync: "off"})
-	if err != nil {
-		tr.t.Fatal(err)
-	}
-	r, err := repo.New(st, nil, repo.Options{})
-	if err != nil {
-		tr.t.Fatal(err)
-	}
-	tr.st, tr.repo = st, r
-}
-
-func (tr *trail) close() {
-	if tr.repo != nil {
-		tr.repo.Close()
-		tr.st.Close()
-		tr.repo, tr.st = nil, nil
-	}
-}
-
-// underneath runs SQL on the store's file with Pinion stopped: what
-// someone with the database in hand could do.
-func (tr *trail) underneath(query string, args ...any) {
-	tr.t.Helper()
-	tr.close()
-	db, err := sql.Open("sqlite", tr.path)
-	if err != nil {
-		tr.t.Fatal(err)
-	}
-	res, err := db.Exec(query, args...)
-	if err != nil {
-		tr.t.Fatal(err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		tr.t.Fatalf("%s changed nothing", query)
-	}
-	db.Close()
-	tr.open()
-}
-
-// stored is an event's JSON as stored.
-func (tr *trail) stored(id string) []byte {
-	tr.t.Helper()
-	res, err := tr.repo.Read(context.Background(), repo.AllProjects, "AuditEvent", id)
-	if err != nil {
-		tr.t.Fatal(err)
-	}
-	return res.JSON
-}
-
-func (tr *trail) verify(project string) *Report {
-	tr.t.Helper()
-	rep, err := Verify(context.Background(), tr.repo, project)
-	if err != nil {
-		tr.t.Fatal(err)
-	}
-	return rep
-}
 
 // signIns are n sign-in events of a project.
 func signIns(project string, n int) []Event {
@@ -239,8 +154,12 @@ func TestWritersRace(t *testing.T) {
 
 // What is done to the stored events underneath the API — an edit, a
 // deletion, two events swapped, the JSON of one replaced by another's —
-// Verify finds, at the place it was done.
-func TestVerifyFindsTampering(t *testing.T) {
+// Verify finds, at the place it was done, in SQLite and in MongoDB.
+func TestVerifyFindsTampering(t *testing.T) { verifyFindsTampering(t, newTrail) }
+
+func TestVerifyFindsTamperingInMongoDB(t *testing.T) { verifyFindsTampering(t, newMongoTrail) }
+
+func verifyFindsTampering(t *testing.T, newTrail func(testing.TB) *trail) {
 	for _, tc := range []struct {
 		name    string
 		tamper  func(tr *trail)
@@ -248,32 +167,32 @@ func TestVerifyFindsTampering(t *testing.T) {
 		problem string
 	}{
 		{"an outcome edited", func(tr *trail) {
-			tr.underneath(`UPDATE resources SET json = replace(json, '"outcome":"0"', '"outcome":"4"') WHERE id = ?`, ID("p1", 7))
+			tr.editJSON(ID("p1", 7), `"outcome":"0"`, `"outcome":"4"`)
 		}, 7, Edited},
 		{"an edit with its digest recomputed", func(tr *trail) {
-			res, _ := tr.repo.Read(context.Background(), repo.AllProjects, "AuditEvent", ID("p1", 7))
+			res := tr.stored(ID("p1", 7))
 			var m map[string]any
-			_ = json.Unmarshal(res.JSON, &m)
+			_ = json.Unmarshal(res, &m)
 			m["outcome"] = "4"
 			delete(m, "meta")
-			l, _, _ := linkOf(res.JSON)
+			l, _, _ := linkOf(res)
 			seal(m, "p1", 7, l.Prev, l.Event)
 			b, _ := json.Marshal(m)
-			tr.underneath(`UPDATE resources SET json = ? WHERE id = ?`, b, ID("p1", 7))
+			tr.setJSON(ID("p1", 7), b)
 		}, 8, Misplace},
 		{"an event deleted", func(tr *trail) {
-			tr.underneath(`DELETE FROM resources WHERE id = ?`, ID("p1", 5))
+			tr.remove(ID("p1", 5))
 		}, 5, Missing},
 		{"an event marked deleted", func(tr *trail) {
-			tr.underneath(`UPDATE resources SET deleted = 1, json = NULL WHERE id = ?`, ID("p1", 5))
+			tr.markDeleted(ID("p1", 5))
 		}, 5, Missing},
 		{"two events swapped", func(tr *trail) {
 			a, b := tr.stored(ID("p1", 3)), tr.stored(ID("p1", 4))
-			tr.underneath(`UPDATE resources SET json = ? WHERE id = ?`, b, ID("p1", 3))
-			tr.underneath(`UPDATE resources SET json = ? WHERE id = ?`, a, ID("p1", 4))
+			tr.setJSON(ID("p1", 3), b)
+			tr.setJSON(ID("p1", 4), a)
 		}, 3, Misplace},
 		{"an event's JSON replaced by another's", func(tr *trail) {
-			tr.underneath(`UPDATE resources SET json = ? WHERE id = ?`, tr.stored(ID("p1", 2)), ID("p1", 9))
+			tr.setJSON(ID("p1", 9), tr.stored(ID("p1", 2)))
 		}, 9, Misplace},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,8 +2,10 @@ package audit
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
@@ -21,6 +23,13 @@ type Report struct {
 	Head   Link   `json:"head"`   // the last event found whole
 	Whole  bool   `json:"whole"`
 	Break  *Break `json:"break,omitempty"`
+	// Key is the public key the trail's checkpoints are signed with
+	// (KeyText), "" before the first: pin it, and a chain rewritten and
+	// signed again under a new key shows.
+	Key string `json:"key,omitempty"`
+	// Checkpoint is the chain's latest signed checkpoint, when it has one
+	// after From.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 }
 
 // Break is the first place where the chain is not whole.
@@ -35,34 +44,102 @@ const (
 	Edited   = "edited: its digest does not match what is stored"
 	Missing  = "missing: deleted, while events after it remain"
 	Misplace = "out of place: it does not follow the event before it (reordered or replaced)"
+	// The problems only signed checkpoints show.
+	Truncated = "truncated: the chain ends before the place a signed checkpoint holds (events deleted from its end)"
+	Rewritten = "rewritten: its digest is not the one a signed checkpoint holds for this place"
+	Forged    = "checkpoint forged: a checkpoint of this place is not signed by the trail's key"
 )
 
 // probe is how far past a missing place Verify looks for events that
 // should not be there.
 const probe = 64
 
+// restarts bounds how often Verify starts again after retention removed
+// events under its walk.
+const restarts = 3
+
 // Verify walks project's chain from its start (or retention's end) and
 // reports the first place where it is not whole.
 func Verify(ctx context.Context, r *repo.Repo, project string) (*Report, error) {
+	for attempt := 1; ; attempt++ {
+		rep, moved, err := verifyOnce(ctx, r, project)
+		if err != nil || !moved {
+			return rep, err
+		}
+		if attempt == restarts {
+			return nil, fmt.Errorf("audit: retention removed events of %s under %d walks; try again", trailName(project), restarts)
+		}
+	}
+}
+
+// verifyOnce is one walk; moved when it found a place missing that
+// retention removed meanwhile (its start moved past it): the walk is to
+// start again from the new start.
+func verifyOnce(ctx context.Context, r *repo.Repo, project string) (_ *Report, moved bool, _ error) {
 	start, err := retained(ctx, r, project)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	rep := &Report{Project: project, From: start.Seq + 1, Head: start}
+	key, err := PublicKey(ctx, r)
+	if err != nil {
+		return nil, false, err
+	}
+	rep.Key = KeyText(key)
+	// Read before the walk: the writers sign only what they have stored.
+	latest, _, err := readCheckpoint(ctx, r, latestKey(project))
+	if err != nil {
+		return nil, false, err
+	}
+	if latest != nil && latest.Seq > start.Seq {
+		rep.Checkpoint = latest
+	}
+	// vouched checks l, found at seq, against the checkpoints of seq.
+	vouched := func(seq int64, l Link) (string, error) {
+		cps := []*Checkpoint{}
+		if rep.Checkpoint != nil && rep.Checkpoint.Seq == seq {
+			cps = append(cps, rep.Checkpoint)
+		}
+		if seq%anchorEvery == 0 {
+			a, _, err := readCheckpoint(ctx, r, anchorKey(project, seq))
+			if err != nil {
+				return "", err
+			}
+			if a != nil {
+				cps = append(cps, a)
+			}
+		}
+		for _, c := range cps {
+			switch {
+			case !c.valid(key) || c.Seq != seq || c.Project != project:
+				return Forged, nil
+			case c.Digest != l.Digest:
+				return Rewritten, nil
+			}
+		}
+		return "", nil
+	}
 	prev := start
 	for seq := start.Seq + 1; ; seq++ {
 		id := ID(project, seq)
 		res, err := r.Read(ctx, repo.AllProjects, "AuditEvent", id)
 		if fhir.Missing(err) || errors.Is(err, fhir.ErrGone) {
+			if now, rerr := retained(ctx, r, project); rerr != nil {
+				return nil, false, rerr
+			} else if now.Seq >= seq {
+				return nil, true, nil
+			}
 			if later, lerr := anyAfter(ctx, r, project, seq); lerr != nil {
-				return nil, lerr
+				return nil, false, lerr
 			} else if later {
 				rep.Break = &Break{Seq: seq, ID: id, Problem: Missing}
+			} else if rep.Break, err = truncated(ctx, r, project, key, rep.Checkpoint, seq); err != nil {
+				return nil, false, err
 			}
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		l, computed, err := linkOf(res.JSON)
 		switch {
@@ -74,12 +151,38 @@ func Verify(ctx context.Context, r *repo.Repo, project string) (*Report, error) 
 		if rep.Break != nil {
 			break
 		}
+		if problem, err := vouched(seq, l); err != nil {
+			return nil, false, err
+		} else if problem != "" {
+			rep.Break = &Break{Seq: seq, ID: id, Problem: problem}
+			break
+		}
 		prev = l
 		rep.Events++
 		rep.Head = l
 	}
 	rep.Whole = rep.Break == nil
-	return rep, nil
+	return rep, false, nil
+}
+
+// truncated is the break of a chain that ends before end (the first
+// place not taken) although a checkpoint holds a place after it: the
+// latest, or the anchor after end. nil when none does.
+func truncated(ctx context.Context, r *repo.Repo, project string, key ed25519.PublicKey, latest *Checkpoint, end int64) (*Break, error) {
+	anchor, _, err := readCheckpoint(ctx, r, anchorKey(project, (end+anchorEvery-1)/anchorEvery*anchorEvery))
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range []*Checkpoint{latest, anchor} {
+		if c == nil || c.Seq < end {
+			continue
+		}
+		if !c.valid(key) || c.Project != project {
+			return &Break{Seq: c.Seq, ID: ID(project, c.Seq), Problem: Forged}, nil
+		}
+		return &Break{Seq: end, ID: ID(project, end), Problem: Truncated}, nil
+	}
+	return nil, nil
 }
 
 // anyAfter says whether an event is stored after the missing place seq:

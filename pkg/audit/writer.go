@@ -35,12 +35,15 @@ type Writer struct {
 	// written are the events this writer stored lately: one delivered
 	// again (its acknowledgement lost) is not stored twice.
 	written *lru.Cache[string, struct{}]
+	// checkpoints signs the chains' places now and then (checkpoint.go).
+	checkpoints *checkpointer
 }
 
 // NewWriter makes a writer; Start runs it.
 func NewWriter(r *repo.Repo, js jetstream.JetStream, log *slog.Logger) *Writer {
 	written, _ := lru.New[string, struct{}](1 << 16)
-	return &Writer{repo: r, js: js, log: log.With("component", "audit-writer"), heads: map[string]Link{}, written: written}
+	log = log.With("component", "audit-writer")
+	return &Writer{repo: r, js: js, log: log, heads: map[string]Link{}, written: written, checkpoints: newCheckpointer(r, log)}
 }
 
 // writerConsumer is the durable consumer the writers share.
@@ -71,7 +74,12 @@ func (w *Writer) Start(ctx context.Context) (stop func(), err error) {
 		defer close(done)
 		w.run(runCtx, c)
 	}()
-	return func() { cancel(); <-done }, nil
+	cpDone := make(chan struct{})
+	go func() {
+		defer close(cpDone)
+		w.checkpoints.run(runCtx)
+	}()
+	return func() { cancel(); <-done; <-cpDone }, nil
 }
 
 func (w *Writer) run(ctx context.Context, c jetstream.Consumer) {
@@ -197,6 +205,7 @@ func (w *Writer) Write(ctx context.Context, project string, evs []Event) error {
 	for _, e := range evs {
 		w.written.Add(e.ID, struct{}{})
 	}
+	w.checkpoints.after(ctx, project, next)
 	// The hint lets a writer that starts find the chain's end without
 	// walking all of it. It names where this write began, so that a writer
 	// starting after a crash walks this write's events, and knows them if

@@ -371,17 +371,26 @@ func (s *Sink) read(ctx context.Context, project string, from int64, want map[st
 func cursorKey(sink, project string) string { return "audit-sink:" + sink + ":" + project }
 
 // cursor is the last place of project's chain the sink delivered: before
-// the first place kept when it has delivered none.
+// the first place kept when it has delivered none, or when retention
+// removed events it had not delivered (they are gone: it goes on after).
 func (s *Sink) cursor(ctx context.Context, project string) (int64, error) {
+	first, err := audit.First(ctx, s.repo, project)
+	if err != nil {
+		return 0, err
+	}
 	raw, err := s.repo.Secret(ctx, cursorKey(s.dest.Name(), project))
 	if errors.Is(err, store.ErrNotFound) {
-		first, err := audit.First(ctx, s.repo, project)
-		return first - 1, err
+		return first - 1, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	return strconv.ParseInt(string(raw), 10, 64)
+	cur, err := strconv.ParseInt(string(raw), 10, 64)
+	if err == nil && cur < first-1 {
+		s.log.Warn("retention removed events before this sink delivered them; going on after them", "project", project, "from", cur+1, "to", first-1)
+		cur = first - 1
+	}
+	return cur, err
 }
 
 // setCursor keeps the cursor, trying until it is kept or the sink stops:

@@ -499,3 +499,53 @@ func TestDeletedEventPassedOver(t *testing.T) {
 		t.Fatalf("arrived %v (%v), want %v", ids, errs, want)
 	}
 }
+
+// Events retention removed before a sink delivered them are gone: the
+// sink goes on after them, without waiting for them.
+func TestRetainedEventsPassedOver(t *testing.T) {
+	tr := newTrail(t)
+	ca := newTestCA(t)
+	const secret = "a webhook secret of at least 32 characters"
+	hookR := newWebhookReceiver(t, ca, secret)
+	ctx := context.Background()
+	old := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	record := func(from, to int) {
+		t.Helper()
+		for i := from; i <= to; i++ {
+			if err := tr.rec.Record(ctx, audit.Event{ID: fmt.Sprintf("e%d", i), Kind: audit.SignIn.Name, Project: "p1", Time: old.Add(time.Duration(i) * time.Second)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sink := func() func() {
+		d, err := NewWebhook(WebhookConfig{URL: hookR.url(), Secret: secret, TLS: ca.client()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.sink(t, d)
+	}
+	stop := sink()
+	record(1, 3)
+	waitFor(t, 10*time.Second, "the first 3 events delivered", func() bool { return hookR.count() == 3 })
+	stop()
+	record(4, 12)
+	waitFor(t, 10*time.Second, "12 events stored", func() bool { return len(tr.stored(t, "p1")) == 12 })
+	rm, err := audit.Retain(ctx, tr.repo, tr.rec, "p1", old.Add(9*time.Second), quiet)
+	if err != nil || rm == nil || rm.From != 1 || rm.To != 8 {
+		t.Fatalf("removed %+v, %v", rm, err)
+	}
+	sink() // gives up on missing events after 2 minutes: well after this test's wait
+	var want []string
+	for _, seq := range []int64{1, 2, 3, 9, 10, 11, 12, 13} { // 13: the retention event
+		want = append(want, audit.ID("p1", seq))
+	}
+	waitFor(t, 10*time.Second, "the events kept delivered", func() bool { return hookR.count() >= len(want) })
+	got, errs := hookR.arrivals()
+	var ids []string
+	for _, a := range got {
+		ids = append(ids, a.id)
+	}
+	if len(errs) > 0 || strings.Join(ids, ",") != strings.Join(want, ",") {
+		t.Fatalf("arrived %v (%v), want %v", ids, errs, want)
+	}
+}

@@ -152,6 +152,9 @@ func settings(c *Config, r *raw) []setting {
 		text("PINION_AUDIT_WEBHOOK_CA", "",
 			"PEM file of the CA certificates the audit webhook's certificate is checked against; the system's when empty.",
 			&c.AuditWebhookCA),
+		duration("PINION_AUDIT_RETENTION", "",
+			"How long the audit trail keeps events, as hours (`2190h`, about three months; `8760h`, a year); at least 24h. Each project's events recorded longer ago are removed from the store, the oldest first, and the removal recorded in the trail (docs/audit.md). Kept forever when empty.",
+			&c.AuditRetention, 24*time.Hour, 100*8766*time.Hour),
 		// At least 10m: Medplum's client refreshes 5 minutes before
 		// expiry, so a shorter lifetime makes it refresh without end.
 		duration("PINION_ACCESS_TOKEN_LIFETIME", "1h",
@@ -277,6 +280,9 @@ type Config struct {
 	AuditWebhookURL    string
 	AuditWebhookSecret string
 	AuditWebhookCA     string
+	// AuditRetention is how long the audit trail keeps events; forever
+	// when zero.
+	AuditRetention time.Duration
 }
 
 // Load reads the environment; any invalid setting is an error naming it.

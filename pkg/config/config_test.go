@@ -108,6 +108,8 @@ func TestLoadRefusesBadSettings(t *testing.T) {
 		{"short tokens", map[string]string{"PINION_ACCESS_TOKEN_LIFETIME": "5m"}, `PINION_ACCESS_TOKEN_LIFETIME: want a duration between 10m and 24h`},
 		{"no grace", map[string]string{"PINION_CLIENT_SECRET_GRACE": "0s"}, `PINION_CLIENT_SECRET_GRACE: want a duration between 1s and 720h`},
 		{"month of grace", map[string]string{"PINION_CLIENT_SECRET_GRACE": "1000h"}, `PINION_CLIENT_SECRET_GRACE: want a duration between 1s and 720h`},
+		{"retention in days", map[string]string{"PINION_AUDIT_RETENTION": "365d"}, `PINION_AUDIT_RETENTION: want a duration between 24h and 876600h`},
+		{"retention of an hour", map[string]string{"PINION_AUDIT_RETENTION": "1h"}, `PINION_AUDIT_RETENTION: want a duration between 24h and 876600h`},
 		// Booleans.
 		{"bad register", map[string]string{"PINION_REGISTER_ENABLED": "sometimes"}, `PINION_REGISTER_ENABLED: want true or false`},
 		{"bad egress", map[string]string{"PINION_EGRESS_ALLOW_PRIVATE": "yes please"}, `PINION_EGRESS_ALLOW_PRIVATE: want true or false`},

@@ -141,6 +141,34 @@ type FerretOptions struct {
 // own (mode 0700) under the store's.
 const socketName = "ferretdb.sock"
 
+// socketPath is where the embedded FerretDB of store directory dir
+// listens when it has no TCP address.
+func socketPath(dir string) (string, error) {
+	run, err := filepath.Abs(filepath.Join(dir, "run"))
+	if err != nil {
+		return "", err
+	}
+	socket := filepath.Join(run, socketName)
+	if len(socket) > 100 {
+		return "", fmt.Errorf("ferretdb: the socket path %s is too long for a Unix socket; use a shorter data directory", socket)
+	}
+	return socket, nil
+}
+
+// FerretURI is the MongoDB URI of the embedded FerretDB that another
+// process runs with o (its Unix socket in o.Dir, or o.Addr), for a tool
+// that reads the store beside it.
+func FerretURI(o FerretOptions) (string, error) {
+	if o.Addr != "" {
+		return "mongodb://" + o.Addr + "/", nil
+	}
+	socket, err := socketPath(o.Dir)
+	if err != nil {
+		return "", err
+	}
+	return "mongodb://" + url.PathEscape(socket) + "/", nil
+}
+
 // StartFerretDB starts FerretDB and returns its MongoDB URI.
 func StartFerretDB(o FerretOptions) (*FerretDB, error) {
 	cfg := &ferretdb.Config{Logger: o.Logger}
@@ -148,19 +176,16 @@ func StartFerretDB(o FerretOptions) (*FerretDB, error) {
 	if o.Addr != "" {
 		cfg.Listener.TCP = o.Addr
 	} else {
-		dir, err := filepath.Abs(filepath.Join(o.Dir, "run"))
-		if err != nil {
+		var err error
+		if socket, err = socketPath(o.Dir); err != nil {
 			return nil, err
 		}
+		dir := filepath.Dir(socket)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("ferretdb socket directory: %w", err)
 		}
 		if err := os.Chmod(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("ferretdb socket directory: %w", err)
-		}
-		socket = filepath.Join(dir, socketName)
-		if len(socket) > 100 {
-			return nil, fmt.Errorf("ferretdb: the socket path %s is too long for a Unix socket; use a shorter data directory", socket)
 		}
 		_ = os.Remove(socket) // left by a process that was killed
 		cfg.Listener.Unix = socket

@@ -18,6 +18,7 @@ package fhirsvc
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,6 +40,9 @@ type Config struct {
 	BaseURL string
 	// AuditSinks stream the audit trail out (to a SIEM); none when empty.
 	AuditSinks []auditsink.Destination
+	// AuditRetention is how long the audit trail keeps events (forever
+	// when zero): the instances take turns removing older ones.
+	AuditRetention time.Duration
 }
 
 // Service is the FHIR service.
@@ -63,9 +67,10 @@ type Service struct {
 	// urls signs and checks the storage URLs of Binaries (storage.go).
 	urls *presign.Signer
 
-	stopAudit func()   // the audit trail's writer
-	stopSinks []func() // and its sinks
-	audit     *audit.Recorder
+	stopAudit     func()   // the audit trail's writer
+	stopSinks     []func() // and its sinks
+	stopRetention func()   // and its retention, when set
+	audit         *audit.Recorder
 }
 
 // FromConfig builds the service from the settings, as both the standalone
@@ -75,7 +80,7 @@ func FromConfig(cfg *config.Config, c *infra.Conns, log *slog.Logger) (*Service,
 	if err != nil {
 		return nil, err
 	}
-	return New(Config{BaseURL: cfg.BaseURL, AuditSinks: sinks}, c.NC, c.JS, c.Repo, c.Sessions, log), nil
+	return New(Config{BaseURL: cfg.BaseURL, AuditSinks: sinks, AuditRetention: cfg.AuditRetention}, c.NC, c.JS, c.Repo, c.Sessions, log), nil
 }
 
 // New wires the service.
@@ -121,6 +126,11 @@ func (s *Service) Start(ctx context.Context) error {
 			return err
 		}
 		s.stopSinks = append(s.stopSinks, stop)
+	}
+	// Every instance runs retention; a lease has one of them do each pass.
+	if s.cfg.AuditRetention > 0 {
+		rt := &audit.Retention{Repo: s.repo, Recorder: s.audit, Keep: s.cfg.AuditRetention, Log: s.log.With("component", "audit-retention")}
+		s.stopRetention = rt.Start()
 	}
 	s.svc, err = bus.Serve(s.nc, "fhir", "1.0.0", s.routes(), s.log)
 	return err
@@ -187,6 +197,9 @@ func (s *Service) Stop(ctx context.Context) error {
 	}
 	if s.stopExports != nil {
 		s.stopExports()
+	}
+	if s.stopRetention != nil {
+		s.stopRetention()
 	}
 	for _, stop := range s.stopSinks {
 		stop()

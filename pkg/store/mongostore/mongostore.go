@@ -350,3 +350,40 @@ func currentDoc(w *store.Write) bson.D {
 	}
 	return d
 }
+
+// Purge implements store.Store: the current documents first, so that
+// reads find the resources gone at once, then their history and outbox
+// records. With transactions it is one; without, a purge cut short leaves
+// history versions no current document points at, which a purge run
+// again removes.
+func (s *Store) Purge(ctx context.Context, typ string, ids []string) error {
+	if len(ids) > store.MaxPurge {
+		return fmt.Errorf("purge of %d %s: at most %d a call", len(ids), typ, store.MaxPurge)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	purge := func(ctx context.Context) error {
+		in := bson.D{{Key: "$in", Value: ids}}
+		if _, err := s.coll(typ).DeleteMany(ctx, bson.D{{Key: fID, Value: in}}); err != nil {
+			return fmt.Errorf("purge %s: %w", typ, err)
+		}
+		if _, err := s.history(typ).DeleteMany(ctx, bson.D{{Key: "id", Value: in}}); err != nil {
+			return fmt.Errorf("purge %s history: %w", typ, err)
+		}
+		if _, err := s.db.Collection(outboxColl).DeleteMany(ctx, bson.D{{Key: "type", Value: typ}, {Key: "res", Value: in}}); err != nil {
+			return fmt.Errorf("purge %s outbox: %w", typ, err)
+		}
+		return nil
+	}
+	if !s.txn {
+		return purge(ctx)
+	}
+	sess, err := s.db.Client().StartSession()
+	if err != nil {
+		return fmt.Errorf("start a session: %w", err)
+	}
+	defer sess.EndSession(context.WithoutCancel(ctx))
+	_, err = sess.WithTransaction(ctx, func(ctx context.Context) (any, error) { return nil, purge(ctx) })
+	return err
+}

@@ -3,18 +3,15 @@ package mongostore
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/pinion-health/pinion/pkg/embedded"
 	"github.com/pinion-health/pinion/pkg/store"
 	"github.com/pinion-health/pinion/pkg/store/storetest"
+	"github.com/pinion-health/pinion/pkg/testenv"
 )
 
 // The adapter runs the conformance suite against the embedded FerretDB, a
@@ -28,28 +25,13 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "pinion-mongostore-")
+	c, stop, err := testenv.FerretDB()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	f, err := embedded.StartFerretDB(embedded.FerretOptions{Dir: dir, Logger: quiet})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start FerretDB:", err)
-		return 1
-	}
-	defer f.Close()
-	if client, err = mongo.Connect(options.Client().ApplyURI(f.URI)); err != nil {
-		fmt.Fprintln(os.Stderr, "connect:", err)
-		return 1
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = client.Disconnect(ctx)
-	}()
+	defer stop()
+	client = c
 	return m.Run()
 }
 

@@ -30,15 +30,20 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/pinion-health/pinion/pkg/store"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/pinion-health/pinion/pkg/store"
 )
 
 // ErrClosed is returned by calls made after Close.
 var ErrClosed = errors.New("sqlstore: closed")
+
+// ErrReadOnly is returned by the writes of a store opened ReadOnly.
+var ErrReadOnly = errors.New("sqlstore: opened read-only")
 
 // Options tune Open.
 type Options struct {
@@ -50,6 +55,12 @@ type Options struct {
 	Log *slog.Logger
 	// Readers caps the read connections; 0 chooses from GOMAXPROCS.
 	Readers int
+	// ReadOnly opens only the read connections, beside the process that
+	// writes the file (SQLite's WAL lets another process read while it
+	// writes) or with none running: no writer, no migration, no
+	// checkpoints. The file must exist at this program's schema version;
+	// every write answers ErrReadOnly. For tools (`pinion audit verify`).
+	ReadOnly bool
 }
 
 // Store is a store.Store on one SQLite file.
@@ -94,6 +105,10 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("sqlstore: unknown sync mode %q", o.Sync)
 	}
+	busy := fmt.Sprintf("busy_timeout(%d)", busyMillis)
+	if o.ReadOnly {
+		return openReadOnly(ctx, path, busy, o, log)
+	}
 	// The file holds every tenant's data and credentials: only this user
 	// may read it. SQLite gives its -wal and -shm files the same mode.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
@@ -101,7 +116,6 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlstore: %w", err)
 	}
 	f.Close()
-	busy := fmt.Sprintf("busy_timeout(%d)", busyMillis)
 	// The checkpointer (checkpoint.go) copies the WAL back; the writer's
 	// own threshold is only a bound.
 	// In full mode the store syncs the WAL itself, off the writer's path
@@ -165,15 +179,31 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlstore: open %s: %w", path, err)
 	}
 
-	// query_only keeps a bug from writing outside the writer's transactions.
-	rdb, err := sql.Open("sqlite", dsn(path, busy, "query_only(1)", "cache_size(-16000)", "temp_store(MEMORY)"))
-	if err != nil {
+	n := readers(o.Readers)
+	if err := s.openReaders(ctx, path, busy, n); err != nil {
 		s.Close()
 		return nil, err
 	}
-	n := o.Readers
-	if n <= 0 {
-		n = min(max(2*runtime.GOMAXPROCS(0), 4), 16)
+	log.Info("sqlstore: opened", "path", path, "sync", sync, "schema", schemaVersion, "readers", n)
+	return s, nil
+}
+
+// readers is how many read connections to open: n, or when 0 a number
+// chosen from GOMAXPROCS.
+func readers(n int) int {
+	if n > 0 {
+		return n
+	}
+	return min(max(2*runtime.GOMAXPROCS(0), 4), 16)
+}
+
+// openReaders opens the pool of n read-only connections and prepares the
+// reads by id.
+func (s *Store) openReaders(ctx context.Context, path, busy string, n int) error {
+	// query_only keeps a bug from writing outside the writer's transactions.
+	rdb, err := sql.Open("sqlite", dsn(path, busy, "query_only(1)", "cache_size(-16000)", "temp_store(MEMORY)"))
+	if err != nil {
+		return err
 	}
 	rdb.SetMaxOpenConns(n)
 	rdb.SetMaxIdleConns(n)
@@ -191,11 +221,34 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 		{&s.outbox, pendingSQL},
 	} {
 		if *p.st, err = rdb.PrepareContext(ctx, p.q); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("sqlstore: prepare: %w", err)
+			return fmt.Errorf("sqlstore: prepare: %w", err)
 		}
 	}
-	log.Info("sqlstore: opened", "path", path, "sync", sync, "schema", schemaVersion, "readers", n)
+	return nil
+}
+
+// openReadOnly opens the read connections alone (Options.ReadOnly).
+func openReadOnly(ctx context.Context, path, busy string, o Options, log *slog.Logger) (*Store, error) {
+	// Not created: a tool pointed at the wrong directory says so rather
+	// than reading an empty store.
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("sqlstore: %w", err)
+	}
+	s := &Store{log: log}
+	if err := s.openReaders(ctx, path, busy, readers(o.Readers)); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlstore: open %s: %w", path, err)
+	}
+	var v string
+	err := s.rdb.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'schema_version'`).Scan(&v)
+	if err != nil || v != strconv.Itoa(schemaVersion) {
+		s.Close()
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: %s holds no Pinion store: %w", path, err)
+		}
+		return nil, fmt.Errorf("sqlstore: %s has schema version %s, this program reads %d (start Pinion once to migrate it)", path, v, schemaVersion)
+	}
+	log.Debug("sqlstore: opened read-only", "path", path)
 	return s, nil
 }
 
@@ -241,7 +294,9 @@ func (s *Store) Close() error {
 	if s.rdb != nil {
 		errs = append(errs, s.rdb.Close())
 	}
-	errs = append(errs, s.wdb.Close())
+	if s.wdb != nil {
+		errs = append(errs, s.wdb.Close())
+	}
 	return errors.Join(errs...)
 }
 

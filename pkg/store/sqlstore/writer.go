@@ -276,8 +276,11 @@ func newWriter(ctx context.Context, conn *sql.Conn, durable *syncer, log *slog.L
 // is also readable only once durable. A caller whose ctx ends before
 // the writer takes its call gets ctx.Err() and nothing of it is stored;
 // once taken, the call is committed or failed as a whole and the caller
-// learns which.
+// learns which. A nil writer (Options.ReadOnly) refuses every call.
 func (w *writer) do(ctx context.Context, key string, size int, strict bool, run func(*wconn) error) error {
+	if w == nil {
+		return ErrReadOnly // a store opened ReadOnly has no writer
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

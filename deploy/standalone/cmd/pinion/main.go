@@ -1,7 +1,9 @@
 // Command pinion runs the whole of Pinion in one process (see package
 // standalone). `pinion infra` runs only the embedded NATS and FerretDB, for
 // the services run as separate processes; `pinion nats` and `pinion
-// ferretdb` run one of them each.
+// ferretdb` run one of them each. `pinion audit verify <project-id>` (or
+// `_`, or `--all`) says whether the audit trail's chains are whole,
+// reading the configured store directly (docs/audit.md).
 package main
 
 import (
@@ -29,10 +31,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "audit" {
+		os.Exit(standalone.AuditCommand(ctx, cfg, os.Args[2:], os.Stdout, os.Stderr, cfg.Logger()))
+	}
 	if len(os.Args) > 1 {
 		which := map[string]string{"infra": "all", "nats": "nats", "ferretdb": "ferretdb"}[os.Args[1]]
 		if which == "" {
-			fmt.Fprintln(os.Stderr, "usage: pinion [infra|nats|ferretdb]")
+			fmt.Fprintln(os.Stderr, "usage: pinion [infra|nats|ferretdb]\n       "+standalone.AuditUsage)
 			os.Exit(2)
 		}
 		in, err := standalone.StartInfra(cfg, which, cfg.Logger())
