@@ -3,6 +3,8 @@ package standalone
 import (
 	"context"
 	"flag"
+	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +134,78 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	if s.Acked == 0 {
 		t.Error("nothing was acknowledged")
+	}
+	auditSurvived(t, su, pid, res)
+}
+
+// auditSurvived checks the audit trail after the crashes: nothing lost
+// (each Patient read answered 200 is named by a patient-read event, each
+// membership an invite acknowledged by a member-invited one) and the
+// project's chain whole.
+func auditSurvived(t *testing.T, su, pid string, res *load.Result) {
+	t.Helper()
+	// A writer killed holding a batch leaves it to be delivered again once
+	// its acknowledgement is overdue (30 s): events may still be on their
+	// way, not lost.
+	lost := 0
+	eventually(t, 90*time.Second, "every acknowledged request's event stored", func() bool {
+		named := map[string]bool{}
+		for _, kind := range []string{"patient-read", "member-invited"} {
+			// The load's patients are in the super admin's own project, its
+			// invites in pid: every project's events (the super admin's search).
+			q := url.Values{"subtype": {"https://pinion.health/fhir/CodeSystem/audit-event|" + kind}, "_count": {"1000"}}
+			for next := "fhir/R4/AuditEvent?" + q.Encode(); next != ""; {
+				r := do(t, "GET", next, su, "", nil)
+				_, found := bundleOf(t, r)
+				for _, ev := range found {
+					for _, e := range ev["entity"].([]any) {
+						if w, ok := e.(map[string]any)["what"].(map[string]any); ok {
+							named[w["reference"].(string)] = true
+						}
+					}
+				}
+				next = ""
+				for _, l := range r.json(t)["link"].([]any) {
+					if u := l.(map[string]any)["url"].(string); l.(map[string]any)["relation"] == "next" {
+						next = u[strings.Index(u, "fhir/R4/"):]
+					}
+				}
+			}
+		}
+		lost = 0
+		for _, id := range res.Reads {
+			if !named["Patient/"+id] {
+				lost++
+			}
+		}
+		for _, w := range res.Writes {
+			if w.Kind == "membership" && !named["ProjectMembership/"+w.ID] {
+				lost++
+			}
+		}
+		return lost == 0
+	})
+	t.Logf("audit trail: %d reads and %d invites checked, every one recorded", len(res.Reads), len(res.Emails))
+	projects := []string{pid}
+	if len(res.Reads) > 0 {
+		r := do(t, "GET", "fhir/R4/Patient/"+res.Reads[0], su, "", nil)
+		expect(t, r, 200)
+		projects = append(projects, r.json(t)["meta"].(map[string]any)["project"].(string))
+	}
+	for _, p := range projects {
+		// A part of the chain at a time, as the endpoint answers a long one.
+		for from := ""; ; {
+			r := do(t, "GET", "admin/super/audit/verify?project="+p+from, su, "", nil)
+			expect(t, r, 200)
+			rep := r.json(t)
+			if next, ok := rep["next"].(float64); ok && rep["break"] == nil {
+				from = fmt.Sprintf("&from=%d", int64(next))
+				continue
+			}
+			if rep["whole"] != true {
+				t.Errorf("after the crashes, project %s's chain: %s", p, r.body)
+			}
+			break
+		}
 	}
 }

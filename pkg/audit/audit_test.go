@@ -322,3 +322,46 @@ func TestRecorderCutsTexts(t *testing.T) {
 		t.Fatalf("%d events, name %d bytes", len(evs), len(evs[0].Name))
 	}
 }
+
+// A walk bounded in time goes on from where the last stopped, each at
+// least minWalk events, and still finds a break past its first part.
+func TestVerifyWithinParts(t *testing.T) {
+	tr := newTrail(t)
+	ctx := context.Background()
+	if err := NewWriter(tr.repo, tr.js, quiet).Write(ctx, "p1", signIns("p1", 250)); err != nil {
+		t.Fatal(err)
+	}
+	past := Limits{Until: time.Now().Add(-time.Second)}
+	walk := func(lim Limits) *Report {
+		t.Helper()
+		rep, err := VerifyWithin(ctx, tr.repo, "p1", lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	rep := walk(past)
+	if rep.Whole || rep.Break != nil || rep.Next != minWalk+1 || rep.Events != minWalk {
+		t.Fatalf("the first part: %+v", rep)
+	}
+	walked := rep.Events
+	for rep.Next != 0 {
+		past.After = rep.Next - 1
+		rep = walk(past)
+		walked += rep.Events
+	}
+	if !rep.Whole || walked != 250 || rep.Head.Seq != 250 {
+		t.Fatalf("the parts: %d events, last %+v", walked, rep)
+	}
+
+	tr.editJSON(ID("p1", 150), `"outcome":"0"`, `"outcome":"4"`)
+	past.After = minWalk
+	if rep := walk(past); rep.Break == nil || rep.Break.Seq != 150 || rep.Break.Problem != Edited {
+		t.Fatalf("a break in the second part: %+v", rep)
+	}
+	// An edited place to go on from is itself the break.
+	past.After = 150
+	if rep := walk(past); rep.Break == nil || rep.Break.Seq != 150 {
+		t.Fatalf("going on from an edited place: %+v", rep)
+	}
+}

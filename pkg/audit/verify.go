@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -30,6 +31,21 @@ type Report struct {
 	// Checkpoint is the chain's latest signed checkpoint, when it has one
 	// after From.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	// Next, when set, is where a walk stopped for its time (Limits.Until)
+	// before the chain's end: whole so far, to go on from Next.
+	Next int64 `json:"next,omitempty"`
+}
+
+// Limits bound one walk: where it starts, and until when it runs. The
+// zero Limits walk the whole chain.
+type Limits struct {
+	// After is the last place an earlier walk found whole (its Next, less
+	// one): this walk starts after it, from the link stored there.
+	After int64
+	// Until, when set, is when the walk stops (with Next set) if it has
+	// not reached the chain's end: a request's answer must not wait on a
+	// chain of millions.
+	Until time.Time
 }
 
 // Break is the first place where the chain is not whole.
@@ -54,6 +70,9 @@ const (
 // should not be there.
 const probe = 64
 
+// minWalk is how many events a bounded walk checks before it may stop.
+const minWalk = 100
+
 // restarts bounds how often Verify starts again after retention removed
 // events under its walk.
 const restarts = 3
@@ -61,8 +80,13 @@ const restarts = 3
 // Verify walks project's chain from its start (or retention's end) and
 // reports the first place where it is not whole.
 func Verify(ctx context.Context, r *repo.Repo, project string) (*Report, error) {
+	return VerifyWithin(ctx, r, project, Limits{})
+}
+
+// VerifyWithin is Verify bounded by lim: part of a chain at a time.
+func VerifyWithin(ctx context.Context, r *repo.Repo, project string, lim Limits) (*Report, error) {
 	for attempt := 1; ; attempt++ {
-		rep, moved, err := verifyOnce(ctx, r, project)
+		rep, moved, err := verifyOnce(ctx, r, project, lim)
 		if err != nil || !moved {
 			return rep, err
 		}
@@ -75,10 +99,24 @@ func Verify(ctx context.Context, r *repo.Repo, project string) (*Report, error) 
 // verifyOnce is one walk; moved when it found a place missing that
 // retention removed meanwhile (its start moved past it): the walk is to
 // start again from the new start.
-func verifyOnce(ctx context.Context, r *repo.Repo, project string) (_ *Report, moved bool, _ error) {
+func verifyOnce(ctx context.Context, r *repo.Repo, project string, lim Limits) (_ *Report, moved bool, _ error) {
 	start, err := retained(ctx, r, project)
 	if err != nil {
 		return nil, false, err
+	}
+	if lim.After > start.Seq {
+		// Go on from the link stored at After, an earlier walk's last whole
+		// place, once it is whole itself.
+		res, err := r.Read(ctx, repo.AllProjects, "AuditEvent", ID(project, lim.After))
+		if err != nil {
+			return nil, false, fmt.Errorf("audit: the place to go on from: %w", err)
+		}
+		l, computed, err := linkOf(res.JSON)
+		if err != nil || l.Digest != computed || l.Seq != lim.After {
+			rep := &Report{Project: project, From: lim.After, Break: &Break{Seq: lim.After, ID: ID(project, lim.After), Problem: Edited}}
+			return rep, false, nil
+		}
+		start = l
 	}
 	rep := &Report{Project: project, From: start.Seq + 1, Head: start}
 	key, err := PublicKey(ctx, r)
@@ -121,6 +159,12 @@ func verifyOnce(ctx context.Context, r *repo.Repo, project string) (_ *Report, m
 	}
 	prev := start
 	for seq := start.Seq + 1; ; seq++ {
+		// Each walk goes some way, however short its time: a caller going on
+		// from Next always reaches the end.
+		if rep.Events >= minWalk && !lim.Until.IsZero() && time.Now().After(lim.Until) {
+			rep.Next = seq
+			break
+		}
 		id := ID(project, seq)
 		res, err := r.Read(ctx, repo.AllProjects, "AuditEvent", id)
 		if fhir.Missing(err) || errors.Is(err, fhir.ErrGone) {
@@ -161,7 +205,7 @@ func verifyOnce(ctx context.Context, r *repo.Repo, project string) (_ *Report, m
 		rep.Events++
 		rep.Head = l
 	}
-	rep.Whole = rep.Break == nil
+	rep.Whole = rep.Break == nil && rep.Next == 0
 	return rep, false, nil
 }
 

@@ -68,6 +68,7 @@ func count(series *[]int, at time.Duration) {
 type Result struct {
 	Writes []Write
 	Emails []string // every invited address, acknowledged or not
+	Reads  []string // the Patients whose read was answered 200
 	Stats  Stats
 }
 
@@ -225,7 +226,12 @@ func (r *runner) op(ctx context.Context, w, i int, mine []Write) []Write {
 		}
 	case 5:
 		if len(mine) > 0 {
-			r.call(ctx, "GET", "fhir/R4/Patient/"+mine[i%len(mine)].ID, "", nil, true)
+			id := mine[i%len(mine)].ID
+			if st, _ := r.call(ctx, "GET", "fhir/R4/Patient/"+id, "", nil, true); st == 200 {
+				r.mu.Lock()
+				r.res.Reads = append(r.res.Reads, id)
+				r.mu.Unlock()
+			}
 		}
 	case 6:
 		r.call(ctx, "GET", "fhir/R4/ProjectMembership?_project="+r.cfg.ProjectID+"&profile-type=Practitioner&_count=20", "", nil, true)
