@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 
 	"github.com/google/uuid"
 
@@ -156,4 +157,17 @@ func Note(ctx context.Context, who, project string) {
 	if n, ok := ctx.Value(noteKey{}).(*note); ok {
 		n.who, n.project = who, project
 	}
+}
+
+// Unserved lists the routes of a table that service does not serve (by
+// the generated route table): a route renamed without its table entry
+// would silently stop being recorded. Each service's tests call it.
+func Unserved(routes map[string]Route, service string) []string {
+	var out []string
+	for route := range routes {
+		if !slices.ContainsFunc(bus.Routes, func(r bus.Route) bool { return r.Method+" "+r.Path == route && r.Service == service }) {
+			out = append(out, route)
+		}
+	}
+	return out
 }

@@ -29,6 +29,7 @@ import (
 
 	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/inprogress"
 	"github.com/pinion-health/pinion/pkg/metrics"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/store"
@@ -230,7 +231,7 @@ func (s *Sink) handle(ctx context.Context, m jetstream.Msg) {
 		}
 	}
 	if len(want) > 0 {
-		stopBeat := s.beat(m)
+		stopBeat := inprogress.Keep(m, ackWait/3)
 		err := s.deliverThrough(ctx, project, want)
 		stopBeat()
 		if err != nil {
@@ -239,27 +240,6 @@ func (s *Sink) handle(ctx context.Context, m jetstream.Msg) {
 		}
 	}
 	_ = m.Ack()
-}
-
-// beat tells the stream the message in hand is still being worked on,
-// until the returned stop.
-func (s *Sink) beat(m jetstream.Msg) (stop func()) {
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(ackWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = m.InProgress()
-			}
-		}
-	}()
-	return func() { close(done); <-stopped }
 }
 
 // deliverThrough delivers project's chain from its cursor on, until

@@ -21,6 +21,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/fhir/resource"
 	"github.com/pinion-health/pinion/pkg/fhirschema"
+	"github.com/pinion-health/pinion/pkg/inprogress"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/pkg/session"
@@ -552,20 +553,7 @@ func (s *Service) runExport(jobs context.Context, m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		t := time.NewTicker(exportAckWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = m.InProgress()
-			}
-		}
-	}()
+	defer inprogress.Keep(m, exportAckWait/3)()
 	attempt := uint64(1)
 	if md, err := m.Metadata(); err == nil {
 		attempt = md.NumDelivered

@@ -18,6 +18,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/fhir/resource"
+	"github.com/pinion-health/pinion/pkg/inprogress"
 	"github.com/pinion-health/pinion/pkg/metrics"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/subscription"
@@ -71,7 +72,7 @@ func (s *Deliverer) onDelivery(m jetstream.Msg) {
 	}
 	// From here JetStream is told the delivery is in progress, also while
 	// it waits behind another of its resource.
-	stop := beat(m)
+	stop := inprogress.Keep(m, deliveryBeat)
 	s.deliveries.run(d.key(), func() {
 		defer s.shares.release(d.Project)
 		defer stop()
@@ -213,24 +214,6 @@ func (p *shares) release(project string) {
 func retryDelay(attempt int) time.Duration {
 	d := retryBase << min(attempt, 30)
 	return min(d, maxRetryDelay)
-}
-
-// beat keeps a long delivery's message from being redelivered elsewhere.
-func beat(m jetstream.Msg) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(deliveryBeat)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				_ = m.InProgress()
-			case <-done:
-				return
-			}
-		}
-	}()
-	return func() { close(done) }
 }
 
 // attempt makes one delivery attempt. It answers nil when the delivery is
