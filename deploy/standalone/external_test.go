@@ -132,7 +132,10 @@ func TestExternalSignInOverHTTP(t *testing.T) {
 	user := "User/" + r.json(t)["user"].(map[string]any)["id"].(string)
 	eventually(t, 15*time.Second, "the external sign-in recorded", func() bool {
 		in, refused := false, false
-		for _, ev := range auditEvents(t, su, "sign-in") {
+		// Newest first; the person's by their id, the refusal among the
+		// server's latest (a forged token names nobody).
+		evs := append(auditEvents(t, su, "sign-in", "agent", strings.TrimPrefix(user, "User/")), auditEvents(t, su, "sign-in", "outcome", "4")...)
+		for _, ev := range evs {
 			ents, _ := ev["entity"].([]any)
 			if len(ents) == 0 || ents[0].(map[string]any)["description"] != "GET /auth/external" {
 				continue
