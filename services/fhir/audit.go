@@ -39,8 +39,13 @@ func (s *Service) auditVerify(ctx context.Context, r *bus.Request) (*bus.Respons
 		}
 		lim.After = n - 1
 	}
-	if d, ok := ctx.Deadline(); ok && d.Add(-time.Second).Before(lim.Until) {
-		lim.Until = d.Add(-time.Second)
+	// Half the request's own time at most: the other half is for the read
+	// in hand when the walk's time runs out, which a store under load can
+	// take long to answer.
+	if d, ok := ctx.Deadline(); ok {
+		if half := time.Now().Add(time.Until(d) / 2); half.Before(lim.Until) {
+			lim.Until = half
+		}
 	}
 	rep, err := audit.VerifyWithin(ctx, s.repo, project, lim)
 	if err != nil {
