@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"slices"
 	"time"
+
+	"github.com/pinion-health/pinion/pkg/auth"
 )
 
 // Outcomes (AuditEvent.outcome).
@@ -162,4 +164,14 @@ func coding(c Code) map[string]any {
 		m["display"] = c.Display
 	}
 	return m
+}
+
+// ClientRef is the client application a request came through, as an event
+// names it: "" for none, and for a built-in client (the console, Medplum's
+// CLI), which is no ClientApplication to refer to.
+func ClientRef(id string) string {
+	if id == "" || len(id) > 128 || auth.BuiltinClient(id) {
+		return ""
+	}
+	return "ClientApplication/" + id
 }

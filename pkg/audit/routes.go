@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"slices"
 
-	"github.com/google/uuid"
-
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 )
@@ -89,9 +87,7 @@ func routeEvent(req *bus.Request, resp *bus.Response, rt Route) Event {
 		if e.Project == "" {
 			e.Project = p.Project
 		}
-		if uuid.Validate(p.ClientID) == nil {
-			e.Client = "ClientApplication/" + p.ClientID
-		}
+		e.Client = ClientRef(p.ClientID)
 	}
 	// What the request made, when it answers with a resource (a project,
 	// a membership, a client).

@@ -163,3 +163,11 @@ func CheckPassword(ctx context.Context, hash, password string) (bool, error) {
 // ConsoleClientID is the client the administration console (gateway/console)
 // signs people in as; no ClientApplication is stored for it.
 const ConsoleClientID = "pinion-console"
+
+// CLIClientID is Medplum's CLI, a client every Pinion knows without a
+// stored ClientApplication (identity's clients package describes it).
+const CLIClientID = "medplum-cli"
+
+// BuiltinClient reports whether id names a client that is no stored
+// ClientApplication: the console or Medplum's CLI.
+func BuiltinClient(id string) bool { return id == ConsoleClientID || id == CLIClientID }

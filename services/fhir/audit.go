@@ -14,6 +14,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/search"
 )
@@ -133,7 +134,7 @@ func (s *Service) recordPatients(ctx context.Context, r *bus.Request, kind audit
 		}
 		for patients := byProject[project]; len(patients) > 0; {
 			n := min(len(patients), namedPatients)
-			e := audit.Event{Kind: kind.Name, Project: project, Who: r.Principal.User, Client: clientRef(r.Principal.ClientID),
+			e := audit.Event{Kind: kind.Name, Project: project, Who: r.Principal.User, Client: audit.ClientRef(r.Principal.ClientID),
 				Address: r.Remote, Entities: what, Patients: patients[:n]}
 			if err := s.audit.Record(ctx, e); err != nil {
 				s.log.ErrorContext(ctx, "read not answered: the audit trail did not take its event", "err", err)
@@ -153,32 +154,10 @@ func (s *Service) readsAudited(ctx context.Context, project string) bool {
 		return true
 	}
 	on, _ := repo.Memo(p, "fhir.auditReads", func(b []byte) (bool, error) {
-		var v struct {
-			Setting []struct {
-				Name         string `json:"name"`
-				ValueBoolean *bool  `json:"valueBoolean"`
-			} `json:"setting"`
-		}
-		_ = json.Unmarshal(b, &v)
-		for _, st := range v.Setting {
-			if st.Name == "auditReads" && st.ValueBoolean != nil {
-				return *st.ValueBoolean, nil
-			}
-		}
-		return true, nil
+		v, set := projects.Setting(b, "auditReads")
+		return v || !set, nil
 	})
 	return on
-}
-
-// clientRef is the client application a token was issued through, as an
-// event names it: a ClientApplication's id is a UUID the server chose;
-// the built-in clients (Medplum's CLI, the console) have names instead,
-// and are no resource to refer to.
-func clientRef(id string) string {
-	if uuid.Validate(id) != nil {
-		return ""
-	}
-	return "ClientApplication/" + id
 }
 
 // securityTypes are the resources whose changes change who may do what:
@@ -202,7 +181,7 @@ func (s *Service) recordChange(ctx context.Context, r *bus.Request, action, typ,
 	if typ == "Project" && project == "" {
 		project = id
 	}
-	e := audit.Event{Kind: kind.Name, Action: action, Project: project, Who: r.Principal.User, Client: clientRef(r.Principal.ClientID),
+	e := audit.Event{Kind: kind.Name, Action: action, Project: project, Who: r.Principal.User, Client: audit.ClientRef(r.Principal.ClientID),
 		Address: r.Remote, Entities: []audit.Entity{{What: typ + "/" + id, Detail: r.Method + " " + r.Path}}}
 	if err := s.audit.Record(ctx, e); err != nil {
 		s.log.ErrorContext(ctx, "a security setting changed, but the audit trail did not take its event", "type", typ, "id", id, "err", err)

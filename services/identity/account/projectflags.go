@@ -2,10 +2,10 @@ package account
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/projects"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/store"
 )
@@ -21,19 +21,6 @@ func (s *Service) ProjectFlag(ctx context.Context, projectID, name string) (bool
 	if err != nil {
 		return false, err
 	}
-	var p struct {
-		Setting []struct {
-			Name         string `json:"name"`
-			ValueBoolean *bool  `json:"valueBoolean"`
-		} `json:"setting"`
-	}
-	if err := json.Unmarshal(res.JSON, &p); err != nil {
-		return false, err
-	}
-	for _, st := range p.Setting {
-		if st.Name == name && st.ValueBoolean != nil && *st.ValueBoolean {
-			return true, nil
-		}
-	}
-	return false, nil
+	on, _ := projects.Setting(res.JSON, name)
+	return on, nil
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"github.com/pinion-health/pinion/services/identity/clients"
 )
 
 // recordRefusal records a refusal of the token endpoint (issue 54): who
@@ -30,7 +29,7 @@ func (s *Service) recordRefusal(ctx context.Context, r *bus.Request, err error) 
 		id = form.Get("client_id")
 	}
 	if id != "" && len(id) <= 128 {
-		e.Client = s.clientRef(id)
+		e.Client = audit.ClientRef(id)
 		e.Project = s.clientProject(ctx, id)
 	}
 	return s.record(ctx, e)
@@ -44,7 +43,7 @@ func (s *Service) recordIssued(ctx context.Context, r *bus.Request, grant, who, 
 	if s.audit == nil {
 		return nil
 	}
-	e := audit.Event{Kind: issuedKind(grant).Name, Project: project, Who: who, Client: s.clientRef(client), Address: r.Remote,
+	e := audit.Event{Kind: issuedKind(grant).Name, Project: project, Who: who, Client: audit.ClientRef(client), Address: r.Remote,
 		Entities: []audit.Entity{{What: "Project/" + project, Detail: "grant_type=" + grant + "; scope=" + scope}}}
 	return s.record(ctx, e)
 }
@@ -59,15 +58,6 @@ func issuedKind(grant string) audit.Kind {
 		return audit.TokenRefreshed
 	}
 	return audit.TokenIssued
-}
-
-// clientRef is a client's reference in an event; a built-in client
-// (Medplum's CLI, the console) is no ClientApplication and has none.
-func (s *Service) clientRef(id string) string {
-	if id == "" || clients.Builtin(id, s.cfg.BaseURL) != nil {
-		return ""
-	}
-	return "ClientApplication/" + id
 }
 
 func (s *Service) record(ctx context.Context, e audit.Event) error {
@@ -105,7 +95,7 @@ func (s *Service) RefusedBearer(ctx context.Context, r *bus.Request) (*bus.Respo
 	e := audit.Event{Kind: audit.TokenRefused.Name, Outcome: audit.MinorFailure, Detail: rt.Reason, Address: r.Remote, Name: rt.Claimed}
 	if rt.Login != "" {
 		if l, err := s.sessions.GetLogin(ctx, rt.Login); err == nil {
-			e.Who, e.Client = l.User, s.clientRef(l.Client)
+			e.Who, e.Client = l.User, audit.ClientRef(l.Client)
 			if m, err := s.sessions.GetMembership(ctx, l.Membership); err == nil {
 				e.Project = m.Project
 			}

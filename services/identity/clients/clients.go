@@ -106,8 +106,8 @@ func (s *Service) Stop() {
 // stored ClientApplication: Medplum's command line tool signs in as
 // "medplum-cli" through a callback on its own loopback port, without PKCE.
 var standardClients = map[string]map[string]any{
-	"medplum-cli": {
-		"resourceType": "ClientApplication", "id": "medplum-cli", "name": "Medplum CLI",
+	auth.CLIClientID: {
+		"resourceType": "ClientApplication", "id": auth.CLIClientID, "name": "Medplum CLI",
 		"redirectUris": []any{"http://localhost:9615"}, "pkceOptional": true,
 	},
 }

@@ -6,7 +6,6 @@ import (
 	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
-	"github.com/pinion-health/pinion/services/identity/clients"
 )
 
 // recordPassword records a password sign-in (issue 54): the person (or,
@@ -22,14 +21,14 @@ func (s *Service) recordPassword(ctx context.Context, r *bus.Request, email, use
 	} else {
 		e.Who = "User/" + userID
 	}
-	e.Client = s.clientRef(clientID)
+	e.Client = audit.ClientRef(clientID)
 	return s.record(ctx, e)
 }
 
 // recordPasskey records a sign-in by passkey on the sign-in page: the
 // person it verified, or why it was refused.
 func (s *Service) recordPasskey(ctx context.Context, r *bus.Request, a AuthRequest, userID, problem string) error {
-	e := audit.Event{Kind: audit.SignIn.Name, Project: a.project, Address: r.Remote, Client: s.clientRef(a.ClientID)}
+	e := audit.Event{Kind: audit.SignIn.Name, Project: a.project, Address: r.Remote, Client: audit.ClientRef(a.ClientID)}
 	if userID == "" {
 		e.Outcome, e.Detail = audit.MinorFailure, problem
 	} else {
@@ -37,15 +36,6 @@ func (s *Service) recordPasskey(ctx context.Context, r *bus.Request, a AuthReque
 		e.Entities = []audit.Entity{{What: e.Who, Detail: "method=passkey"}}
 	}
 	return s.record(ctx, e)
-}
-
-// clientRef is a client in an event; a built-in client (Medplum's CLI,
-// the console) is no ClientApplication and has none.
-func (s *Service) clientRef(id string) string {
-	if id == "" || len(id) > 128 || clients.Builtin(id, s.cfg.BaseURL) != nil {
-		return ""
-	}
-	return "ClientApplication/" + id
 }
 
 // record records e before the answer: what the trail cannot take does

@@ -23,8 +23,8 @@ func (s *Service) askConsent(ctx context.Context, r *bus.Request, b web.Browser,
 			return nil, err
 		}
 		return nil, s.record(ctx, audit.Event{Kind: audit.ConsentGiven.Name, Project: a.project, Who: bs.User,
-			Client: s.clientRef(a.ClientID), Address: r.Remote,
-			Entities: []audit.Entity{{What: s.clientRef(a.ClientID), Detail: "scope=" + a.Scope}}})
+			Client: audit.ClientRef(a.ClientID), Address: r.Remote,
+			Entities: []audit.Entity{{What: audit.ClientRef(a.ClientID), Detail: "scope=" + a.Scope}}})
 	case "deny":
 		return a.fail("access_denied", "The person did not allow the application"), nil
 	}
