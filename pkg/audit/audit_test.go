@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/testenv"
 )
@@ -358,6 +360,11 @@ func TestVerifyWithinParts(t *testing.T) {
 	past.After = minWalk
 	if rep := walk(past); rep.Break == nil || rep.Break.Seq != 150 || rep.Break.Problem != Edited {
 		t.Fatalf("a break in the second part: %+v", rep)
+	}
+	// A place past the chain's end is no place to go on from: a 400.
+	var fe *fhir.Error
+	if _, err := VerifyWithin(ctx, tr.repo, "p1", Limits{After: 9999}); !errors.As(err, &fe) || fe.Status != 400 {
+		t.Fatalf("going on from past the end: %v", err)
 	}
 	// An edited place to go on from is itself the break.
 	past.After = 150

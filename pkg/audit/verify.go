@@ -108,8 +108,13 @@ func verifyOnce(ctx context.Context, r *repo.Repo, project string, lim Limits) (
 		// Go on from the link stored at After, an earlier walk's last whole
 		// place, once it is whole itself.
 		res, err := r.Read(ctx, repo.AllProjects, "AuditEvent", ID(project, lim.After))
-		if err != nil {
-			return nil, false, fmt.Errorf("audit: the place to go on from: %w", err)
+		switch {
+		case errors.Is(err, fhir.ErrGone): // deleted underneath since
+			return &Report{Project: project, From: lim.After, Break: &Break{Seq: lim.After, ID: ID(project, lim.After), Problem: Missing}}, false, nil
+		case fhir.Missing(err):
+			return nil, false, fhir.BadRequest("No event to go on from: from must be the next of an earlier answer", "from")
+		case err != nil:
+			return nil, false, err
 		}
 		l, computed, err := linkOf(res.JSON)
 		if err != nil || l.Digest != computed || l.Seq != lim.After {
