@@ -367,15 +367,3 @@ func (r *webhookReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
-
-// waitFor polls cond until it holds, failing the test after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for pause := time.Millisecond; !cond(); pause = min(2*pause, 20*time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", limit, what)
-		}
-		time.Sleep(pause)
-	}
-}

@@ -248,7 +248,7 @@ func TestSinksDeliverEverythingThroughOutages(t *testing.T) {
 	// Under load, both down in the middle.
 	loaded := make(chan time.Duration)
 	go func() { loaded <- tr.load(t, 6, 40, projects, "a") }()
-	waitFor(t, limit, "the first deliveries", func() bool { return syslogR.count() >= 30 && hookR.count() >= 30 })
+	testenv.EventuallyWithin(t, limit, "the first deliveries", func() bool { return syslogR.count() >= 30 && hookR.count() >= 30 })
 	syslogR.down()
 	hookR.setRefuse(true)
 	<-loaded
@@ -256,14 +256,14 @@ func TestSinksDeliverEverythingThroughOutages(t *testing.T) {
 	if slowest := tr.load(t, 6, 20, projects, "b"); slowest > 5*time.Second {
 		t.Fatalf("a Record took %s while the receivers were down", slowest)
 	}
-	waitFor(t, limit, "the writer to store every event", func() bool {
+	testenv.EventuallyWithin(t, limit, "the writer to store every event", func() bool {
 		n := 0
 		for _, p := range projects {
 			n += len(tr.stored(t, p))
 		}
 		return n == 6*60
 	})
-	waitFor(t, limit, "failed attempts and a queue", func() bool {
+	testenv.EventuallyWithin(t, limit, "failed attempts and a queue", func() bool {
 		return failures("syslog") > syslogFailed && failures("webhook") > hookFailed && hookR.refusals() > 0 &&
 			queue("syslog") >= 1 && queue("webhook") >= 1
 	})
@@ -275,17 +275,17 @@ func TestSinksDeliverEverythingThroughOutages(t *testing.T) {
 	hookR.setRefuse(false)
 	go func() { loaded <- tr.load(t, 6, 40, projects, "c") }()
 	before := syslogR.count()
-	waitFor(t, limit, "syslog deliveries after the outage", func() bool { return syslogR.count() >= before+100 })
+	testenv.EventuallyWithin(t, limit, "syslog deliveries after the outage", func() bool { return syslogR.count() >= before+100 })
 	syslogR.down()
 	hookFailed = failures("webhook")
-	waitFor(t, limit, "the webhook's attempts to fail", func() bool { return failures("webhook") > hookFailed })
+	testenv.EventuallyWithin(t, limit, "the webhook's attempts to fail", func() bool { return failures("webhook") > hookFailed })
 	syslogR.up()
 	hookR.up()
 	<-loaded
 
-	waitFor(t, limit, "every event at the syslog receiver", func() bool { return tr.delivered(t, &syslogR.receiver, projects, 6*100) })
-	waitFor(t, limit, "every event at the webhook", func() bool { return tr.delivered(t, &hookR.receiver, projects, 6*100) })
-	waitFor(t, limit, "the queues to empty", func() bool { return queue("syslog") == 0 && queue("webhook") == 0 })
+	testenv.EventuallyWithin(t, limit, "every event at the syslog receiver", func() bool { return tr.delivered(t, &syslogR.receiver, projects, 6*100) })
+	testenv.EventuallyWithin(t, limit, "every event at the webhook", func() bool { return tr.delivered(t, &hookR.receiver, projects, 6*100) })
+	testenv.EventuallyWithin(t, limit, "the queues to empty", func() bool { return queue("syslog") == 0 && queue("webhook") == 0 })
 	for _, p := range projects {
 		if rep, err := audit.Verify(context.Background(), tr.repo, p); err != nil || !rep.Whole {
 			t.Fatalf("project %q: %+v %v", p, rep, err)
@@ -398,10 +398,10 @@ func TestSinkInstancesShareTheWork(t *testing.T) {
 	projects := []string{"p1", "p2", ""}
 	loaded := make(chan time.Duration)
 	go func() { loaded <- tr.load(t, 4, 50, projects, "a") }()
-	waitFor(t, 30*time.Second, "the first deliveries", func() bool { return hookR.count() >= 50 })
+	testenv.EventuallyWithin(t, 30*time.Second, "the first deliveries", func() bool { return hookR.count() >= 50 })
 	stops[0]()
 	<-loaded
-	waitFor(t, 30*time.Second, "every event at the webhook", func() bool { return tr.delivered(t, &hookR.receiver, projects, 4*50) })
+	testenv.EventuallyWithin(t, 30*time.Second, "every event at the webhook", func() bool { return tr.delivered(t, &hookR.receiver, projects, 4*50) })
 	t.Logf("%d arrivals, %d sent again", hookR.count(), tr.check(t, "webhook", &hookR.receiver, projects))
 }
 
@@ -421,7 +421,7 @@ func TestRepeatedMessageAcknowledged(t *testing.T) {
 	stop := tr.sink(t, d)
 	projects := []string{"p1"}
 	tr.load(t, 2, 30, projects, "a")
-	waitFor(t, 30*time.Second, "every event at the webhook", func() bool { return tr.delivered(t, &hookR.receiver, projects, 2*30) })
+	testenv.EventuallyWithin(t, 30*time.Second, "every event at the webhook", func() bool { return tr.delivered(t, &hookR.receiver, projects, 2*30) })
 	stop()
 
 	ctx := context.Background()
@@ -444,7 +444,7 @@ func TestRepeatedMessageAcknowledged(t *testing.T) {
 	tr.sink(t, d) // gives up on missing events after 2 minutes: well after this test's wait
 	before := hookR.count()
 	// Well within ackWait: a message the stopped sink had taken went back.
-	waitFor(t, 10*time.Second, "the repeated message acknowledged", func() bool {
+	testenv.EventuallyWithin(t, 10*time.Second, "the repeated message acknowledged", func() bool {
 		c, err := tr.js.Consumer(ctx, audit.Stream, ConsumerPrefix+"webhook")
 		if err != nil {
 			return false
@@ -471,7 +471,7 @@ func TestDeletedEventPassedOver(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "12 events stored", func() bool { return len(tr.stored(t, "p1")) == 12 })
+	testenv.EventuallyWithin(t, 10*time.Second, "12 events stored", func() bool { return len(tr.stored(t, "p1")) == 12 })
 	if err := tr.repo.Delete(ctx, repo.AllProjects, "AuditEvent", audit.ID("p1", 5)); err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +489,7 @@ func TestDeletedEventPassedOver(t *testing.T) {
 			want = append(want, audit.ID("p1", seq))
 		}
 	}
-	waitFor(t, 10*time.Second, "every event but the deleted one", func() bool { return hookR.count() >= len(want) })
+	testenv.EventuallyWithin(t, 10*time.Second, "every event but the deleted one", func() bool { return hookR.count() >= len(want) })
 	got, errs := hookR.arrivals()
 	var ids []string
 	for _, a := range got {
@@ -526,10 +526,10 @@ func TestRetainedEventsPassedOver(t *testing.T) {
 	}
 	stop := sink()
 	record(1, 3)
-	waitFor(t, 10*time.Second, "the first 3 events delivered", func() bool { return hookR.count() == 3 })
+	testenv.EventuallyWithin(t, 10*time.Second, "the first 3 events delivered", func() bool { return hookR.count() == 3 })
 	stop()
 	record(4, 12)
-	waitFor(t, 10*time.Second, "12 events stored", func() bool { return len(tr.stored(t, "p1")) == 12 })
+	testenv.EventuallyWithin(t, 10*time.Second, "12 events stored", func() bool { return len(tr.stored(t, "p1")) == 12 })
 	rm, err := audit.Retain(ctx, tr.repo, tr.rec, "p1", old.Add(9*time.Second), quiet)
 	if err != nil || rm == nil || rm.From != 1 || rm.To != 8 {
 		t.Fatalf("removed %+v, %v", rm, err)
@@ -539,7 +539,7 @@ func TestRetainedEventsPassedOver(t *testing.T) {
 	for _, seq := range []int64{1, 2, 3, 9, 10, 11, 12, 13} { // 13: the retention event
 		want = append(want, audit.ID("p1", seq))
 	}
-	waitFor(t, 10*time.Second, "the events kept delivered", func() bool { return hookR.count() >= len(want) })
+	testenv.EventuallyWithin(t, 10*time.Second, "the events kept delivered", func() bool { return hookR.count() >= len(want) })
 	got, errs := hookR.arrivals()
 	var ids []string
 	for _, a := range got {
