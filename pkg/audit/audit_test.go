@@ -77,12 +77,7 @@ func TestKinds(t *testing.T) {
 func TestRecordWriteVerify(t *testing.T) {
 	tr := newTrail(t)
 	ctx := context.Background()
-	w := NewWriter(tr.repo, tr.js, quiet)
-	stop, err := w.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	_, stop := tr.runWriter()
 	rec := NewRecorder(tr.js)
 	for _, e := range append(signIns("p1", 40), signIns("", 3)...) {
 		if err := rec.Record(ctx, e); err != nil {
@@ -263,12 +258,7 @@ func TestRecorderGroups(t *testing.T) {
 	}
 
 	// Many callers at once, through the writer.
-	w := NewWriter(tr.repo, tr.js, quiet)
-	stop, err := w.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	tr.runWriter()
 	var wg sync.WaitGroup
 	for c := range 24 {
 		wg.Add(1)

@@ -64,12 +64,7 @@ func TestRetentionInMongoDB(t *testing.T) { retention(t, newMongoTrail) }
 func retention(t *testing.T, newTrail func(testing.TB) *trail) {
 	tr := newTrail(t)
 	ctx := context.Background()
-	w := NewWriter(tr.repo, tr.js, quiet)
-	stop, err := w.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	w, stop := tr.runWriter()
 	if err := w.Write(ctx, "p1", signIns("p1", 20)); err != nil {
 		t.Fatal(err)
 	}
@@ -121,12 +116,7 @@ func retention(t *testing.T, newTrail func(testing.TB) *trail) {
 func TestRetentionOfAWholeChain(t *testing.T) {
 	tr := newTrail(t)
 	ctx := context.Background()
-	w := NewWriter(tr.repo, tr.js, quiet)
-	stop, err := w.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	w, _ := tr.runWriter()
 	if err := w.Write(ctx, "", signIns("", 5)); err != nil {
 		t.Fatal(err)
 	}
@@ -198,12 +188,7 @@ func retentionCrash(t *testing.T, newTrail func(testing.TB) *trail) {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := newTrail(t)
 			ctx := context.Background()
-			w := NewWriter(tr.repo, tr.js, quiet)
-			stop, err := w.Start(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer stop()
+			w, _ := tr.runWriter()
 			if err := w.Write(ctx, "p1", signIns("p1", 10)); err != nil {
 				t.Fatal(err)
 			}
@@ -244,12 +229,7 @@ func retentionCrash(t *testing.T, newTrail func(testing.TB) *trail) {
 func TestRetentionPass(t *testing.T) {
 	tr := newTrail(t)
 	ctx := context.Background()
-	w := NewWriter(tr.repo, tr.js, quiet)
-	stop, err := w.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	w, _ := tr.runWriter()
 	project := uuid.NewString()
 	if _, err := tr.repo.Create(ctx, repo.AllProjects, map[string]any{"resourceType": "Project", "name": "kept a while"}, repo.WriteOptions{ID: project}); err != nil {
 		t.Fatal(err)

@@ -93,6 +93,20 @@ func (tr *trail) open() {
 	tr.st, tr.repo = st, r
 }
 
+// runWriter runs a writer, as a service does, until stop or the test's
+// end.
+func (tr *trail) runWriter() (w *Writer, stop func()) {
+	tr.t.Helper()
+	w = NewWriter(tr.repo, tr.js, quiet)
+	halt, err := w.Start(context.Background())
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	stop = sync.OnceFunc(halt)
+	tr.t.Cleanup(stop)
+	return w, stop
+}
+
 func (tr *trail) close() {
 	if tr.repo != nil {
 		tr.repo.Close()
