@@ -301,7 +301,8 @@ func TestRecorderCutsTexts(t *testing.T) {
 	tr := newTrail(t)
 	rec := NewRecorder(tr.js)
 	long := strings.Repeat("é", 4000)
-	if err := rec.Record(context.Background(), Event{ID: "long", Kind: SignIn.Name, Name: long, Detail: long}); err != nil {
+	if err := rec.Record(context.Background(), Event{ID: "long", Kind: SignIn.Name, Name: long, Detail: long,
+		Entities: []Entity{{Detail: long, Query: long}}}); err != nil {
 		t.Fatal(err)
 	}
 	s, _ := tr.js.Stream(context.Background(), Stream)
@@ -310,8 +311,35 @@ func TestRecorderCutsTexts(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs, _ := Decode(m.Data)
-	if len(evs) != 1 || len(evs[0].Name) > maxText || len(evs[0].Detail) > maxText || !utf8.ValidString(evs[0].Name) {
+	if len(evs) != 1 || len(evs[0].Name) > maxText || len(evs[0].Detail) > maxText || !utf8.ValidString(evs[0].Name) ||
+		len(evs[0].Entities[0].Detail) > maxText || len(evs[0].Entities[0].Query) > maxText {
 		t.Fatalf("%d events, name %d bytes", len(evs), len(evs[0].Name))
+	}
+}
+
+// The queue of events waiting for the stream is bounded, and an event
+// whose caller stopped waiting (its request refused for it) is dropped,
+// not published after its request was answered.
+func TestRecorderQueueBounds(t *testing.T) {
+	tr := newTrail(t)
+	rec := NewRecorder(tr.js)
+	rec.running = true // as though a publish hung: nothing takes the queue
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := rec.Record(done, Event{ID: "abandoned", Kind: SignIn.Name, Project: "q"}); err == nil {
+		t.Fatal("a caller that stopped waiting was told its event is recorded")
+	}
+	for len(rec.queue) < maxQueued {
+		rec.queue = append(rec.queue, &pending{})
+	}
+	if err := rec.Record(context.Background(), Event{Kind: SignIn.Name}); err == nil || !strings.Contains(err.Error(), "wait for the stream") {
+		t.Fatalf("a full queue: %v", err)
+	}
+	rec.queue = rec.queue[:1] // the abandoned event alone
+	rec.publishQueue()
+	s, _ := tr.js.Stream(context.Background(), Stream)
+	if _, err := s.GetLastMsgForSubject(context.Background(), subjectOf("q")); err == nil {
+		t.Fatal("the abandoned event was published")
 	}
 }
 

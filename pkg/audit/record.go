@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -76,7 +77,14 @@ type pending struct {
 	id, project string
 	data        []byte
 	done        chan error
+	// abandoned is set when the caller stopped waiting (its request
+	// ended, refused for it): the event is not published after all.
+	abandoned atomic.Bool
 }
+
+// maxQueued bounds the events waiting for a publish: with the stream away,
+// requests are refused at once rather than held in memory without end.
+const maxQueued = 16384
 
 // Bounds of one publish: NATS's default message limit is 1 MiB.
 const (
@@ -112,12 +120,20 @@ func (r *Recorder) Record(ctx context.Context, e Event) error {
 		e.Outcome = Success
 	}
 	e.Name, e.Detail = cut(e.Name), cut(e.Detail)
+	e.Entities = slices.Clone(e.Entities)
+	for i := range e.Entities {
+		e.Entities[i].Detail, e.Entities[i].Query = cut(e.Entities[i].Detail), cut(e.Entities[i].Query)
+	}
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
 	p := &pending{id: e.ID, project: e.Project, data: b, done: make(chan error, 1)}
 	r.mu.Lock()
+	if len(r.queue) >= maxQueued {
+		r.mu.Unlock()
+		return fmt.Errorf("audit: record %s: %d events already wait for the stream", e.Kind, maxQueued)
+	}
 	r.queue = append(r.queue, p)
 	start := !r.running
 	r.running = true
@@ -132,6 +148,7 @@ func (r *Recorder) Record(ctx context.Context, e Event) error {
 		}
 		return nil
 	case <-ctx.Done():
+		p.abandoned.Store(true)
 		return fmt.Errorf("audit: record %s: %w", e.Kind, ctx.Err())
 	}
 }
@@ -158,10 +175,12 @@ func (r *Recorder) publishQueue() {
 			r.mu.Unlock()
 			return
 		}
-		group := slices.Clone(r.queue[:n])
+		group := slices.DeleteFunc(slices.Clone(r.queue[:n]), func(p *pending) bool { return p.abandoned.Load() })
 		r.queue = slices.Delete(r.queue, 0, n)
 		r.mu.Unlock()
-		r.publish(group)
+		if len(group) > 0 {
+			r.publish(group)
+		}
 	}
 }
 
