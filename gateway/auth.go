@@ -136,6 +136,7 @@ func (g *Gateway) principal(ctx context.Context, loginID, tokenID, remote string
 		Admin:        m.Admin,
 		SuperAdmin:   m.SuperAdmin,
 		AccessPolicy: m.AccessPolicy,
+		Patient:      login.Patient(),
 	}, nil
 }
 

@@ -74,7 +74,7 @@ func (ps *Policies) For(ctx context.Context, p *bus.Principal) (*Policy, error) 
 		return nil, err
 	}
 	var key strings.Builder
-	key.WriteString(p.Membership + "@" + m.VersionID + "|" + p.User + "|" + p.Project + "|" + strconv.FormatBool(p.Admin) + "|" + p.Scope)
+	key.WriteString(p.Membership + "@" + m.VersionID + "|" + p.User + "|" + p.Project + "|" + strconv.FormatBool(p.Admin) + "|" + p.Scope + "|" + p.Patient)
 	bodies := map[string][]byte{}
 	for _, g := range grants {
 		if _, done := bodies[g.ref]; done {

@@ -48,7 +48,7 @@ var oidcScopes = map[string]bool{
 // Any resource type may replace '*', and v2 scopes may carry a constraint
 // (patient/Observation.rs?category=...).
 var SupportedScopes = []string{
-	"openid", "profile", "email", "fhirUser", "offline_access", "online_access",
+	"openid", "profile", "email", "fhirUser", "offline_access", "online_access", "launch", "launch/patient",
 	"patient/*.rs", "patient/*.cruds", "user/*.rs", "user/*.cruds", "system/*.rs", "system/*.cruds",
 	"patient/*.read", "patient/*.write", "patient/*.*",
 	"user/*.read", "user/*.write", "user/*.*",
@@ -249,8 +249,9 @@ func (pol *Policy) applyScopes(p *bus.Principal, fixed, grants int) {
 			}
 		}
 	}
-	patient := ""
-	if t, id, ok := fhir.SplitReference(p.Profile); ok && t == "Patient" {
+	// The patient in context: the launch's, else a Patient's own.
+	patient := p.Patient
+	if t, id, ok := fhir.SplitReference(p.Profile); ok && t == "Patient" && patient == "" {
 		patient = id
 	}
 	info := &scoped{context: "user", before: pol.entries}

@@ -52,6 +52,9 @@ type Principal struct {
 	Admin        bool   `json:"admin,omitempty"`
 	SuperAdmin   bool   `json:"superAdmin,omitempty"`
 	AccessPolicy bool   `json:"accessPolicy,omitempty"` // the membership names at least one policy
+	// Patient is the id of the patient in the token's SMART launch
+	// context: its patient/ scopes reach that patient's compartment.
+	Patient string `json:"patient,omitempty"`
 }
 
 // Request is an HTTP request as a service sees it.

@@ -108,6 +108,29 @@ type Login struct {
 	// second factor (amr), which counts where the project trusts it.
 	ProviderProject string `json:"pp,omitempty"`
 	ProviderMFA     bool   `json:"pm,omitempty"`
+	// Launch is the SMART launch context the sign-in was given: an EHR
+	// launch's (a SmartAppLaunch) or the patient chosen on the picker.
+	// Its patient confines the login's patient/ scopes.
+	Launch *Launch `json:"lc,omitempty"`
+}
+
+// Launch is a SMART App Launch context: ids of the patient and encounter
+// in context, and the references of SMART 2's fhirContext.
+type Launch struct {
+	Patient     string   `json:"p,omitempty"`
+	Encounter   string   `json:"e,omitempty"`
+	FHIRContext []string `json:"f,omitempty"`
+	// Scope is the launch scope the context answers: "launch" (EHR) or
+	// "launch/patient" (the picker).
+	Scope string `json:"s"`
+}
+
+// Patient is the patient in the login's launch context, or "".
+func (l *Login) Patient() string {
+	if l == nil || l.Launch == nil {
+		return ""
+	}
+	return l.Launch.Patient
 }
 
 // Membership is what a token may do in its project.

@@ -205,6 +205,8 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("GET /.well-known/oauth-authorization-server", bus.Public, s.oauth.Discovery),
 		bus.Handle("GET /.well-known/smart-configuration", bus.Public, s.oauth.Discovery),
 		bus.Handle("GET /fhir/R4/.well-known/smart-configuration", bus.Public, s.oauth.Discovery),
+		bus.Handle("GET /.well-known/smart-styles.json", bus.Public, s.oauth.SmartStyles),
+		bus.Handle("GET /fhir/R4/.well-known/smart-styles.json", bus.Public, s.oauth.SmartStyles),
 		// OAuth 2.0: tokens (RFC 6749), revocation (RFC 7009), introspection
 		// (RFC 7662), userinfo, and RP-initiated logout, which a browser
 		// posts, or confirms, with no token (Optional).

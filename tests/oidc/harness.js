@@ -177,12 +177,15 @@ export class Browser {
    * @param {URL|string} url
    * @param {string} redirectUri
    * @param {{email: string, password: string}} person
+   * @param {(forms: object[], html: string) => ({form: object, fields?: Record<string, string>} | undefined)} [choose]
+   *   picks the form to submit on a page the walk does not know (the SMART
+   *   patient picker), and fields to set in it.
    */
-  async authorize(url, redirectUri, person) {
+  async authorize(url, redirectUri, person, choose) {
     let current = new URL(url);
     let res = await this.request(current);
     let signedIn = false;
-    for (let step = 0; step < 8; step++) {
+    for (let step = 0; step < 12; step++) {
       if (res.status >= 300 && res.status < 400) {
         await res.arrayBuffer();
         const loc = new URL(res.headers.get('location'), current);
@@ -200,10 +203,13 @@ export class Browser {
         `expected a page with a form or a redirect to ${redirectUri}, got ${res.status}:\n${html.slice(0, 3000)}\n${this.trail.join('\n')}`
       );
       let form = forms.find((f) => f.fields.some((x) => x.type === 'password'));
+      const chosen = form ? undefined : choose?.(forms, html);
       const body = new URLSearchParams();
       if (form) {
         assert.ok(!signedIn, `the sign-in page came back after signing in:\n${html.slice(0, 3000)}\n${this.trail.join('\n')}`);
         signedIn = true;
+      } else if (chosen) {
+        form = chosen.form;
       } else {
         // Consent: the button that allows. Otherwise a chooser: its first form.
         form = forms.find((f) => f.buttons.some((b) => b.name === 'consent' && b.value === 'allow')) ?? forms[0];
@@ -212,7 +218,8 @@ export class Browser {
         if (f.type === 'checkbox' || f.type === 'radio') {
           continue;
         }
-        body.append(f.name, f.type === 'password' ? person.password : f.name === 'email' ? person.email : f.value);
+        const value = chosen?.fields?.[f.name] ?? f.value;
+        body.append(f.name, f.type === 'password' ? person.password : f.name === 'email' ? person.email : value);
       }
       const allow = form.buttons.find((b) => b.name === 'consent' && b.value === 'allow') ?? form.buttons.find((b) => b.name);
       if (allow) {
@@ -226,7 +233,7 @@ export class Browser {
         body,
       });
     }
-    throw new Error(`no redirect to ${redirectUri} after 8 steps:\n${this.trail.join('\n')}`);
+    throw new Error(`no redirect to ${redirectUri} after 12 steps:\n${this.trail.join('\n')}`);
   }
 }
 

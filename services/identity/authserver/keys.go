@@ -135,13 +135,26 @@ func (s *Service) Discovery(ctx context.Context, r *bus.Request) (*bus.Response,
 		"token_endpoint_auth_signing_alg_values_supported": assertionAlgs,
 	}
 	if len(r.Path) >= len("smart-configuration") && r.Path[len(r.Path)-len("smart-configuration"):] == "smart-configuration" {
-		// No context-standalone-patient: there is no patient picker.
-		doc["capabilities"] = []string{"client-confidential-symmetric", "client-confidential-asymmetric", "permission-offline", "permission-patient", "permission-user", "sso-openid-connect"}
+		doc["capabilities"] = []string{"launch-ehr", "launch-standalone", "client-public", "client-confidential-symmetric", "client-confidential-asymmetric",
+			"context-ehr-patient", "context-ehr-encounter", "context-standalone-patient", "context-banner", "context-style",
+			"permission-offline", "permission-patient", "permission-user", "permission-v1", "permission-v2", "sso-openid-connect"}
 		// SMART 2.x: a server SHALL NOT advertise plain. Medplum's own
 		// client reads the OpenID document, which keeps it.
 		doc["code_challenge_methods_supported"] = []string{"S256"}
 	}
 	return bus.JSON(200, doc), nil
+}
+
+// SmartStyles is the style sheet a SMART app may follow (smart_style_url
+// of the token answer): Medplum's colours.
+func (s *Service) SmartStyles(ctx context.Context, r *bus.Request) (*bus.Response, error) {
+	return bus.JSON(200, map[string]any{
+		"color_background": "#edeae3", "color_error": "#9e2d2d", "color_highlight": "#69b5ce",
+		"color_modal_backdrop": "", "color_success": "#498e49", "color_text": "#303030",
+		"dim_border_radius": "6px", "dim_font_size": "13px", "dim_spacing_size": "20px",
+		"font_family_body":    "Georgia, Times, 'Times New Roman', serif",
+		"font_family_heading": "'HelveticaNeue-Light', Helvetica, Arial, 'Lucida Grande', sans-serif",
+	}), nil
 }
 
 // grantTypes are the token endpoint's grant types, in order.

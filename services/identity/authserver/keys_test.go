@@ -133,7 +133,7 @@ func TestDiscovery(t *testing.T) {
 		// OIDC Discovery §3: RS256 MUST be listed; ID tokens are signed with it.
 		"id_token_signing_alg_values_supported": []any{"RS256", "ES256"},
 		// The scopes the token endpoint honours (access.GrantedScope).
-		"scopes_supported": []any{"openid", "profile", "email", "fhirUser", "offline_access", "online_access",
+		"scopes_supported": []any{"openid", "profile", "email", "fhirUser", "offline_access", "online_access", "launch", "launch/patient",
 			"patient/*.rs", "patient/*.cruds", "user/*.rs", "user/*.cruds", "system/*.rs", "system/*.cruds",
 			"patient/*.read", "patient/*.write", "patient/*.*", "user/*.read", "user/*.write", "user/*.*",
 			"system/*.read", "system/*.write", "system/*.*"},
@@ -161,9 +161,13 @@ func TestDiscovery(t *testing.T) {
 	if got := smart["code_challenge_methods_supported"]; !reflect.DeepEqual(got, []any{"S256"}) {
 		t.Errorf("SMART code_challenge_methods_supported %v", got)
 	}
-	// No patient picker, so no standalone patient context.
+	// Both launches and the context each gives (tests/oidc/smart.test.js
+	// runs them with fhirclient); no authorize-post: the authorization
+	// endpoint's POST is its own pages'.
 	caps, _ := smart["capabilities"].([]any)
-	want := []any{"client-confidential-symmetric", "client-confidential-asymmetric", "permission-offline", "permission-patient", "permission-user", "sso-openid-connect"}
+	want := []any{"launch-ehr", "launch-standalone", "client-public", "client-confidential-symmetric", "client-confidential-asymmetric",
+		"context-ehr-patient", "context-ehr-encounter", "context-standalone-patient", "context-banner", "context-style",
+		"permission-offline", "permission-patient", "permission-user", "permission-v1", "permission-v2", "sso-openid-connect"}
 	if !reflect.DeepEqual(caps, want) {
 		t.Errorf("SMART capabilities %v, want %v", caps, want)
 	}

@@ -234,6 +234,12 @@ func (s *Service) tokenInfo(ctx context.Context, t presentedToken, caller *sessi
 	if t.refresh() {
 		info["token_type"] = "refresh_token"
 	}
+	// The patient in context, as Medplum's introspection says it.
+	if p := l.Patient(); p != "" {
+		info["patient"] = p
+	} else if typ, id, _ := fhir.SplitReference(m.Profile); typ == "Patient" {
+		info["patient"] = id
+	}
 	if c.ExpiresAt != nil {
 		info["exp"] = c.ExpiresAt.Unix()
 	}

@@ -76,7 +76,7 @@ func (s *Service) UserTokens(ctx context.Context, r *bus.Request, grant, loginID
 	ac := &auth.Claims{LoginID: loginID, Username: uid, Profile: m.Profile, Scope: l.Scope, ClientID: l.Client}
 	ac.Subject = uid
 	ac.Audience = jwt.ClaimStrings{s.cfg.BaseURL}
-	granted := access.GrantedScope(l.Scope)
+	granted := grantedScope(l)
 	accessToken, err := s.signer.Sign(ac, s.cfg.TokenLifetime)
 	if err != nil {
 		return nil, err
@@ -97,10 +97,7 @@ func (s *Service) UserTokens(ctx context.Context, r *bus.Request, grant, loginID
 		"project": project,
 		"profile": profile,
 	}
-	if strings.HasPrefix(m.Profile, "Patient/") {
-		_, pid, _ := fhir.SplitReference(m.Profile)
-		body["patient"] = pid
-	}
+	s.launchContext(body, l, m)
 	// Super admins never get refresh tokens (Medplum's rule).
 	if refresh != "" && !m.SuperAdmin {
 		rc := &auth.Claims{LoginID: loginID, RefreshSecret: refresh, ClientID: l.Client}
@@ -116,6 +113,44 @@ func (s *Service) UserTokens(ctx context.Context, r *bus.Request, grant, loginID
 	resp.Header["Cache-Control"] = "no-store"
 	resp.Header["Pragma"] = "no-cache"
 	return resp, nil
+}
+
+// grantedScope is what the login's scope is honoured as: the resource and
+// OpenID scopes Pinion serves, and the launch scope its context answers.
+func grantedScope(l *session.Login) string {
+	granted := access.GrantedScope(l.Scope)
+	if l.Launch != nil && HasScope(l.Scope, l.Launch.Scope) {
+		granted = strings.TrimSpace(granted + " " + l.Launch.Scope)
+	}
+	return granted
+}
+
+// launchContext adds SMART's launch context to a token answer, as Medplum
+// sends it: the patient in context (the launch's, or a Patient's own),
+// the encounter and fhirContext of an EHR launch, whether the app should
+// show a patient banner, and where its styles are.
+func (s *Service) launchContext(body map[string]any, l *session.Login, m *session.Membership) {
+	patient := l.Patient()
+	if t, id, _ := fhir.SplitReference(m.Profile); t == "Patient" {
+		patient = id
+	}
+	if patient != "" {
+		body["patient"] = patient
+	}
+	if lc := l.Launch; lc != nil {
+		if lc.Encounter != "" {
+			body["encounter"] = lc.Encounter
+		}
+		if len(lc.FHIRContext) > 0 {
+			refs := make([]map[string]string, len(lc.FHIRContext))
+			for i, r := range lc.FHIRContext {
+				refs[i] = map[string]string{"reference": r}
+			}
+			body["fhirContext"] = refs
+		}
+	}
+	body["need_patient_banner"] = patient != ""
+	body["smart_style_url"] = s.cfg.BaseURL + "fhir/R4/.well-known/smart-styles.json"
 }
 
 func firstNonEmpty(a, b string) string {

@@ -88,6 +88,8 @@ func (s *Service) SignedIn(ctx context.Context, b web.Browser) (*BrowserSession,
 type AuthRequest struct {
 	ResponseType, ClientID, RedirectURI, Scope, State, Nonce string
 	Challenge, ChallengeMethod, Prompt, LoginHint            string
+	// Launch is SMART's EHR launch: a SmartAppLaunch id (launch.go).
+	Launch string
 	// MaxAge is OIDC's max_age: a sign-in older than this many seconds
 	// asks for the password again. Like prompt, it is not carried by the
 	// pages' forms: the sign-in they post is new.
@@ -111,7 +113,7 @@ func ReadAuthRequest(v url.Values) AuthRequest {
 		ResponseType: v.Get("response_type"), ClientID: v.Get("client_id"), RedirectURI: v.Get("redirect_uri"),
 		Scope: cmp.Or(v.Get("scope"), "openid"), State: v.Get("state"), Nonce: v.Get("nonce"),
 		Challenge: v.Get("code_challenge"), ChallengeMethod: v.Get("code_challenge_method"),
-		Prompt: v.Get("prompt"), LoginHint: v.Get("login_hint"), MaxAge: v.Get("max_age"),
+		Prompt: v.Get("prompt"), LoginHint: v.Get("login_hint"), MaxAge: v.Get("max_age"), Launch: v.Get("launch"),
 	}
 }
 
@@ -121,6 +123,7 @@ func (a AuthRequest) Values() url.Values {
 	for k, x := range map[string]string{
 		"response_type": a.ResponseType, "client_id": a.ClientID, "redirect_uri": a.RedirectURI, "scope": a.Scope,
 		"state": a.State, "nonce": a.Nonce, "code_challenge": a.Challenge, "code_challenge_method": a.ChallengeMethod,
+		"launch": a.Launch,
 	} {
 		if x != "" {
 			v.Set(k, x)
@@ -234,6 +237,9 @@ func (s *Service) Authorize(ctx context.Context, r *bus.Request) (*bus.Response,
 	}
 	if code, desc := a.checkRequest(); code != "" {
 		return a.fail(code, desc), nil
+	}
+	if refused, err := s.checkLaunch(ctx, a); refused != nil || err != nil {
+		return refused, err
 	}
 	bs, err := s.SignedIn(ctx, b)
 	if err != nil {
@@ -393,7 +399,12 @@ func (s *Service) finish(ctx context.Context, r *bus.Request, b web.Browser, a A
 			return resp, err
 		}
 	}
+	launch, page, err := s.launchContext(ctx, b, a, bs, membership, form)
+	if page != nil || err != nil {
+		return page, err
+	}
 	l := a.login(bs, membership)
+	l.Launch = launch
 	loginID := uuid.NewString()
 	code := authserver.NewCode(loginID, &l, time.Now())
 	if err := s.PutSignIn(ctx, r, loginID, &l); err != nil {

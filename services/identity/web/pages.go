@@ -37,7 +37,7 @@ var (
 )
 
 // pageNames are the templates, each pages/<name>.html in pages/layout.html.
-var pageNames = []string{"message", "setpassword", "resetpassword", "signin", "choose", "consent", "mfa", "recovery",
+var pageNames = []string{"message", "setpassword", "resetpassword", "signin", "choose", "patient", "consent", "mfa", "recovery",
 	"passkeys", "passkeysignin", "register", "newproject", "signout", "verifyemail"}
 
 func init() {
@@ -85,7 +85,20 @@ type Data struct {
 	Register *Register
 	// The passkey pages.
 	Passkeys *Passkeys
+	// The SMART patient picker.
+	Picker *Picker
 }
+
+// Picker is what the SMART patient picker shows: the search asked for
+// and the patients found.
+type Picker struct {
+	Name, BirthDate string
+	Problem         string // why the search could not run
+	Patients        []PatientChoice
+}
+
+// PatientChoice is one patient the picker lists.
+type PatientChoice struct{ ID, Name, BirthDate string }
 
 // Choice is one membership on the project page.
 type Choice struct{ ID, Project, Profile string }
