@@ -57,6 +57,8 @@ var Routes = []Route{
 	{"POST", "/auth/revoke", "pinion.identity.POST.auth.revoke", Token, "identity", "signins.AuthRevoke"},
 	{"POST", "/auth/setpassword", "pinion.identity.POST.auth.setpassword", Public | SignInLimit, "identity", "accounts.SetPassword"},
 	{"POST", "/auth/verifyemail", "pinion.identity.POST.auth.verifyemail", Public | SignInLimit, "identity", "accounts.VerifyEmail"},
+	{"GET", "/consents", "pinion.identity.GET.consents", Public, "identity", "signins.ConsentsPage"},
+	{"POST", "/consents", "pinion.identity.POST.consents", Public | SignInLimit, "identity", "signins.ConsentsPage"},
 	{"POST", "/fhir/R4", "pinion.fhir.POST.fhir.R4", Token, "fhir", "batch"},
 	{"GET", "/fhir/R4/$export", "pinion.fhir.GET.fhir.R4.$export", Token, "fhir", "export"},
 	{"POST", "/fhir/R4/$export", "pinion.fhir.POST.fhir.R4.$export", Token, "fhir", "export"},

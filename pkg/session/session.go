@@ -378,10 +378,42 @@ func (s *Store) EndSessions(ctx context.Context, user string) (uint64, error) {
 	return s.ended.Put(ctx, user, []byte(strconv.FormatInt(time.Now().UnixMilli(), 10)))
 }
 
+// EndConsentedSessions ends every sign-in of user through client that was
+// made under a consent (Login.Consented) before now: the consent was
+// withdrawn, and the access tokens issued under it stop with it.
+func (s *Store) EndConsentedSessions(ctx context.Context, user, client string) (uint64, error) {
+	return s.ended.Put(ctx, consentEndedKey(user, client), []byte(strconv.FormatInt(time.Now().UnixMilli(), 10)))
+}
+
+// consentEndedKey is where the ended bucket keeps when user last withdrew
+// their consent to client, beside the user's own key.
+func consentEndedKey(user, client string) string { return user + "/consent/" + client }
+
+// ConsentWithdrawn is when the login's consent was last withdrawn (Unix
+// milliseconds; 0 if never, or for a login made without one).
+func (s *Store) ConsentWithdrawn(ctx context.Context, l *Login) (int64, error) {
+	if !l.Consented {
+		return 0, nil
+	}
+	return s.endedAt(ctx, consentEndedKey(l.User, l.Client))
+}
+
+// Withdrawn reports whether the login was made under a consent that was
+// withdrawn since (at withdrawn). The code, not the browser's sign-in it
+// came from, is when the consent was used: a new consent counts.
+func (l *Login) Withdrawn(withdrawn int64) bool {
+	return l.Consented && withdrawn > 0 && l.CodeAt < withdrawn
+}
+
 // SessionsEnded is when a user's sign-ins were last ended (Unix
 // milliseconds; 0 if never).
 func (s *Store) SessionsEnded(ctx context.Context, user string) (int64, error) {
-	e, err := s.ended.Get(ctx, user)
+	return s.endedAt(ctx, user)
+}
+
+// endedAt reads a time of the ended bucket (0 when it has none).
+func (s *Store) endedAt(ctx context.Context, key string) (int64, error) {
+	e, err := s.ended.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, nil
 	}
@@ -626,6 +658,7 @@ func (v *View) Lookup(ctx context.Context, loginID string) (*Login, string, *Mem
 	}
 	v.mu.RLock()
 	ended := v.ended[l.User] // keyed by user reference ("User/<id>")
+	withdrawn := v.ended[consentEndedKey(l.User, l.Client)]
 	m := v.memberships[l.Membership]
 	v.mu.RUnlock()
 	switch {
@@ -633,6 +666,8 @@ func (v *View) Lookup(ctx context.Context, loginID string) (*Login, string, *Mem
 		return nil, "", nil, fmt.Errorf("%w: login revoked", ErrInactive)
 	case l.Dead(ended):
 		return nil, "", nil, fmt.Errorf("%w: login began at %d, before the user's sessions ended at %d", ErrInactive, l.Start, ended)
+	case l.Withdrawn(withdrawn):
+		return nil, "", nil, fmt.Errorf("%w: login made at %d, before the person withdrew their consent at %d", ErrInactive, l.CodeAt, withdrawn)
 	}
 	if m == nil {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -182,7 +182,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := audit.EnsureStream(ctx, s.js); err != nil {
 		return err
 	}
-	if s.consents, err = consent.Open(ctx, s.js); err != nil {
+	if s.consents, err = consent.Open(ctx, s.js, s.sessions); err != nil {
 		return err
 	}
 	if s.browsers, err = s.signins.Start(ctx, s.js, s.consents); err != nil {
@@ -250,6 +250,8 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Handle("DELETE /auth/passkeys/:id", bus.Token, s.factors.Remove),
 		bus.Handle("GET /admin/projects/:projectId/mfa", bus.Token, s.factors.Overview),
 		bus.Handle("GET /passkeys", bus.Public, s.signins.PasskeysPage),
+		bus.Handle("GET /consents", bus.Public, s.signins.ConsentsPage),
+		bus.Handle("POST /consents", bus.Public|bus.SignInLimit, s.signins.ConsentsPage),
 		bus.Handle("POST /passkeys", bus.Public|bus.SignInLimit, s.signins.PasskeysPage),
 		// Pages for people in a browser.
 		bus.Handle("GET /setpassword/:id/:secret", bus.Public, s.accounts.SetPasswordPage),

@@ -233,3 +233,38 @@ test('prompt=none for a client the person never allowed comes back with consent_
     }
   );
 });
+
+test("withdrawing a consent ends the client's access tokens as well as its refresh tokens, and nothing else", async () => {
+  const b = await configFor(apps.b);
+  const tokensB = await freshTokens(b);
+  const tokensA = await freshTokens(await configFor(apps.a));
+  const me = (token) => fetch(stack.baseUrl + 'auth/me', { headers: { authorization: `Bearer ${token}` } });
+  assert.equal((await me(tokensB.access_token)).status, 200);
+
+  // The person withdraws their consent to b, through a's session.
+  const res = await fetch(stack.baseUrl + `auth/consents/${apps.b.id}`, {
+    method: 'DELETE',
+    headers: { authorization: `Bearer ${tokensA.access_token}` },
+  });
+  assert.equal(res.status, 200, await res.text());
+
+  // b's access token stops at once (the answer waited for the gateway's view).
+  const after = await me(tokensB.access_token);
+  assert.equal(after.status, 401, await after.text());
+  const as = b.serverMetadata();
+  const c = { client_id: apps.b.id };
+  const info = await readable(oauth.processIntrospectionResponse(as, c,
+    await oauth.introspectionRequest(as, c, oauth.ClientSecretBasic(apps.b.secret), tokensB.access_token, insecure)));
+  assert.equal(info.active, false, JSON.stringify(info));
+  const { error } = await oauthError(client.refreshTokenGrant(b, tokensB.refresh_token));
+  assert.equal(error, 'invalid_grant');
+  // a's sign-in goes on; b, signed in again after a new consent, works.
+  assert.equal((await me(tokensA.access_token)).status, 200);
+  const again = await freshTokens(b);
+  assert.equal((await me(again.access_token)).status, 200);
+  // The new consent does not bring the old sign-in back.
+  assert.equal((await me(tokensB.access_token)).status, 401);
+  const old = await readable(oauth.processIntrospectionResponse(as, c,
+    await oauth.introspectionRequest(as, c, oauth.ClientSecretBasic(apps.b.secret), tokensB.access_token, insecure)));
+  assert.equal(old.active, false, JSON.stringify(old));
+});

@@ -71,12 +71,17 @@ func (g refreshToken) Issue(ctx context.Context, r *bus.Request, form url.Values
 			return cmp.Or(err, errStop)
 		}
 		if l.Consented {
+			withdrawn, err := s.sessions.ConsentWithdrawn(ctx, l)
+			if err != nil {
+				return err
+			}
 			ok, err := s.consents.Given(ctx, l.User, l.Client, "")
 			if err != nil {
 				return err
 			}
-			if !ok {
-				// The person withdrew their consent: the sign-in ends.
+			if !ok || l.Withdrawn(withdrawn) {
+				// The person withdrew their consent (and may have given a
+				// new one since, to a new sign-in): this sign-in ends.
 				terr = InvalidGrant("Consent withdrawn")
 				l.Revoked = true
 				return nil

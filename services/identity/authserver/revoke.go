@@ -208,6 +208,10 @@ func (s *Service) tokenInfo(ctx context.Context, t presentedToken, caller *sessi
 		// A rotated-out refresh token would revoke its login if used.
 		return inactive, nil
 	}
+	// A sign-in made under a consent ends when the consent goes.
+	if withdrawn, err := s.sessions.ConsentWithdrawn(ctx, l); err != nil || l.Withdrawn(withdrawn) {
+		return inactive, err
+	}
 	m, err := s.sessions.GetMembership(ctx, l.Membership)
 	if errors.Is(err, session.ErrNotFound) {
 		return inactive, nil

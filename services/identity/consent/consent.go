@@ -2,8 +2,9 @@
 // the first code for a client that is not first-party, the person is asked
 // whether it may act for them, with the scopes it asked for (the page is
 // signin's). The answer is kept per person and client, covers those
-// scopes, and is withdrawn with DELETE /auth/consents/<client>; a refresh
-// token issued under a consent stops working when the consent goes.
+// scopes, and is withdrawn with DELETE /auth/consents/<client> or on the
+// person's consents page; the sign-ins made under a consent end with it,
+// their access and refresh tokens too.
 package consent
 
 import (
@@ -23,6 +24,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/kvcas"
+	"github.com/pinion-health/pinion/pkg/session"
 )
 
 // bucket keeps the consents, keyed by person and client (digests, so any
@@ -30,15 +32,18 @@ import (
 const bucket = "pinion_consents"
 
 // Store keeps people's consents.
-type Store struct{ kv jetstream.KeyValue }
+type Store struct {
+	kv       jetstream.KeyValue
+	sessions *session.Store // whose sign-ins end with a withdrawn consent
+}
 
 // Open opens the consents' bucket, making it on first use.
-func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
+func Open(ctx context.Context, js jetstream.JetStream, sessions *session.Store) (*Store, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, Description: "people's consents to clients"})
 	if err != nil {
 		return nil, fmt.Errorf("consents: %w", err)
 	}
-	return &Store{kv: kv}, nil
+	return &Store{kv: kv, sessions: sessions}, nil
 }
 
 // Consent is one person's consent to one client.
@@ -113,6 +118,15 @@ func (s *Store) List(ctx context.Context, r *bus.Request) (*bus.Response, error)
 	if err != nil {
 		return nil, err
 	}
+	out, err := s.Of(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	return bus.JSON(200, map[string]any{"consents": out}), nil
+}
+
+// Of lists the clients user consented to (the first maxConsentsListed).
+func (s *Store) Of(ctx context.Context, user string) ([]Consent, error) {
 	lister, err := s.kv.ListKeysFiltered(ctx, digestKey(user)+".*")
 	if err != nil {
 		return nil, err
@@ -131,26 +145,41 @@ func (s *Store) List(ctx context.Context, r *bus.Request) (*bus.Response, error)
 			break
 		}
 	}
-	return bus.JSON(200, map[string]any{"consents": out}), nil
+	return out, nil
 }
 
-// Withdraw is DELETE /auth/consents/:clientId: the client's next
-// sign-in asks again, and its refresh tokens for the caller stop.
+// Withdraw is DELETE /auth/consents/:clientId.
 func (s *Store) Withdraw(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	user, err := consentUser(r)
 	if err != nil {
 		return nil, err
 	}
-	key := consentKey(user, r.Param("clientId"))
+	rev, err := s.End(ctx, user, r.Param("clientId"))
+	if err != nil {
+		return nil, err
+	}
+	// Answered once this gateway's view has the end: the client's next
+	// request with a token of the consent is refused.
+	return bus.OK().WithSession(session.EndedBucket, rev), nil
+}
+
+// End withdraws user's consent to client: the client's next sign-in asks
+// again, and every sign-in made under the consent ends, its access and
+// refresh tokens with it. 404 when there is no such consent. rev is the
+// sessions' ended bucket revision that ends them.
+func (s *Store) End(ctx context.Context, user, client string) (rev uint64, err error) {
+	key := consentKey(user, client)
 	if _, err := s.kv.Get(ctx, key); errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, fhir.NotFound()
+		return 0, fhir.NotFound()
 	} else if err != nil {
-		return nil, err
+		return 0, err
 	}
-	if err := s.kv.Delete(ctx, key); err != nil {
-		return nil, err
+	// The sign-ins end first: should the delete then fail, the consent is
+	// still listed, and withdrawing it again finishes the work.
+	if rev, err = s.sessions.EndConsentedSessions(ctx, user, client); err != nil {
+		return 0, err
 	}
-	return bus.OK(), nil
+	return rev, s.kv.Delete(ctx, key)
 }
 
 // consentUser is the person behind a request about their consents: only

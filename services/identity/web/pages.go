@@ -37,7 +37,7 @@ var (
 )
 
 // pageNames are the templates, each pages/<name>.html in pages/layout.html.
-var pageNames = []string{"message", "setpassword", "resetpassword", "signin", "choose", "patient", "consent", "mfa", "recovery",
+var pageNames = []string{"message", "setpassword", "resetpassword", "signin", "choose", "patient", "consent", "consents", "mfa", "recovery",
 	"passkeys", "passkeysignin", "register", "newproject", "signout", "verifyemail"}
 
 func init() {
@@ -87,7 +87,19 @@ type Data struct {
 	Passkeys *Passkeys
 	// The SMART patient picker.
 	Picker *Picker
+	// The person's consents page.
+	Consents *Consents
 }
+
+// Consents is what the consents page shows: the applications the person
+// allowed, and what became of a withdrawal.
+type Consents struct {
+	Clients         []ConsentView
+	Notice, Problem string
+}
+
+// ConsentView is one application the person allowed.
+type ConsentView struct{ ID, Name, Scope, Given string }
 
 // Picker is what the SMART patient picker shows: the search asked for
 // and the patients found.
