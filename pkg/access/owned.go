@@ -2,6 +2,7 @@ package access
 
 import (
 	"net/url"
+	"strings"
 
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/pkg/search"
@@ -94,6 +95,6 @@ func narrowedTo(e *entry, typ, profile string) *entry {
 		c = store.And(*e.filter, c)
 	}
 	n.filter = &c
-	n.criteria += " (owned: " + typ + " kept for another profile excluded)"
+	n.note = strings.TrimSpace(e.note + " (owned: " + typ + " kept for another profile excluded)")
 	return &n
 }

@@ -38,7 +38,8 @@ type entry struct {
 	typ      string      // a resource type, or "*"
 	wild     bool        // written as "*" (its criteria may have narrowed typ)
 	allow    uint8       // interactions, as bits
-	criteria string      // as written, for logs
+	criteria string      // with the membership's values in, as /auth/me shows it
+	note     string      // how the entry was narrowed since, for logs
 	filter   *store.Cond // nil when the entry has no criteria
 	// never marks criteria naming a parameter the membership does not
 	// give: the entry grants its interactions on no resource.
@@ -103,21 +104,22 @@ type membershipDoc struct {
 
 // policyDoc is what a policy needs of an AccessPolicy.
 type policyDoc struct {
-	Resource     []resourceDoc `json:"resource"`
+	Resource     []ResourceRule `json:"resource"`
 	IPAccessRule []struct {
 		Value  string `json:"value"`
 		Action string `json:"action"`
 	} `json:"ipAccessRule"`
 }
 
-// resourceDoc is one AccessPolicy.resource[] entry as written.
-type resourceDoc struct {
+// ResourceRule is one AccessPolicy.resource[] entry: as written in a
+// policy, or as a compiled one shows it (Document).
+type ResourceRule struct {
 	ResourceType   string   `json:"resourceType"`
-	Criteria       string   `json:"criteria"`
-	Readonly       bool     `json:"readonly"`
-	Interaction    []string `json:"interaction"`
-	HiddenFields   []string `json:"hiddenFields"`
-	ReadonlyFields []string `json:"readonlyFields"`
+	Criteria       string   `json:"criteria,omitempty"`
+	Readonly       bool     `json:"readonly,omitempty"`
+	Interaction    []string `json:"interaction,omitempty"`
+	HiddenFields   []string `json:"hiddenFields,omitempty"`
+	ReadonlyFields []string `json:"readonlyFields,omitempty"`
 }
 
 // grant is one use of a policy by a membership: the policy's reference and
@@ -284,7 +286,7 @@ func fixedEntries(p *bus.Principal, user string) []*entry {
 }
 
 // compileEntry compiles one resource[] entry with a grant's parameters.
-func compileEntry(r resourceDoc, ps criteria.Params) (*entry, error) {
+func compileEntry(r ResourceRule, ps criteria.Params) (*entry, error) {
 	typ, crit := r.ResourceType, r.Criteria
 	if typ == "" {
 		return nil, fmt.Errorf("no resourceType")
@@ -322,6 +324,7 @@ func compileEntry(r resourceDoc, ps criteria.Params) (*entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.criteria = c.Text
 	switch {
 	case typ == "*":
 		// Medplum matches such an entry's criteria only against resources
@@ -688,8 +691,8 @@ func (p *Policy) String() string {
 			b.WriteString("; ")
 		}
 		fmt.Fprintf(&b, "%s[%s]", e.typ, allowString(e.allow))
-		if e.criteria != "" {
-			b.WriteString(" " + e.criteria)
+		if c := strings.TrimSpace(e.criteria + " " + e.note); c != "" {
+			b.WriteString(" " + c)
 		}
 		if e.never {
 			b.WriteString(" (unresolved: matches nothing)")
@@ -698,12 +701,15 @@ func (p *Policy) String() string {
 	return b.String()
 }
 
-func allowString(a uint8) string {
+func allowString(a uint8) string { return strings.Join(interactions(a), ",") }
+
+// interactions names the interactions of a set of bits.
+func interactions(a uint8) []string {
 	var s []string
 	for _, i := range []Interaction{Read, VRead, History, Search, Create, Update, Delete} {
 		if a&i.bit() != 0 {
 			s = append(s, string(i))
 		}
 	}
-	return strings.Join(s, ",")
+	return s
 }

@@ -322,7 +322,7 @@ func narrow(e *entry, s *smartScope, patient string) []*entry {
 		}
 		n := *e
 		n.typ, n.allow = t, allow
-		n.criteria = strings.TrimSpace(e.criteria + " (scope " + s.raw + ")")
+		n.note = strings.TrimSpace(e.note + " (scope " + s.raw + ")")
 		if len(conds) > 0 {
 			f := store.And(conds...)
 			n.filter = &f

@@ -163,7 +163,7 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, r *repo.Repo, sessio
 		s.factors, cl, s.oauth, policies, rec, log)
 	s.registration = registration.New(registration.Config{BaseURL: cfg.BaseURL, AppBaseURL: cfg.AppBaseURL, Disabled: cfg.RegisterDisabled,
 		RecaptchaSecret: cfg.RecaptchaSecret, RecaptchaSiteKey: cfg.RecaptchaSiteKey, RecaptchaURL: cfg.RecaptchaURL},
-		nc, r, sessions, pages, limiter, accounts, s.signins, rec, log)
+		nc, r, sessions, pages, limiter, accounts, s.signins, cl, rec, log)
 	s.federation = federation.New(federation.Config{BaseURL: cfg.BaseURL, AppBaseURL: cfg.AppBaseURL, EgressPrivate: cfg.EgressPrivate,
 		GoogleClientID: cfg.GoogleClientID, GoogleJWKSURL: cfg.GoogleJWKSURL},
 		r, sessions, pages, limiter, accounts, s.factors, cl, s.oauth, s.signins, s.registration, log)

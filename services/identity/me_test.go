@@ -27,13 +27,20 @@ func TestMeAndUserinfoNeedAPrincipal(t *testing.T) {
 func TestMe(t *testing.T) {
 	ctx := context.Background()
 	p := newPerson(t, "me")
-	policy := newResource(t, p.project, map[string]any{"resourceType": "AccessPolicy", "name": "all",
-		"resource": []any{map[string]any{"resourceType": "*"}}})
+	policy := newResource(t, p.project, map[string]any{"resourceType": "AccessPolicy", "name": "one patient",
+		"resource": []any{
+			map[string]any{"resourceType": "Patient", "criteria": "Patient?_id=%patient.id"},
+			map[string]any{"resourceType": "Observation", "readonly": true, "hiddenFields": []any{"note"}},
+		}})
+	patientParam := func(id string) map[string]any {
+		return map[string]any{"policy": map[string]any{"reference": policy},
+			"parameter": []any{map[string]any{"name": "patient", "valueReference": map[string]any{"reference": "Patient/" + id}}}}
+	}
 	setMembership(t, p.membership, func(m map[string]any) {
-		m["accessPolicy"] = map[string]any{"reference": policy}
+		m["access"] = []any{patientParam("p1"), patientParam("p2")}
 		m["admin"] = true
 	})
-	principal := &bus.Principal{User: p.user, Profile: p.profile, Project: p.project, Membership: p.membership}
+	principal := &bus.Principal{User: p.user, Profile: p.profile, Project: p.project, Membership: p.membership, Admin: true}
 	resp, err := live.svc.signins.Me(ctx, &bus.Request{Principal: principal})
 	body := decoded(t, resp, err, 200)
 	if resp.Header["Content-Type"] != bus.JSONContentType {
@@ -57,8 +64,33 @@ func TestMe(t *testing.T) {
 	if m["id"] != p.membership || m["admin"] != true || m["accessPolicy"] != nil || m["project"] != nil {
 		t.Fatalf("membership %v", m)
 	}
-	if got := body["accessPolicy"]; !reflect.DeepEqual(got, map[string]any{"reference": policy}) {
-		t.Fatalf("access policy %v", got)
+	// The policy Medplum computes for the login, which its React
+	// components read: each access[] entry's policy with its parameters
+	// in, one after the other, and the admin's own entries.
+	ap := body["accessPolicy"].(map[string]any)
+	rules := map[string]any{}
+	for _, r := range ap["resource"].([]any) {
+		r := r.(map[string]any)
+		key, _ := r["resourceType"].(string)
+		if c, ok := r["criteria"].(string); ok {
+			key = c
+		}
+		rules[key] = r
+	}
+	readOnly := []any{"read", "vread", "history", "search"}
+	for key, want := range map[string]any{
+		"Patient?_id=p1": map[string]any{"resourceType": "Patient", "criteria": "Patient?_id=p1"},
+		"Patient?_id=p2": map[string]any{"resourceType": "Patient", "criteria": "Patient?_id=p2"},
+		"Observation":    map[string]any{"resourceType": "Observation", "readonly": true, "interaction": readOnly, "hiddenFields": []any{"note"}},
+		"Project?_id=" + p.project: map[string]any{"resourceType": "Project", "criteria": "Project?_id=" + p.project,
+			"interaction": append(readOnly, "update"), "hiddenFields": []any{"superAdmin", "systemSecret", "strictMode", "site.recaptchaSecretKey"}},
+	} {
+		if !reflect.DeepEqual(rules[key], want) {
+			t.Errorf("access policy entry %s: %v, want %v", key, rules[key], want)
+		}
+	}
+	if ap["resourceType"] != "AccessPolicy" || rules["*"] != nil {
+		t.Errorf("access policy %v", ap)
 	}
 	if got := body["config"].(map[string]any); got["resourceType"] != "UserConfiguration" || len(got["menu"].([]any)) != 2 {
 		t.Fatalf("config %v", got)
@@ -70,8 +102,13 @@ func TestMe(t *testing.T) {
 	c := cachedClient(t, id)
 	resp, err = live.svc.signins.Me(ctx, &bus.Request{Principal: &bus.Principal{User: "ClientApplication/" + id, Profile: "ClientApplication/" + id,
 		Project: project, Membership: c.Membership}})
-	if body := decoded(t, resp, err, 200); body["user"] != nil || body["security"] != nil || body["accessPolicy"] != nil || body["profile"].(map[string]any)["id"] != id {
+	if body := decoded(t, resp, err, 200); body["user"] != nil || body["security"] != nil || body["profile"].(map[string]any)["id"] != id {
 		t.Fatalf("a client's /auth/me %v", body)
+	} else if got := body["accessPolicy"].(map[string]any)["resource"].([]any); !slices.ContainsFunc(got, func(r any) bool {
+		return reflect.DeepEqual(r, map[string]any{"resourceType": "*"})
+	}) {
+		// A membership without a policy may do anything in its project.
+		t.Fatalf("a client's access policy %v", got)
 	}
 	principal.Profile = "Practitioner/" + uuid.NewString()
 	_, err = live.svc.signins.Me(ctx, &bus.Request{Principal: principal})

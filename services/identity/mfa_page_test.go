@@ -76,7 +76,7 @@ func TestBrowserSignInAsksForTheCode(t *testing.T) {
 		t.Fatalf("no key:\n%s", page.Body)
 	}
 	enrolURI := "otpauth://totp/x?secret=" + string(key[1])
-	expectPage(t, pagePost(t, page, "10.33.0.2", "mfa_code", "000000"), 400, "Invalid token")
+	expectPage(t, pagePost(t, page, "10.33.0.2", "mfa_code", "000000"), 400, "Invalid MFA token")
 	codes := pagePost(t, page, "10.33.0.2", "mfa_code", codeAt(t, enrolURI, now, 0))
 	expectPage(t, codes, 200, `id="recovery-codes"`)
 	if n := strings.Count(string(codes.Body), "<li><code>"); n != factors.RecoveryCount {

@@ -255,8 +255,9 @@ func TestMFAProjectRequirement(t *testing.T) {
 	}
 	_, err = live.svc.signins.MFAVerify(ctx, verifyReq(login, codeAt(t, uri, now, 0)))
 	refusedWith(t, err, 400, "User not enrolled in MFA")
+	// Medplum's login-enroll checks the code as a sign-in's (verifyMfaToken).
 	_, err = live.svc.signins.MFALoginEnroll(ctx, verifyReq(login, "111111"))
-	refusedWith(t, err, 400, "Invalid token")
+	refusedWith(t, err, 400, "Invalid MFA token")
 	resp, err = live.svc.signins.MFALoginEnroll(ctx, verifyReq(login, codeAt(t, uri, now, 0)))
 	body = decoded(t, resp, err, 200)
 	if body["code"] == nil || len(body["recoveryCodes"].([]any)) != factors.RecoveryCount {

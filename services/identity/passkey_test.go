@@ -327,3 +327,16 @@ func TestPasskeyInsteadOfCode(t *testing.T) {
 		t.Fatalf("no code: %v", q)
 	}
 }
+
+// Browsers refuse an IP address as a passkey's relying party: a base URL
+// on one makes the passkey routes a 400 that names the setting to change,
+// not a 500.
+func TestPasskeyOnAnIPAddress(t *testing.T) {
+	p := newPerson(t, "passkeyip")
+	s := live.svc
+	f := factors.New(factors.Config{BaseURL: "http://127.0.0.1:8103/"}, s.repo, s.secrets, s.sessions, s.accounts, s.limiter, s.rec, quiet)
+	_, err := f.RegisterBegin(context.Background(), signedInRequest(p.principal(), "10.40.9.1", nil))
+	if fe := fhir.AsError(err); err == nil || fe.Status != 400 || !strings.Contains(fe.Message(), "PINION_BASE_URL") {
+		t.Fatalf("%v, want a 400 naming PINION_BASE_URL", err)
+	}
+}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/pinion-health/pinion/pkg/repo"
+	"github.com/pinion-health/pinion/pkg/search"
 	"github.com/pinion-health/pinion/services/identity/limits"
 )
 
@@ -111,6 +113,29 @@ func TestRegisterNewProject(t *testing.T) {
 	if err != nil || !m.Admin || m.Profile != profile {
 		t.Fatalf("membership %+v %v", m, err)
 	}
+
+	t.Run("the project's default client", func(t *testing.T) {
+		// As Medplum's createProject: one client, named after the
+		// project, with a secret and a membership of its own.
+		projectID := strings.TrimPrefix(project, "Project/")
+		all, _ := search.Parse("ClientApplication", url.Values{})
+		page, err := live.conns.Repo.Search(ctx, repo.Scope{Project: projectID}, "ClientApplication", all)
+		if err != nil || len(page.Resources) != 1 {
+			t.Fatalf("clients %v %v", page, err)
+		}
+		c, _ := page.Resources[0].Decode()
+		if c["name"] != "Grace's Clinic Default Client" || c["description"] != "Default client for Grace's Clinic" {
+			t.Fatalf("client %v", c)
+		}
+		if cred, err := live.svc.clients.Credentials(ctx, page.Resources[0].ID); err != nil || cred == nil {
+			t.Fatalf("the client has no secret: %v %v", cred, err)
+		}
+		q, _ := search.Parse("ProjectMembership", url.Values{"profile": {"ClientApplication/" + page.Resources[0].ID}})
+		members, err := live.conns.Repo.Search(ctx, repo.Scope{Project: projectID}, "ProjectMembership", q)
+		if err != nil || len(members.Resources) != 1 {
+			t.Fatalf("the client's membership %v %v", members, err)
+		}
+	})
 
 	t.Run("a second project on the same sign-in", func(t *testing.T) {
 		_, err := live.svc.registration.NewProject(ctx, jsonRequest("10.3.0.3", map[string]any{"login": loginID, "projectName": "Another Clinic"}))

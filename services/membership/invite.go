@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -63,7 +64,7 @@ func (s *Service) invite(ctx context.Context, r *bus.Request) (*bus.Response, er
 // inviteMember runs an invite (a decoded body, from an admin of the
 // project) to its end, and returns the membership it made or found.
 func (s *Service) inviteMember(ctx context.Context, by *bus.Principal, projectID string, body map[string]any) (*repo.Resource, error) {
-	req, err := s.validateInvite(ctx, projectID, body, by.User)
+	req, err := s.validateInvite(ctx, projectID, body, s.inviter(ctx, by))
 	if err != nil {
 		return nil, err
 	}
@@ -196,10 +197,64 @@ func inviteOutcome(rec *invite.Record) (string, error) {
 	return rec.MembershipID, nil
 }
 
+// inviter is who invites, as the membership records it: the principal's
+// user, named after its profile (a person's name, a client's or bot's) as
+// Medplum's membership page shows it. A profile that cannot be read leaves
+// the reference unnamed; the invite does not depend on it.
+func (s *Service) inviter(ctx context.Context, by *bus.Principal) fhir.Reference {
+	ref := fhir.Reference{Reference: by.User}
+	typ, id, ok := fhir.SplitReference(by.Profile)
+	if !ok {
+		return ref
+	}
+	res, err := s.repo.Read(ctx, repo.AllProjects, typ, id)
+	if err != nil {
+		if !fhir.Missing(err) {
+			s.log.WarnContext(ctx, "invite: the inviter's profile is unreadable", "profile", by.Profile, "err", err)
+		}
+		return ref
+	}
+	profile, err := res.Decode()
+	if err == nil {
+		ref.Display = profileName(profile)
+	}
+	return ref
+}
+
+// profileName is a profile's name as Medplum displays it: a client's or
+// bot's name, or a person's first name, its text or given and family
+// names; "" for none.
+func profileName(profile map[string]any) string {
+	switch name := profile["name"].(type) {
+	case string:
+		return name
+	case []any:
+		if len(name) == 0 {
+			return ""
+		}
+		n, _ := name[0].(map[string]any)
+		if text, _ := n["text"].(string); text != "" {
+			return text
+		}
+		var parts []string
+		given, _ := n["given"].([]any)
+		for _, g := range given {
+			if g, _ := g.(string); g != "" {
+				parts = append(parts, g)
+			}
+		}
+		if family, _ := n["family"].(string); family != "" {
+			parts = append(parts, family)
+		}
+		return strings.Join(parts, " ")
+	}
+	return ""
+}
+
 // validateInvite checks an invite before anything is written: its fields
 // by themselves (checkInvite), then against the project's data. The order
 // of the checks decides which error a caller sees first.
-func (s *Service) validateInvite(ctx context.Context, projectID string, body map[string]any, invitedBy string) (*invite.Request, error) {
+func (s *Service) validateInvite(ctx context.Context, projectID string, body map[string]any, invitedBy fhir.Reference) (*invite.Request, error) {
 	pj, err := projects.Get(ctx, s.repo, projectID)
 	if err != nil {
 		return nil, err
@@ -209,7 +264,7 @@ func (s *Service) validateInvite(ctx context.Context, projectID string, body map
 		return nil, fhir.Invalid(issues...)
 	}
 	req := &d.Request
-	req.ProjectID, req.ProjectName, req.InvitedBy = projectID, pj.Name, invitedBy
+	req.ProjectID, req.ProjectName, req.InvitedBy = projectID, pj.Name, invitedBy.Reference
 	if req.Patient != "" {
 		_, id, _ := fhir.SplitReference(req.Patient)
 		if _, err := s.repo.Read(ctx, repo.Scope{Project: projectID}, "Patient", id); fhir.Missing(err) {
@@ -238,8 +293,12 @@ func (s *Service) validateInvite(ctx context.Context, projectID string, body map
 			return nil, err
 		}
 	}
-	if invitedBy != "" {
-		req.Membership["invitedBy"] = map[string]any{"reference": invitedBy}
+	if invitedBy.Reference != "" {
+		by := map[string]any{"reference": invitedBy.Reference}
+		if invitedBy.Display != "" {
+			by["display"] = invitedBy.Display
+		}
+		req.Membership["invitedBy"] = by
 	}
 	// Hashed last: argon2 is slow on purpose, and wasted on a refused invite.
 	if d.Password != "" {

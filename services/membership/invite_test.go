@@ -343,6 +343,8 @@ func TestInvite(t *testing.T) {
 	project := fixtureProject(t, map[string]any{"name": "Harbor Clinic"})
 	params := map[string]string{"projectId": project}
 	by := adminOf(project)
+	by.Profile = fixture(t, project, map[string]any{"resourceType": "Practitioner",
+		"name": []any{map[string]any{"given": []any{"Katherine"}, "family": "Johnson"}}})
 	policy := fixturePolicy(t, project)
 	send := func(t *testing.T, body string) (*bus.Response, error) {
 		t.Helper()
@@ -360,10 +362,11 @@ func TestInvite(t *testing.T) {
 		profile, _ := refOf(first["profile"])
 		want := map[string]any{
 			"resourceType": "ProjectMembership", "id": first["id"], "meta": first["meta"], "admin": true, "accessPolicy": ref(policy),
-			"project":   map[string]any{"reference": "Project/" + project, "display": "Harbor Clinic"},
-			"user":      map[string]any{"reference": "User/" + user, "display": email},
-			"profile":   map[string]any{"reference": profile, "display": "Grace Hopper"},
-			"invitedBy": ref(by.User),
+			"project": map[string]any{"reference": "Project/" + project, "display": "Harbor Clinic"},
+			"user":    map[string]any{"reference": "User/" + user, "display": email},
+			"profile": map[string]any{"reference": profile, "display": "Grace Hopper"},
+			// Named as Medplum's app shows it on the membership page.
+			"invitedBy": map[string]any{"reference": by.User, "display": "Katherine Johnson"},
 		}
 		if !reflect.DeepEqual(normalize(first), normalize(want)) {
 			t.Errorf("membership %v\nwant %v", first, want)
@@ -607,5 +610,25 @@ func TestInviteThatCannotStart(t *testing.T) {
 	}
 	if _, err := inviteOutcome(got); !errors.As(err, new(*fhir.Error)) || err.(*fhir.Error).Status != 503 {
 		t.Errorf("outcome of the failed record: %v, want 503", err)
+	}
+}
+
+func TestProfileName(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		profile map[string]any
+		want    string
+	}{
+		{"a person", map[string]any{"name": []any{map[string]any{"given": []any{"Mary", "Jane"}, "family": "Jackson"}}}, "Mary Jane Jackson"},
+		{"a person's text", map[string]any{"name": []any{map[string]any{"text": "Dr. Vaughan", "family": "Vaughan"}}}, "Dr. Vaughan"},
+		{"a client", map[string]any{"resourceType": "ClientApplication", "name": "Front desk"}, "Front desk"},
+		{"no name", map[string]any{"resourceType": "Practitioner"}, ""},
+		{"nothing", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := profileName(tc.profile); got != tc.want {
+				t.Errorf("%q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -9,6 +9,9 @@ import {
   MedplumClient,
   MemoryStorage,
   OperationOutcomeError,
+  canReadResourceType,
+  canWriteResourceType,
+  createReference,
   isJwt,
   normalizeOperationOutcome,
   parseJWTPayload,
@@ -151,6 +154,36 @@ test("post('admin/projects/<id>/client') returns a ClientApplication with a secr
   assert.equal(medplum.getProjectMembership()?.profile.reference, `ClientApplication/${app.id}`);
   assert.ok(!medplum.isSuperAdmin());
   assert.equal(medplum.getActiveLogin().project.reference, `Project/${project.id}`);
+});
+
+test("/auth/me's accessPolicy is the policy computed for the login, which @medplum/core's permission checks read", async () => {
+  const project = await admin.medplum.post('admin/Project', { resourceType: 'Project', name: 'Policy Project' });
+  const policy = await admin.medplum.createResource({
+    resourceType: 'AccessPolicy',
+    meta: { project: project.id },
+    name: 'patients read-only, own observations',
+    resource: [
+      { resourceType: 'Patient', readonly: true },
+      { resourceType: 'Observation', criteria: 'Observation?identifier=%profile.id' },
+    ],
+  });
+  const app = await admin.medplum.post(`admin/projects/${project.id}/client`, {
+    name: 'policy reader',
+    accessPolicy: createReference(policy),
+  });
+  const { medplum } = await loginClient(stack.baseUrl, app.id, app.secret);
+
+  const accessPolicy = medplum.getAccessPolicy();
+  assert.equal(accessPolicy?.resourceType, 'AccessPolicy', JSON.stringify(accessPolicy));
+  assert.ok(canReadResourceType(accessPolicy, 'Patient'));
+  assert.ok(!canWriteResourceType(accessPolicy, 'Patient'));
+  assert.ok(canWriteResourceType(accessPolicy, 'Observation'));
+  assert.ok(!canReadResourceType(accessPolicy, 'Practitioner'));
+  // The parameters are in: %profile is this client.
+  assert.ok(
+    accessPolicy.resource.some((r) => r.criteria === `Observation?identifier=${app.id}`),
+    JSON.stringify(accessPolicy.resource)
+  );
 });
 
 test('startClientLogin with a bad secret rejects with "Invalid secret" and leaves the client signed out', async () => {

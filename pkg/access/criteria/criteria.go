@@ -42,6 +42,9 @@ type Criteria struct {
 	// an entry matches nothing, as in Medplum, where the text stays in the
 	// query and matches no resource.
 	Unresolved string
+	// Text is the criteria with the values in ("Patient?_id=123"), its
+	// parameters in their order: what Medplum's clients read.
+	Text string
 }
 
 // Parse splits "Type?a=1&b=%patient" into its type and parameters
@@ -58,6 +61,7 @@ func Parse(s string, ps Params) (*Criteria, error) {
 		return nil, fmt.Errorf("criteria %q: no resource type", s)
 	}
 	c := &Criteria{Type: typ, Query: url.Values{}}
+	var text []string
 	for _, pair := range strings.Split(raw, "&") {
 		if pair == "" {
 			continue
@@ -75,9 +79,18 @@ func Parse(s string, ps Params) (*Criteria, error) {
 			c.Unresolved = unresolved
 		}
 		c.Query.Add(key, val)
+		text = append(text, k+"="+textEscaper.Replace(val))
+	}
+	c.Text = typ
+	if len(text) > 0 {
+		c.Text += "?" + strings.Join(text, "&")
 	}
 	return c, nil
 }
+
+// textEscaper escapes what would change a value's meaning in the text of a
+// query, and keeps the rest (a reference's '/') readable.
+var textEscaper = strings.NewReplacer("%", "%25", "&", "%26", "#", "%23", "+", "%2B")
 
 // Substitute decodes one raw query value, replacing its variables: the
 // unresolved one first named, if any, is returned too.

@@ -40,3 +40,19 @@ func TestParse(t *testing.T) {
 		t.Errorf("value added parameters: %v %v", c.Query, err)
 	}
 }
+
+func TestParseText(t *testing.T) {
+	ps := Params{"patient": "Patient/123", "odd": "a&b"}
+	for _, tc := range []struct{ in, want string }{
+		{"Patient?_id=%patient.id", "Patient?_id=123"},
+		{"Observation?subject=%patient&status=final", "Observation?subject=Patient/123&status=final"},
+		{"Patient?name=%odd", "Patient?name=a%26b"},
+		{"Patient?name=%other", "Patient?name=%25other"},
+		{"Patient", "Patient"},
+	} {
+		c, err := Parse(tc.in, ps)
+		if err != nil || c.Text != tc.want {
+			t.Errorf("%s: %q %v, want %q", tc.in, c.Text, err, tc.want)
+		}
+	}
+}

@@ -28,21 +28,32 @@ func (s *Service) Create(ctx context.Context, r *bus.Request) (*bus.Response, er
 	if err := writerules.Check(ctx, "ClientApplication", req.Resource, writerules.InProject(s.repo, req.Project.ID)); err != nil {
 		return nil, err
 	}
-	id := uuid.NewString()
-	secret := auth.NewSecret()
-	// The digest is stored before the client exists: a client is never
-	// visible without its secret.
-	if err := s.SetSecret(ctx, id, secret); err != nil {
-		return nil, err
-	}
-	client, err := projects.CreateAgent(ctx, s.repo, s.nc, req.Project, projects.Agent{
-		Resource: req.Resource, ID: id, Policy: req.Policy, Author: r.Principal.Profile, InvitedBy: r.Principal.User,
+	client, secret, err := s.CreateClient(ctx, req.Project, projects.Agent{
+		Resource: req.Resource, Policy: req.Policy, Author: r.Principal.Profile, InvitedBy: r.Principal.User,
 	})
 	if err != nil {
-		s.DropSecret(context.WithoutCancel(ctx), id)
 		return nil, err
 	}
 	return clientResponse(201, client, secret)
+}
+
+// CreateClient creates a ClientApplication (a.Resource, checked already)
+// in project with a new secret and its membership, and returns it with
+// that secret; a.ID is chosen here.
+func (s *Service) CreateClient(ctx context.Context, project *projects.Info, a projects.Agent) (*repo.Resource, string, error) {
+	a.ID = uuid.NewString()
+	secret := auth.NewSecret()
+	// The digest is stored before the client exists: a client is never
+	// visible without its secret.
+	if err := s.SetSecret(ctx, a.ID, secret); err != nil {
+		return nil, "", err
+	}
+	client, err := projects.CreateAgent(ctx, s.repo, s.nc, project, a)
+	if err != nil {
+		s.DropSecret(context.WithoutCancel(ctx), a.ID)
+		return nil, "", err
+	}
+	return client, secret, nil
 }
 
 // clientResponse is a ClientApplication with a secret just generated (later

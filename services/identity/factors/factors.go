@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pinion-health/pinion/pkg/audit"
+	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
@@ -49,5 +50,13 @@ func New(cfg Config, r *repo.Repo, sec *secrets.Store, sessions *session.Store, 
 	return &Service{cfg: cfg, repo: r, secrets: sec, sessions: sessions, accounts: accounts, limiter: limiter, audit: rec, log: log}
 }
 
-// Start keeps passkey ceremonies in browsers, the bucket of browser state.
-func (s *Service) Start(_ context.Context, browsers jetstream.KeyValue) { s.browsers = browsers }
+// Start keeps passkey ceremonies in browsers, the bucket of browser state,
+// and warns when the base URL is one passkeys cannot work on: the server
+// still starts (a standalone one on 127.0.0.1 is a normal thing to run),
+// and the passkey routes say what to change.
+func (s *Service) Start(ctx context.Context, browsers jetstream.KeyValue) {
+	s.browsers = browsers
+	if _, err := s.webAuthn(); err != nil {
+		s.log.WarnContext(ctx, "passkeys are off", "err", fhir.AsError(err).Message())
+	}
+}

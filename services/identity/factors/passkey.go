@@ -20,6 +20,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -134,20 +135,37 @@ type relyingParty struct {
 	err  error
 }
 
+// webAuthn is the relying party, or, when PINION_BASE_URL cannot be one,
+// a 400 that says so: the routes refuse with it, and Start logs it.
 func (s *Service) webAuthn() (*webauthn.WebAuthn, error) {
 	s.rp.once.Do(func() {
 		u, err := url.Parse(s.cfg.BaseURL)
 		if err != nil || u.Hostname() == "" {
-			s.rp.err = errors.New("passkeys: the base URL has no host")
+			s.rp.err = passkeysOff("PINION_BASE_URL names no host")
+			return
+		}
+		if _, err := netip.ParseAddr(u.Hostname()); err == nil {
+			// Browsers take only a domain name as a relying party's id.
+			s.rp.err = passkeysOff("PINION_BASE_URL names the server by the IP address " + u.Hostname() +
+				"; passkeys need a domain name (such as localhost)")
 			return
 		}
 		timeout := webauthn.TimeoutConfig{Enforce: true, Timeout: ceremonyLifetime, TimeoutUVD: ceremonyLifetime}
-		s.rp.wa, s.rp.err = webauthn.New(&webauthn.Config{
+		s.rp.wa, err = webauthn.New(&webauthn.Config{
 			RPID: u.Hostname(), RPDisplayName: mfaIssuer, RPOrigins: []string{u.Scheme + "://" + u.Host},
 			Timeouts: webauthn.TimeoutsConfig{Login: timeout, Registration: timeout},
 		})
+		if err != nil {
+			s.rp.err = passkeysOff("PINION_BASE_URL cannot be a passkey relying party: " + err.Error())
+		}
 	})
 	return s.rp.wa, s.rp.err
+}
+
+// passkeysOff is the 400 of every passkey route on a server whose base
+// URL passkeys cannot work with: a setting to change, not a server fault.
+func passkeysOff(why string) error {
+	return fhir.BadRequest("Passkeys are unavailable on this server: " + why)
 }
 
 // ceremony is a pending challenge: what go-webauthn must see again, and

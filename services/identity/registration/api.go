@@ -366,8 +366,9 @@ func (s *Service) NewProject(ctx context.Context, r *bus.Request) (*bus.Response
 }
 
 // foundProject creates a project named name (checked already) owned by
-// user, as $init does (strict), with user as its admin under a
-// Practitioner profile, and returns that membership's id.
+// user, as Medplum's createProject does (strict, with a default client),
+// with user as its admin under a Practitioner profile, and returns that
+// membership's id.
 func (s *Service) foundProject(ctx context.Context, r *bus.Request, user string, u *registeredUser, name string) (string, error) {
 	if u.Project != nil {
 		// A project's own user (a patient who signed up) owns no other project.
@@ -377,6 +378,12 @@ func (s *Service) foundProject(ctx context.Context, r *bus.Request, user string,
 	id := uuid.NewString()
 	project := map[string]any{"resourceType": "Project", "name": name, "strictMode": true, "owner": map[string]any{"reference": user}}
 	if _, err := s.repo.Create(ctx, repo.AllProjects, project, repo.WriteOptions{ID: id, Project: id, Author: user, Strict: true}); err != nil {
+		return "", err
+	}
+	// The client an app of the project signs in with from the start, as
+	// Medplum makes it: its secret is the admin's to read in the project.
+	client := map[string]any{"resourceType": "ClientApplication", "name": name + " Default Client", "description": "Default client for " + name}
+	if _, _, err := s.clients.CreateClient(ctx, &projects.Info{ID: id, Name: name}, projects.Agent{Resource: client, Author: user, InvitedBy: user}); err != nil {
 		return "", err
 	}
 	membership, err := projects.AddMember(ctx, s.repo, s.nc, id, name, projects.Person{

@@ -16,6 +16,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/session"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/clients"
 	"github.com/pinion-health/pinion/services/identity/limits"
 	"github.com/pinion-health/pinion/services/identity/signin"
 	"github.com/pinion-health/pinion/services/identity/web"
@@ -44,13 +45,14 @@ type Service struct {
 	limiter  *limits.SignIns
 	accounts *account.Service
 	signins  *signin.Service
+	clients  *clients.Service
 	audit    *audit.Recorder
 	log      *slog.Logger
 }
 
 // New wires registration.
 func New(cfg Config, nc *nats.Conn, r *repo.Repo, sessions *session.Store, pages *web.Pages, limiter *limits.SignIns,
-	accounts *account.Service, signins *signin.Service, rec *audit.Recorder, log *slog.Logger) *Service {
+	accounts *account.Service, signins *signin.Service, cl *clients.Service, rec *audit.Recorder, log *slog.Logger) *Service {
 	return &Service{cfg: cfg, nc: nc, repo: r, sessions: sessions, pages: pages, limiter: limiter, accounts: accounts,
-		signins: signins, audit: rec, log: log}
+		signins: signins, clients: cl, audit: rec, log: log}
 }

@@ -20,6 +20,10 @@ import (
 // be asked (a token exchange).
 var ErrFactorOwed = errors.New("this project requires a second factor")
 
+// signInCodeRefused is Medplum's text for a wrong code at sign-in, whether
+// the sign-in verifies a factor or enrols one (its verifyMfaToken).
+const signInCodeRefused = "Invalid MFA token"
+
 // checkFactor is CheckSignIn's second-factor rule: a membership that
 // requires one is signed in to only with one, given here or, where its
 // project trusts that, asserted by the identity provider.
@@ -144,7 +148,9 @@ func (s *Service) completeMFA(ctx context.Context, r *bus.Request, enroll bool) 
 		return err
 	})
 	if errors.Is(err, factors.ErrBadCode) {
-		return nil, fhir.BadRequest(map[bool]string{true: "Invalid token", false: "Invalid MFA token"}[enroll])
+		// Enrolling here checks the code as a sign-in does, with
+		// Medplum's text for it (its /auth/mfa/enroll says "Invalid token").
+		return nil, fhir.BadRequest(signInCodeRefused)
 	}
 	if err != nil {
 		return nil, err

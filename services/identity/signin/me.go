@@ -13,9 +13,10 @@ import (
 
 // me answers GET /auth/me as Medplum does: the profile, cut-down copies of
 // the project and membership (no project secrets), the user configuration
-// (or the default menu), and for a person's login the user, cut down, and
-// what the app's Security page shows: their sessions and memberships in
-// this project. Medplum's client calls it right after every sign-in.
+// (or the default menu), the caller's access policy as computed for it,
+// and for a person's login the user, cut down, and what the app's
+// Security page shows: their sessions and memberships in this project.
+// Medplum's client calls it right after every sign-in.
 func (s *Service) Me(ctx context.Context, r *bus.Request) (*bus.Response, error) {
 	p := r.Principal
 	if p == nil {
@@ -53,9 +54,13 @@ func (s *Service) Me(ctx context.Context, r *bus.Request) (*bus.Response, error)
 			return nil, err
 		}
 	}
-	if ap, ok := membership["accessPolicy"]; ok {
-		out["accessPolicy"] = ap
+	// The policy the server holds the caller to, as Medplum's React
+	// components read it to decide what to offer for editing.
+	policy, err := s.policies.For(ctx, p)
+	if err != nil {
+		return nil, err
 	}
+	out["accessPolicy"] = policy.Document()
 	b, err := json.Marshal(out)
 	if err != nil {
 		return nil, err

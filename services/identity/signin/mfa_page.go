@@ -141,11 +141,7 @@ func (s *Service) factorPosted(ctx context.Context, r *bus.Request, b web.Browse
 		return err
 	})
 	if errors.Is(err, factors.ErrBadCode) {
-		msg := "Invalid MFA token"
-		if p.Step == "enroll" {
-			msg = "Invalid token"
-		}
-		return s.factorPage(ctx, b, a, p, map[string]string{"mfa_code": msg})
+		return s.factorPage(ctx, b, a, p, map[string]string{"mfa_code": signInCodeRefused})
 	}
 	if fe := (*fhir.Error)(nil); errors.As(err, &fe) && fe.Status < 500 {
 		return s.factorPage(ctx, b, a, p, map[string]string{"mfa_code": fe.Message()})
