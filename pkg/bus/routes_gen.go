@@ -78,7 +78,7 @@ var Routes = []Route{
 	{"GET", "/fhir/R4/ValueSet/$expand", "pinion.fhir.GET.fhir.R4.ValueSet.$expand", Token, "fhir", "expandValueSet"},
 	{"GET", "/fhir/R4/ValueSet/$validate-code", "pinion.fhir.GET.fhir.R4.ValueSet.$validate-code", Token, "fhir", "validateValueSetCode"},
 	{"DELETE", "/fhir/R4/bulkdata/export/:id", "pinion.fhir.DELETE.fhir.R4.bulkdata.export.:id", Token, "fhir", "exportCancel"},
-	{"GET", "/fhir/R4/bulkdata/export/:id", "pinion.fhir.GET.fhir.R4.bulkdata.export.:id", Token, "fhir", "exportStatus"},
+	{"GET", "/fhir/R4/bulkdata/export/:id", "pinion.fhir.GET.fhir.R4.bulkdata.export.:id", Token | SignsURLs, "fhir", "exportStatus"},
 	{"GET", "/fhir/R4/job/:id/status", "pinion.fhir.GET.fhir.R4.job.:id.status", Token, "fhir", "jobStatus"},
 	{"GET", "/fhir/R4/metadata", "pinion.fhir.GET.fhir.R4.metadata", Public, "fhir", "capabilities"},
 	{"GET", "/fhir/R4/:type", "pinion.fhir.GET.fhir.R4.:type", Token | SignsURLs, "fhir", "search"},

@@ -159,7 +159,7 @@ func (s *Service) endpoints() []bus.Endpoint {
 		bus.Handle("GET /fhir/R4/Patient/$export", bus.Token, s.export),
 		bus.Handle("POST /fhir/R4/Group/:id/$export", bus.Token, s.export),
 		bus.Handle("GET /fhir/R4/Group/:id/$export", bus.Token, s.export),
-		bus.Handle("GET /fhir/R4/bulkdata/export/:id", bus.Token, s.exportStatus),
+		bus.Handle("GET /fhir/R4/bulkdata/export/:id", bus.Token|bus.SignsURLs, s.exportStatus),
 		bus.Handle("DELETE /fhir/R4/bulkdata/export/:id", bus.Token, s.exportCancel),
 		bus.Handle("POST /fhir/R4/$graphql", bus.Token|bus.SignsURLs, s.graphQL),
 		bus.Handle("GET /fhir/R4/ValueSet/$expand", bus.Token, s.expandValueSet),
