@@ -164,6 +164,10 @@ func (s *Service) endpoints() []bus.Endpoint {
 		bus.Handle("POST /fhir/R4/$graphql", bus.Token|bus.SignsURLs, s.graphQL),
 		bus.Handle("GET /fhir/R4/ValueSet/$expand", bus.Token, s.expandValueSet),
 		bus.Handle("GET /fhir/R4/ValueSet/$validate-code", bus.Token, s.validateValueSetCode),
+		bus.Handle("GET /fhir/R4/CodeSystem/$lookup", bus.Token, s.lookupCode),
+		bus.Handle("POST /fhir/R4/CodeSystem/$lookup", bus.Token, s.lookupCode),
+		bus.Handle("GET /fhir/R4/CodeSystem/:id/$lookup", bus.Token, s.lookupCode),
+		bus.Handle("POST /fhir/R4/CodeSystem/:id/$lookup", bus.Token, s.lookupCode),
 		// A batch or transaction runs its entries through this list's handlers.
 		bus.Handle("POST /fhir/R4", bus.Token, s.batch),
 		bus.Handle("POST /fhir/R4/:type/$validate", bus.Token, s.validate),
