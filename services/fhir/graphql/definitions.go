@@ -1,6 +1,8 @@
 package graphql
 
 import (
+	"context"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,10 +14,12 @@ import (
 )
 
 // StructureDefinitionList and SearchParameterList are answered from the
-// tables Pinion validates and searches with (fhirschema, search), not from
-// stored resources: @medplum/core's requestSchema builds its forms and
-// search controls from them, so they say exactly what the server accepts.
-// Like Medplum's base definitions, they are readable by every caller.
+// tables Pinion validates and searches with (fhirschema, search):
+// @medplum/core's requestSchema builds its forms and search controls from
+// them, so they say exactly what the server accepts. Like Medplum's base
+// definitions, they are readable by every caller. StructureDefinitionList
+// adds the project's own StructureDefinitions (its profiles), read
+// through the caller's policy.
 
 const (
 	defaultCount = 20
@@ -79,8 +83,10 @@ func intArg(v any) (int, bool) {
 }
 
 // structureDefinitions answers StructureDefinitionList: the resources,
-// datatypes and primitives named by name, type or url.
-func structureDefinitions(args map[string]any) ([]map[string]any, error) {
+// datatypes and primitives named by name, type or url, then the project's
+// own StructureDefinitions (its profiles) that match, found as a search
+// of them finds them, as Medplum lists both.
+func (x *executor) structureDefinitions(ctx context.Context, args map[string]any) ([]map[string]any, error) {
 	f, err := parseDefinitionFilter(args, "name", "type", "url")
 	if err != nil {
 		return nil, err
@@ -95,7 +101,21 @@ func structureDefinitions(args map[string]any) ([]map[string]any, error) {
 			out = append(out, sd)
 		}
 	}
-	return f.page(out), nil
+	if err := x.spend(ctx, 1); err != nil {
+		return nil, err
+	}
+	q := url.Values{"_count": {strconv.Itoa(min(f.offset+f.count, maxCount))}}
+	for k, v := range f.eq {
+		if k == "name" {
+			k = "name:exact" // name is a string parameter: a prefix match otherwise
+		}
+		q.Set(k, v)
+	}
+	own, err := x.st.Search(ctx, "StructureDefinition", q)
+	if err != nil {
+		return nil, err
+	}
+	return f.page(append(out, own...)), nil
 }
 
 // definitions caches each type's StructureDefinition: the tables never

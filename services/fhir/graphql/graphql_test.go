@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -16,11 +17,32 @@ import (
 // sends for Patient (its whitespace collapsed as the client does).
 const requestSchemaQuery = `{ StructureDefinitionList(_filter: "name eq Patient") { resourceType, name, kind, description, type, url, snapshot { element { id, path, definition, min, max, base { path, min, max }, contentReference, type { code, profile, targetProfile }, binding { strength, valueSet } } } } SearchParameterList(base: "Patient", _count: 100) { base, code, type, expression, target } }`
 
-// run executes a query that reads no stored resource (definitions, or
-// one refused before any read), so no store is needed.
+// emptyStore holds no resource: a project that stored none.
+type emptyStore struct{}
+
+func (emptyStore) Read(context.Context, string, string) (map[string]any, error) {
+	return nil, fhir.NotFound()
+}
+
+func (emptyStore) Search(context.Context, string, url.Values) ([]map[string]any, error) {
+	return nil, nil
+}
+
+func (emptyStore) Create(context.Context, string, map[string]any) (map[string]any, error) {
+	return nil, fhir.Forbidden()
+}
+
+func (emptyStore) Update(context.Context, string, string, map[string]any) (map[string]any, error) {
+	return nil, fhir.Forbidden()
+}
+
+func (emptyStore) Delete(context.Context, string, string) error { return fhir.Forbidden() }
+
+// run executes a query against a project that stored nothing: the
+// definitions' tables, or a query refused before any read.
 func run(t *testing.T, q string) (map[string]any, error) {
 	t.Helper()
-	resp, err := Execute(context.Background(), nil, Request{Query: q}, DefaultLimits)
+	resp, err := Execute(context.Background(), emptyStore{}, Request{Query: q}, DefaultLimits)
 	if err != nil {
 		return nil, err
 	}
