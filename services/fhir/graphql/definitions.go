@@ -139,12 +139,16 @@ func cachedDefinition(name string) map[string]any {
 
 func definitionURL(name string) string { return "http://hl7.org/fhir/StructureDefinition/" + name }
 
+// structureDefinition answers d as Medplum's base definitions read, texts
+// included: its app shows the description and each element's definition,
+// and offers a reference's target types from type.targetProfile.
 func structureDefinition(d fhirschema.Type) map[string]any {
 	root := map[string]any{"id": d.Name, "path": d.Name, "min": 0, "max": "*",
 		"base": map[string]any{"path": d.Name, "min": 0, "max": "*"}}
+	setString(root, "definition", fhirschema.Definition(d.Name))
 	elements := []any{root}
 	elements = appendElements(elements, d, d.Name, 0)
-	return map[string]any{
+	sd := map[string]any{
 		"resourceType": "StructureDefinition",
 		"id":           d.Name,
 		"url":          definitionURL(d.Name),
@@ -154,6 +158,15 @@ func structureDefinition(d fhirschema.Type) map[string]any {
 		"status":       "active",
 		"abstract":     false,
 		"snapshot":     map[string]any{"element": elements},
+	}
+	setString(sd, "description", fhirschema.Description(d.Name))
+	return sd
+}
+
+// setString sets m[k] to a non-empty v: FHIR has no empty strings.
+func setString(m map[string]any, k, v string) {
+	if v != "" {
+		m[k] = v
 	}
 }
 
@@ -169,6 +182,11 @@ func appendElements(out []any, d fhirschema.Type, path string, depth int) []any 
 		}
 		e := map[string]any{"id": p, "path": p, "min": el.Min, "max": maxS,
 			"base": map[string]any{"path": p, "min": el.Min, "max": maxS}}
+		// The texts are keyed by the table's name of the element (a
+		// backbone's by its backbone's path): p, as a backbone is
+		// expanded only at its own path.
+		key := d.Name + "." + el.Name
+		setString(e, "definition", fhirschema.Definition(key))
 		var types []any
 		var nested *fhirschema.Type
 		for _, t := range el.Types {
@@ -185,6 +203,13 @@ func appendElements(out []any, d fhirschema.Type, path string, depth int) []any 
 			ty := map[string]any{"code": t.Code}
 			if t.Profile != "" {
 				ty["profile"] = []any{definitionURL(t.Profile)}
+			}
+			if targets := fhirschema.TargetProfiles(key, t.Code); len(targets) > 0 {
+				list := make([]any, len(targets))
+				for i, u := range targets {
+					list[i] = u
+				}
+				ty["targetProfile"] = list
 			}
 			types = append(types, ty)
 		}
