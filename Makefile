@@ -85,8 +85,8 @@ flake:
 # definitions, and the route table what the services' bus.Handle calls
 # declare.
 check-generated: generate
-	@git diff --quiet -- pkg/fhirschema/schema.txt pkg/search/params.txt pkg/terminology/valuesets.txt pkg/bus/routes_gen.go || \
-	  { echo "pkg/fhirschema/schema.txt, pkg/search/params.txt, pkg/terminology/valuesets.txt or pkg/bus/routes_gen.go differ from make generate's output:"; git diff --stat -- pkg/fhirschema pkg/search pkg/terminology pkg/bus/routes_gen.go; exit 1; }
+	@git diff --quiet -- pkg/fhirschema/schema.txt pkg/fhirschema/texts.txt pkg/search/params.txt pkg/terminology/valuesets.txt pkg/bus/routes_gen.go || \
+	  { echo "pkg/fhirschema/schema.txt, pkg/fhirschema/texts.txt, pkg/search/params.txt, pkg/terminology/valuesets.txt or pkg/bus/routes_gen.go differ from make generate's output:"; git diff --stat -- pkg/fhirschema pkg/search pkg/terminology pkg/bus/routes_gen.go; exit 1; }
 
 # Each fuzz target runs briefly on top of its committed seed corpus.
 test-fuzz:

@@ -33,8 +33,7 @@ func TestExportKeptForItsRequester(t *testing.T) {
 		}
 		var files []string
 		for _, o := range manifest["output"].([]any) {
-			u := o.(map[string]any)["url"].(string)
-			files = append(files, u[strings.LastIndex(u, "/")+1:])
+			files = append(files, binaryIDOf(o.(map[string]any)["url"].(string)))
 		}
 		return status[strings.LastIndex(status, "/")+1:], files
 	}

@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pinion-health/pinion/pkg/presign"
 	"github.com/pinion-health/pinion/pkg/repo"
 )
 
@@ -43,21 +45,31 @@ func exportManifest(t *testing.T, tok, status string) map[string]any {
 	return r.json(t)
 }
 
-// exported downloads every file of a manifest: resources by type, and the
-// number of files of each type.
+// exported downloads every file of a manifest, as a Bulk Data client
+// does when requiresAccessToken is false (Medplum's manifests carry
+// presigned URLs): a signed URL without the token. A caller who may not
+// read a file's securityContext (its own profile, for a client whose
+// policy does not grant ClientApplication) is answered the reference, as
+// by Medplum, and reads it with its token. It returns resources by type,
+// and the number of files of each type.
 func exported(t *testing.T, tok string, manifest map[string]any) (map[string][]map[string]any, map[string]int) {
 	t.Helper()
-	if manifest["requiresAccessToken"] != true || manifest["transactionTime"] == nil || manifest["request"] == nil {
+	if manifest["requiresAccessToken"] != false || manifest["transactionTime"] == nil || manifest["request"] == nil {
 		t.Fatalf("manifest: %v", manifest)
 	}
 	out, files := map[string][]map[string]any{}, map[string]int{}
 	for _, o := range manifest["output"].([]any) {
 		f := o.(map[string]any)
 		typ, link := f["type"].(string), f["url"].(string)
-		if !strings.HasPrefix(link, "http://") || !strings.Contains(link, "/fhir/R4/Binary/") {
+		var r *response
+		switch {
+		case strings.Contains(link, "/storage/") && strings.Contains(link, "Signature="):
+			r = fetchStorage(t, link)
+		case strings.HasPrefix(link, "Binary/"):
+			r = do(t, "GET", "fhir/R4/"+link, tok, "", nil, "Accept", "*/*")
+		default:
 			t.Fatalf("file url %q", link)
 		}
-		r := do(t, "GET", link[strings.Index(link, "fhir/R4/"):], tok, "", nil, "Accept", "*/*")
 		expect(t, r, 200)
 		if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/fhir+ndjson") {
 			t.Fatalf("file content type %q", ct)
@@ -270,8 +282,7 @@ func resumeExport(t *testing.T, tok, pid string, done map[string]any, all []map[
 	t.Helper()
 	first := done["output"].([]any)[0].(map[string]any)
 	k := int(first["count"].(float64))
-	link := first["url"].(string)
-	binary := link[strings.LastIndex(link, "/")+1:]
+	binary := binaryIDOf(first["url"].(string))
 	ids := idsOf(all)
 	ctx := context.Background()
 	job, err := stack.conns.Repo.Create(ctx, repo.Scope{Project: pid}, map[string]any{
@@ -305,11 +316,55 @@ func resumeExport(t *testing.T, tok, pid string, done map[string]any, all []map[
 		t.Fatal(err)
 	}
 	manifest := exportManifest(t, tok, "fhir/R4/bulkdata/export/"+job.ID)
-	if got := manifest["output"].([]any)[0].(map[string]any)["url"]; got != link {
-		t.Errorf("the resumed export's first file is %v, want the one written before: %s", got, link)
+	if got := manifest["output"].([]any)[0].(map[string]any)["url"].(string); binaryIDOf(got) != binary {
+		t.Errorf("the resumed export's first file is %v, want the one written before: Binary/%s", got, binary)
 	}
 	got, _ := exported(t, tok, manifest)
 	if resumed := idsOf(got["Patient"]); !slices.Equal(resumed, ids) {
 		t.Fatalf("the resumed export has %d patients (%d distinct), want each of the %d once", len(resumed), len(slices.Compact(resumed)), len(ids))
 	}
+}
+
+// A manifest's file URLs are signed, as Medplum's are presigned: whoever
+// holds one downloads the file without a token until it expires; an
+// altered or expired one is refused with an OperationOutcome.
+func TestBulkExportManifestSigned(t *testing.T) {
+	pid, su := adminProject(t, "Export signed")
+	admin := projectAdmin(t, su, pid, "export-signed-admin@example.com")
+	expect(t, do(t, "POST", "fhir/R4/Patient", admin, "application/fhir+json", patient("Signed")), 201)
+	manifest := exportManifest(t, admin, startExport(t, admin, "fhir/R4/$export?_type=Patient"))
+	got, _ := exported(t, admin, manifest)
+	if len(got["Patient"]) != 1 {
+		t.Fatalf("exported %v", got)
+	}
+	link := manifest["output"].([]any)[0].(map[string]any)["url"].(string)
+	if !strings.Contains(link, "/storage/") {
+		t.Fatalf("the requester's file url %q is not signed", link)
+	}
+	u, err := url.Parse(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := strings.TrimPrefix(u.Path, "/")
+	for name, change := range map[string]func(q url.Values){
+		"signature altered": func(q url.Values) { q.Set("Signature", strings.Repeat("A", len(q.Get("Signature")))) },
+		"expiry moved":      func(q url.Values) { q.Set("Expires", q.Get("Expires")+"0") },
+		"no signature":      func(q url.Values) { q.Del("Signature") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			q := u.Query()
+			change(q)
+			expectOutcome(t, do(t, "GET", path+"?"+q.Encode(), "", "", nil), 403, "Invalid signature")
+		})
+	}
+	t.Run("expired", func(t *testing.T) {
+		past := presign.New("http://localhost/", stack.conns.Repo)
+		past.Now = func() time.Time { return time.Now().Add(-presign.Lifetime - time.Minute) }
+		id, vid, _ := strings.Cut(strings.TrimPrefix(path, "storage/"), "/")
+		old, err := past.URL(context.Background(), id, vid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectOutcome(t, fetchStorage(t, old), 403, "URL has expired")
+	})
 }

@@ -62,6 +62,44 @@ func TestGraphQLSchemaQuery(t *testing.T) {
 	}
 }
 
+// StructureDefinitionList lists the project's own profiles beside the
+// base definitions, as Medplum's app finds them by name or url; another
+// project does not see them.
+func TestGraphQLListsProjectProfiles(t *testing.T) {
+	_, tok := project(t, "GraphQL profiles")
+	const profile = "http://example.com/fhir/StructureDefinition/graphql-project-patient"
+	r := do(t, "POST", "fhir/R4/StructureDefinition", tok, "application/fhir+json", mustJSON(map[string]any{
+		"resourceType": "StructureDefinition", "url": profile, "name": "GraphQLProjectPatient", "status": "active",
+		"kind": "resource", "abstract": false, "type": "Patient", "derivation": "constraint",
+		"baseDefinition": "http://hl7.org/fhir/StructureDefinition/Patient",
+		"description":    "A patient of this project",
+	}))
+	expect(t, r, 201)
+	want := `[{"description":"A patient of this project","name":"GraphQLProjectPatient","type":"Patient","url":"` + profile + `"}]`
+	for _, q := range []string{
+		`{ StructureDefinitionList(name: "GraphQLProjectPatient") { name, type, url, description } }`,
+		`{ StructureDefinitionList(_filter: "url eq ` + profile + `") { name, type, url, description } }`,
+	} {
+		data, errs := gqlAnswer(t, graphQL(t, tok, q, nil))
+		if errs != nil {
+			t.Fatalf("errors: %v", errs)
+		}
+		if got := asJSON(data["StructureDefinitionList"]); got != want {
+			t.Errorf("%s: %s, want %s", q, got, want)
+		}
+	}
+	// A name is matched exactly, not as a prefix; the base Patient stays.
+	data, _ := gqlAnswer(t, graphQL(t, tok, `{ StructureDefinitionList(name: "GraphQLProject") { name } }`, nil))
+	if got := asJSON(data["StructureDefinitionList"]); got != `[]` {
+		t.Errorf("by a prefix of the name: %s", got)
+	}
+	_, other := project(t, "GraphQL profiles elsewhere")
+	data, _ = gqlAnswer(t, graphQL(t, other, `{ StructureDefinitionList(name: "GraphQLProjectPatient") { name } }`, nil))
+	if got := asJSON(data["StructureDefinitionList"]); got != `[]` {
+		t.Errorf("another project sees %s", got)
+	}
+}
+
 // Every node of a query meets the caller's policy, as the REST request it
 // stands for would: hidden fields are absent wherever the resource is
 // reached (by id, in a list, through a reference, by a reverse link), a

@@ -215,7 +215,7 @@ func TestSubject(t *testing.T) {
 }
 
 // TestTraitsAsBefore: the traits are on the routes the path rules they
-// replaced picked (commit 562ae11): the gateway named the applied
+// replaced picked (commit 562ae11), and on those given one since: the gateway named the applied
 // revision on POST /oauth2/token and on every path ending in /$execute;
 // the fhir service signed the answers of the routes its signedRoutes map
 // listed, and unsigned the bodies of its writeRoutes.
@@ -226,6 +226,8 @@ func TestTraitsAsBefore(t *testing.T) {
 		"GET /fhir/R4/:type/:id/_history": true, "GET /fhir/R4/:type": true, "POST /fhir/R4/:type/_search": true,
 		"POST /fhir/R4/:type": true, "PUT /fhir/R4/:type": true, "PUT /fhir/R4/:type/:id": true,
 		"PATCH /fhir/R4/:type/:id": true,
+		// Since: the export manifest's file urls (issue 55).
+		"GET /fhir/R4/bulkdata/export/:id": true,
 	}
 	writeRoutes := map[string]bool{
 		"POST /fhir/R4/:type": true, "PUT /fhir/R4/:type": true, "PUT /fhir/R4/:type/:id": true,

@@ -16,11 +16,17 @@
 // valuesets-medplum.json. The package embeds that table and parses it once,
 // on first use (a few milliseconds), so no service parses megabytes of JSON.
 //
+// The texts a reader of a StructureDefinition wants and validation does not
+// (each type's description, each element's definition, the targetProfile
+// of its Reference and canonical types) are generated into a second table,
+// texts.txt, parsed only when Description, Definition or TargetProfiles is
+// first called (GraphQL's StructureDefinitionList).
+//
 // To regenerate, after changing the version in tools/fhirdefs/package.json:
 //
 //	cd tools/fhirdefs && npm ci && cd ../../pkg && go generate ./fhirschema
 //
-// internal/gen's tests fail when schema.txt is stale.
+// internal/gen's tests fail when schema.txt or texts.txt is stale.
 //
 // # What Validate checks
 //

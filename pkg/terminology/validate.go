@@ -1,23 +1,36 @@
 package terminology
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
 )
 
-// Parameters is the FHIR Parameters resource $validate-code answers with.
+// Parameters is the FHIR Parameters resource $validate-code and $lookup
+// answer with.
 type Parameters struct {
 	ResourceType string      `json:"resourceType"`
 	Parameter    []Parameter `json:"parameter"`
 }
 
-// Parameter is one output parameter.
+// Parameter is one output parameter: a value, or parts.
 type Parameter struct {
-	Name         string `json:"name"`
-	ValueBoolean *bool  `json:"valueBoolean,omitempty"`
-	ValueString  string `json:"valueString,omitempty"`
+	Name string `json:"name"`
+	Value
+	Part []Parameter `json:"part,omitempty"`
+}
+
+// Value is a parameter's value[x], of the kinds a code system's concept
+// properties take (a Coding property is not read).
+type Value struct {
+	ValueBoolean  *bool       `json:"valueBoolean,omitempty"`
+	ValueString   string      `json:"valueString,omitempty"`
+	ValueCode     string      `json:"valueCode,omitempty"`
+	ValueInteger  *int64      `json:"valueInteger,omitempty"`
+	ValueDecimal  json.Number `json:"valueDecimal,omitempty"`
+	ValueDateTime string      `json:"valueDateTime,omitempty"`
 }
 
 // ValidateCode answers ValueSet/$validate-code with url, system, code and
@@ -65,9 +78,9 @@ func ValidateCode(q url.Values) (*Parameters, error) {
 		}
 	}
 	result := found != nil && (display == "" || found.Display == display)
-	out := &Parameters{ResourceType: "Parameters", Parameter: []Parameter{{Name: "result", ValueBoolean: &result}}}
+	out := &Parameters{ResourceType: "Parameters", Parameter: []Parameter{{Name: "result", Value: Value{ValueBoolean: &result}}}}
 	if found != nil && found.Display != "" {
-		out.Parameter = append(out.Parameter, Parameter{Name: "display", ValueString: found.Display})
+		out.Parameter = append(out.Parameter, Parameter{Name: "display", Value: Value{ValueString: found.Display}})
 	}
 	return out, nil
 }

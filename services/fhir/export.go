@@ -867,10 +867,13 @@ func exportStatusAnswer(base string, job *resource.AsyncJob) (*bus.Response, err
 		for _, f := range st.Files {
 			output = append(output, map[string]any{"type": f.Type, "url": base + "fhir/R4/" + f.URL, "count": f.Count})
 		}
+		// The route signs each url (bus.SignsURLs) for a caller who may
+		// read the file, so a client downloads it without the token, as
+		// from Medplum's presigned URLs.
 		return bus.JSON(200, map[string]any{
 			"transactionTime":     job.TransactionTime,
 			"request":             job.Request,
-			"requiresAccessToken": true,
+			"requiresAccessToken": false,
 			"output":              output,
 			"error":               []any{},
 			"deleted":             []any{},

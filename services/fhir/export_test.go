@@ -616,11 +616,11 @@ func TestExportStatusAnswer(t *testing.T) {
 			header: map[string]string{"Retry-After": "2", "X-Progress": "0 resources in 0 files"}},
 		{name: "completed", job: jobWith(t, "completed", files.output(true)), status: 200,
 			header: map[string]string{"Content-Type": bus.JSONContentType},
-			body: `{"transactionTime":"2024-01-01T00:00:00Z","request":"` + base + `fhir/R4/$export","requiresAccessToken":true,"error":[],"deleted":[],"output":[
+			body: `{"transactionTime":"2024-01-01T00:00:00Z","request":"` + base + `fhir/R4/$export","requiresAccessToken":false,"error":[],"deleted":[],"output":[
 				{"type":"Patient","url":"` + base + `fhir/R4/Binary/b1","count":500},{"type":"Observation","url":"` + base + `fhir/R4/Binary/b2","count":7}]}`},
 		{name: "completed empty", job: jobWith(t, "completed", exportState{}.output(true)), status: 200,
 			header: map[string]string{"Content-Type": bus.JSONContentType},
-			body:   `{"transactionTime":"2024-01-01T00:00:00Z","request":"` + base + `fhir/R4/$export","requiresAccessToken":true,"error":[],"deleted":[],"output":[]}`},
+			body:   `{"transactionTime":"2024-01-01T00:00:00Z","request":"` + base + `fhir/R4/$export","requiresAccessToken":false,"error":[],"deleted":[],"output":[]}`},
 		{name: "failed", job: jobWith(t, "error", failedOutput("Invalid value")), status: 500, text: "Invalid value"},
 		{name: "failed without a reason", job: jobWith(t, "error", nil), status: 500, text: "The export failed"},
 		{name: "cancelled", job: jobWith(t, "cancelled", exportState{}.output(true)), status: 404, text: "Not found"},

@@ -39,11 +39,14 @@ func capabilityStatement(base string) []byte {
 		for _, p := range search.Params(t) {
 			r.SearchParam = append(r.SearchParam, param{Name: p.Code, Type: p.Type})
 		}
-		if t == "ValueSet" {
+		switch t {
+		case "ValueSet":
 			r.Operation = []operation{
 				{"expand", "http://hl7.org/fhir/OperationDefinition/ValueSet-expand"},
 				{"validate-code", "http://hl7.org/fhir/OperationDefinition/ValueSet-validate-code"},
 			}
+		case "CodeSystem":
+			r.Operation = []operation{{"lookup", "http://hl7.org/fhir/OperationDefinition/CodeSystem-lookup"}}
 		}
 		resources = append(resources, r)
 	}

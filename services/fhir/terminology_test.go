@@ -6,7 +6,8 @@ import (
 )
 
 // TestCapabilityStatementNamesTerminology: the statement says what is
-// true: _filter on every type, and ValueSet's two operations.
+// true: _filter on every type, ValueSet's two operations and CodeSystem's
+// $lookup.
 func TestCapabilityStatementNamesTerminology(t *testing.T) {
 	var cs struct {
 		Rest []struct {
@@ -28,6 +29,10 @@ func TestCapabilityStatementNamesTerminology(t *testing.T) {
 		case r.Type == "ValueSet":
 			if len(r.Operation) != 2 || r.Operation[0].Name != "expand" || r.Operation[1].Name != "validate-code" {
 				t.Fatalf("ValueSet operations %+v", r.Operation)
+			}
+		case r.Type == "CodeSystem":
+			if len(r.Operation) != 1 || r.Operation[0].Name != "lookup" {
+				t.Fatalf("CodeSystem operations %+v", r.Operation)
 			}
 		case len(r.Operation) != 0:
 			t.Fatalf("%s claims operations %+v", r.Type, r.Operation)

@@ -1,6 +1,8 @@
 package graphql
 
 import (
+	"context"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,10 +14,12 @@ import (
 )
 
 // StructureDefinitionList and SearchParameterList are answered from the
-// tables Pinion validates and searches with (fhirschema, search), not from
-// stored resources: @medplum/core's requestSchema builds its forms and
-// search controls from them, so they say exactly what the server accepts.
-// Like Medplum's base definitions, they are readable by every caller.
+// tables Pinion validates and searches with (fhirschema, search):
+// @medplum/core's requestSchema builds its forms and search controls from
+// them, so they say exactly what the server accepts. Like Medplum's base
+// definitions, they are readable by every caller. StructureDefinitionList
+// adds the project's own StructureDefinitions (its profiles), read
+// through the caller's policy.
 
 const (
 	defaultCount = 20
@@ -79,8 +83,10 @@ func intArg(v any) (int, bool) {
 }
 
 // structureDefinitions answers StructureDefinitionList: the resources,
-// datatypes and primitives named by name, type or url.
-func structureDefinitions(args map[string]any) ([]map[string]any, error) {
+// datatypes and primitives named by name, type or url, then the project's
+// own StructureDefinitions (its profiles) that match, found as a search
+// of them finds them, as Medplum lists both.
+func (x *executor) structureDefinitions(ctx context.Context, args map[string]any) ([]map[string]any, error) {
 	f, err := parseDefinitionFilter(args, "name", "type", "url")
 	if err != nil {
 		return nil, err
@@ -95,7 +101,21 @@ func structureDefinitions(args map[string]any) ([]map[string]any, error) {
 			out = append(out, sd)
 		}
 	}
-	return f.page(out), nil
+	if err := x.spend(ctx, 1); err != nil {
+		return nil, err
+	}
+	q := url.Values{"_count": {strconv.Itoa(min(f.offset+f.count, maxCount))}}
+	for k, v := range f.eq {
+		if k == "name" {
+			k = "name:exact" // name is a string parameter: a prefix match otherwise
+		}
+		q.Set(k, v)
+	}
+	own, err := x.st.Search(ctx, "StructureDefinition", q)
+	if err != nil {
+		return nil, err
+	}
+	return f.page(append(out, own...)), nil
 }
 
 // definitions caches each type's StructureDefinition: the tables never
@@ -119,12 +139,16 @@ func cachedDefinition(name string) map[string]any {
 
 func definitionURL(name string) string { return "http://hl7.org/fhir/StructureDefinition/" + name }
 
+// structureDefinition answers d as Medplum's base definitions read, texts
+// included: its app shows the description and each element's definition,
+// and offers a reference's target types from type.targetProfile.
 func structureDefinition(d fhirschema.Type) map[string]any {
 	root := map[string]any{"id": d.Name, "path": d.Name, "min": 0, "max": "*",
 		"base": map[string]any{"path": d.Name, "min": 0, "max": "*"}}
+	setString(root, "definition", fhirschema.Definition(d.Name))
 	elements := []any{root}
 	elements = appendElements(elements, d, d.Name, 0)
-	return map[string]any{
+	sd := map[string]any{
 		"resourceType": "StructureDefinition",
 		"id":           d.Name,
 		"url":          definitionURL(d.Name),
@@ -134,6 +158,15 @@ func structureDefinition(d fhirschema.Type) map[string]any {
 		"status":       "active",
 		"abstract":     false,
 		"snapshot":     map[string]any{"element": elements},
+	}
+	setString(sd, "description", fhirschema.Description(d.Name))
+	return sd
+}
+
+// setString sets m[k] to a non-empty v: FHIR has no empty strings.
+func setString(m map[string]any, k, v string) {
+	if v != "" {
+		m[k] = v
 	}
 }
 
@@ -149,6 +182,11 @@ func appendElements(out []any, d fhirschema.Type, path string, depth int) []any 
 		}
 		e := map[string]any{"id": p, "path": p, "min": el.Min, "max": maxS,
 			"base": map[string]any{"path": p, "min": el.Min, "max": maxS}}
+		// The texts are keyed by the table's name of the element (a
+		// backbone's by its backbone's path): p, as a backbone is
+		// expanded only at its own path.
+		key := d.Name + "." + el.Name
+		setString(e, "definition", fhirschema.Definition(key))
 		var types []any
 		var nested *fhirschema.Type
 		for _, t := range el.Types {
@@ -165,6 +203,13 @@ func appendElements(out []any, d fhirschema.Type, path string, depth int) []any 
 			ty := map[string]any{"code": t.Code}
 			if t.Profile != "" {
 				ty["profile"] = []any{definitionURL(t.Profile)}
+			}
+			if targets := fhirschema.TargetProfiles(key, t.Code); len(targets) > 0 {
+				list := make([]any, len(targets))
+				for i, u := range targets {
+					list[i] = u
+				}
+				ty["targetProfile"] = list
 			}
 			types = append(types, ty)
 		}

@@ -362,7 +362,7 @@ func (x *executor) query(ctx context.Context, f *ast.Field, sub ast.SelectionSet
 		var err error
 		switch typ {
 		case "StructureDefinition":
-			list, err = structureDefinitions(args)
+			list, err = x.structureDefinitions(ctx, args)
 		case "SearchParameter":
 			list, err = searchParameters(args)
 		default:

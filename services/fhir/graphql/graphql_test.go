@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -16,11 +17,32 @@ import (
 // sends for Patient (its whitespace collapsed as the client does).
 const requestSchemaQuery = `{ StructureDefinitionList(_filter: "name eq Patient") { resourceType, name, kind, description, type, url, snapshot { element { id, path, definition, min, max, base { path, min, max }, contentReference, type { code, profile, targetProfile }, binding { strength, valueSet } } } } SearchParameterList(base: "Patient", _count: 100) { base, code, type, expression, target } }`
 
-// run executes a query that reads no stored resource (definitions, or
-// one refused before any read), so no store is needed.
+// emptyStore holds no resource: a project that stored none.
+type emptyStore struct{}
+
+func (emptyStore) Read(context.Context, string, string) (map[string]any, error) {
+	return nil, fhir.NotFound()
+}
+
+func (emptyStore) Search(context.Context, string, url.Values) ([]map[string]any, error) {
+	return nil, nil
+}
+
+func (emptyStore) Create(context.Context, string, map[string]any) (map[string]any, error) {
+	return nil, fhir.Forbidden()
+}
+
+func (emptyStore) Update(context.Context, string, string, map[string]any) (map[string]any, error) {
+	return nil, fhir.Forbidden()
+}
+
+func (emptyStore) Delete(context.Context, string, string) error { return fhir.Forbidden() }
+
+// run executes a query against a project that stored nothing: the
+// definitions' tables, or a query refused before any read.
 func run(t *testing.T, q string) (map[string]any, error) {
 	t.Helper()
-	resp, err := Execute(context.Background(), nil, Request{Query: q}, DefaultLimits)
+	resp, err := Execute(context.Background(), emptyStore{}, Request{Query: q}, DefaultLimits)
 	if err != nil {
 		return nil, err
 	}
@@ -52,15 +74,16 @@ func TestRequestSchemaQuery(t *testing.T) {
 	byPath := map[string]map[string]any{}
 	for _, e := range sd["snapshot"].(map[string]any)["element"].([]any) {
 		el := e.(map[string]any)
+		delete(el, "definition") // TestRequestSchemaQueryTexts reads the texts
 		byPath[el["path"].(string)] = el
 	}
 	for path, want := range map[string]string{
-		"Patient":              `{"base":{"max":"*","min":0,"path":"Patient"},"binding":null,"contentReference":null,"definition":null,"id":"Patient","max":"*","min":0,"path":"Patient","type":null}`,
-		"Patient.gender":       `{"base":{"max":"1","min":0,"path":"Patient.gender"},"binding":{"strength":"required","valueSet":"http://hl7.org/fhir/ValueSet/administrative-gender|4.0.1"},"contentReference":null,"definition":null,"id":"Patient.gender","max":"1","min":0,"path":"Patient.gender","type":[{"code":"code","profile":null,"targetProfile":null}]}`,
-		"Patient.deceased[x]":  `{"base":{"max":"1","min":0,"path":"Patient.deceased[x]"},"binding":null,"contentReference":null,"definition":null,"id":"Patient.deceased[x]","max":"1","min":0,"path":"Patient.deceased[x]","type":[{"code":"boolean","profile":null,"targetProfile":null},{"code":"dateTime","profile":null,"targetProfile":null}]}`,
-		"Patient.contact":      `{"base":{"max":"*","min":0,"path":"Patient.contact"},"binding":null,"contentReference":null,"definition":null,"id":"Patient.contact","max":"*","min":0,"path":"Patient.contact","type":[{"code":"BackboneElement","profile":null,"targetProfile":null}]}`,
-		"Patient.contact.name": `{"base":{"max":"1","min":0,"path":"Patient.contact.name"},"binding":null,"contentReference":null,"definition":null,"id":"Patient.contact.name","max":"1","min":0,"path":"Patient.contact.name","type":[{"code":"HumanName","profile":null,"targetProfile":null}]}`,
-		"Patient.link.other":   `{"base":{"max":"1","min":1,"path":"Patient.link.other"},"binding":null,"contentReference":null,"definition":null,"id":"Patient.link.other","max":"1","min":1,"path":"Patient.link.other","type":[{"code":"Reference","profile":null,"targetProfile":null}]}`,
+		"Patient":              `{"base":{"max":"*","min":0,"path":"Patient"},"binding":null,"contentReference":null,"id":"Patient","max":"*","min":0,"path":"Patient","type":null}`,
+		"Patient.gender":       `{"base":{"max":"1","min":0,"path":"Patient.gender"},"binding":{"strength":"required","valueSet":"http://hl7.org/fhir/ValueSet/administrative-gender|4.0.1"},"contentReference":null,"id":"Patient.gender","max":"1","min":0,"path":"Patient.gender","type":[{"code":"code","profile":null,"targetProfile":null}]}`,
+		"Patient.deceased[x]":  `{"base":{"max":"1","min":0,"path":"Patient.deceased[x]"},"binding":null,"contentReference":null,"id":"Patient.deceased[x]","max":"1","min":0,"path":"Patient.deceased[x]","type":[{"code":"boolean","profile":null,"targetProfile":null},{"code":"dateTime","profile":null,"targetProfile":null}]}`,
+		"Patient.contact":      `{"base":{"max":"*","min":0,"path":"Patient.contact"},"binding":null,"contentReference":null,"id":"Patient.contact","max":"*","min":0,"path":"Patient.contact","type":[{"code":"BackboneElement","profile":null,"targetProfile":null}]}`,
+		"Patient.contact.name": `{"base":{"max":"1","min":0,"path":"Patient.contact.name"},"binding":null,"contentReference":null,"id":"Patient.contact.name","max":"1","min":0,"path":"Patient.contact.name","type":[{"code":"HumanName","profile":null,"targetProfile":null}]}`,
+		"Patient.link.other":   `{"base":{"max":"1","min":1,"path":"Patient.link.other"},"binding":null,"contentReference":null,"id":"Patient.link.other","max":"1","min":1,"path":"Patient.link.other","type":[{"code":"Reference","profile":null,"targetProfile":["http://hl7.org/fhir/StructureDefinition/Patient","http://hl7.org/fhir/StructureDefinition/RelatedPerson"]}]}`,
 	} {
 		got, _ := json.Marshal(byPath[path])
 		if string(got) != want {
@@ -83,6 +106,48 @@ func TestRequestSchemaQuery(t *testing.T) {
 		got, _ := json.Marshal(params[code])
 		if string(got) != want {
 			t.Errorf("%s:\n got %s\nwant %s", code, got, want)
+		}
+	}
+}
+
+// requestSchema's answer carries the texts Medplum's app shows: each
+// element's definition, the type's description, and the resource types a
+// reference may point at (type.targetProfile).
+func TestRequestSchemaQueryTexts(t *testing.T) {
+	out, err := run(t, requestSchemaQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sds := out["data"].(map[string]any)["StructureDefinitionList"].([]any)
+	if len(sds) != 1 {
+		t.Fatalf("want one StructureDefinition, got %d", len(sds))
+	}
+	sd := sds[0].(map[string]any)
+	if d, _ := sd["description"].(string); !strings.HasPrefix(d, "Demographics and other administrative information about an individual or animal receiving care") {
+		t.Errorf("description: %q", d)
+	}
+	byPath := map[string]map[string]any{}
+	for _, e := range sd["snapshot"].(map[string]any)["element"].([]any) {
+		el := e.(map[string]any)
+		byPath[el["path"].(string)] = el
+	}
+	for path, want := range map[string]string{
+		"Patient":              "Demographics and other administrative information about an individual or animal receiving care",
+		"Patient.active":       "Whether this patient record is in active use",
+		"Patient.contact.name": "A name associated with the contact person.",
+		"Patient.link.other":   "The other patient resource that the link refers to.",
+	} {
+		if d, _ := byPath[path]["definition"].(string); !strings.HasPrefix(d, want) {
+			t.Errorf("%s definition: %q, want it to start with %q", path, d, want)
+		}
+	}
+	for path, want := range map[string]string{
+		"Patient.generalPractitioner": `[{"code":"Reference","profile":null,"targetProfile":["http://hl7.org/fhir/StructureDefinition/Organization","http://hl7.org/fhir/StructureDefinition/Practitioner","http://hl7.org/fhir/StructureDefinition/PractitionerRole"]}]`,
+		"Patient.link.other":          `[{"code":"Reference","profile":null,"targetProfile":["http://hl7.org/fhir/StructureDefinition/Patient","http://hl7.org/fhir/StructureDefinition/RelatedPerson"]}]`,
+		"Patient.active":              `[{"code":"boolean","profile":null,"targetProfile":null}]`,
+	} {
+		if got, _ := json.Marshal(byPath[path]["type"]); string(got) != want {
+			t.Errorf("%s type:\n got %s\nwant %s", path, got, want)
 		}
 	}
 }

