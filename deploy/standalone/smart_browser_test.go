@@ -46,8 +46,11 @@ func TestSmartPatientPickerInBrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("email"), email),
 		chromedp.SendKeys(chromedp.ID("password"), "dee's password"),
 		chromedp.Click(chromedp.CSS("button")),
-		chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)),
-		chromedp.Click(chromedp.CSS(`button[value="allow"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button[value="allow"]`)))
+	if text := pageText(t, ctx); !strings.Contains(text, "ask you which patient to open") {
+		t.Fatalf("the consent page does not say the app will ask for a patient:\n%s", text)
+	}
+	run(t, ctx, chromedp.Click(chromedp.CSS(`button[value="allow"]`)),
 		chromedp.WaitVisible(chromedp.ID("patient_name")))
 	shot(t, ctx, "smart-picker")
 	text := pageText(t, ctx)

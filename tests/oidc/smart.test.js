@@ -188,6 +188,7 @@ test('EHR launch: fhirclient gets the patient and encounter of the launch, and i
   const id = await newLaunch(personToken, {
     patient: { reference: `Patient/${patients.alice}` },
     encounter: { reference: `Encounter/${encounter.body.id}` },
+    fhirContext: [{ reference: `Encounter/${encounter.body.id}` }],
   });
   const got = await launch({ iss: fhirBase, launch: id });
   assert.ok(!got.refused, `refused: ${got.refused}`);
@@ -196,6 +197,7 @@ test('EHR launch: fhirclient gets the patient and encounter of the launch, and i
   assert.equal(got.read, patients.alice, 'the app could not read the patient in context');
   const t = got.tokenResponse;
   assert.equal(t.need_patient_banner, true);
+  assert.deepEqual(t.fhirContext, [{ reference: `Encounter/${encounter.body.id}` }]);
   assert.equal(t.smart_style_url, fhirBase + '/.well-known/smart-styles.json');
   assert.ok(t.scope.split(' ').includes('launch'), t.scope);
   // patient/*.rs on this token: the other patient is out of reach.

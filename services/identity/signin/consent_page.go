@@ -9,6 +9,7 @@ import (
 	"github.com/pinion-health/pinion/pkg/audit"
 	"github.com/pinion-health/pinion/pkg/bus"
 	"github.com/pinion-health/pinion/services/identity/account"
+	"github.com/pinion-health/pinion/services/identity/authserver"
 	"github.com/pinion-health/pinion/services/identity/web"
 )
 
@@ -42,7 +43,7 @@ func (s *Service) askConsent(ctx context.Context, r *bus.Request, b web.Browser,
 		return nil, err
 	}
 	d := web.Data{Title: "Allow " + clientName(a.client) + "?", CSRF: csrf, App: clientName(a.client),
-		Hidden: a.Values(), Membership: membership, Scopes: describeScopes(access.GrantedScope(a.Scope)), Registrar: a.projectName}
+		Hidden: a.Values(), Membership: membership, Scopes: describeScopes(shownScope(a.Scope)), Registrar: a.projectName}
 	for _, c := range choices {
 		if c.ID == membership {
 			d.Project, d.Profile = display(c.Project), display(c.Profile)
@@ -54,6 +55,18 @@ func (s *Service) askConsent(ctx context.Context, r *bus.Request, b web.Browser,
 		resp.Header["Set-Cookie"] = s.pages.SetCookie(b)
 	}
 	return resp, err
+}
+
+// shownScope is what the consent page describes: the scopes honoured, and
+// the launch scopes asked for (they give the application a patient).
+func shownScope(scope string) string {
+	shown := access.GrantedScope(scope)
+	for _, w := range []string{scopeLaunch, scopeLaunchPatient} {
+		if authserver.HasScope(scope, w) {
+			shown += " " + w
+		}
+	}
+	return shown
 }
 
 // describeScopes says in words what each scope lets the client do.
@@ -71,6 +84,10 @@ func describeScopes(scope string) []string {
 			out = append(out, "see your e-mail address")
 		case "offline_access", "offline":
 			out = append(out, "keep access while you are away, until you withdraw it")
+		case scopeLaunch:
+			out = append(out, "open the patient or encounter your record system has open")
+		case scopeLaunchPatient:
+			out = append(out, "ask you which patient to open")
 		default:
 			out = append(out, "use the permission "+w)
 		}
