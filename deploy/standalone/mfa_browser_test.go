@@ -63,7 +63,8 @@ func TestMFAInBrowser(t *testing.T) {
 	key := get(t, ctx, chromedp.Text(chromedp.ID("mfa-key")))
 	uri := "otpauth://totp/x?secret=" + strings.TrimSpace(key)
 	run(t, ctx, enterCode("000000"), chromedp.WaitVisible(chromedp.ID("mfa-error")))
-	if text := pageText(t, ctx); !strings.Contains(text, "Invalid token") {
+	// The enrolment step of a sign-in says what login-enroll says.
+	if text := pageText(t, ctx); !strings.Contains(text, "Invalid MFA token") {
 		t.Fatalf("wrong code: %s", text)
 	}
 	enrolled := time.Now()

@@ -92,7 +92,8 @@ func TestMFAOverHTTP(t *testing.T) {
 		t.Fatalf("login answered %v", first)
 	}
 	expectText(t, post("auth/mfa/verify", map[string]any{"login": first["login"], "token": totpCode(t, uri, time.Now())}), 400, "User not enrolled in MFA")
-	expectText(t, post("auth/mfa/login-enroll", map[string]any{"login": first["login"], "token": "000000"}), 400, "Invalid token")
+	// Medplum's text at login-enroll (enrol and disable say "Invalid token").
+	expectText(t, post("auth/mfa/login-enroll", map[string]any{"login": first["login"], "token": "000000"}), 400, "Invalid MFA token")
 	enrolled := time.Now()
 	r = post("auth/mfa/login-enroll", map[string]any{"login": first["login"], "token": totpCode(t, uri, enrolled)})
 	expect(t, r, 200)

@@ -61,9 +61,10 @@ test('an invite with mfaRequired: startLogin answers mfaEnrollRequired, login-en
   assert.match(res.enrollQrCode, /^data:image\/png;base64,/);
   uri = res.enrollUri;
 
+  // Medplum's login-enroll checks the code as its sign-in does (verifyMfaToken).
   await rejectsWithOutcome(c.medplum.post('auth/mfa/login-enroll', { login: res.login, token: '000000' }), {
     status: 400,
-    text: 'Invalid token',
+    text: 'Invalid MFA token',
   });
   enrolledAt = Date.now();
   const done = await c.medplum.post('auth/mfa/login-enroll', { login: res.login, token: totp(uri, enrolledAt) });
