@@ -72,6 +72,24 @@ var (
 	target     = flag.String("url", "", "base URL of a running Pinion to measure instead of starting one (super-admin from PINION_SUPERADMIN_CLIENT_ID/SECRET or -data's superadmin.json)")
 )
 
+// bare is the bare Fiber handler's figures of this run, at -c clients and
+// at one (zero when -only leaves it out), which the read is reported
+// against (nearLimit).
+var bare struct{ many, one result }
+
+// nearLimit says how close a read by id comes to the bare handler measured
+// in the same run (issue 56): its throughput at -c clients as a share of
+// the handler's, and what the gateway, the bus and the store add to the
+// one-client median.
+func nearLimit(many, one result) {
+	if bare.many.rps == 0 || bare.one.p50 == 0 {
+		return
+	}
+	fmt.Printf("near the limit: read by id at %d clients is %.0f%% of the bare Fiber handler's req/s (target 50%%); "+
+		"at 1 client its p50 is %.3f ms against the handler's %.3f ms: %.3f ms added (target 0.150)\n",
+		*clients, 100*many.rps/bare.many.rps, ms(one.p50), ms(bare.one.p50), ms(one.p50-bare.one.p50))
+}
+
 // result is one operation's figures.
 type result struct {
 	name          string
@@ -231,8 +249,8 @@ func main() {
 		go app.Listener(ln)
 		hc := newClient()
 		url := "http://" + ln.Addr().String() + "/x"
-		drive("ceiling: bare Fiber GET", *clients, func(int, int) bool { return hc.get(url, "") == 200 })
-		drive("ceiling: bare Fiber GET (1 client)", 1, func(int, int) bool { return hc.get(url, "") == 200 })
+		bare.many = drive("ceiling: bare Fiber GET", *clients, func(int, int) bool { return hc.get(url, "") == 200 })
+		bare.one = drive("ceiling: bare Fiber GET (1 client)", 1, func(int, int) bool { return hc.get(url, "") == 200 })
 		_ = app.Shutdown()
 	}
 	// Ceiling 2: one NATS request/reply round trip (in-process connection, as the standalone uses).

@@ -170,12 +170,13 @@ func (b *bench) run() {
 		drive("GET livez (1 client)", 1, func(int, int) bool { return b.hc.get(b.base+"livez", "") == 200 })
 	}
 	if wanted("read") {
-		drive("GET Patient/<id>", c, func(w, i int) bool {
+		many := drive("GET Patient/<id>", c, func(w, i int) bool {
 			return b.hc.get(b.base+"fhir/R4/Patient/"+b.patients[(w*7919+i)%len(b.patients)], b.token) == 200
 		})
-		drive("GET Patient/<id> (1 client)", 1, func(w, i int) bool {
+		one := drive("GET Patient/<id> (1 client)", 1, func(w, i int) bool {
 			return b.hc.get(b.base+"fhir/R4/Patient/"+b.patients[i%len(b.patients)], b.token) == 200
 		})
+		nearLimit(many, one)
 	}
 	if wanted("search") {
 		drive("GET Patient?name=<prefix>&_count=20", c, func(w, i int) bool {
