@@ -182,6 +182,64 @@ type Store interface {
 	// SetSecret stores a credential whatever it held; nil deletes it.
 	SetSecret(ctx context.Context, key string, value []byte) error
 
+	// AppendTrail stores a block of a project's audit trail after the
+	// trail's last: ErrExists when the trail already reaches b.First
+	// (another writer took the place), and ErrConflict when b.First would
+	// leave a gap after its end. An empty trail (retention removed all of
+	// it) takes a block at any place.
+	AppendTrail(ctx context.Context, b *TrailBlock) error
+	// TrailBlock returns the project's block holding place seq: the one
+	// with the greatest First not after seq (whose events may end before
+	// seq: the caller checks). ErrNotFound when none starts at or before it.
+	TrailBlock(ctx context.Context, project string, seq int64) (*TrailBlock, error)
+	// LastTrailBlock returns the project's last block, ErrNotFound when
+	// the trail is empty.
+	LastTrailBlock(ctx context.Context, project string) (*TrailBlock, error)
+	// TrailBlocks lists a project's blocks, as q asks.
+	TrailBlocks(ctx context.Context, q *TrailQuery) ([]*TrailBlock, error)
+	// TrailProjects lists the projects that have a trail ("" for the
+	// server's own), in order.
+	TrailProjects(ctx context.Context) ([]string, error)
+	// PurgeTrail removes the project's events at or before place through:
+	// the blocks that end by it, and the events of the block that holds
+	// it, which then starts after it. It answers how many blocks it
+	// removed or cut; run again after a crash, it finishes the work.
+	PurgeTrail(ctx context.Context, project string, through int64) (int, error)
+
 	// Close releases the database.
 	Close() error
+}
+
+// TrailBlock is a run of a project's audit trail as its writer stored it
+// in one write: the sealed AuditEvents (JSON) of places First on, with
+// the keys that find them and the span of their times. Storing a run per
+// write rather than a resource per event is what makes the trail cheap
+// enough to record every read (docs/audit.md, "What it costs").
+type TrailBlock struct {
+	Project string
+	First   int64
+	Events  [][]byte
+	// Keys are the block's search keys ("patient|Patient/1"): a block is
+	// found by every key of any of its events.
+	Keys     []string
+	From, To time.Time // the earliest and latest recorded time of its events
+}
+
+// Last is the place of the block's last event.
+func (b *TrailBlock) Last() int64 { return b.First + int64(len(b.Events)) - 1 }
+
+// TrailQuery selects blocks of Project's trail (the server's own when
+// ""): holding every one of Keys, overlapping [From, To] (zero: open);
+// newest first, starting before place Before (0: anywhere), or oldest
+// first when Ascending, ending after place After; at most Limit.
+// Walking a trail page by page, each page's last block is the next
+// page's bound.
+type TrailQuery struct {
+	Project   string
+	Keys      []string
+	From, To  time.Time
+	Before    int64
+	After     int64
+	Ascending bool
+	Limit     int
 }

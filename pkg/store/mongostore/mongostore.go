@@ -46,6 +46,7 @@ const (
 	outboxColl  = "outbox"
 	secretsColl = "credentials"
 	metaColl    = "meta"
+	trailColl   = "audit_trail"
 )
 
 // Options configures Open.

@@ -13,7 +13,7 @@ import (
 // schemaVersion is the layout this code reads and writes. A database at a
 // lower version is migrated at Open; a higher one was written by newer code
 // and is refused rather than misread.
-const schemaVersion = 5
+const schemaVersion = 6
 
 // migrations[v] brings a database from version v to v+1; migrations[0]
 // creates the first layout. migrate runs them in one transaction, so an
@@ -150,6 +150,28 @@ var migrations = [][]string{
 		`DROP TABLE search`,
 		`ALTER TABLE search5 RENAME TO search`,
 		`CREATE INDEX search_rid ON search(rid, key)`,
+	},
+	{
+		// Version 6 keeps the audit trail in blocks (store.TrailBlock): a
+		// row per writer's write, its events a JSON array, and a row per
+		// block and key that finds it. A resource per event, with its
+		// history and some forty search rows, cost the writer ten times
+		// the read it recorded. last and ts_to are stored so that the
+		// trail's end and a time range are read from the index.
+		`CREATE TABLE trail(
+			project TEXT NOT NULL,
+			first   INTEGER NOT NULL,
+			last    INTEGER NOT NULL,
+			ts_from INTEGER NOT NULL,
+			ts_to   INTEGER NOT NULL,
+			events  BLOB NOT NULL,
+			PRIMARY KEY(project, first))`,
+		`CREATE INDEX trail_newest ON trail(ts_to, project, first)`,
+		`CREATE TABLE trail_keys(
+			project TEXT NOT NULL,
+			key     TEXT NOT NULL,
+			first   INTEGER NOT NULL,
+			PRIMARY KEY(project, key, first)) WITHOUT ROWID`,
 	},
 }
 

@@ -63,6 +63,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Options) {
 		{"Secrets", testSecrets},
 		{"ConcurrentSwapSecret", testConcurrentSwapSecret},
 		{"ConcurrentSetSecret", testConcurrentSetSecret},
+		{"Trail", testTrail},
+		{"ConcurrentTrail", testConcurrentTrail},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
