@@ -5,11 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strconv"
-
-	"github.com/google/uuid"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
+	"github.com/pinion-health/pinion/pkg/repo"
 )
 
 // ChainURL is the extension that chains a project's AuditEvents: each
@@ -27,16 +25,9 @@ type Link struct {
 	Digest string `json:"digest"`
 }
 
-// idSpace derives events' resource ids from their place in the chain.
-// Never change it: those ids are stored.
-var idSpace = uuid.MustParse("7d0b3c59-52a1-4c8e-9f0e-2b6a0d4e71c3")
-
-// ID is the resource id of a project's seq-th event ("" for the
-// server's own): one id per place, so that two writers of one project
-// cannot both take a place (the second create finds it taken).
-func ID(project string, seq int64) string {
-	return uuid.NewSHA1(idSpace, []byte(project+":"+strconv.FormatInt(seq, 10))).String()
-}
+// ID is the AuditEvent id of a project's seq-th event ("" for the
+// server's own): its place, as the repository reads it (repo.TrailID).
+func ID(project string, seq int64) string { return repo.TrailID(project, seq) }
 
 // seal puts res at its place in project's chain, after prev, and returns
 // its link. res must be as it will be stored (empty values dropped).
@@ -63,10 +54,40 @@ func chainExtension(l Link) map[string]any {
 	return map[string]any{"url": ChainURL, "extension": ext}
 }
 
+// sealRendered is seal of a rendered event, as the writer seals each: r's
+// JSON is the map's that seal would digest (rendered.go).
+func sealRendered(r *rendered, project string, seq int64, prev, event string) Link {
+	l := Link{Seq: seq, Prev: prev, Event: event}
+	r.ID = ID(project, seq)
+	r.Meta = nil
+	r.Extension = []renderedChain{renderedLink(l)}
+	b, _ := json.Marshal(r) // strings and numbers: cannot fail
+	l.Digest = digestJSON(prev, b)
+	r.Extension = []renderedChain{renderedLink(l)}
+	return l
+}
+
+// renderedLink is chainExtension as a rendered type.
+func renderedLink(l Link) renderedChain {
+	ext := []renderedExt{{URL: "seq", ValueInteger: l.Seq}, {URL: "event", ValueString: l.Event}}
+	if l.Prev != "" {
+		ext = append(ext, renderedExt{URL: "prev", ValueString: l.Prev})
+	}
+	if l.Digest != "" {
+		ext = append(ext, renderedExt{URL: "digest", ValueString: l.Digest})
+	}
+	return renderedChain{URL: ChainURL, Extension: ext}
+}
+
 // digest is the SHA-256 of prev and res's JSON (keys sorted, as
 // encoding/json writes a map), hex.
 func digest(prev string, res map[string]any) string {
 	b, _ := json.Marshal(res)
+	return digestJSON(prev, b)
+}
+
+// digestJSON is digest of a resource already written as JSON.
+func digestJSON(prev string, b []byte) string {
 	h := sha256.New()
 	h.Write([]byte(prev))
 	h.Write([]byte{'\n'})

@@ -69,10 +69,14 @@ const maxAnchors = 16
 // seed), made on first use.
 const signingKeyName = "audit-signing-key"
 
-func latestKey(project string) string { return "audit-checkpoint:" + project }
+// The keys are the trail's in blocks ("audit-trail-"): a data directory
+// whose events were stored as resources (before blocks) keeps them, and
+// its old checkpoints, which name places of that chain, vouch for none of
+// the new one.
+func latestKey(project string) string { return "audit-trail-checkpoint:" + project }
 
 func anchorKey(project string, seq int64) string {
-	return "audit-checkpoint:" + project + ":" + strconv.FormatInt(seq, 10)
+	return "audit-trail-checkpoint:" + project + ":" + strconv.FormatInt(seq, 10)
 }
 
 // signingKey reads the trail's key, making it if there is none yet.
@@ -200,6 +204,21 @@ type checkpointer struct {
 	mu     sync.Mutex
 	key    ed25519.PrivateKey
 	chains map[string]*chainMarks
+	// written are the links of the block just written, while after runs:
+	// an anchor among them is not read back from the store.
+	written []Link
+}
+
+// known is the link at seq among those just written.
+func (c *checkpointer) known(seq int64) (Link, bool) {
+	if len(c.written) == 0 {
+		return Link{}, false
+	}
+	i := seq - c.written[0].Seq
+	if i < 0 || i >= int64(len(c.written)) {
+		return Link{}, false
+	}
+	return c.written[i], true
 }
 
 // chainMarks is what a writer knows of a project's checkpoints.
@@ -218,9 +237,11 @@ func newCheckpointer(r *repo.Repo, log *slog.Logger) *checkpointer {
 // after makes the checkpoints that head, just written, calls for. A
 // checkpoint that fails is logged: the events are stored, and a later
 // write or tick makes the next one.
-func (c *checkpointer) after(ctx context.Context, project string, head Link) {
+func (c *checkpointer) after(ctx context.Context, project string, head Link, written []Link) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.written = written
+	defer func() { c.written = nil }()
 	if err := c.mark(ctx, project, head, false); err != nil {
 		c.log.Warn("audit checkpoint not made; a later one will be", "project", trailName(project), "seq", head.Seq, "err", err)
 	}
@@ -291,7 +312,9 @@ func (c *checkpointer) mark(ctx context.Context, project string, head Link, quie
 	for n := 0; m.anchored+anchorEvery <= head.Seq && n < maxAnchors; n++ {
 		seq := m.anchored + anchorEvery
 		l := head
-		if seq != head.Seq {
+		if at, ok := c.known(seq); ok {
+			l = at
+		} else if seq != head.Seq {
 			res, err := c.repo.Read(ctx, repo.AllProjects, "AuditEvent", ID(project, seq))
 			if err != nil && !fhir.Missing(err) && !errors.Is(err, fhir.ErrGone) {
 				return err

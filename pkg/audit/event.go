@@ -3,7 +3,9 @@ package audit
 import (
 	"cmp"
 	"encoding/base64"
+	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pinion-health/pinion/pkg/auth"
@@ -65,54 +67,80 @@ func kindByName(name string) Kind {
 }
 
 // Resource is the event as a FHIR AuditEvent (BALP's shape), without the
-// chain, which the writer adds.
+// chain, which the writer adds: render's, as a map.
 func (e *Event) Resource() map[string]any {
+	b, _ := json.Marshal(e.render()) // plain structs of strings: cannot fail
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+// render is the event as a FHIR AuditEvent (BALP's shape), without the
+// chain. Its types (rendered.go) write the JSON encoding/json writes for
+// the same resource as a map with its empty values dropped: the chain's
+// digests, computed by the writer over this and checked by Verify over
+// the map it reads back, agree.
+func (e *Event) render() *rendered {
 	k := kindByName(e.Kind)
-	subtypes := make([]any, 0, 2)
+	r := &rendered{
+		ResourceType: "AuditEvent",
+		Type:         coding(k.Type),
+		Action:       cmp.Or(e.Action, k.Action),
+		Recorded:     e.Time.UTC().Format("2006-01-02T15:04:05.000Z"),
+		Outcome:      e.Outcome,
+		OutcomeDesc:  e.Detail,
+		Agent:        e.agents(),
+		Entity:       e.entities(),
+		Source: renderedSource{Observer: renderedDisplay{Display: "Pinion"},
+			Type: []*renderedCoding{{System: "http://terminology.hl7.org/CodeSystem/security-source-type", Code: "4", Display: "Application Server"}}},
+	}
 	for _, c := range k.Subtypes() {
-		subtypes = append(subtypes, coding(c))
+		r.Subtype = append(r.Subtype, coding(c))
 	}
-	res := map[string]any{
-		"resourceType": "AuditEvent",
-		"type":         coding(k.Type),
-		"subtype":      subtypes,
-		"action":       cmp.Or(e.Action, k.Action),
-		"recorded":     e.Time.UTC().Format("2006-01-02T15:04:05.000Z"),
-		"outcome":      e.Outcome,
-		"agent":        e.agents(),
-		"source": map[string]any{
-			"observer": map[string]any{"display": "Pinion"},
-			"type": []any{map[string]any{"system": "http://terminology.hl7.org/CodeSystem/security-source-type",
-				"code": "4", "display": "Application Server"}},
-		},
+	return r
+}
+
+// keys are the event's search keys in the trail (store.TrailBlock.Keys):
+// each reference its AuditEvent's agent, entity and patient search
+// parameters index, as repo's trail search asks for them.
+func (e *Event) keys() []string {
+	var out []string
+	add := func(field, ref string) {
+		switch {
+		case ref == "":
+		case strings.HasPrefix(ref, "Patient/"):
+			// One key for a patient, whichever parameter names it: a
+			// read names hundreds of patients a block, each a row.
+			out = append(out, "s_patient|"+ref)
+		default:
+			out = append(out, field+"|"+ref)
+		}
 	}
-	if e.Detail != "" {
-		res["outcomeDesc"] = e.Detail
+	add("s_agent", e.Who)
+	if e.Client != e.Who {
+		add("s_agent", e.Client)
 	}
-	if ents := e.entities(); len(ents) > 0 {
-		res["entity"] = ents
+	for _, en := range e.Entities {
+		add("s_entity", en.What)
 	}
-	return res
+	for _, p := range e.Patients {
+		add("s_entity", p)
+	}
+	return out
 }
 
 // agents are who acted (requestor) and the client they acted through.
-func (e *Event) agents() []any {
-	person := map[string]any{"requestor": true}
-	if e.Who != "" {
-		person["who"] = map[string]any{"reference": e.Who}
-	}
-	if e.Name != "" {
-		person["name"] = e.Name
-	}
+func (e *Event) agents() []renderedAgent {
+	person := renderedAgent{Requestor: true, Name: e.Name, Who: ref(e.Who)}
 	if e.Address != "" {
-		person["network"] = map[string]any{"address": e.Address, "type": "2"}
+		person.Network = &renderedNetwork{Address: e.Address, Type: "2"}
 	}
-	agents := []any{person}
+	agents := []renderedAgent{person}
 	if e.Client != "" && e.Client != e.Who {
-		agents = append(agents, map[string]any{
-			"type":      map[string]any{"coding": []any{coding(Code{DICOM, "110150", "Application"})}},
-			"who":       map[string]any{"reference": e.Client},
-			"requestor": false,
+		agents = append(agents, renderedAgent{
+			Type:      &renderedCodeable{Coding: []*renderedCoding{coding(Code{DICOM, "110150", "Application"})}},
+			Who:       ref(e.Client),
+			Requestor: false,
 		})
 	}
 	return agents
@@ -120,28 +148,24 @@ func (e *Event) agents() []any {
 
 // entities are the event's entities, then a Patient entity per patient
 // touched (BALP's patient privacy pattern), each once.
-func (e *Event) entities() []any {
-	var out []any
+func (e *Event) entities() []renderedEntity {
+	var out []renderedEntity
 	seen := map[string]bool{}
 	for _, en := range e.Entities {
-		m := map[string]any{}
-		if en.What != "" {
-			m["what"] = map[string]any{"reference": en.What}
-			if slices.Contains(e.Patients, en.What) { // a Patient read: the patient itself
-				m["type"] = coding(Code{EntityType, "1", "Person"})
-				m["role"] = coding(Code{ObjectRole, "1", "Patient"})
-			}
-		}
-		if en.Detail != "" {
-			m["description"] = en.Detail
+		m := renderedEntity{What: ref(en.What), Description: en.Detail}
+		if en.What != "" && slices.Contains(e.Patients, en.What) { // a Patient read: the patient itself
+			m.Type = coding(Code{EntityType, "1", "Person"})
+			m.Role = coding(Code{ObjectRole, "1", "Patient"})
 		}
 		if en.Query != "" {
 			// BALP's query entity: the search, base64 (R4's base64Binary).
-			m["type"] = coding(Code{EntityType, "2", "System Object"})
-			m["role"] = coding(Code{ObjectRole, "24", "Query"})
-			m["query"] = base64.StdEncoding.EncodeToString([]byte(en.Query))
+			m.Type = coding(Code{EntityType, "2", "System Object"})
+			m.Role = coding(Code{ObjectRole, "24", "Query"})
+			m.Query = base64.StdEncoding.EncodeToString([]byte(en.Query))
 		}
-		out = append(out, m)
+		if m != (renderedEntity{}) { // an empty entity is no entity
+			out = append(out, m)
+		}
 		seen[en.What] = true
 	}
 	for _, p := range e.Patients {
@@ -149,21 +173,23 @@ func (e *Event) entities() []any {
 			continue
 		}
 		seen[p] = true
-		out = append(out, map[string]any{
-			"what": map[string]any{"reference": p},
-			"type": coding(Code{EntityType, "1", "Person"}),
-			"role": coding(Code{ObjectRole, "1", "Patient"}),
-		})
+		out = append(out, renderedEntity{What: ref(p), Type: coding(Code{EntityType, "1", "Person"}), Role: coding(Code{ObjectRole, "1", "Patient"})})
 	}
 	return out
 }
 
-func coding(c Code) map[string]any {
-	m := map[string]any{"system": c.System, "code": c.Code}
-	if c.Display != "" {
-		m["display"] = c.Display
+func coding(c Code) *renderedCoding {
+	if c == (Code{}) {
+		return nil
 	}
-	return m
+	return &renderedCoding{System: c.System, Code: c.Code, Display: c.Display}
+}
+
+func ref(r string) *renderedRef {
+	if r == "" {
+		return nil
+	}
+	return &renderedRef{Reference: r}
 }
 
 // ClientRef is the client application a request came through, as an event

@@ -109,11 +109,7 @@ func beginRemoval(ctx context.Context, r *repo.Repo, project string, cutoff time
 // finishRemoval does steps 2 to 4 of Retain for the removal st, which
 // the retained key holds as raw.
 func finishRemoval(ctx context.Context, r *repo.Repo, rec *Recorder, project string, raw []byte, st retainedState) (*Removal, error) {
-	ids := make([]string, 0, st.Seq-st.From+1)
-	for seq := st.From; seq <= st.Seq; seq++ {
-		ids = append(ids, ID(project, seq))
-	}
-	if err := r.Purge(ctx, "AuditEvent", ids); err != nil {
+	if _, err := r.PurgeTrail(ctx, project, st.Seq); err != nil {
 		return nil, fmt.Errorf("audit retention of %s: %w", trailName(project), err)
 	}
 	// The anchors of the places removed vouch for nothing any more.
@@ -163,8 +159,9 @@ func (rm *Removal) event() Event {
 // in place, at most maxRemoval of them. start when there is none.
 func expired(ctx context.Context, r *repo.Repo, project string, start Link, cutoff time.Time, log *slog.Logger) (Link, error) {
 	last := start
+	tr := r.NewTrailReader()
 	for seq := start.Seq + 1; seq <= start.Seq+maxRemoval; seq++ {
-		res, err := r.Read(ctx, repo.AllProjects, "AuditEvent", ID(project, seq))
+		raw, err := tr.Event(ctx, project, seq)
 		if errors.Is(err, fhir.ErrNotFound) {
 			break // the chain's end
 		}
@@ -178,8 +175,8 @@ func expired(ctx context.Context, r *repo.Repo, project string, start Link, cuto
 		var ev struct {
 			Recorded time.Time `json:"recorded"`
 		}
-		l, computed, lerr := linkOf(res.JSON)
-		if jerr := json.Unmarshal(res.JSON, &ev); lerr != nil || jerr != nil || computed != l.Digest || l.Seq != seq || l.Prev != last.Digest {
+		l, computed, lerr := linkOf(raw)
+		if jerr := json.Unmarshal(raw, &ev); lerr != nil || jerr != nil || computed != l.Digest || l.Seq != seq || l.Prev != last.Digest {
 			log.Error("audit retention stops at a break: kept for audit verify to report", "project", trailName(project), "seq", seq)
 			break
 		}

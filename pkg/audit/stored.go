@@ -7,20 +7,21 @@ import (
 	"github.com/pinion-health/pinion/pkg/repo"
 )
 
-// Stored reads the seq-th event of project's chain: its JSON exactly as
+// Stored reads the seq-th event of project's chain through tr (one
+// reader per walk: it keeps the block in hand): its JSON exactly as
 // stored (what a sink sends, so that a SIEM can check the chain itself)
 // and its link. The place not taken yet is fhir.ErrNotFound; one whose
 // event was deleted underneath the API, fhir.ErrGone.
-func Stored(ctx context.Context, r *repo.Repo, project string, seq int64) ([]byte, Link, error) {
-	res, err := r.Read(ctx, repo.AllProjects, "AuditEvent", ID(project, seq))
+func Stored(ctx context.Context, tr *repo.TrailReader, project string, seq int64) ([]byte, Link, error) {
+	raw, err := tr.Event(ctx, project, seq)
 	if err != nil {
 		return nil, Link{}, err
 	}
-	l, _, err := linkOf(res.JSON)
+	l, _, err := linkOf(raw)
 	if err != nil {
 		return nil, Link{}, err
 	}
-	return res.JSON, l, nil
+	return raw, l, nil
 }
 
 // First is the first place of project's chain still kept: 1, or the one

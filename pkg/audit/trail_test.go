@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	_ "modernc.org/sqlite"
 
 	"github.com/pinion-health/pinion/pkg/repo"
@@ -44,17 +45,15 @@ type trail struct {
 }
 
 // database is where a trail's store lives, reached past the API: what
-// someone with the database in hand could do to the stored events.
+// someone with the database in hand could do to the stored blocks.
 type database interface {
 	open(t testing.TB) store.Store
-	// setJSON stores b as the stored JSON of the AuditEvent id.
-	setJSON(t testing.TB, id string, b []byte)
-	// remove deletes the AuditEvents' current rows (their history stays,
-	// as a hand-made delete leaves it).
-	remove(t testing.TB, ids ...string)
-	// markDeleted marks the AuditEvent deleted, its JSON gone, as a
-	// delete through the API would have.
-	markDeleted(t testing.TB, id string)
+	// block reads the block holding place seq of project's trail.
+	block(t testing.TB, project string, seq int64) (first int64, events [][]byte)
+	// put stores events as the block at first, in place of any there.
+	put(t testing.TB, project string, first int64, events [][]byte)
+	// drop deletes the block at first.
+	drop(t testing.TB, project string, first int64)
 }
 
 func newTrail(t testing.TB) *trail {
@@ -124,8 +123,18 @@ func (tr *trail) underneath(do func(db database)) {
 	tr.open()
 }
 
+// setJSON stores b in place of the AuditEvent id, in its block.
 func (tr *trail) setJSON(id string, b []byte) {
-	tr.underneath(func(db database) { db.setJSON(tr.t, id, b) })
+	tr.t.Helper()
+	project, seq, ok := repo.ParseTrailID(id)
+	if !ok {
+		tr.t.Fatalf("%s is not a trail id", id)
+	}
+	tr.underneath(func(db database) {
+		first, events := db.block(tr.t, project, seq)
+		events[seq-first] = b
+		db.put(tr.t, project, first, events)
+	})
 }
 
 // editJSON replaces old with new in an event's stored JSON.
@@ -138,13 +147,36 @@ func (tr *trail) editJSON(id, old, new string) {
 	tr.setJSON(id, bytes.Replace(b, []byte(old), []byte(new), 1))
 }
 
+// remove deletes events from their blocks, each place left empty: a
+// block is cut in two around it (the later events keep their places), or
+// shortened, or dropped when nothing is left of it.
 func (tr *trail) remove(ids ...string) {
-	tr.underneath(func(db database) { db.remove(tr.t, ids...) })
+	tr.t.Helper()
+	tr.underneath(func(db database) {
+		for _, id := range ids {
+			project, seq, ok := repo.ParseTrailID(id)
+			if !ok {
+				tr.t.Fatalf("%s is not a trail id", id)
+			}
+			first, events := db.block(tr.t, project, seq)
+			if seq > first+int64(len(events))-1 {
+				tr.t.Fatalf("%s is not stored", id)
+			}
+			before, after := events[:seq-first], events[seq-first+1:]
+			db.drop(tr.t, project, first)
+			if len(before) > 0 {
+				db.put(tr.t, project, first, before)
+			}
+			if len(after) > 0 {
+				db.put(tr.t, project, seq+1, after)
+			}
+		}
+	})
 }
 
-func (tr *trail) markDeleted(id string) {
-	tr.underneath(func(db database) { db.markDeleted(tr.t, id) })
-}
+// markDeleted is remove of one event: a trail event has no deleted
+// version, so a delete underneath is the place emptied.
+func (tr *trail) markDeleted(id string) { tr.remove(id) }
 
 // editSecret changes a secret (a checkpoint) in the store's secrets,
 // which no API serves: through the store is as underneath as past it.
@@ -206,18 +238,33 @@ func (d *sqliteDB) exec(t testing.TB, query string, args ...any) {
 	}
 }
 
-func (d *sqliteDB) setJSON(t testing.TB, id string, b []byte) {
-	d.exec(t, `UPDATE resources SET json = ? WHERE type = 'AuditEvent' AND id = ?`, b, id)
-}
-
-func (d *sqliteDB) remove(t testing.TB, ids ...string) {
-	for _, id := range ids {
-		d.exec(t, `DELETE FROM resources WHERE type = 'AuditEvent' AND id = ?`, id)
+func (d *sqliteDB) block(t testing.TB, project string, seq int64) (int64, [][]byte) {
+	t.Helper()
+	db, err := sql.Open("sqlite", d.path)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer db.Close()
+	var first int64
+	var data []byte
+	if err := db.QueryRow(`SELECT first, events FROM trail WHERE project = ? AND first <= ? ORDER BY first DESC LIMIT 1`, project, seq).Scan(&first, &data); err != nil {
+		t.Fatalf("the block of %s:%d: %v", project, seq, err)
+	}
+	events, err := store.DecodeTrail(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return first, events
 }
 
-func (d *sqliteDB) markDeleted(t testing.TB, id string) {
-	d.exec(t, `UPDATE resources SET deleted = 1, json = NULL WHERE type = 'AuditEvent' AND id = ?`, id)
+func (d *sqliteDB) put(t testing.TB, project string, first int64, events [][]byte) {
+	d.exec(t, `INSERT INTO trail(project, first, last, ts_from, ts_to, events) VALUES(?, ?, ?, 0, 0, ?)
+		ON CONFLICT(project, first) DO UPDATE SET last = excluded.last, events = excluded.events`,
+		project, first, first+int64(len(events))-1, store.EncodeTrail(events))
+}
+
+func (d *sqliteDB) drop(t testing.TB, project string, first int64) {
+	d.exec(t, `DELETE FROM trail WHERE project = ? AND first = ?`, project, first)
 }
 
 // ferret is the package's embedded FerretDB, started by the first test
@@ -231,8 +278,9 @@ var ferret struct {
 }
 
 // mongoDB is a database of the MongoDB store, changed with the driver:
-// the AuditEvent collection's documents (mongostore's layout: the JSON in
-// r, deleted beside it).
+// the audit_trail collection's documents (mongostore's layout: the
+// events as store.EncodeTrail writes them, the project and first place in
+// the _id).
 type mongoDB struct{ db *mongo.Database }
 
 func (d *mongoDB) open(t testing.TB) store.Store {
@@ -243,33 +291,44 @@ func (d *mongoDB) open(t testing.TB) store.Store {
 	return st
 }
 
-func (d *mongoDB) update(t testing.TB, id string, change bson.D) {
+func (d *mongoDB) block(t testing.TB, project string, seq int64) (int64, [][]byte) {
 	t.Helper()
-	res, err := d.db.Collection("AuditEvent").UpdateOne(context.Background(), bson.D{{Key: "_id", Value: id}}, change)
+	var doc struct {
+		First  int64  `bson:"first"`
+		Events []byte `bson:"events"`
+	}
+	err := d.db.Collection("audit_trail").FindOne(context.Background(),
+		bson.D{{Key: "project", Value: project}, {Key: "first", Value: bson.D{{Key: "$lte", Value: seq}}}},
+		options.FindOne().SetSort(bson.D{{Key: "first", Value: -1}})).Decode(&doc)
+	if err != nil {
+		t.Fatalf("the block of %s:%d: %v", project, seq, err)
+	}
+	events, err := store.DecodeTrail(doc.Events)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.MatchedCount == 0 {
-		t.Fatalf("no AuditEvent %s", id)
+	return doc.First, events
+}
+
+func (d *mongoDB) put(t testing.TB, project string, first int64, events [][]byte) {
+	t.Helper()
+	id := fmt.Sprintf("%s:%d", project, first)
+	_, err := d.db.Collection("audit_trail").UpdateOne(context.Background(), bson.D{{Key: "_id", Value: id}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "project", Value: project}, {Key: "first", Value: first},
+			{Key: "last", Value: first + int64(len(events)) - 1}, {Key: "events", Value: store.EncodeTrail(events)}}}},
+		options.UpdateOne().SetUpsert(true))
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
-func (d *mongoDB) setJSON(t testing.TB, id string, b []byte) {
-	d.update(t, id, bson.D{{Key: "$set", Value: bson.D{{Key: "r", Value: string(b)}}}})
-}
-
-func (d *mongoDB) remove(t testing.TB, ids ...string) {
-	for _, id := range ids {
-		res, err := d.db.Collection("AuditEvent").DeleteOne(context.Background(), bson.D{{Key: "_id", Value: id}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.DeletedCount == 0 {
-			t.Fatalf("no AuditEvent %s", id)
-		}
+func (d *mongoDB) drop(t testing.TB, project string, first int64) {
+	t.Helper()
+	res, err := d.db.Collection("audit_trail").DeleteOne(context.Background(), bson.D{{Key: "_id", Value: fmt.Sprintf("%s:%d", project, first)}})
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-func (d *mongoDB) markDeleted(t testing.TB, id string) {
-	d.update(t, id, bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: true}}}, {Key: "$unset", Value: bson.D{{Key: "r", Value: ""}}}})
+	if res.DeletedCount == 0 {
+		t.Fatalf("no block %s:%d", project, first)
+	}
 }

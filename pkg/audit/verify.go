@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
@@ -66,10 +65,6 @@ const (
 	Forged    = "checkpoint forged: a checkpoint of this place is not signed by the trail's key"
 )
 
-// probe is how far past a missing place Verify looks for events that
-// should not be there.
-const probe = 64
-
 // minWalk is how many events a bounded walk checks before it may stop.
 const minWalk = 100
 
@@ -104,10 +99,11 @@ func verifyOnce(ctx context.Context, r *repo.Repo, project string, lim Limits) (
 	if err != nil {
 		return nil, false, err
 	}
+	tr := r.NewTrailReader()
 	if lim.After > start.Seq {
 		// Go on from the link stored at After, an earlier walk's last whole
 		// place, once it is whole itself.
-		res, err := r.Read(ctx, repo.AllProjects, "AuditEvent", ID(project, lim.After))
+		raw, err := tr.Event(ctx, project, lim.After)
 		switch {
 		case errors.Is(err, fhir.ErrGone): // deleted underneath since
 			return &Report{Project: project, From: lim.After, Break: &Break{Seq: lim.After, ID: ID(project, lim.After), Problem: Missing}}, false, nil
@@ -116,7 +112,7 @@ func verifyOnce(ctx context.Context, r *repo.Repo, project string, lim Limits) (
 		case err != nil:
 			return nil, false, err
 		}
-		l, computed, err := linkOf(res.JSON)
+		l, computed, err := linkOf(raw)
 		if err != nil || l.Digest != computed || l.Seq != lim.After {
 			rep := &Report{Project: project, From: lim.After, Break: &Break{Seq: lim.After, ID: ID(project, lim.After), Problem: Edited}}
 			return rep, false, nil
@@ -171,8 +167,8 @@ func verifyOnce(ctx context.Context, r *repo.Repo, project string, lim Limits) (
 			break
 		}
 		id := ID(project, seq)
-		res, err := r.Read(ctx, repo.AllProjects, "AuditEvent", id)
-		if fhir.Missing(err) || errors.Is(err, fhir.ErrGone) {
+		raw, err := tr.Event(ctx, project, seq)
+		if fhir.Missing(err) {
 			if now, rerr := retained(ctx, r, project); rerr != nil {
 				return nil, false, rerr
 			} else if now.Seq >= seq {
@@ -190,7 +186,7 @@ func verifyOnce(ctx context.Context, r *repo.Repo, project string, lim Limits) (
 		if err != nil {
 			return nil, false, err
 		}
-		l, computed, err := linkOf(res.JSON)
+		l, computed, err := linkOf(raw)
 		switch {
 		case err != nil || l.Digest != computed:
 			rep.Break = &Break{Seq: seq, ID: id, Problem: Edited}
@@ -234,27 +230,16 @@ func truncated(ctx context.Context, r *repo.Repo, project string, key ed25519.Pu
 	return nil, nil
 }
 
-// anyAfter says whether an event is stored after the missing place seq:
-// within probe places of it, or up to the writers' hint.
+// anyAfter says whether an event is stored after the missing place seq.
 func anyAfter(ctx context.Context, r *repo.Repo, project string, seq int64) (bool, error) {
-	last := seq + probe
-	if raw, err := r.Secret(ctx, headKey(project)); err == nil {
-		if hint, _ := strconv.ParseInt(string(raw), 10, 64); hint > last {
-			last = hint
-		}
-	} else if !errors.Is(err, store.ErrNotFound) {
+	last, err := r.LastTrailBlock(ctx, project)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
 		return false, err
 	}
-	for s := seq + 1; s <= last; s++ {
-		_, err := r.Read(ctx, repo.AllProjects, "AuditEvent", ID(project, s))
-		if err == nil || errors.Is(err, fhir.ErrGone) {
-			return true, nil
-		}
-		if !fhir.Missing(err) {
-			return false, err
-		}
-	}
-	return false, nil
+	return last.Last() > seq, nil
 }
 
 // retained is the last event retention removed from project's chain
@@ -271,4 +256,4 @@ func retained(ctx context.Context, r *repo.Repo, project string) (Link, error) {
 	return l, json.Unmarshal(raw, &l)
 }
 
-func retainedKey(project string) string { return "audit-retained:" + project }
+func retainedKey(project string) string { return "audit-trail-retained:" + project }

@@ -2,11 +2,12 @@ package audit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,7 +15,6 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/repo"
 	"github.com/pinion-health/pinion/pkg/store"
 )
@@ -49,9 +49,13 @@ func NewWriter(r *repo.Repo, js jetstream.JetStream, log *slog.Logger) *Writer {
 // writerConsumer is the durable consumer the writers share.
 const writerConsumer = "audit-writer"
 
-// batch bounds the events of one store write: a message carries up to
-// maxGroup, and messages join a batch until it holds this many.
-const batch = 512
+// batch bounds the events of one store write (one block of the trail): a
+// message carries up to maxGroup, and messages join a batch until it
+// holds this many, or gather has passed since its first.
+const (
+	batch  = 512
+	gather = 20 * time.Millisecond
+)
 
 // Start runs the writer until the returned stop, which waits for the
 // batch in hand.
@@ -107,9 +111,16 @@ func (w *Writer) run(ctx context.Context, c jetstream.Consumer) {
 		}
 		got := []delivery{w.decode(m)}
 		n := len(got[0].events)
+		// What arrives within the window joins the batch: a block of
+		// hundreds of events costs the store little more than one of a
+		// few. Nobody waits for it: a request waits for the stream.
+		until := time.Now().Add(gather)
 		for n < batch {
-			// Whatever else has arrived joins the batch.
-			m, err := it.Next(jetstream.NextMaxWait(2 * time.Millisecond))
+			left := time.Until(until)
+			if left <= 0 {
+				break
+			}
+			m, err := it.Next(jetstream.NextMaxWait(left))
 			if err != nil {
 				break
 			}
@@ -173,135 +184,120 @@ func (w *Writer) handle(ctx context.Context, got []delivery) {
 	}
 }
 
-// Write stores events of one project after its last, each once: an event
-// already in the chain (a delivery repeated after a crash) is not stored
-// again.
+// Write stores events of one project after its last, each once, as one
+// block of the trail (store.TrailBlock): an event already in the chain (a
+// delivery repeated after a crash) is not stored again.
 func (w *Writer) Write(ctx context.Context, project string, evs []Event) error {
-	head, recent, err := w.head(ctx, project)
-	if err != nil {
-		return err
-	}
-	evs = slices.DeleteFunc(evs, func(e Event) bool { return recent[e.ID] || w.written.Contains(e.ID) })
-	if len(evs) == 0 {
+	for attempt := 1; ; attempt++ {
+		head, recent, err := w.head(ctx, project)
+		if err != nil {
+			return err
+		}
+		evs = slices.DeleteFunc(evs, func(e Event) bool { return recent[e.ID] || w.written.Contains(e.ID) })
+		if len(evs) == 0 {
+			return nil
+		}
+		b, links, err := block(project, head, evs)
+		if err != nil {
+			return err
+		}
+		err = w.repo.AppendTrail(ctx, b)
+		if (errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrConflict)) && attempt < maxAttempts {
+			// Another writer took the place (or this one's idea of the end
+			// is stale): read the end again, and what it stored.
+			w.forget(project)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		next := links[len(links)-1]
+		w.setHead(project, next)
+		for _, e := range evs {
+			w.written.Add(e.ID, struct{}{})
+		}
+		w.checkpoints.after(ctx, project, next, links)
 		return nil
 	}
-	list := make([]map[string]any, len(evs))
+}
+
+// maxAttempts bounds the tries of one write against other writers.
+const maxAttempts = 8
+
+// block seals events at their places after head, as one block, and
+// answers their links.
+func block(project string, head Link, evs []Event) (*store.TrailBlock, []Link, error) {
+	b := &store.TrailBlock{Project: project, First: head.Seq + 1, Events: make([][]byte, len(evs))}
+	keys := map[string]bool{}
+	links := make([]Link, len(evs))
 	next := head
 	for i := range evs {
-		list[i] = evs[i].Resource()
-		fhir.DropEmpty(list[i])
-		next = seal(list[i], project, next.Seq+1, next.Digest, evs[i].ID)
-	}
-	err = w.repo.CreateMany(ctx, repo.AllProjects, "AuditEvent", list, repo.WriteOptions{Project: project})
-	if errors.Is(err, fhir.ErrConflict) {
-		// Another writer took a place first (or an earlier try of this
-		// batch stored some of it): one at a time, from the chain's end.
-		next, err = w.writeEach(ctx, project, evs)
-	}
-	if err != nil {
-		return err
-	}
-	w.setHead(project, next)
-	for _, e := range evs {
-		w.written.Add(e.ID, struct{}{})
-	}
-	w.checkpoints.after(ctx, project, next)
-	// The hint lets a writer that starts find the chain's end without
-	// walking all of it. It names where this write began, so that a writer
-	// starting after a crash walks this write's events, and knows them if
-	// they are delivered again.
-	return w.repo.SetSecret(ctx, headKey(project), []byte(strconv.FormatInt(head.Seq, 10)))
-}
-
-// writeEach stores events one by one, each at the first free place after
-// the chain's end, skipping any found already stored.
-func (w *Writer) writeEach(ctx context.Context, project string, evs []Event) (Link, error) {
-	w.forget(project)
-	head, recent, err := w.head(ctx, project)
-	if err != nil {
-		return Link{}, err
-	}
-	for _, e := range evs {
-		for !recent[e.ID] && !w.written.Contains(e.ID) {
-			res := e.Resource()
-			fhir.DropEmpty(res)
-			l := seal(res, project, head.Seq+1, head.Digest, e.ID)
-			_, err := w.repo.Create(ctx, repo.AllProjects, res, repo.WriteOptions{ID: res["id"].(string), Project: project})
-			if err == nil {
-				head = l
-				break
-			}
-			if !errors.Is(err, fhir.ErrConflict) {
-				return Link{}, err
-			}
-			// Taken: read what holds the place, and go on after it.
-			at, err := w.linkAt(ctx, project, head.Seq+1)
-			if err != nil {
-				return Link{}, err
-			}
-			head, recent[at.Event] = at, true
+		r := evs[i].render()
+		next = sealRendered(r, project, next.Seq+1, next.Digest, evs[i].ID)
+		links[i] = next
+		// meta is outside the digest (linkOf): where the event belongs.
+		r.Meta = &renderedMeta{VersionID: "1", LastUpdated: r.Recorded, Project: project}
+		raw, err := json.Marshal(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		b.Events[i] = raw
+		t := evs[i].Time.UTC().Truncate(time.Millisecond)
+		if i == 0 || t.Before(b.From) {
+			b.From = t
+		}
+		if t.After(b.To) {
+			b.To = t
+		}
+		for _, k := range evs[i].keys() {
+			keys[k] = true
 		}
 	}
-	return head, nil
+	b.Keys = slices.Sorted(maps.Keys(keys))
+	return b, links, nil
 }
 
-// head is project's last event, and the events a walk found stored
-// after the hint (a write that may not have been acknowledged).
+// recentBlocks is how many of a trail's last blocks a writer that starts
+// reads the events of: those a crash may have left stored but not
+// acknowledged, which the stream delivers again.
+const recentBlocks = 8
+
+// head is project's last event, and the events of the trail's last blocks
+// when it is read from the store (a write that may not have been
+// acknowledged).
 func (w *Writer) head(ctx context.Context, project string) (Link, map[string]bool, error) {
 	w.mu.Lock()
 	h, ok := w.heads[project]
 	w.mu.Unlock()
 	if ok {
-		return h, map[string]bool{}, nil
+		return h, nil, nil
 	}
-	start, err := retained(ctx, w.repo, project)
+	blocks, err := w.repo.TrailBlocks(ctx, &store.TrailQuery{Project: project, Limit: recentBlocks})
 	if err != nil {
 		return Link{}, nil, err
 	}
-	raw, err := w.repo.Secret(ctx, headKey(project))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return Link{}, nil, err
+	if len(blocks) == 0 {
+		// Nothing stored: the chain starts after retention's end, if any.
+		h, err := retained(ctx, w.repo, project)
+		return h, nil, err
 	}
-	if seq, _ := strconv.ParseInt(string(raw), 10, 64); seq > start.Seq {
-		at, err := w.linkAt(ctx, project, seq)
-		if err == nil {
-			start = at
-		} else if !errors.Is(err, fhir.ErrNotFound) {
-			return Link{}, nil, err
+	recent := map[string]bool{}
+	for _, b := range blocks {
+		for _, raw := range b.Events {
+			if l, _, err := linkOf(raw); err == nil {
+				recent[l.Event] = true
+			}
 		}
 	}
-	return w.walk(ctx, project, start, map[string]bool{})
-}
-
-// walk follows the chain from h to its end.
-func (w *Writer) walk(ctx context.Context, project string, h Link, recent map[string]bool) (Link, map[string]bool, error) {
-	for {
-		next, err := w.linkAt(ctx, project, h.Seq+1)
-		if errors.Is(err, fhir.ErrNotFound) {
-			break
-		}
-		if err != nil {
-			return Link{}, nil, err
-		}
-		h, recent[next.Event] = next, true
+	last := blocks[0]
+	h, _, err = linkOf(last.Events[len(last.Events)-1])
+	if err != nil || h.Seq != last.Last() {
+		// The end was edited underneath: the chain goes on after its
+		// place, with no digest to follow (Verify reports it).
+		h = Link{Seq: last.Last()}
 	}
 	w.setHead(project, h)
 	return h, recent, nil
-}
-
-// linkAt reads the link of the event at seq. A place whose event was
-// deleted underneath the API stays taken: the chain goes on after it
-// (Verify reports it), with no digest to follow.
-func (w *Writer) linkAt(ctx context.Context, project string, seq int64) (Link, error) {
-	res, err := w.repo.Read(ctx, repo.AllProjects, "AuditEvent", ID(project, seq))
-	if errors.Is(err, fhir.ErrGone) {
-		return Link{Seq: seq}, nil
-	}
-	if err != nil {
-		return Link{}, err
-	}
-	l, _, err := linkOf(res.JSON)
-	return l, err
 }
 
 func (w *Writer) setHead(project string, l Link) {
@@ -315,6 +311,3 @@ func (w *Writer) forget(project string) {
 	delete(w.heads, project)
 	w.mu.Unlock()
 }
-
-// headKey is where the writers keep a hint of project's last place.
-func headKey(project string) string { return "audit-head:" + project }

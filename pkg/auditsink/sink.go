@@ -323,8 +323,9 @@ func (s *Sink) read(ctx context.Context, project string, from int64, want map[st
 	left, size := len(want), 0
 	// Up to maxEvents places: places passed over count too, so that a
 	// long run of them is read in bounded steps.
+	tr := s.repo.NewTrailReader()
 	for seq := from; seq < from+int64(maxEvents) && left > 0; seq++ {
-		raw, l, err := audit.Stored(ctx, s.repo, project, seq)
+		raw, l, err := audit.Stored(ctx, tr, project, seq)
 		if errors.Is(err, fhir.ErrGone) {
 			s.log.Error("an event was deleted underneath the API: passed over (audit verify reports it)", "project", project, "seq", seq)
 			through, passed = seq, passed+1
@@ -407,6 +408,11 @@ const probe = 64
 // underneath the API leaves one empty for long.
 const holeWait = 10 * time.Second
 
+// passWait is how long a sink waits for a message's events before it
+// counts the places it passed over as theirs: the writers gather events
+// for a few milliseconds before they store them.
+const passWait = time.Second
+
 // waitStored is a sink waiting for a message's events to be stored: the
 // writers have not stored them yet, or they were delivered already (a
 // message delivered again), or they are not to be (an event deleted
@@ -425,7 +431,10 @@ type waitStored struct {
 // the cursor, or was waited for too long. A hole in the chain (an event
 // deleted underneath the API, with events after it) is passed over.
 func (w *waitStored) check(ctx context.Context, s *Sink, project string, cursor int64, want map[string]bool) (done bool, err error) {
-	if len(want) <= w.passed {
+	// A place passed over may have held an event waited for, or the
+	// writers may not have stored it yet: only once they have had time
+	// to does the count decide.
+	if w.lookedBack && len(want) <= w.passed && time.Since(w.since) >= passWait {
 		s.log.Warn("a message's events not found, as many places passed over: acknowledged", "project", project, "missing", len(want))
 		return true, nil
 	}
@@ -440,8 +449,9 @@ func (w *waitStored) check(ctx context.Context, s *Sink, project string, cursor 
 		if err != nil {
 			return false, err
 		}
+		tr := s.repo.NewTrailReader()
 		for seq := cursor; seq >= first && seq > cursor-lookBack && len(want) > 0; seq-- {
-			_, l, err := audit.Stored(ctx, s.repo, project, seq)
+			_, l, err := audit.Stored(ctx, tr, project, seq)
 			switch {
 			case err == nil:
 				delete(want, l.Event)
@@ -451,12 +461,13 @@ func (w *waitStored) check(ctx context.Context, s *Sink, project string, cursor 
 				return false, err
 			}
 		}
-		return len(want) <= w.passed, nil
+		return len(want) == 0, nil
 	}
 	waited := time.Since(w.since)
 	if waited >= holeWait {
+		tr := s.repo.NewTrailReader()
 		for seq := cursor + 2; seq <= cursor+1+probe; seq++ {
-			_, _, err := audit.Stored(ctx, s.repo, project, seq)
+			_, _, err := audit.Stored(ctx, tr, project, seq)
 			if err == nil || errors.Is(err, fhir.ErrGone) {
 				s.log.Error("an event is missing from the chain, with events after it: passed over (audit verify reports it)", "project", project, "seq", cursor+1)
 				return false, s.setCursor(ctx, project, cursor+1, &backoff{min: s.o.MinBackoff, max: s.o.MaxBackoff})

@@ -227,6 +227,9 @@ func (r *Repo) onEvent(m *nats.Msg) {
 // Read returns the current version of a resource: 404 if absent or in
 // another project, 410 if deleted.
 func (r *Repo) Read(ctx context.Context, sc Scope, typ, id string) (*Resource, error) {
+	if project, seq, ok := trailEvent(typ, id); ok {
+		return r.trailRead(ctx, sc, project, seq)
+	}
 	res, err := r.readAny(ctx, typ, id)
 	if err != nil {
 		return nil, err
@@ -321,6 +324,14 @@ func storeError(err error, typ, id string) error {
 
 // VRead returns one version from the history.
 func (r *Repo) VRead(ctx context.Context, sc Scope, typ, id, vid string) (*Resource, error) {
+	if _, _, ok := trailEvent(typ, id); ok {
+		// A trail event has one version, never changed.
+		res, err := r.Read(ctx, sc, typ, id)
+		if err == nil && vid != res.VersionID {
+			return nil, fhir.NotFound()
+		}
+		return res, err
+	}
 	if _, err := r.Read(ctx, sc, typ, id); err != nil && !errors.Is(err, fhir.ErrGone) {
 		return nil, err
 	}
@@ -343,6 +354,13 @@ func (r *Repo) VRead(ctx context.Context, sc Scope, typ, id, vid string) (*Resou
 
 // History lists every version of a resource, newest first.
 func (r *Repo) History(ctx context.Context, sc Scope, typ, id string) ([]*Resource, error) {
+	if _, _, ok := trailEvent(typ, id); ok {
+		res, err := r.Read(ctx, sc, typ, id)
+		if err != nil {
+			return nil, err
+		}
+		return []*Resource{res}, nil
+	}
 	if _, err := r.Read(ctx, sc, typ, id); err != nil && !errors.Is(err, fhir.ErrGone) {
 		return nil, err
 	}
@@ -533,6 +551,10 @@ func eventless(op, typ string) bool { return op == "create" && typ == "AuditEven
 
 // prepare stamps id and meta on a resource and builds its write.
 func (r *Repo) prepare(ctx context.Context, op, typ, id, project string, res map[string]any, author string) (*version, error) {
+	if _, _, ok := trailEvent(typ, id); ok {
+		// The trail's places are the audit writers' alone (trail.go).
+		return nil, fhir.BadRequest("An audit trail event is never written as a resource", "id")
+	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	vid := uuid.NewString()
 	res["id"] = id

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/pinion-health/pinion/pkg/fhir"
 	"github.com/pinion-health/pinion/pkg/fhirschema"
@@ -26,6 +28,14 @@ func (r *Repo) Search(ctx context.Context, sc Scope, typ string, q *search.Query
 	if !fhirschema.IsResourceType(typ) {
 		return nil, fhir.BadRequest("Unknown resource type: "+typ, "resourceType")
 	}
+	if typ == "AuditEvent" {
+		return r.searchAudit(ctx, sc, q, extra)
+	}
+	return r.searchStore(ctx, sc, typ, q, extra)
+}
+
+// searchStore is Search of the resources the store holds.
+func (r *Repo) searchStore(ctx context.Context, sc Scope, typ string, q *search.Query, extra []store.Cond) (*Page, error) {
 	sq := &store.Query{
 		Filter: append(append(make([]store.Cond, 0, len(q.Filter)+len(extra)), q.Filter...), extra...),
 		Sort:   q.Sort, Offset: q.Offset,
@@ -75,4 +85,99 @@ func searchError(ctx context.Context, op, typ string, err error) error {
 		return fhir.Unavailable("Search took too long")
 	}
 	return fmt.Errorf("%s %s: %w", op, typ, err)
+}
+
+// searchAudit is Search of AuditEvents: the trail's events (trail.go)
+// and the AuditEvents stored as resources, one result. The trail's come
+// first, newest first, then the others in the query's order; sorted by
+// id (an export's walk), the two are merged in id order.
+func (r *Repo) searchAudit(ctx context.Context, sc Scope, q *search.Query, extra []store.Cond) (*Page, error) {
+	filter := append(append(make([]store.Cond, 0, len(q.Filter)+len(extra)), q.Filter...), extra...)
+	wantTotal := q.Total == "accurate" || q.Total == "estimate" || q.Count == 0 || q.Summary == "count"
+	if len(q.Sort) > 0 && q.Sort[0].Field == store.FieldID && !q.Sort[0].Desc {
+		return r.searchAuditByID(ctx, sc, q, extra, filter, wantTotal)
+	}
+	limit := q.Count + 1 // one more tells whether a next page exists
+	if wantTotal {
+		limit = -1 // every match is counted
+	}
+	trail, met, err := r.trailMatches(ctx, sc, filter, false, q.Offset, limit)
+	if err != nil {
+		return nil, err
+	}
+	page := &Page{Total: -1}
+	if met < 0 {
+		// The page is the trail's, and more follow.
+		page.Resources, page.More = trail[:q.Count], true
+		return page, nil
+	}
+	if len(trail) > q.Count {
+		trail, page.More = trail[:q.Count], true
+	}
+	// The trail was read to its end: the stored ones follow it, the
+	// first of them at the offset past the trail's matches.
+	rest := *q
+	rest.Offset = max(0, q.Offset-met)
+	need := q.Count - len(trail)
+	rest.Count = max(need, 1) // at least one, to tell whether any follows
+	stored, err := r.searchStore(ctx, sc, "AuditEvent", &rest, extra)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case need == 0:
+		page.More = page.More || len(stored.Resources) > 0 || stored.More
+	default:
+		page.More = page.More || stored.More
+		page.Resources = append(trail, stored.Resources...)
+	}
+	if need == 0 {
+		page.Resources = trail
+	}
+	if wantTotal && stored.Total >= 0 {
+		page.Total = met + stored.Total
+	}
+	if q.Count == 0 || q.Summary == "count" {
+		page.Resources, page.More = nil, false
+	}
+	return page, nil
+}
+
+// searchAuditByID merges the trail's matches and the stored ones in id
+// order, for a walk that pages with _id greater than the last it saw.
+func (r *Repo) searchAuditByID(ctx context.Context, sc Scope, q *search.Query, extra, filter []store.Cond, wantTotal bool) (*Page, error) {
+	need := q.Offset + q.Count + 1
+	if wantTotal {
+		need = -1
+	}
+	trail, met, err := r.trailMatches(ctx, sc, filter, true, 0, need)
+	if err != nil {
+		return nil, err
+	}
+	all := *q
+	all.Offset, all.Count = 0, q.Offset+q.Count+1
+	if wantTotal {
+		all.Total = "accurate"
+	}
+	stored, err := r.searchStore(ctx, sc, "AuditEvent", &all, extra)
+	if err != nil {
+		return nil, err
+	}
+	merged := append(trail, stored.Resources...)
+	slices.SortFunc(merged, func(a, b *Resource) int { return strings.Compare(a.ID, b.ID) })
+	page := &Page{Total: -1}
+	if stored.Total >= 0 && met >= 0 {
+		page.Total = met + stored.Total
+	}
+	if q.Offset < len(merged) {
+		merged = merged[q.Offset:]
+	} else {
+		merged = nil
+	}
+	if len(merged) > q.Count {
+		merged, page.More = merged[:q.Count], true
+	}
+	page.More = page.More || stored.More || met < 0
+	page.Resources = merged
+	return page, nil
 }

@@ -107,6 +107,27 @@ func (d *dataDir) events(project string, n int) {
 	}
 }
 
+// block is the events of project's first block of the trail, read from
+// the store's file.
+func (d *dataDir) block(project string) [][]byte {
+	d.t.Helper()
+	d.close()
+	db, err := sql.Open("sqlite", filepath.Join(d.dir, "pinion.db"))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer db.Close()
+	var data []byte
+	if err := db.QueryRow(`SELECT events FROM trail WHERE project = ? AND first = 1`, project).Scan(&data); err != nil {
+		d.t.Fatal(err)
+	}
+	events, err := store.DecodeTrail(data)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return events
+}
+
 // underneath runs SQL on the store's file with Pinion stopped.
 func (d *dataDir) underneath(query string, args ...any) {
 	d.t.Helper()
@@ -186,18 +207,26 @@ func TestAuditVerifyCommand(t *testing.T) {
 	}
 
 	// Edited, then deleted, underneath the API, with Pinion stopped.
-	d.underneath(`UPDATE resources SET json = replace(json, '"outcome":"0"', '"outcome":"4"') WHERE id = ?`, audit.ID(p1, 7))
+	// Each write's events are one block of the trail (store.TrailBlock):
+	// the seventh of p1's, in its one block, is edited.
+	events := d.block(p1)
+	events[6] = bytes.Replace(events[6], []byte(`"outcome":"0"`), []byte(`"outcome":"4"`), 1)
+	d.underneath(`UPDATE trail SET events = ? WHERE project = ? AND first = 1`, store.EncodeTrail(events), p1)
 	code, out = d.verify(bin, p1)
 	if want := key + fmt.Sprintf("%s broken seq=7 id=%s problem=%q events=6 from=1\n", p1, audit.ID(p1, 7), audit.Edited); code != 1 || out != want {
 		t.Fatalf("after an edit: exit %d, %q; want 1, %q", code, out, want)
 	}
 	// The last events deleted: only the signed checkpoint shows it.
-	d.underneath(`DELETE FROM resources WHERE id IN (?, ?)`, audit.ID(p3, 3), audit.ID(p3, 4))
+	d.underneath(`UPDATE trail SET events = ?, last = 2 WHERE project = ? AND first = 1`, store.EncodeTrail(d.block(p3)[:2]), p3)
 	code, out = d.verify(bin, p3)
 	if want := key + fmt.Sprintf("%s broken seq=3 id=%s problem=%q events=2 from=1\n", p3, audit.ID(p3, 3), audit.Truncated); code != 1 || out != want {
 		t.Fatalf("after a truncation: exit %d, %q; want 1, %q", code, out, want)
 	}
-	d.underneath(`DELETE FROM resources WHERE id = ?`, audit.ID(p2, 2))
+	// The second of three deleted, the third kept at its place: the block
+	// is cut in two around it.
+	events = d.block(p2)
+	d.underneath(`INSERT INTO trail(project, first, last, ts_from, ts_to, events) VALUES(?, 3, 3, 0, 0, ?)`, p2, store.EncodeTrail(events[2:]))
+	d.underneath(`UPDATE trail SET events = ?, last = 1 WHERE project = ? AND first = 1`, store.EncodeTrail(events[:1]), p2)
 	code, out = d.verify(bin, "--all")
 	if code != 1 || !strings.Contains(out, fmt.Sprintf("%s broken seq=2 id=%s problem=%q", p2, audit.ID(p2, 2), audit.Missing)) ||
 		!strings.Contains(out, p1+" broken seq=7") || !strings.Contains(out, "_ whole events=2") {
@@ -251,7 +280,19 @@ func TestAuditVerifyCommandFerretDB(t *testing.T) {
 		t.Fatalf("beside a running Pinion: exit %d, %q", code, out)
 	}
 	// The last event deleted underneath, then Pinion stopped.
-	if _, err := client.Database("pinion").Collection("AuditEvent").DeleteOne(ctx, bson.D{{Key: "_id", Value: audit.ID(p, 6)}}); err != nil {
+	trail := client.Database("pinion").Collection("audit_trail")
+	var block struct {
+		Events []byte `bson:"events"`
+	}
+	if err := trail.FindOne(ctx, bson.D{{Key: "project", Value: p}}).Decode(&block); err != nil {
+		t.Fatal(err)
+	}
+	events, err := store.DecodeTrail(block.Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := trail.UpdateOne(ctx, bson.D{{Key: "project", Value: p}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "events", Value: store.EncodeTrail(events[:5])}, {Key: "last", Value: 5}}}}); err != nil {
 		t.Fatal(err)
 	}
 	_ = lock.Release()
