@@ -19,14 +19,9 @@ import (
 // that withdraws the consent, which ends the application's sign-ins made
 // under it, their access tokens included (consent.Store.End).
 func (s *Service) ConsentsPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	b := web.BrowserOf(r)
-	bs, err := s.SignedIn(ctx, b)
-	if err != nil {
-		return nil, err
-	}
+	b, bs, refused, err := s.ownPage(ctx, r, "The applications you allowed are listed here once you are signed in in this browser.")
 	if bs == nil {
-		return s.pages.Message(401, b, "Sign in first", s.cfg.BaseURL+"console", "Sign in",
-			"The applications you allowed are listed here once you are signed in in this browser.")
+		return refused, err
 	}
 	page := &web.Consents{}
 	status := 200

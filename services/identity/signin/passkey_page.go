@@ -24,14 +24,9 @@ import (
 // PasskeysPage is GET and POST /passkeys: the signed-in person's passkeys,
 // and the forms that add (begin, then finish), rename and remove one.
 func (s *Service) PasskeysPage(ctx context.Context, r *bus.Request) (*bus.Response, error) {
-	b := web.BrowserOf(r)
-	bs, err := s.SignedIn(ctx, b)
-	if err != nil {
-		return nil, err
-	}
+	b, bs, refused, err := s.ownPage(ctx, r, "Your passkeys are managed here once you are signed in in this browser.")
 	if bs == nil {
-		return s.pages.Message(401, b, "Sign in first", s.cfg.BaseURL+"console", "Sign in",
-			"Your passkeys are managed here once you are signed in in this browser.")
+		return refused, err
 	}
 	uid := account.UserIDOf(bs.User)
 	pp := &web.Passkeys{}
@@ -101,6 +96,19 @@ func (s *Service) PasskeysPage(ctx context.Context, r *bus.Request) (*bus.Respon
 		resp.Header["Content-Security-Policy"] = web.WithPasskeyScript(web.CSP)
 	}
 	return resp, err
+}
+
+// ownPage opens a page of the person signed in in the browser (their
+// passkeys, their consents): the browser and its sign-in, or, with none,
+// the page that asks them to sign in first, saying why.
+func (s *Service) ownPage(ctx context.Context, r *bus.Request, why string) (web.Browser, *BrowserSession, *bus.Response, error) {
+	b := web.BrowserOf(r)
+	bs, err := s.SignedIn(ctx, b)
+	if err != nil || bs != nil {
+		return b, bs, nil, err
+	}
+	resp, err := s.pages.Message(401, b, "Sign in first", s.cfg.BaseURL+"console", "Sign in", why)
+	return b, nil, resp, err
 }
 
 // passkeyPosted is the passkey step of /oauth2/authorize ("passkey" is
