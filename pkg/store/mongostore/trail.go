@@ -129,7 +129,16 @@ func (s *Store) TrailBlocks(ctx context.Context, q *store.TrailQuery) ([]*store.
 		filter = append(filter, bson.E{Key: "first", Value: bson.D{{Key: "$lt", Value: q.Before}}})
 	}
 	if q.After > 0 {
-		filter = append(filter, bson.E{Key: "last", Value: bson.D{{Key: "$gt", Value: q.After}}})
+		// From the block that holds the place after, through the index on
+		// (project, first).
+		from := int64(0)
+		if b, err := s.TrailBlock(ctx, q.Project, q.After+1); err == nil {
+			from = b.First
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		filter = append(filter, bson.E{Key: "first", Value: bson.D{{Key: "$gte", Value: from}}},
+			bson.E{Key: "last", Value: bson.D{{Key: "$gt", Value: q.After}}})
 	}
 	if len(q.Keys) > 0 {
 		filter = append(filter, bson.E{Key: "keys", Value: bson.D{{Key: "$all", Value: q.Keys}}})

@@ -156,8 +156,8 @@ var migrations = [][]string{
 		// row per writer's write, its events a JSON array, and a row per
 		// block and key that finds it. A resource per event, with its
 		// history and some forty search rows, cost the writer ten times
-		// the read it recorded. last and ts_to are stored so that the
-		// trail's end and a time range are read from the index.
+		// the read it recorded. Everything is read by project and first
+		// place (the primary key); last and the times are kept to filter.
 		`CREATE TABLE trail(
 			project TEXT NOT NULL,
 			first   INTEGER NOT NULL,
@@ -166,7 +166,6 @@ var migrations = [][]string{
 			ts_to   INTEGER NOT NULL,
 			events  BLOB NOT NULL,
 			PRIMARY KEY(project, first))`,
-		`CREATE INDEX trail_newest ON trail(ts_to, project, first)`,
 		`CREATE TABLE trail_keys(
 			project TEXT NOT NULL,
 			key     TEXT NOT NULL,

@@ -24,8 +24,11 @@ func (s *Store) AppendTrail(ctx context.Context, b *store.TrailBlock) error {
 	}
 	data := store.EncodeTrail(b.Events)
 	return s.w.do(ctx, b.Project, len(data)+64*len(b.Keys), false, func(c *wconn) error {
+		// The last block is the one with the greatest first (blocks are
+		// appended in order): read through the primary key, not a scan.
 		var last sql.NullInt64
-		if err := c.conn.QueryRowContext(c.ctx, `SELECT max(last) FROM trail WHERE project = ?`, b.Project).Scan(&last); err != nil {
+		err := c.conn.QueryRowContext(c.ctx, `SELECT last FROM trail WHERE project = ? ORDER BY first DESC LIMIT 1`, b.Project).Scan(&last)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
 		switch {
@@ -112,7 +115,10 @@ func (s *Store) TrailBlocks(ctx context.Context, q *store.TrailQuery) ([]*store.
 		where, args = append(where, "t.first < ?"), append(args, q.Before)
 	}
 	if q.After > 0 {
-		where, args = append(where, "t.last > ?"), append(args, q.After)
+		// From the block that holds the place after: a range of the
+		// primary key, where "last > After" alone would scan from the start.
+		where = append(where, "t.first >= coalesce((SELECT max(first) FROM trail WHERE project = ? AND first <= ?), 0)", "t.last > ?")
+		args = append(args, q.Project, q.After+1, q.After)
 	}
 	for _, k := range q.Keys {
 		where = append(where, "EXISTS (SELECT 1 FROM trail_keys k WHERE k.project = t.project AND k.key = ? AND k.first = t.first)")
