@@ -238,7 +238,7 @@ func literals(filter []store.Cond) [][]byte {
 				walk(c.Sub)
 				continue
 			}
-			if c.Op != store.OpEq || len(c.Values) != 1 || !strings.HasPrefix(c.Field, "s_") || strings.HasSuffix(c.Field, "_text") {
+			if c.Op != store.OpEq || len(c.Values) != 1 || !literalFields[c.Field] {
 				continue
 			}
 			v, _ := c.Values[0].(string)
@@ -256,12 +256,16 @@ func literals(filter []store.Cond) [][]byte {
 	return out
 }
 
-// plain reports whether v is written in JSON as it is (no escapes), and
-// is not folded by the search fields (case, accents): what a byte search
-// may look for.
+// literalFields are the AuditEvent search fields whose values are
+// written in the event as they are searched (tokens' codes, references;
+// never a string folded for search): what a byte search may look for.
+var literalFields = map[string]bool{"s_patient": true, "s_agent": true, "s_entity": true, "s_type": true,
+	"s_subtype": true, "s_outcome": true, "s_action": true}
+
+// plain reports whether v is written in JSON as it is, with no escapes.
 func plain(v string) bool {
 	for _, r := range v {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune("-._/:", r)) {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-._/:", r)) {
 			return false
 		}
 	}
