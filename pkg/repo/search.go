@@ -93,7 +93,9 @@ func searchError(ctx context.Context, op, typ string, err error) error {
 // id (an export's walk), the two are merged in id order.
 func (r *Repo) searchAudit(ctx context.Context, sc Scope, q *search.Query, extra []store.Cond) (*Page, error) {
 	filter := append(append(make([]store.Cond, 0, len(q.Filter)+len(extra)), q.Filter...), extra...)
-	wantTotal := q.Total == "accurate" || q.Total == "estimate" || q.Count == 0 || q.Summary == "count"
+	// An estimate does not read the whole trail: it is given only when
+	// the page read to the trail's end anyway.
+	wantTotal := q.Total == "accurate" || q.Count == 0 || q.Summary == "count"
 	if len(q.Sort) > 0 && q.Sort[0].Field == store.FieldID && !q.Sort[0].Desc {
 		return r.searchAuditByID(ctx, sc, q, extra, filter, wantTotal)
 	}
@@ -134,7 +136,7 @@ func (r *Repo) searchAudit(ctx context.Context, sc Scope, q *search.Query, extra
 	if need == 0 {
 		page.Resources = trail
 	}
-	if wantTotal && stored.Total >= 0 {
+	if stored.Total >= 0 {
 		page.Total = met + stored.Total
 	}
 	if q.Count == 0 || q.Summary == "count" {
