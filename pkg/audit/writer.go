@@ -202,7 +202,7 @@ func (w *Writer) Write(ctx context.Context, project string, evs []Event) error {
 			return err
 		}
 		err = w.repo.AppendTrail(ctx, b)
-		if (errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrConflict)) && attempt < maxAttempts {
+		if (errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrConflict)) && attempt < maxAttempts && ctx.Err() == nil {
 			// Another writer took the place (or this one's idea of the end
 			// is stale): read the end again, and what it stored.
 			w.forget(project)
@@ -221,8 +221,12 @@ func (w *Writer) Write(ctx context.Context, project string, evs []Event) error {
 	}
 }
 
-// maxAttempts bounds the tries of one write against other writers.
-const maxAttempts = 8
+// maxAttempts bounds the tries of one write against other writers. Each
+// lost try is another writer's progress, so losing many in a row is only
+// many writers at once (three writers of single events lost eight in a
+// row, once in some runs); the bound stops a writer caught in a store
+// that keeps refusing for another reason.
+const maxAttempts = 1000
 
 // block seals events at their places after head, as one block, and
 // answers their links.
