@@ -64,9 +64,6 @@ type Write struct {
 	Strict bool
 }
 
-// MaxPurge bounds the ids of one Purge call.
-const MaxPurge = 1000
-
 // ExactSuffix ends the fields that hold values as written (search's
 // :exact). A condition on one is always stated beside one on the
 // normalised field it refines, which finds the resources: so a store may
@@ -133,14 +130,6 @@ type Store interface {
 	// deleted resource's id stays taken: a create of it is ErrExists; a
 	// replace of a resource that does not exist is ErrConflict.
 	Write(ctx context.Context, ws ...*Write) error
-	// Purge removes resources of typ entirely, as though never written:
-	// every version, their search values and outbox events; their ids are
-	// free again. An id not stored is passed over, so a purge cut short
-	// (a crash, or an adapter without transactions failing half-way) is
-	// finished by running it again. At most MaxPurge ids a call. Only the
-	// audit trail's retention uses it: any other removal is a Write with
-	// Deleted, which history keeps.
-	Purge(ctx context.Context, typ string, ids []string) error
 	// Search returns at most q.Limit records from q.Offset on.
 	Search(ctx context.Context, typ string, q *Query) ([]*Record, error)
 	// Count counts what Search would find without paging.

@@ -59,7 +59,6 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Options) {
 		{"Reindex", testReindex},
 		{"ConcurrentReindex", testConcurrentReindex},
 		{"Outbox", testOutbox},
-		{"Purge", testPurge},
 		{"Secrets", testSecrets},
 		{"ConcurrentSwapSecret", testConcurrentSwapSecret},
 		{"ConcurrentSetSecret", testConcurrentSetSecret},
@@ -468,57 +467,6 @@ func testOutbox(t *testing.T, s store.Store) {
 
 // A purge removes resources as though never written, and only them: no
 // version, search value or event of theirs remains, their ids are free,
-// and purging again (or what was never stored) is no error.
-func testPurge(t *testing.T, s store.Store) {
-	ctx := ctxOf(t)
-	a1 := record("AuditEvent", "a", "1", "p1", t0, `{"v":1}`)
-	a2 := record("AuditEvent", "a", "2", "p1", t0.Add(time.Minute), `{"v":2}`)
-	b := record("AuditEvent", "b", "1", "p1", t0, `{"b":1}`)
-	c := record("AuditEvent", "c", "1", "p1", t0, `{"c":1}`)
-	other := record("Patient", "a", "1", "p1", t0, `{"patient":1}`)
-	mustWrite(t, s, &store.Write{Record: a1, Fields: map[string]any{"s_code": []string{"x"}}, Event: []byte("a1")})
-	mustWrite(t, s, &store.Write{Record: a2, Prev: "1", Fields: map[string]any{"s_code": []string{"y"}}, Event: []byte("a2")})
-	mustWrite(t, s, create(b, map[string]any{"s_code": []string{"x"}}))
-	mustWrite(t, s, create(c, map[string]any{"s_code": []string{"x"}}))
-	mustWrite(t, s, create(other, map[string]any{"s_code": []string{"x"}}))
-
-	if err := s.Purge(ctx, "AuditEvent", []string{"a", "b", "never"}); err != nil {
-		t.Fatalf("Purge: %v", err)
-	}
-	for _, id := range []string{"a", "b"} {
-		_, err := s.Get(ctx, "AuditEvent", id)
-		wantErr(t, "Get of a purged resource", err, store.ErrNotFound)
-		_, err = s.GetVersion(ctx, "AuditEvent", id, "1")
-		wantErr(t, "GetVersion of a purged resource", err, store.ErrNotFound)
-		if h, err := s.History(ctx, "AuditEvent", id, 0); len(h) != 0 || err != nil && !errors.Is(err, store.ErrNotFound) {
-			t.Fatalf("History of a purged resource: %d versions, %v", len(h), err)
-		}
-	}
-	for _, code := range []string{"x", "y"} {
-		got := sortedIDs(t, s, "AuditEvent", store.Query{Filter: []store.Cond{store.Eq("s_code", code)}, Limit: 100})
-		if want := map[string][]string{"x": {"c"}, "y": nil}[code]; !slices.Equal(got, want) {
-			t.Fatalf("search for %s after the purge: %v, want %v", code, got, want)
-		}
-	}
-	if p := pending(t, s); len(p) != 0 {
-		t.Fatalf("a purged resource's events are still pending: %+v", p)
-	}
-	sameRecord(t, "the resource not purged", mustGet(t, s, "AuditEvent", "c"), c)
-	sameRecord(t, "the same id under another type", mustGet(t, s, "Patient", "a"), other)
-
-	if err := s.Purge(ctx, "AuditEvent", []string{"a", "b"}); err != nil {
-		t.Fatalf("Purge again: %v", err)
-	}
-	again := record("AuditEvent", "a", "9", "p2", t0, `{"again":true}`)
-	mustWrite(t, s, create(again, nil))
-	sameRecord(t, "a purged id created again", mustGet(t, s, "AuditEvent", "a"), again)
-	if h, _ := s.History(ctx, "AuditEvent", "a", 0); !slices.Equal(versions(h), []string{"9"}) {
-		t.Fatalf("history of the id created again: %v", versions(h))
-	}
-	if err := s.Purge(ctx, "AuditEvent", make([]string, store.MaxPurge+1)); err == nil {
-		t.Fatal("a purge of more than MaxPurge ids was taken")
-	}
-}
 
 func testClaims(t *testing.T, s store.Store) {
 	ctx := ctxOf(t)
