@@ -29,33 +29,9 @@ type Link struct {
 // server's own): its place, as the repository reads it (repo.TrailID).
 func ID(project string, seq int64) string { return repo.TrailID(project, seq) }
 
-// seal puts res at its place in project's chain, after prev, and returns
-// its link. res must be as it will be stored (empty values dropped).
-func seal(res map[string]any, project string, seq int64, prev, event string) Link {
-	l := Link{Seq: seq, Prev: prev, Event: event}
-	res["id"] = ID(project, seq)
-	res["extension"] = []any{chainExtension(l)}
-	l.Digest = digest(prev, res)
-	res["extension"] = []any{chainExtension(l)}
-	return l
-}
-
-func chainExtension(l Link) map[string]any {
-	ext := []any{
-		map[string]any{"url": "seq", "valueInteger": l.Seq},
-		map[string]any{"url": "event", "valueString": l.Event},
-	}
-	if l.Prev != "" {
-		ext = append(ext, map[string]any{"url": "prev", "valueString": l.Prev})
-	}
-	if l.Digest != "" {
-		ext = append(ext, map[string]any{"url": "digest", "valueString": l.Digest})
-	}
-	return map[string]any{"url": ChainURL, "extension": ext}
-}
-
-// sealRendered is seal of a rendered event, as the writer seals each: r's
-// JSON is the map's that seal would digest (rendered.go).
+// sealRendered puts r at its place in project's chain, after prev, and
+// returns its link: r's JSON is the map's that the digest covers and
+// linkOf reads back (rendered.go).
 func sealRendered(r *rendered, project string, seq int64, prev, event string) Link {
 	l := Link{Seq: seq, Prev: prev, Event: event}
 	r.ID = ID(project, seq)
@@ -67,7 +43,7 @@ func sealRendered(r *rendered, project string, seq int64, prev, event string) Li
 	return l
 }
 
-// renderedLink is chainExtension as a rendered type.
+// renderedLink is the chain's extension of l.
 func renderedLink(l Link) renderedChain {
 	ext := []renderedExt{{URL: "seq", ValueInteger: l.Seq}, {URL: "event", ValueString: l.Event}}
 	if l.Prev != "" {
