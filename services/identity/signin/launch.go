@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -178,7 +179,7 @@ const pickerPage = 20
 func (s *Service) patientPage(ctx context.Context, b web.Browser, a AuthRequest, membership string, gate *access.Gate, form url.Values) (*bus.Response, error) {
 	name := strings.TrimSpace(form.Get("patient_name"))
 	birth := strings.TrimSpace(form.Get("patient_birthdate"))
-	params := url.Values{"_count": {"20"}, "_sort": {"family,given"}}
+	params := url.Values{"_count": {strconv.Itoa(pickerPage)}, "_sort": {"family,given"}}
 	if name != "" {
 		params.Set("name", name)
 	}
@@ -190,7 +191,6 @@ func (s *Service) patientPage(ctx context.Context, b web.Browser, a AuthRequest,
 	if err != nil {
 		picker.Problem = fhir.AsError(err).Message()
 	} else {
-		q.Count = pickerPage
 		page, err := gate.Search(ctx, q)
 		if err != nil {
 			return nil, err
